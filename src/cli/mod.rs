@@ -1,0 +1,333 @@
+//! The command line: the only place that touches files, flags, the environment and stdout. Stages are
+//! called from here (through [`build`]) with explicit configs.
+
+pub mod build;
+mod run;
+
+use crate::ir::DType;
+use crate::pipeline::{ArtifactKind, PIPELINE, Phase};
+use crate::stages::build_images::BuildImagesConfig;
+use crate::stages::emit::EmitConfig;
+use crate::stages::lower_exchanges::LowerExchangesConfig;
+use crate::stages::lower_mid::LowerMidConfig;
+use crate::stages::place_storage::{PlaceStorageConfig, PlacementOrder};
+use crate::stages::plan_exchange_storage::PlanExchangeStorageConfig;
+use crate::stages::select_finalist::{MappingChoice, SelectFinalistConfig};
+use crate::store::Store;
+use crate::target::Target;
+use crate::workload::{Overrides, WorkloadSpec};
+use anyhow::{Context, Result, bail};
+use build::{Build, PhaseConfigs};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug)]
+#[command(name = "ipu-codegen", version, about = "Ahead-of-time compiler for tile-based bulk-synchronous ML processors")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    globals: Globals,
+}
+
+/// Options every subcommand takes.
+#[derive(Args, Debug)]
+struct Globals {
+    /// The content-addressed store.
+    #[arg(long, global = true, env = "IPU_CODEGEN_CACHE", default_value = "cache")]
+    cache: PathBuf,
+    /// Where stage records, model.ipuexe and execution.ipuprofile go (one folder per build).
+    #[arg(long, global = true, env = "IPU_CODEGEN_STAGES", default_value = "stages")]
+    stages: PathBuf,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the reference target model.
+    Target {
+        #[arg(default_value = "mk2-1500")]
+        name: String,
+    },
+    /// Print the pipeline's phases in order.
+    Phases,
+    /// Print the build name (the workload id unless --build is given).
+    Id(BuildArgs),
+    /// Run the pipeline (or part of it with --from/--to).
+    Build {
+        #[command(flatten)]
+        args: BuildArgs,
+        /// First phase to run; earlier outputs come from this build's stage records.
+        #[arg(long, value_parser = parse_phase)]
+        from: Option<Phase>,
+        /// Last phase to run.
+        #[arg(long, value_parser = parse_phase)]
+        to: Option<Phase>,
+    },
+    /// Print the text dump of a phase's output (building it through the store first).
+    Show {
+        /// `graph` or a phase name.
+        what: String,
+        #[command(flatten)]
+        args: BuildArgs,
+    },
+    /// Build if needed, then run the package on the simulated device and check the result.
+    Run {
+        /// A workload (preset name or TOML file) or a model.ipuexe.
+        #[command(flatten)]
+        args: BuildArgs,
+        /// Give up waiting for the device after this many seconds.
+        #[arg(long, default_value_t = 600)]
+        lock_timeout: u64,
+    },
+    /// Inspect or clean the store.
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CacheAction {
+    /// List objects with their kind and size.
+    Ls,
+    /// Count objects, bytes and actions.
+    Stats,
+    /// Re-hash every object; evict damaged ones.
+    Verify,
+    /// Remove objects and actions by age and total size.
+    Gc {
+        #[arg(long)]
+        max_age_days: Option<u64>,
+        #[arg(long)]
+        max_bytes: Option<u64>,
+    },
+}
+
+/// The workload, its overrides, the target and every phase's options.
+#[derive(Args, Debug, Clone)]
+pub struct BuildArgs {
+    /// A preset (`siglip-mlp`, `siglip-mlp-small`) or a TOML file.
+    workload: String,
+    /// Build name (folder under the stages directory); defaults to the workload id.
+    #[arg(long)]
+    build: Option<String>,
+    #[arg(long, default_value = "mk2-1500")]
+    target: String,
+    #[arg(long)]
+    batch: Option<u32>,
+    #[arg(long)]
+    tokens: Option<u32>,
+    #[arg(long)]
+    dimension: Option<u32>,
+    #[arg(long)]
+    hidden: Option<u32>,
+    #[arg(long)]
+    blocks: Option<u32>,
+    #[arg(long)]
+    biases: Option<bool>,
+    #[arg(long, value_parser = parse_dtype)]
+    partials: Option<DType>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// lower_mid: plans kept for select_finalist.
+    #[arg(long, default_value_t = 4)]
+    finalists: u32,
+    /// select_finalist: grid-to-tile mapping.
+    #[arg(long, value_enum, default_value = "auto")]
+    mapping: MappingChoice,
+    /// place_storage: the order buffers are placed in.
+    #[arg(long, value_enum, default_value = "lifetime")]
+    placement_order: PlacementOrder,
+}
+
+fn parse_phase(s: &str) -> Result<Phase, String> {
+    Phase::parse(s).ok_or_else(|| {
+        format!("unknown phase {s:?}; phases: {}", PIPELINE.map(|p| p.name()).join(", "))
+    })
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    match s {
+        "f16" => Ok(DType::F16),
+        "f32" => Ok(DType::F32),
+        _ => Err(format!("unknown type {s:?}; use f16 or f32")),
+    }
+}
+
+impl BuildArgs {
+    fn spec(&self) -> Result<WorkloadSpec> {
+        let (text, origin) = match WorkloadSpec::preset(&self.workload) {
+            Some(text) => (text.to_string(), format!("preset {}", self.workload)),
+            None => {
+                let path = Path::new(&self.workload);
+                if !path.exists() {
+                    let presets: Vec<&str> = crate::workload::PRESETS.iter().map(|(n, _)| *n).collect();
+                    bail!("unknown workload {:?}: not a preset ({}) nor a file", self.workload, presets.join(", "));
+                }
+                (std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?, path.display().to_string())
+            }
+        };
+        let mut spec = WorkloadSpec::parse(&text, &origin)?;
+        spec.apply(&Overrides {
+            batch: self.batch,
+            tokens: self.tokens,
+            dimension: self.dimension,
+            hidden: self.hidden,
+            blocks: self.blocks,
+            biases: self.biases,
+            partials: self.partials,
+            seed: self.seed,
+        });
+        Ok(spec)
+    }
+
+    fn target(&self) -> Result<Target> {
+        Target::preset(&self.target)
+            .with_context(|| format!("unknown target {:?}; targets: {}", self.target, Target::PRESETS.join(", ")))
+    }
+
+    fn configs(&self) -> PhaseConfigs {
+        PhaseConfigs {
+            lower_mid: LowerMidConfig { finalists: self.finalists },
+            select_finalist: SelectFinalistConfig { mapping: self.mapping },
+            plan_exchange_storage: PlanExchangeStorageConfig {},
+            lower_exchanges: LowerExchangesConfig {},
+            place_storage: PlaceStorageConfig { order: self.placement_order },
+            emit: EmitConfig {},
+            build_images: BuildImagesConfig {},
+        }
+    }
+
+    fn build<'a>(&self, store: &'a Store, stages: &Path) -> Result<Build<'a>> {
+        let spec = self.spec()?;
+        let graph = spec.import()?;
+        Ok(Build {
+            store,
+            stages: stages.to_path_buf(),
+            build: self.build.clone().unwrap_or_else(|| spec.id()),
+            target: self.target()?,
+            graph,
+            configs: self.configs(),
+        })
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// The command line, with one subcommand per phase of the pipeline added to the derived ones.
+fn command() -> clap::Command {
+    PIPELINE.iter().fold(Cli::command(), |cmd, phase| {
+        cmd.subcommand(BuildArgs::augment_args(clap::Command::new(phase.command()).about(phase.about())))
+    })
+}
+
+pub fn main() -> std::process::ExitCode {
+    let matches = command().get_matches();
+    let result = match matches.subcommand() {
+        Some((name, sub)) if Phase::parse(name).is_some() => {
+            let phase = Phase::parse(name).expect("checked");
+            Globals::from_arg_matches(&matches).map_err(anyhow::Error::from).and_then(|g| {
+                let args = BuildArgs::from_arg_matches(sub)?;
+                init_logging(g.log_format);
+                let store = Store::open(&g.cache)?;
+                args.build(&store, &g.stages)?.run(phase, phase).map(|_| ())
+            })
+        }
+        _ => match Cli::from_arg_matches(&matches) {
+            Ok(cli) => {
+                init_logging(cli.globals.log_format);
+                execute(cli)
+            }
+            Err(e) => e.exit(),
+        },
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn execute(cli: Cli) -> Result<()> {
+    let g = cli.globals;
+    match cli.command {
+        Command::Target { name } => {
+            let t = Target::preset(&name).with_context(|| format!("unknown target {name:?}; targets: {}", Target::PRESETS.join(", ")))?;
+            print!("{}", t.describe());
+        }
+        Command::Phases => println!("{}", PIPELINE.map(|p| p.name()).join(" ")),
+        Command::Id(args) => {
+            let spec = args.spec()?;
+            spec.import()?;
+            println!("{}", args.build.clone().unwrap_or_else(|| spec.id()));
+        }
+        Command::Build { args, from, to } => {
+            let store = Store::open(&g.cache)?;
+            let b = args.build(&store, &g.stages)?;
+            let outcome = b.run(from.unwrap_or(PIPELINE[0]), to.unwrap_or(PIPELINE[PIPELINE.len() - 1]))?;
+            tracing::info!(ran = outcome.ran.len(), build = %b.dir().display(), "build finished");
+        }
+        Command::Show { what, args } => {
+            let kind = if what == "graph" {
+                ArtifactKind::Graph
+            } else {
+                parse_phase(&what).map_err(anyhow::Error::msg)?.output()
+            };
+            let store = Store::open(&g.cache)?;
+            let b = args.build(&store, &g.stages)?;
+            let to = PIPELINE.into_iter().find(|p| p.output() == kind).unwrap_or(PIPELINE[0]);
+            let outcome = b.run(PIPELINE[0], to)?;
+            print!("{}", b.dump(kind, &outcome.outputs)?);
+        }
+        Command::Run { args, lock_timeout } => run::run(&g.cache, &g.stages, &args, lock_timeout)?,
+        Command::Cache { action } => {
+            let store = Store::open(&g.cache)?;
+            match action {
+                CacheAction::Ls => {
+                    for (hash, bytes, kind) in store.list() {
+                        println!("{hash} {bytes:>10} {kind}");
+                    }
+                }
+                CacheAction::Stats => {
+                    let s = store.stats(false);
+                    println!("objects={} bytes={} actions={}", s.objects, s.object_bytes, s.actions);
+                }
+                CacheAction::Verify => {
+                    let s = store.stats(true);
+                    println!("objects={} damaged={}", s.objects, s.damaged.len());
+                    for d in &s.damaged {
+                        println!("evicted {d}");
+                    }
+                    if !s.damaged.is_empty() {
+                        bail!("{} damaged objects evicted; the next build recomputes them", s.damaged.len());
+                    }
+                }
+                CacheAction::Gc { max_age_days, max_bytes } => {
+                    let age = max_age_days.map(|d| std::time::Duration::from_secs(d * 86_400));
+                    let (files, bytes) = store.gc(age, max_bytes);
+                    println!("removed {files} files, {bytes} bytes");
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! The graph: values and operations with dtypes and shapes, as imported from a workload spec. Every
+//! value is a 2-D row-major tensor `[rows, cols]` (a bias is `[1, cols]`).
+
+use crate::ids::{OpId, ValueId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::fmt::Write as _;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    F16,
+    F32,
+}
+
+impl DType {
+    pub fn bytes(self) -> u32 {
+        match self {
+            DType::F16 => 2,
+            DType::F32 => 4,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DType::F16 => "f16",
+            DType::F32 => "f32",
+        })
+    }
+}
+
+/// Where a value comes from and goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueRole {
+    /// Streamed in by the host at every `run`.
+    Input,
+    /// Streamed in by the host once, at `initialize`.
+    Weight,
+    /// Produced and consumed on the device.
+    Intermediate,
+    /// Produced on the device, streamed out at the end of `run`.
+    Output,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Value {
+    pub id: ValueId,
+    pub name: String,
+    pub rows: u32,
+    pub cols: u32,
+    pub dtype: DType,
+    pub role: ValueRole,
+    /// For weights: the fan-in the seeded generator scales by (1/sqrt(fan_in)).
+    pub fan_in: u32,
+}
+
+impl Value {
+    pub fn elements(&self) -> u64 {
+        u64::from(self.rows) * u64::from(self.cols)
+    }
+    pub fn bytes(&self) -> u64 {
+        self.elements() * u64::from(self.dtype.bytes())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpKind {
+    /// `out = a · b`, `a: [m, k]`, `b: [k, n]`.
+    MatMul { a: ValueId, b: ValueId },
+    /// `out = x + bias` broadcast over rows, `bias: [1, n]`.
+    AddBias { x: ValueId, bias: ValueId },
+    /// `out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    GeluTanh { x: ValueId },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Op {
+    pub id: OpId,
+    pub name: String,
+    pub kind: OpKind,
+    pub out: ValueId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Graph {
+    pub workload: String,
+    pub values: Vec<Value>,
+    pub ops: Vec<Op>,
+    /// The partials type the AMP accumulates in.
+    pub partials: DType,
+    /// Seed of the generator that makes inputs and weights.
+    pub seed: u64,
+    /// The workload's parameters as `key=value` pairs, in the order the run summary prints them.
+    pub parameters: Vec<(String, String)>,
+}
+
+impl Graph {
+    pub fn value(&self, id: ValueId) -> &Value {
+        &self.values[id.index()]
+    }
+
+    /// Useful flops: 2·m·k·n over the matmuls (what `effectiveGemmTflops` and efficiency count).
+    pub fn gemm_flops(&self) -> u64 {
+        self.ops
+            .iter()
+            .map(|op| match op.kind {
+                OpKind::MatMul { a, b } => {
+                    2 * u64::from(self.value(a).rows) * u64::from(self.value(a).cols) * u64::from(self.value(b).cols)
+                }
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// The stable text dump.
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "graph {} partials={} seed={}", self.workload, self.partials, self.seed);
+        for v in &self.values {
+            let _ = writeln!(s, "  {} {:?} {} [{}, {}] {}", v.id, v.role, v.name, v.rows, v.cols, v.dtype);
+        }
+        for op in &self.ops {
+            let args = match &op.kind {
+                OpKind::MatMul { a, b } => format!("matmul {a} {b}"),
+                OpKind::AddBias { x, bias } => format!("add_bias {x} {bias}"),
+                OpKind::GeluTanh { x } => format!("gelu_tanh {x}"),
+            };
+            let _ = writeln!(s, "  {} {} = {} ({})", op.id, op.out, args, op.name);
+        }
+        s
+    }
+}
+
+/// A rectangle `[row0, row1) x [col0, col1)` of a 2-D value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Rect {
+    pub row0: u32,
+    pub row1: u32,
+    pub col0: u32,
+    pub col1: u32,
+}
+
+impl Rect {
+    pub fn new(row0: u32, row1: u32, col0: u32, col1: u32) -> Rect {
+        Rect { row0, row1, col0, col1 }
+    }
+    pub fn rows(&self) -> u32 {
+        self.row1 - self.row0
+    }
+    pub fn cols(&self) -> u32 {
+        self.col1 - self.col0
+    }
+    pub fn elements(&self) -> u64 {
+        u64::from(self.rows()) * u64::from(self.cols())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.row0 >= self.row1 || self.col0 >= self.col1
+    }
+    pub fn intersect(&self, other: &Rect) -> Option<Rect> {
+        let r = Rect::new(
+            self.row0.max(other.row0),
+            self.row1.min(other.row1),
+            self.col0.max(other.col0),
+            self.col1.min(other.col1),
+        );
+        (!r.is_empty()).then_some(r)
+    }
+    pub fn contains(&self, other: &Rect) -> bool {
+        other.row0 >= self.row0 && other.row1 <= self.row1 && other.col0 >= self.col0 && other.col1 <= self.col1
+    }
+}
+
+impl fmt::Display for Rect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}..{}, {}..{}]", self.row0, self.row1, self.col0, self.col1)
+    }
+}

@@ -1,0 +1,94 @@
+//! The tile instruction set: what `emit` writes, `build_images` encodes into tile memory, and the device
+//! decodes and executes. Every address is absolute in the tile's memory. A program is a sequence of
+//! supersteps separated by `Sync`; every tile has the same number of syncs.
+//!
+//! Encoding: MessagePack of [`TileProgram`]. Integers encode by magnitude, so a program built with every
+//! address at `u32::MAX` ([`PLACEHOLDER_ADDRESS`]) is at least as long as the real one: `place_storage`
+//! reserves code space from that.
+
+use crate::ids::{ExchangeId, TileId};
+use crate::ir::DType;
+use crate::stages::plan_exchange_storage::Run;
+use serde::{Deserialize, Serialize};
+
+pub const PLACEHOLDER_ADDRESS: u32 = u32::MAX;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Instr {
+    /// AMP matmul vertex: `partials[r][c] = Σ_k a[r][k] b[k][c]`, row strides in bytes.
+    Amp {
+        a: u32,
+        a_stride: u32,
+        b: u32,
+        b_stride: u32,
+        partials: u32,
+        partials_stride: u32,
+        partials_type: DType,
+        rows: u32,
+        depth: u32,
+        cols: u32,
+    },
+    /// Vector vertex: `out[r][c] = f16(gelu?(partials[r][c] + bias?[c]))`.
+    Epilogue {
+        partials: u32,
+        partials_stride: u32,
+        partials_type: DType,
+        bias: Option<u32>,
+        out: u32,
+        out_stride: u32,
+        rows: u32,
+        cols: u32,
+        gelu: bool,
+    },
+    /// Starts exchange phase `phase`, which lasts `horizon` cycles.
+    Exchange { phase: ExchangeId, horizon: u32 },
+    /// Sends `bytes` bytes read from `run`, one word per cycle from cycle `start` of the phase.
+    Send { start: u32, bytes: u32, run: Run },
+    /// Switches the receive mux to `from` at cycle `switch`, then stores the `bytes` bytes that `from`
+    /// sends from cycle `sent` (arriving `transit` cycles later) into `run`.
+    Receive { switch: u32, from: TileId, sent: u32, bytes: u32, run: Run },
+    /// Ends a superstep: wait for every tile.
+    Sync,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileProgram {
+    pub tile: TileId,
+    pub instrs: Vec<Instr>,
+}
+
+impl TileProgram {
+    pub fn encode(&self) -> Vec<u8> {
+        rmp_serde::to_vec(self).expect("tile programs serialise")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<TileProgram, rmp_serde::decode::Error> {
+        rmp_serde::from_slice(bytes)
+    }
+
+    pub fn syncs(&self) -> usize {
+        self.instrs.iter().filter(|i| matches!(i, Instr::Sync)).count()
+    }
+}
+
+/// A rectangle the host writes into tile memory (or reads back): `rows` rows of `cols` elements of a
+/// value, from element (`row0`, `col0`), `stride` bytes apart in the tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostTransfer {
+    pub value: crate::ids::ValueId,
+    pub rect: crate::ir::Rect,
+    pub tile: TileId,
+    pub address: u32,
+    pub stride: u32,
+}
+
+/// The host side of the package: the streaming calls.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostProgram {
+    /// `initialize`: weights, once.
+    pub initialize: Vec<HostTransfer>,
+    /// `run`: activations in...
+    pub run_inputs: Vec<HostTransfer>,
+    /// ... and results out.
+    pub run_outputs: Vec<HostTransfer>,
+}

@@ -1,0 +1,15 @@
+//! ipu-codegen: an ahead-of-time compiler for tile-based, bulk-synchronous ML processors of the Graphcore
+//! IPU kind, and the simulated device its packages run on. See ARCHITECTURE.md for the map.
+
+pub mod cli;
+pub mod device;
+pub mod ids;
+pub mod ir;
+pub mod isa;
+pub mod numerics;
+pub mod pipeline;
+pub mod stages;
+pub mod store;
+pub mod target;
+pub mod verify;
+pub mod workload;

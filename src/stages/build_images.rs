@@ -1,0 +1,173 @@
+//! `build_images`: tile_code + placement + selected + target -> `package`.
+//!
+//! Encodes every tile's program into the bytes of its memory image at the code address, and gathers
+//! what the device and the host need: the host program, the graph (for the host's data and reference),
+//! the estimated cycles of every superstep and the compiler version. The package holds no weights.
+//! `model.ipuexe` is the package's store bytes behind a short header (magic, format version, compiler
+//! version, blake3 of the body).
+//!
+//! Invariants (checked by [`verify`]): every image decodes back to its program; every code image fits the
+//! space `place_storage` reserved for it.
+
+use crate::ir::Graph;
+use crate::isa::{HostProgram, TileProgram};
+use crate::stages::emit::TileCode;
+use crate::stages::place_storage::Placement;
+use crate::stages::select_finalist::{Selected, Step};
+use crate::store::{COMPILER_VERSION, ContentHash};
+use crate::target::Target;
+use crate::verify::Verifier;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BuildImagesConfig {}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileImage {
+    pub code_address: u32,
+    #[serde(with = "serde_bytes")]
+    pub code: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Package {
+    pub compiler_version: String,
+    pub target: Target,
+    pub workload: String,
+    pub graph: Graph,
+    pub tiles: Vec<TileImage>,
+    pub host: HostProgram,
+    /// Kind ("exchange" or "compute") and estimated cycles of every superstep.
+    pub steps: Vec<(String, u64)>,
+    pub estimated_cycles: u64,
+}
+
+impl crate::store::Artifact for Package {
+    const KIND: &'static str = "package";
+    const SCHEMA: u32 = 1;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildImagesError {
+    #[error("build_images produced an invalid package:\n{0}")]
+    Invalid(String),
+}
+
+pub fn build_images(
+    code: &TileCode,
+    placement: &Placement,
+    sel: &Selected,
+    target: &Target,
+    _cfg: &BuildImagesConfig,
+) -> Result<Package, BuildImagesError> {
+    let tiles: Vec<TileImage> = code
+        .tiles
+        .par_iter()
+        .zip(&placement.tiles)
+        .map(|(p, usage)| TileImage { code_address: usage.code_address, code: p.encode() })
+        .collect();
+    let steps: Vec<(String, u64)> = sel
+        .steps
+        .iter()
+        .zip(&code.estimated_steps)
+        .map(|(s, c)| (match s { Step::Exchange(_) => "exchange", Step::Compute(_) => "compute" }.to_string(), *c))
+        .collect();
+    let estimated_cycles = steps.iter().map(|(_, c)| c).sum::<u64>() + steps.len() as u64 * target.sync_cycles;
+    let package = Package {
+        compiler_version: COMPILER_VERSION.to_string(),
+        target: target.clone(),
+        workload: code.workload.clone(),
+        graph: sel.graph.clone(),
+        tiles,
+        host: code.host.clone(),
+        steps,
+        estimated_cycles,
+    };
+    let errors = verify(&package, code, placement);
+    if !errors.is_empty() {
+        return Err(BuildImagesError::Invalid(errors.join("\n")));
+    }
+    Ok(package)
+}
+
+pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<String> {
+    let mut v = Verifier::default();
+    for ((image, program), usage) in package.tiles.iter().zip(&code.tiles).zip(&placement.tiles) {
+        v.check(image.code.len() as u32 <= usage.code_bytes, || {
+            format!("{}: code is {} bytes, {} reserved", program.tile, image.code.len(), usage.code_bytes)
+        });
+        v.check(TileProgram::decode(&image.code).ok().as_ref() == Some(program), || {
+            format!("{}: code image does not decode to its program", program.tile)
+        });
+    }
+    v.finish()
+}
+
+/// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.
+pub const IPUEXE_MAGIC: &[u8; 8] = b"IPUEXE\0\x01";
+
+pub fn write_ipuexe(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 64);
+    out.extend_from_slice(IPUEXE_MAGIC);
+    out.extend_from_slice(&(COMPILER_VERSION.len() as u32).to_le_bytes());
+    out.extend_from_slice(COMPILER_VERSION.as_bytes());
+    out.extend_from_slice(&ContentHash::of(body).0);
+    out.extend_from_slice(body);
+    out
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IpuexeError {
+    #[error("not an application package (bad magic)")]
+    Magic,
+    #[error("application package is truncated")]
+    Truncated,
+    #[error("application package is damaged: its body does not match the hash in its header")]
+    Hash,
+    #[error("application package: {0}")]
+    Decode(#[from] crate::store::StoreError),
+}
+
+pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
+    let rest = bytes.strip_prefix(IPUEXE_MAGIC.as_slice()).ok_or(IpuexeError::Magic)?;
+    let len = u32::from_le_bytes(rest.get(..4).ok_or(IpuexeError::Truncated)?.try_into().expect("4 bytes")) as usize;
+    let version = rest.get(4..4 + len).ok_or(IpuexeError::Truncated)?;
+    let hash = rest.get(4 + len..36 + len).ok_or(IpuexeError::Truncated)?;
+    let body = &rest[36 + len..];
+    let body_hash = ContentHash::of(body);
+    if body_hash.0 != hash {
+        return Err(IpuexeError::Hash);
+    }
+    let package = crate::store::decode::<Package>(body, &body_hash)?;
+    Ok((String::from_utf8_lossy(version).into_owned(), package))
+}
+
+impl Package {
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let code: Vec<usize> = self.tiles.iter().map(|t| t.code.len()).collect();
+        let _ = writeln!(
+            s,
+            "package {} target={} tiles={} code_bytes_total={} code_bytes_max={} estimated_cycles={}",
+            self.workload,
+            self.target.name,
+            self.tiles.len(),
+            code.iter().sum::<usize>(),
+            code.iter().max().unwrap_or(&0),
+            self.estimated_cycles
+        );
+        for (i, (kind, c)) in self.steps.iter().enumerate() {
+            let _ = writeln!(s, "  step{i} {kind} estimated_cycles={c}");
+        }
+        let _ = writeln!(
+            s,
+            "  host: initialize={} run_inputs={} run_outputs={}",
+            self.host.initialize.len(),
+            self.host.run_inputs.len(),
+            self.host.run_outputs.len()
+        );
+        s
+    }
+}

@@ -1,0 +1,262 @@
+//! `emit`: selected + exchange_storage + exchanges + placement -> `tile_code`.
+//!
+//! Writes every tile's program with resolved addresses: per superstep, the tile's compute vertices or
+//! its part of the exchange phase (its sends and receives at their scheduled cycles), then a sync; and
+//! the host program (`initialize`, `run`).
+//!
+//! Invariants (checked by [`verify`]): every tile has one sync per superstep; every send has receivers
+//! and every receive names a send of its sender at the same cycle with the same size; every address a
+//! program touches lies in tile memory.
+
+use crate::ids::{BufferId, TileId};
+use crate::isa::{HostProgram, HostTransfer, Instr, PLACEHOLDER_ADDRESS, TileProgram};
+use crate::stages::lower_exchanges::Exchanges;
+use crate::stages::place_storage::Placement;
+use crate::stages::plan_exchange_storage::{ExchangeStorage, Run};
+use crate::stages::select_finalist::{Selected, Step, VertexKind};
+use crate::target::Target;
+use crate::verify::Verifier;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EmitConfig {}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileCode {
+    pub workload: String,
+    pub tiles: Vec<TileProgram>,
+    pub host: HostProgram,
+    /// Estimated cycles per superstep (compute from the cost model, exchange from the schedule).
+    pub estimated_steps: Vec<u64>,
+}
+
+impl crate::store::Artifact for TileCode {
+    const KIND: &'static str = "tile_code";
+    const SCHEMA: u32 = 1;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmitError {
+    #[error("emit produced invalid tile code:\n{0}")]
+    Invalid(String),
+}
+
+pub fn emit(
+    sel: &Selected,
+    storage: &ExchangeStorage,
+    exchanges: &Exchanges,
+    placement: &Placement,
+    target: &Target,
+    _cfg: &EmitConfig,
+) -> Result<TileCode, EmitError> {
+    let address = |b: BufferId| placement.addresses[b.index()];
+    let tiles = tile_programs(sel, storage, exchanges, target, &address);
+    let host_transfer = |t: &crate::stages::select_finalist::HostTransfer| {
+        let buf = &sel.buffers[t.buffer.index()];
+        HostTransfer {
+            value: t.value,
+            rect: t.rect,
+            tile: t.tile,
+            address: address(t.buffer) + buf.offset(t.rect.row0, t.rect.col0),
+            stride: buf.stride * buf.dtype.bytes(),
+        }
+    };
+    let host = HostProgram {
+        initialize: sel.initialize.iter().map(host_transfer).collect(),
+        run_inputs: sel.run_inputs.iter().map(host_transfer).collect(),
+        run_outputs: sel.run_outputs.iter().map(host_transfer).collect(),
+    };
+    let estimated_steps = sel
+        .steps
+        .iter()
+        .zip(&sel.estimate.steps)
+        .map(|(step, est)| match step {
+            Step::Exchange(id) => u64::from(exchanges.phases[id.index()].horizon),
+            Step::Compute(_) => *est,
+        })
+        .collect();
+    let code = TileCode { workload: sel.workload.clone(), tiles, host, estimated_steps };
+    let errors = verify(&code, sel, target);
+    if !errors.is_empty() {
+        return Err(EmitError::Invalid(errors.join("\n")));
+    }
+    Ok(code)
+}
+
+/// Every tile's program, with buffer addresses from `address`. `place_storage` calls this with
+/// [`PLACEHOLDER_ADDRESS`] to size the code.
+pub fn tile_programs(
+    sel: &Selected,
+    storage: &ExchangeStorage,
+    exchanges: &Exchanges,
+    target: &Target,
+    address: &dyn Fn(BufferId) -> u32,
+) -> Vec<TileProgram> {
+    let mut instrs: Vec<Vec<Instr>> = vec![Vec::new(); target.tiles as usize];
+    let at = |b: BufferId| address(b);
+    // A placeholder base stays a placeholder, so sized code is never shorter than real code.
+    let place = |run: &Run, base: u32| if base == PLACEHOLDER_ADDRESS { Run { offset: base, ..*run } } else { run.shifted(base) };
+    for step in &sel.steps {
+        match step {
+            Step::Exchange(id) => {
+                let ex = &sel.exchanges[id.index()];
+                let ps = &storage.phases[id.index()];
+                let sched = &exchanges.phases[id.index()];
+                let mut per_tile: BTreeMap<TileId, Vec<(u32, Instr)>> = BTreeMap::new();
+                for ((t, ts), &start) in ex.transfers.iter().zip(&ps.transfers).zip(&sched.starts) {
+                    let run = place(&ts.source, address(t.source_buffer));
+                    per_tile.entry(t.source).or_default().push((start, Instr::Send { start, bytes: t.bytes, run }));
+                    for (d, drun) in t.destinations.iter().zip(&ts.destinations) {
+                        let run = place(drun, address(d.buffer));
+                        let switch = start + target.exchange_transit_cycles - target.mux_switch_cycles;
+                        per_tile.entry(d.tile).or_default().push((
+                            switch,
+                            Instr::Receive { switch, from: t.source, sent: start, bytes: t.bytes, run },
+                        ));
+                    }
+                }
+                for (tile, mut list) in per_tile {
+                    list.sort_by_key(|(cycle, i)| (*cycle, matches!(i, Instr::Receive { .. })));
+                    let program = &mut instrs[tile.index()];
+                    program.push(Instr::Exchange { phase: *id, horizon: sched.horizon });
+                    program.extend(list.into_iter().map(|(_, i)| i));
+                }
+            }
+            Step::Compute(c) => {
+                for v in &sel.compute_sets[*c as usize].vertices {
+                    let stride = |b: BufferId| {
+                        let buf = &sel.buffers[b.index()];
+                        buf.stride * buf.dtype.bytes()
+                    };
+                    let instr = match v.kind {
+                        VertexKind::AmpMatMul { a, b, partials, rows, depth, cols } => Instr::Amp {
+                            a: at(a),
+                            a_stride: stride(a),
+                            b: at(b),
+                            b_stride: stride(b),
+                            partials: at(partials),
+                            partials_stride: stride(partials),
+                            partials_type: sel.buffers[partials.index()].dtype,
+                            rows,
+                            depth,
+                            cols,
+                        },
+                        VertexKind::Epilogue { partials, bias, out, gelu, rows, cols } => Instr::Epilogue {
+                            partials: at(partials),
+                            partials_stride: stride(partials),
+                            partials_type: sel.buffers[partials.index()].dtype,
+                            bias: bias.map(|b| at(b)),
+                            out: at(out),
+                            out_stride: stride(out),
+                            rows,
+                            cols,
+                            gelu,
+                        },
+                    };
+                    instrs[v.tile.index()].push(instr);
+                }
+            }
+        }
+        for program in &mut instrs {
+            program.push(Instr::Sync);
+        }
+    }
+    instrs.into_iter().enumerate().map(|(t, instrs)| TileProgram { tile: TileId::from_index(t), instrs }).collect()
+}
+
+pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
+    let mut v = Verifier::default();
+    v.check(code.tiles.len() == target.tiles as usize, || format!("{} tile programs for {} tiles", code.tiles.len(), target.tiles));
+    let mut sends: BTreeMap<(u32, TileId, u32), (u32, usize)> = BTreeMap::new();
+    let mut receives = Vec::new();
+    let in_memory = |a: u32, len: u32| a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end);
+    for p in &code.tiles {
+        v.check(p.syncs() == sel.steps.len(), || format!("{}: {} syncs for {} supersteps", p.tile, p.syncs(), sel.steps.len()));
+        let mut phase = None;
+        for i in &p.instrs {
+            match i {
+                Instr::Exchange { phase: id, .. } => phase = Some(id.0),
+                Instr::Send { start, bytes, run } => {
+                    v.check(in_memory(run.offset, run.end() - run.offset), || format!("{}: send run {run:?} outside memory", p.tile));
+                    sends.insert((phase.unwrap_or(u32::MAX), p.tile, *start), (*bytes, 0));
+                }
+                Instr::Receive { from, sent, bytes, run, .. } => {
+                    v.check(in_memory(run.offset, run.end() - run.offset), || format!("{}: receive run {run:?} outside memory", p.tile));
+                    receives.push((phase.unwrap_or(u32::MAX), p.tile, *from, *sent, *bytes));
+                }
+                Instr::Amp { a, b, partials, rows, depth, cols, a_stride, b_stride, partials_stride, .. } => {
+                    for (what, addr, len) in [
+                        ("a", a, rows * a_stride),
+                        ("b", b, depth * b_stride),
+                        ("partials", partials, rows * partials_stride),
+                    ] {
+                        v.check(in_memory(*addr, len), || format!("{}: AMP operand {what} at {addr:#x}+{len} outside memory", p.tile));
+                    }
+                    let _ = cols;
+                }
+                Instr::Epilogue { partials, out, rows, partials_stride, out_stride, .. } => {
+                    v.check(in_memory(*partials, rows * partials_stride) && in_memory(*out, rows * out_stride), || {
+                        format!("{}: epilogue operands outside memory", p.tile)
+                    });
+                }
+                Instr::Sync => phase = None,
+            }
+        }
+    }
+    for (phase, tile, from, sent, bytes) in receives {
+        match sends.get_mut(&(phase, from, sent)) {
+            Some((b, n)) if *b == bytes => *n += 1,
+            _ => v.error(format!("ex{phase} {tile}: receives {bytes} bytes from {from} sent at cycle {sent}, which sends no such thing")),
+        }
+    }
+    for ((phase, tile, start), (_, n)) in sends {
+        v.check(n > 0, || format!("ex{phase} {tile}: send at cycle {start} has no receiver"));
+    }
+    v.finish()
+}
+
+impl TileCode {
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "tile_code {}", self.workload);
+        let _ = writeln!(s, "  estimated step cycles: {:?}", self.estimated_steps);
+        let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut active = 0;
+        for p in &self.tiles {
+            if p.instrs.iter().any(|i| !matches!(i, Instr::Sync)) {
+                active += 1;
+            }
+            for i in &p.instrs {
+                let name = match i {
+                    Instr::Amp { .. } => "amp",
+                    Instr::Epilogue { .. } => "epilogue",
+                    Instr::Exchange { .. } => "exchange",
+                    Instr::Send { .. } => "send",
+                    Instr::Receive { .. } => "receive",
+                    Instr::Sync => "sync",
+                };
+                *counts.entry(name).or_default() += 1;
+            }
+        }
+        let _ = writeln!(s, "  tiles={} active={}", self.tiles.len(), active);
+        for (name, n) in counts {
+            let _ = writeln!(s, "  {name}: {n}");
+        }
+        let _ = writeln!(
+            s,
+            "  host: initialize={} run_inputs={} run_outputs={}",
+            self.host.initialize.len(),
+            self.host.run_inputs.len(),
+            self.host.run_outputs.len()
+        );
+        if let Some(p) = self.tiles.iter().find(|p| p.instrs.len() > p.syncs()) {
+            let _ = writeln!(s, "  program of {}:", p.tile);
+            for i in &p.instrs {
+                let _ = writeln!(s, "    {i:?}");
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,296 @@
+//! `place_storage`: selected + exchange_storage + exchanges (for code sizes) + target -> `placement`.
+//!
+//! Gives every buffer of every tile an address. Each tile's code sits at the base of memory, sized by
+//! encoding its program with placeholder addresses (never shorter than the real code). Buffers are placed
+//! first-fit: weight panels and AMP partials in interleaved memory (16-byte aligned; partials own whole
+//! memory elements so an AMP's input and output never share one), everything else in standard memory when
+//! it fits, else interleaved. Buffers whose lifetimes are disjoint share memory.
+//!
+//! Invariants (checked by [`verify`]): every buffer lies in tile memory, in interleaved memory when it
+//! needs to, aligned; no two buffers of a tile with overlapping lifetimes overlap in memory, nor any buffer
+//! the code; partials share no memory element with a buffer live at the same time.
+
+use crate::ids::{BufferId, TileId};
+use crate::isa::PLACEHOLDER_ADDRESS;
+use crate::stages::emit::tile_programs;
+use crate::stages::lower_exchanges::Exchanges;
+use crate::stages::plan_exchange_storage::ExchangeStorage;
+use crate::stages::select_finalist::{Buffer, Selected};
+use crate::target::Target;
+use crate::verify::Verifier;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlacementOrder {
+    /// Place buffers in order of birth, larger first among equals.
+    Lifetime,
+    /// Place the largest buffers first.
+    Size,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlaceStorageConfig {
+    pub order: PlacementOrder,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileUsage {
+    pub code_address: u32,
+    pub code_bytes: u32,
+    /// Highest address in use + 1, per region.
+    pub standard_end: u32,
+    pub interleaved_end: u32,
+    /// Most bytes live at once (code included).
+    pub peak_bytes: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The address of every buffer, by buffer id.
+    pub addresses: Vec<u32>,
+    pub tiles: Vec<TileUsage>,
+}
+
+impl crate::store::Artifact for Placement {
+    const KIND: &'static str = "placement";
+    const SCHEMA: u32 = 1;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlaceStorageError {
+    #[error(
+        "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {live} bytes are live at {step} with code, \
+         {over} bytes over the tile's {capacity} bytes; use fewer tokens or a smaller dimension"
+    )]
+    DoesNotFit { tile: TileId, buffer: BufferId, what: String, bytes: u32, step: String, live: u64, over: u64, capacity: u64 },
+    #[error(
+        "{tile}: {buffer} ({what}, {bytes} bytes) does not fit although {free} bytes are free: memory is fragmented"
+    )]
+    Fragmented { tile: TileId, buffer: BufferId, what: String, bytes: u32, free: u64 },
+    #[error("place_storage produced an invalid placement:\n{0}")]
+    Invalid(String),
+}
+
+pub fn place_storage(
+    sel: &Selected,
+    storage: &ExchangeStorage,
+    exchanges: &Exchanges,
+    target: &Target,
+    cfg: &PlaceStorageConfig,
+) -> Result<Placement, PlaceStorageError> {
+    let code_bytes: Vec<u32> = tile_programs(sel, storage, exchanges, target, &|_| PLACEHOLDER_ADDRESS)
+        .par_iter()
+        .map(|p| (p.encode().len() as u32).next_multiple_of(16))
+        .collect();
+    let mut by_tile: Vec<Vec<&Buffer>> = vec![Vec::new(); target.tiles as usize];
+    for b in &sel.buffers {
+        by_tile[b.tile.index()].push(b);
+    }
+    let placed: Vec<Result<(Vec<(BufferId, u32)>, TileUsage), PlaceStorageError>> = by_tile
+        .par_iter()
+        .enumerate()
+        .map(|(t, buffers)| place_tile(TileId::from_index(t), buffers, code_bytes[t], target, cfg.order))
+        .collect();
+    let mut addresses = vec![0u32; sel.buffers.len()];
+    let mut tiles = Vec::with_capacity(placed.len());
+    for r in placed {
+        let (list, usage) = r?;
+        for (b, a) in list {
+            addresses[b.index()] = a;
+        }
+        tiles.push(usage);
+    }
+    let placement = Placement { addresses, tiles };
+    let errors = verify(&placement, sel, target);
+    if !errors.is_empty() {
+        return Err(PlaceStorageError::Invalid(errors.join("\n")));
+    }
+    Ok(placement)
+}
+
+/// The memory a buffer claims: partials own whole elements.
+fn footprint(b: &Buffer, address: u32, target: &Target) -> (u32, u32) {
+    if b.owns_elements() {
+        let e = target.memory_element_bytes;
+        let start = address - (address - target.memory_base) % e;
+        let end = (address + b.bytes() - target.memory_base).next_multiple_of(e) + target.memory_base;
+        (start, end)
+    } else {
+        (address, address + b.bytes())
+    }
+}
+
+fn lifetimes_overlap(a: &Buffer, b: &Buffer) -> bool {
+    a.first_step <= b.last_step && b.first_step <= a.last_step
+}
+
+fn describe(b: &Buffer) -> String {
+    format!("{:?} of {} {}", b.class, b.value, b.rect)
+}
+
+fn place_tile(
+    tile: TileId,
+    buffers: &[&Buffer],
+    code_bytes: u32,
+    target: &Target,
+    order: PlacementOrder,
+) -> Result<(Vec<(BufferId, u32)>, TileUsage), PlaceStorageError> {
+    let mut sorted: Vec<&Buffer> = buffers.to_vec();
+    match order {
+        PlacementOrder::Lifetime => sorted.sort_by_key(|b| (b.first_step, std::cmp::Reverse(b.bytes()), b.id)),
+        PlacementOrder::Size => sorted.sort_by_key(|b| (std::cmp::Reverse(b.bytes()), b.first_step, b.id)),
+    }
+    let code_address = target.memory_base;
+    let code_end = code_address + code_bytes;
+    let mut placed: Vec<(&Buffer, u32)> = Vec::with_capacity(sorted.len());
+    for b in sorted {
+        let regions: &[(u32, u32)] = if b.needs_interleaved() {
+            &[(target.interleaved_base, target.memory_end)]
+        } else {
+            &[(code_end, target.interleaved_base), (target.interleaved_base, target.memory_end)]
+        };
+        let align = if b.owns_elements() { target.memory_element_bytes } else { b.alignment() };
+        let mut found = None;
+        'regions: for &(lo, hi) in regions {
+            let lo = lo.max(code_end);
+            // Candidates: the region start and the end of every conflicting buffer.
+            let conflicts: Vec<(u32, u32)> = placed
+                .iter()
+                .filter(|(p, _)| lifetimes_overlap(p, b))
+                .map(|(p, a)| footprint(p, *a, target))
+                .collect();
+            let mut candidates: Vec<u32> = std::iter::once(lo).chain(conflicts.iter().map(|c| c.1)).collect();
+            candidates.sort_unstable();
+            for c in candidates {
+                let addr = aligned(c.max(lo), align, target.memory_base);
+                let (s, e) = footprint(b, addr, target);
+                if e <= hi && conflicts.iter().all(|&(cs, ce)| e <= cs || s >= ce) {
+                    found = Some(addr);
+                    break 'regions;
+                }
+            }
+        }
+        match found {
+            Some(addr) => placed.push((b, addr)),
+            None => return Err(no_fit(tile, b, &placed, code_bytes, target)),
+        }
+    }
+    let (mut standard_end, mut interleaved_end) = (code_end, target.interleaved_base);
+    for (b, a) in &placed {
+        let end = footprint(b, *a, target).1;
+        if *a < target.interleaved_base {
+            standard_end = standard_end.max(end);
+        } else {
+            interleaved_end = interleaved_end.max(end);
+        }
+    }
+    let peak = placed
+        .iter()
+        .map(|(b, _)| {
+            placed.iter().filter(|(o, _)| o.first_step <= b.first_step && o.last_step >= b.first_step).map(|(o, _)| u64::from(o.bytes())).sum::<u64>()
+        })
+        .max()
+        .unwrap_or(0)
+        + u64::from(code_bytes);
+    let usage = TileUsage { code_address, code_bytes, standard_end, interleaved_end, peak_bytes: peak as u32 };
+    Ok((placed.into_iter().map(|(b, a)| (b.id, a)).collect(), usage))
+}
+
+fn aligned(addr: u32, align: u32, base: u32) -> u32 {
+    base + (addr - base).next_multiple_of(align)
+}
+
+fn no_fit(tile: TileId, b: &Buffer, placed: &[(&Buffer, u32)], code_bytes: u32, target: &Target) -> PlaceStorageError {
+    let capacity = u64::from(target.memory_end - target.memory_base);
+    let (step, live) = (b.first_step.0..=b.last_step.0)
+        .map(|s| {
+            let live: u64 = placed
+                .iter()
+                .filter(|(p, _)| p.first_step.0 <= s && p.last_step.0 >= s)
+                .map(|(p, _)| u64::from(p.bytes()))
+                .sum();
+            (s, live + u64::from(b.bytes()) + u64::from(code_bytes))
+        })
+        .max_by_key(|(_, live)| *live)
+        .expect("lifetimes are not empty");
+    if live > capacity {
+        PlaceStorageError::DoesNotFit {
+            tile,
+            buffer: b.id,
+            what: describe(b),
+            bytes: b.bytes(),
+            step: format!("step{step}"),
+            live,
+            over: live - capacity,
+            capacity,
+        }
+    } else {
+        PlaceStorageError::Fragmented { tile, buffer: b.id, what: describe(b), bytes: b.bytes(), free: capacity - live + u64::from(b.bytes()) }
+    }
+}
+
+pub fn verify(p: &Placement, sel: &Selected, target: &Target) -> Vec<String> {
+    let mut v = Verifier::default();
+    v.check(p.addresses.len() == sel.buffers.len(), || "address count differs from buffer count".to_string());
+    let mut by_tile: Vec<Vec<(&Buffer, u32)>> = vec![Vec::new(); target.tiles as usize];
+    for (b, &a) in sel.buffers.iter().zip(&p.addresses) {
+        by_tile[b.tile.index()].push((b, a));
+        let usage = &p.tiles[b.tile.index()];
+        let end = u64::from(a) + u64::from(b.bytes());
+        v.check(a >= usage.code_address + usage.code_bytes && end <= u64::from(target.memory_end), || {
+            format!("{} {}: [{a:#x}, {end:#x}) outside the tile's data memory", b.tile, b.id)
+        });
+        v.check(!b.needs_interleaved() || target.is_interleaved(a), || format!("{} {}: {a:#x} is not interleaved", b.tile, b.id));
+        v.check(a % b.alignment() == 0, || format!("{} {}: {a:#x} is not {}-byte aligned", b.tile, b.id, b.alignment()));
+    }
+    for (t, list) in by_tile.iter().enumerate() {
+        for (i, (a, aa)) in list.iter().enumerate() {
+            for (b, ba) in &list[i + 1..] {
+                if !lifetimes_overlap(a, b) {
+                    continue;
+                }
+                let (s1, e1) = footprint(a, *aa, target);
+                let (s2, e2) = footprint(b, *ba, target);
+                v.check(e1 <= s2 || e2 <= s1, || format!("tile{t}: {} and {} overlap while both live", a.id, b.id));
+            }
+        }
+    }
+    v.finish()
+}
+
+impl Placement {
+    pub fn dump(&self, sel: &Selected, target: &Target) -> String {
+        let mut s = String::new();
+        let used: Vec<&TileUsage> = self.tiles.iter().filter(|t| t.peak_bytes > t.code_bytes).collect();
+        let max_peak = used.iter().map(|t| t.peak_bytes).max().unwrap_or(0);
+        let max_code = self.tiles.iter().map(|t| t.code_bytes).max().unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "placement: buffers={} tiles_with_data={} max_peak_bytes={} max_code_bytes={} capacity={}",
+            self.addresses.len(),
+            used.len(),
+            max_peak,
+            max_code,
+            target.memory_end - target.memory_base
+        );
+        if let Some((t, _)) = self.tiles.iter().enumerate().find(|(_, u)| u.peak_bytes == max_peak) {
+            let _ = writeln!(s, "  busiest tile{t}:");
+            for (b, a) in sel.buffers.iter().zip(&self.addresses).filter(|(b, _)| b.tile.index() == t) {
+                let _ = writeln!(
+                    s,
+                    "    {} {:#07x} {:>7} bytes {}..{} {}",
+                    b.id,
+                    a,
+                    b.bytes(),
+                    b.first_step,
+                    b.last_step,
+                    describe(b)
+                );
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,234 @@
+//! The reference target model (`mk2-1500` and its siblings) as data, plus the closed-form cost functions
+//! that both the compiler's estimates and the simulated device charge. Every number here is hashed into
+//! every action key, so a change to the model recomputes everything that depends on it.
+//!
+//! Sources for each figure: `../shared/research/ipu-hardware.md` and DESIGN §4.
+
+use crate::ir::DType;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    pub name: String,
+    /// Tiles on the chip; supertile pairs are (2k, 2k+1).
+    pub tiles: u32,
+    pub columns: u32,
+    pub clock_khz: u64,
+    /// Worker threads per tile, barrel-scheduled: one instruction each per six tile cycles.
+    pub workers: u32,
+    /// AMP weight block: `amp_block_depth` input channels by `amp_block_width` output channels.
+    pub amp_block_depth: u32,
+    pub amp_block_width: u32,
+    /// Per weight block, per worker: `amp_block_cycles + amp_row_cycles * (rows - amp_min_rows)` worker
+    /// cycles for `rows >= amp_min_rows` (poplibs 1x1 convolution estimate), f16 partials.
+    pub amp_block_cycles: u64,
+    pub amp_row_cycles_f16_partials: u64,
+    pub amp_row_cycles_f32_partials: u64,
+    pub amp_min_rows: u64,
+    /// AMP weight loads, bytes per tile cycle.
+    pub weight_load_bytes_per_cycle: u64,
+    /// Supervisor cycles to start any vertex.
+    pub vertex_overhead_cycles: u64,
+    /// Vector unit: elements per tile cycle for add/mul/cast.
+    pub vector_f16_lanes: u64,
+    pub vector_f32_lanes: u64,
+    /// Vector unit: f16 elements per tile cycle for exp/tanh.
+    pub transcendental_f16_lanes: u64,
+    pub memory_base: u32,
+    pub interleaved_base: u32,
+    pub memory_end: u32,
+    pub memory_element_bytes: u32,
+    pub exchange_bytes_per_cycle: u32,
+    pub mux_switch_cycles: u32,
+    pub exchange_transit_cycles: u32,
+    pub sync_cycles: u64,
+    pub host_link_bytes_per_second: u64,
+}
+
+/// Peak flops per tile cycle with f16 inputs and f16 partials (64 MAC).
+pub const PEAK_FLOP_PER_TILE_CYCLE: u64 = 128;
+
+impl Target {
+    /// Looks up a target preset by name.
+    pub fn preset(name: &str) -> Option<Target> {
+        let mk2 = |name: &str, clock_khz: u64| Target {
+            name: name.to_string(),
+            tiles: 1472,
+            columns: 16,
+            clock_khz,
+            workers: 6,
+            amp_block_depth: 16,
+            amp_block_width: 16,
+            amp_block_cycles: 38,
+            amp_row_cycles_f16_partials: 4,
+            amp_row_cycles_f32_partials: 8,
+            amp_min_rows: 3,
+            weight_load_bytes_per_cycle: 16,
+            vertex_overhead_cycles: 50,
+            vector_f16_lanes: 4,
+            vector_f32_lanes: 2,
+            transcendental_f16_lanes: 2,
+            memory_base: 0x4C000,
+            interleaved_base: 0x80000,
+            memory_end: 0xE8000,
+            memory_element_bytes: 16 * 1024,
+            exchange_bytes_per_cycle: 4,
+            mux_switch_cycles: 1,
+            exchange_transit_cycles: 10,
+            sync_cycles: 118,
+            host_link_bytes_per_second: 64_000_000_000,
+        };
+        match name {
+            "mk2-1500" => Some(mk2(name, 1_500_000)),
+            "gc200" => Some(mk2(name, 1_330_000)),
+            "bow" => Some(mk2(name, 1_850_000)),
+            _ => None,
+        }
+    }
+
+    pub const PRESETS: [&'static str; 3] = ["mk2-1500", "gc200", "bow"];
+
+    pub fn clock_hz(&self) -> f64 {
+        self.clock_khz as f64 * 1e3
+    }
+
+    pub fn peak_tflops(&self) -> f64 {
+        self.tiles as f64 * PEAK_FLOP_PER_TILE_CYCLE as f64 * self.clock_hz() / 1e12
+    }
+
+    pub fn is_interleaved(&self, address: u32) -> bool {
+        address >= self.interleaved_base
+    }
+
+    pub fn memory_element(&self, address: u32) -> u32 {
+        (address - self.memory_base) / self.memory_element_bytes
+    }
+
+    /// Tile cycles of one AMP matmul vertex: `rows` x `depth` times `depth` x `cols`, weight-stationary
+    /// over 16x16 blocks, rows shared among the workers.
+    pub fn amp_cycles(&self, rows: u32, depth: u32, cols: u32, partials: DType) -> u64 {
+        if rows == 0 || depth == 0 || cols == 0 {
+            return 0;
+        }
+        let blocks = u64::from(depth.div_ceil(self.amp_block_depth))
+            * u64::from(cols.div_ceil(self.amp_block_width));
+        let worker_rows = u64::from(rows.div_ceil(self.workers));
+        let row_cycles = match partials {
+            DType::F16 => self.amp_row_cycles_f16_partials,
+            DType::F32 => self.amp_row_cycles_f32_partials,
+        };
+        let per_block_worker = self.amp_block_cycles + row_cycles * worker_rows.saturating_sub(self.amp_min_rows);
+        let block_bytes = u64::from(self.amp_block_depth * self.amp_block_width) * 2;
+        let weight_load = block_bytes.div_ceil(self.weight_load_bytes_per_cycle);
+        self.vertex_overhead_cycles + blocks * (weight_load + u64::from(self.workers) * per_block_worker)
+    }
+
+    /// Tile cycles of a vector-unit vertex doing `ops` lane operations and `transcendentals` exp/tanh per
+    /// element over `elements` elements of `dtype`.
+    pub fn vector_cycles(&self, elements: u64, dtype: DType, ops: u64, transcendentals: u64) -> u64 {
+        let lanes = match dtype {
+            DType::F16 => self.vector_f16_lanes,
+            DType::F32 => self.vector_f32_lanes,
+        };
+        self.vertex_overhead_cycles
+            + (elements * ops).div_ceil(lanes)
+            + (elements * transcendentals).div_ceil(self.transcendental_f16_lanes)
+    }
+
+    /// Lane operations and transcendentals per element of a matmul epilogue: a cast from f32 partials,
+    /// a bias add, and GELU (seven lane operations and one tanh).
+    pub fn epilogue_ops(partials: DType, bias: bool, gelu: bool) -> (u64, u64) {
+        let ops = u64::from(partials != DType::F16) + u64::from(bias) + if gelu { 7 } else { 0 };
+        (ops, u64::from(gelu))
+    }
+
+    /// Cycles to move `bytes` over the exchange at one tile's send rate, in whole words.
+    pub fn exchange_words(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(u64::from(self.exchange_bytes_per_cycle))
+    }
+
+    pub fn host_link_microseconds(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.host_link_bytes_per_second as f64 * 1e6
+    }
+
+    /// `ipu-codegen target`: the model as a table.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        let mut line = |k: &str, v: String| {
+            let _ = writeln!(s, "{k:<34} {v}");
+        };
+        line("target", self.name.clone());
+        line("tiles", format!("{} ({} columns; supertile pairs (2k, 2k+1))", self.tiles, self.columns));
+        line("clock", format!("{} MHz", self.clock_khz as f64 / 1e3));
+        line("peak", format!("{:.3} TFLOPs (f16 in, f16 partials)", self.peak_tflops()));
+        line("workers per tile", self.workers.to_string());
+        line(
+            "AMP block",
+            format!("{}x{} weights, 64 MAC/cycle f16 partials, 32 MAC/cycle f32 partials", self.amp_block_depth, self.amp_block_width),
+        );
+        line(
+            "AMP worker cycles per block",
+            format!(
+                "{} + {}*(rows-{}) (f16 partials), {} + {}*(rows-{}) (f32 partials)",
+                self.amp_block_cycles,
+                self.amp_row_cycles_f16_partials,
+                self.amp_min_rows,
+                self.amp_block_cycles,
+                self.amp_row_cycles_f32_partials,
+                self.amp_min_rows
+            ),
+        );
+        line("AMP weight load", format!("{} B/cycle", self.weight_load_bytes_per_cycle));
+        line("vertex overhead", format!("{} cycles", self.vertex_overhead_cycles));
+        line(
+            "vector unit",
+            format!(
+                "{} f16 / {} f32 lanes per cycle; exp/tanh {} f16 lanes per cycle",
+                self.vector_f16_lanes, self.vector_f32_lanes, self.transcendental_f16_lanes
+            ),
+        );
+        line(
+            "memory",
+            format!(
+                "[{:#x}, {:#x}) per tile ({} KiB); interleaved from {:#x}; {} KiB elements",
+                self.memory_base,
+                self.memory_end,
+                (self.memory_end - self.memory_base) / 1024,
+                self.interleaved_base,
+                self.memory_element_bytes / 1024
+            ),
+        );
+        line(
+            "exchange",
+            format!(
+                "{} B/cycle send and receive per tile; mux switch {} cycle; transit {} cycles",
+                self.exchange_bytes_per_cycle, self.mux_switch_cycles, self.exchange_transit_cycles
+            ),
+        );
+        line("sync", format!("{} cycles", self.sync_cycles));
+        line("host link", format!("{} GB/s", self.host_link_bytes_per_second / 1_000_000_000));
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_matches_the_seed() {
+        let t = Target::preset("mk2-1500").unwrap();
+        assert!((t.peak_tflops() - 282.624).abs() < 1e-9);
+    }
+
+    #[test]
+    fn amp_cost_follows_the_per_worker_formula() {
+        let t = Target::preset("mk2-1500").unwrap();
+        // 48 rows -> 8 rows per worker; one 16x16 block: 50 + 32 + 6*(38 + 4*5).
+        assert_eq!(t.amp_cycles(48, 16, 16, DType::F16), 50 + 32 + 6 * (38 + 20));
+        assert_eq!(t.amp_cycles(48, 16, 16, DType::F32), 50 + 32 + 6 * (38 + 40));
+        // Two rows: below the three-row minimum, the block constant alone.
+        assert_eq!(t.amp_cycles(2, 32, 16, DType::F16), 50 + 2 * (32 + 6 * 38));
+    }
+}

@@ -1,0 +1,225 @@
+//! Workload specs: TOML presets (`workloads/*.toml`, embedded in the binary) or files, with every parameter
+//! overridable, validated, and imported into the graph.
+
+use crate::ids::{OpId, ValueId};
+use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
+use serde::{Deserialize, Serialize};
+
+/// Presets shipped in `workloads/`, by name.
+pub const PRESETS: [(&str, &str); 2] = [
+    ("siglip-mlp", include_str!("../workloads/siglip-mlp.toml")),
+    ("siglip-mlp-small", include_str!("../workloads/siglip-mlp-small.toml")),
+];
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum WorkloadSpec {
+    Mlp(MlpSpec),
+}
+
+/// `y = W2 · gelu_tanh(W1 · x + b1) + b2`, repeated `blocks` times, over `batch · tokens` rows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlpSpec {
+    pub name: String,
+    pub batch: u32,
+    pub tokens: u32,
+    pub dimension: u32,
+    pub hidden: u32,
+    pub blocks: u32,
+    pub biases: bool,
+    pub dtype: DType,
+    pub partials: DType,
+    pub seed: u64,
+}
+
+/// Command-line overrides of a spec's parameters; `None` keeps the spec's value.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub batch: Option<u32>,
+    pub tokens: Option<u32>,
+    pub dimension: Option<u32>,
+    pub hidden: Option<u32>,
+    pub blocks: Option<u32>,
+    pub biases: Option<bool>,
+    pub partials: Option<DType>,
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("workload {id}: {parameter} must be positive, got 0")]
+    NotPositive { id: String, parameter: &'static str },
+    #[error("workload {id}: dtype {dtype} is not supported (the AMP path takes f16 inputs)")]
+    DType { id: String, dtype: DType },
+    #[error("workload {id}: {what} has {elements} elements, beyond the 2^31 this compiler addresses")]
+    TooLarge { id: String, what: &'static str, elements: u64 },
+}
+
+impl WorkloadSpec {
+    /// Parses TOML text; `origin` names the file or preset in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<WorkloadSpec, WorkloadError> {
+        toml::from_str(text).map_err(|e| WorkloadError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })
+    }
+
+    pub fn preset(name: &str) -> Option<&'static str> {
+        PRESETS.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+    }
+
+    pub fn apply(&mut self, o: &Overrides) {
+        match self {
+            WorkloadSpec::Mlp(m) => {
+                m.batch = o.batch.unwrap_or(m.batch);
+                m.tokens = o.tokens.unwrap_or(m.tokens);
+                m.dimension = o.dimension.unwrap_or(m.dimension);
+                m.hidden = o.hidden.unwrap_or(m.hidden);
+                m.blocks = o.blocks.unwrap_or(m.blocks);
+                m.biases = o.biases.unwrap_or(m.biases);
+                m.partials = o.partials.unwrap_or(m.partials);
+                m.seed = o.seed.unwrap_or(m.seed);
+            }
+        }
+    }
+
+    /// The workload id, as in the seed: `siglip-mlp-f16-b1-t729-d1152-h4304-n1`, with `-bias`, `-pf32` and
+    /// `-s<seed>` appended when they differ from the defaults.
+    pub fn id(&self) -> String {
+        match self {
+            WorkloadSpec::Mlp(m) => {
+                let mut id = format!(
+                    "{}-{}-b{}-t{}-d{}-h{}-n{}",
+                    m.name, m.dtype, m.batch, m.tokens, m.dimension, m.hidden, m.blocks
+                );
+                if m.biases {
+                    id.push_str("-bias");
+                }
+                if m.partials != m.dtype {
+                    id.push_str(&format!("-p{}", m.partials));
+                }
+                if m.seed != 1 {
+                    id.push_str(&format!("-s{}", m.seed));
+                }
+                id
+            }
+        }
+    }
+
+    /// Checks the parameters and builds the graph.
+    pub fn import(&self) -> Result<Graph, WorkloadError> {
+        let id = self.id();
+        match self {
+            WorkloadSpec::Mlp(m) => {
+                for (parameter, v) in [
+                    ("batch", m.batch),
+                    ("tokens", m.tokens),
+                    ("dimension", m.dimension),
+                    ("hidden", m.hidden),
+                    ("blocks", m.blocks),
+                ] {
+                    if v == 0 {
+                        return Err(WorkloadError::NotPositive { id, parameter });
+                    }
+                }
+                if m.dtype != DType::F16 {
+                    return Err(WorkloadError::DType { id, dtype: m.dtype });
+                }
+                let rows = u64::from(m.batch) * u64::from(m.tokens);
+                let limit = 1u64 << 31;
+                for (what, elements) in [
+                    ("the activation", rows * u64::from(m.dimension.max(m.hidden))),
+                    ("a weight", u64::from(m.dimension) * u64::from(m.hidden)),
+                ] {
+                    if elements >= limit || rows >= limit {
+                        return Err(WorkloadError::TooLarge { id, what, elements });
+                    }
+                }
+                Ok(mlp_graph(id, m, rows as u32))
+            }
+        }
+    }
+}
+
+fn mlp_graph(workload: String, m: &MlpSpec, rows: u32) -> Graph {
+    let parameters = [
+        ("benchmark", format!("{}-{}", m.name, m.dtype)),
+        ("batch", m.batch.to_string()),
+        ("tokens", m.tokens.to_string()),
+        ("rows", rows.to_string()),
+        ("dimension", m.dimension.to_string()),
+        ("hiddenDimension", m.hidden.to_string()),
+        ("blocks", m.blocks.to_string()),
+        ("biases", m.biases.to_string()),
+        ("partials", m.partials.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut g = Graph { workload, values: Vec::new(), ops: Vec::new(), partials: m.partials, seed: m.seed, parameters };
+    let value = |g: &mut Graph, name: String, rows: u32, cols: u32, role: ValueRole, fan_in: u32| {
+        let id = ValueId::from_index(g.values.len());
+        g.values.push(Value { id, name, rows, cols, dtype: m.dtype, role, fan_in });
+        id
+    };
+    let op = |g: &mut Graph, name: String, kind: OpKind, out: ValueId| {
+        let id = OpId::from_index(g.ops.len());
+        g.ops.push(Op { id, name, kind, out });
+    };
+    let mut x = value(&mut g, "x".into(), rows, m.dimension, ValueRole::Input, 0);
+    for b in 0..m.blocks {
+        let last = b + 1 == m.blocks;
+        let w1 = value(&mut g, format!("block{b}.fc1.weight"), m.dimension, m.hidden, ValueRole::Weight, m.dimension);
+        let w2 = value(&mut g, format!("block{b}.fc2.weight"), m.hidden, m.dimension, ValueRole::Weight, m.hidden);
+        let z = value(&mut g, format!("block{b}.fc1"), rows, m.hidden, ValueRole::Intermediate, 0);
+        op(&mut g, format!("block{b}.fc1"), OpKind::MatMul { a: x, b: w1 }, z);
+        let mut pre = z;
+        if m.biases {
+            let b1 = value(&mut g, format!("block{b}.fc1.bias"), 1, m.hidden, ValueRole::Weight, m.dimension);
+            let zb = value(&mut g, format!("block{b}.fc1.biased"), rows, m.hidden, ValueRole::Intermediate, 0);
+            op(&mut g, format!("block{b}.fc1.bias"), OpKind::AddBias { x: z, bias: b1 }, zb);
+            pre = zb;
+        }
+        let h = value(&mut g, format!("block{b}.gelu"), rows, m.hidden, ValueRole::Intermediate, 0);
+        op(&mut g, format!("block{b}.gelu"), OpKind::GeluTanh { x: pre }, h);
+        let role = if last && !m.biases { ValueRole::Output } else { ValueRole::Intermediate };
+        let y = value(&mut g, format!("block{b}.fc2"), rows, m.dimension, role, 0);
+        op(&mut g, format!("block{b}.fc2"), OpKind::MatMul { a: h, b: w2 }, y);
+        x = y;
+        if m.biases {
+            let b2 = value(&mut g, format!("block{b}.fc2.bias"), 1, m.dimension, ValueRole::Weight, m.hidden);
+            let role = if last { ValueRole::Output } else { ValueRole::Intermediate };
+            let yb = value(&mut g, format!("block{b}.fc2.biased"), rows, m.dimension, role, 0);
+            op(&mut g, format!("block{b}.fc2.bias"), OpKind::AddBias { x: y, bias: b2 }, yb);
+            x = yb;
+        }
+    }
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_id_follows_the_seed() {
+        let spec = WorkloadSpec::parse(WorkloadSpec::preset("siglip-mlp").unwrap(), "siglip-mlp").unwrap();
+        assert_eq!(spec.id(), "siglip-mlp-f16-b1-t729-d1152-h4304-n1");
+        let g = spec.import().unwrap();
+        assert_eq!(g.ops.len(), 3);
+        assert_eq!(g.gemm_flops(), 2 * 2 * 729 * 1152 * 4304);
+    }
+
+    #[test]
+    fn unknown_keys_and_zero_sizes_are_rejected() {
+        let err = WorkloadSpec::parse("kind = \"mlp\"\nname = \"m\"\ntokenz = 3\n", "bad.toml").unwrap_err();
+        assert!(err.to_string().contains("bad.toml"), "{err}");
+        assert!(err.to_string().contains("tokenz"), "{err}");
+        let mut spec = WorkloadSpec::parse(WorkloadSpec::preset("siglip-mlp").unwrap(), "p").unwrap();
+        spec.apply(&Overrides { hidden: Some(0), ..Overrides::default() });
+        assert!(spec.import().unwrap_err().to_string().contains("hidden must be positive"));
+    }
+}
