@@ -82,7 +82,9 @@ pub struct ArtifactHeader {
     pub producer: String,
 }
 
-pub const COMPILER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The package version and a fingerprint of the compiler's source: part of every action key, so a code
+/// change never reuses an output of the old code.
+pub const COMPILER_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("IPU_CODEGEN_SOURCE_HASH"));
 
 /// An artifact type: its kind name and schema version go in the header and the action key.
 pub trait Artifact: Serialize + DeserializeOwned {

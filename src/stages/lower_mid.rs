@@ -74,9 +74,22 @@ pub struct OperatorEstimate {
     pub compute_cycles: u64,
     pub exchange_cycles: u64,
     pub receive_bytes: u64,
-    pub standard_bytes: u64,
+    /// The A panel: one contiguous buffer, in either region.
+    pub panel_bytes: u64,
+    /// Output, resident weight pieces: small buffers, in either region.
+    pub other_bytes: u64,
+    /// Weight panel and partials: interleaved only.
     pub interleaved_bytes: u64,
     pub cycles: u64,
+}
+
+impl OperatorEstimate {
+    pub fn standard_bytes(&self) -> u64 {
+        self.panel_bytes + self.other_bytes
+    }
+    pub fn total_bytes(&self) -> u64 {
+        self.panel_bytes + self.other_bytes + self.interleaved_bytes
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,17 +154,16 @@ pub fn lower_mid(graph: &Graph, target: &Target, cfg: &LowerMidConfig) -> Result
         let mut smallest: Option<(Partition, OperatorEstimate)> = None;
         for p in partitions(op, target) {
             let e = estimate(op, &p, target, resident);
-            let total = e.standard_bytes + e.interleaved_bytes;
             if fits(&e, target) {
                 candidates.push((p, e));
-            } else if smallest.as_ref().is_none_or(|(_, s)| total < s.standard_bytes + s.interleaved_bytes) {
+            } else if smallest.as_ref().is_none_or(|(_, s)| e.total_bytes() < s.total_bytes()) {
                 smallest = Some((p, e));
             }
         }
         if candidates.is_empty() {
             let (p, e) = smallest.expect("every operator has at least one partition");
             let capacity = u64::from(target.memory_end - target.memory_base);
-            let needed = e.standard_bytes + e.interleaved_bytes + CODE_RESERVE_BYTES;
+            let needed = e.total_bytes() + CODE_RESERVE_BYTES;
             return Err(LowerMidError::DoesNotFit {
                 name: op.name.clone(),
                 m: op.m,
@@ -191,9 +203,9 @@ fn plan(chosen: &[&(Partition, OperatorEstimate)]) -> Plan {
         cycles: chosen.iter().map(|(_, e)| e.cycles).sum(),
         exchange_cycles: chosen.iter().map(|(_, e)| e.exchange_cycles).sum(),
         exchange_row_bytes: chosen.iter().map(|(_, e)| e.receive_bytes).max().unwrap_or(0),
-        peak_standard_bytes: chosen.iter().map(|(_, e)| e.standard_bytes).max().unwrap_or(0),
+        peak_standard_bytes: chosen.iter().map(|(_, e)| e.standard_bytes()).max().unwrap_or(0),
         peak_interleaved_bytes: chosen.iter().map(|(_, e)| e.interleaved_bytes).max().unwrap_or(0),
-        peak_total_bytes: chosen.iter().map(|(_, e)| e.standard_bytes + e.interleaved_bytes).max().unwrap_or(0),
+        peak_total_bytes: chosen.iter().map(|(_, e)| e.total_bytes()).max().unwrap_or(0),
         active_tiles: chosen.iter().map(|(p, _)| p.tiles()).max().unwrap_or(0),
     };
     Plan {
@@ -314,18 +326,23 @@ fn estimate(op: &Operator, p: &Partition, target: &Target, resident: u64) -> Ope
         compute_cycles: compute,
         exchange_cycles: exchange,
         receive_bytes,
-        standard_bytes: a_panel + out,
-        interleaved_bytes: b_panel + partials + resident,
+        panel_bytes: a_panel,
+        other_bytes: out + resident,
+        interleaved_bytes: b_panel + partials,
         cycles: compute + exchange + 2 * target.sync_cycles,
     }
 }
 
+/// Whether an operator's working set fits a tile: the interleaved-only buffers in interleaved memory, the
+/// A panel whole in one region, the rest in what is left of both.
 fn fits(e: &OperatorEstimate, target: &Target) -> bool {
-    let standard = u64::from(target.interleaved_base - target.memory_base);
-    let interleaved = u64::from(target.memory_end - target.interleaved_base);
-    let total = standard + interleaved;
-    e.interleaved_bytes <= interleaved && e.standard_bytes + e.interleaved_bytes + CODE_RESERVE_BYTES <= total
-        && e.standard_bytes <= total.saturating_sub(CODE_RESERVE_BYTES + e.interleaved_bytes).max(standard - CODE_RESERVE_BYTES)
+    let standard = u64::from(target.interleaved_base - target.memory_base).saturating_sub(CODE_RESERVE_BYTES);
+    let Some(interleaved) = u64::from(target.memory_end - target.interleaved_base).checked_sub(e.interleaved_bytes) else {
+        return false;
+    };
+    let in_standard = e.panel_bytes <= standard && e.other_bytes <= standard - e.panel_bytes + interleaved;
+    let in_interleaved = e.panel_bytes <= interleaved && e.other_bytes <= standard + interleaved - e.panel_bytes;
+    in_standard || in_interleaved
 }
 
 /// Checks a mid against its graph and target; returns every problem found.

@@ -3,8 +3,8 @@
 //! Gives every buffer of every tile an address. Each tile's code sits at the base of memory, sized by
 //! encoding its program with placeholder addresses (never shorter than the real code). Buffers are placed
 //! first-fit: weight panels and AMP partials in interleaved memory (16-byte aligned; partials own whole
-//! memory elements so an AMP's input and output never share one), everything else in standard memory when
-//! it fits, else interleaved. Buffers whose lifetimes are disjoint share memory.
+//! memory elements so an AMP's input and output never share one), placed first; everything else in
+//! standard memory when it fits, else interleaved. Buffers whose lifetimes are disjoint share memory.
 //!
 //! Invariants (checked by [`verify`]): every buffer lies in tile memory, in interleaved memory when it
 //! needs to, aligned; no two buffers of a tile with overlapping lifetimes overlap in memory, nor any buffer
@@ -139,9 +139,14 @@ fn place_tile(
     order: PlacementOrder,
 ) -> Result<(Vec<(BufferId, u32)>, TileUsage), PlaceStorageError> {
     let mut sorted: Vec<&Buffer> = buffers.to_vec();
+    // Buffers that must be interleaved go first: the others can fall back to either region.
     match order {
-        PlacementOrder::Lifetime => sorted.sort_by_key(|b| (b.first_step, std::cmp::Reverse(b.bytes()), b.id)),
-        PlacementOrder::Size => sorted.sort_by_key(|b| (std::cmp::Reverse(b.bytes()), b.first_step, b.id)),
+        PlacementOrder::Lifetime => {
+            sorted.sort_by_key(|b| (!b.needs_interleaved(), b.first_step, std::cmp::Reverse(b.bytes()), b.id))
+        }
+        PlacementOrder::Size => {
+            sorted.sort_by_key(|b| (!b.needs_interleaved(), std::cmp::Reverse(b.bytes()), b.first_step, b.id))
+        }
     }
     let code_address = target.memory_base;
     let code_end = code_address + code_bytes;
