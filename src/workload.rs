@@ -11,8 +11,8 @@ pub const PRESETS: [(&str, &str); 2] = [
     ("siglip-mlp-small", include_str!("../workloads/siglip-mlp-small.toml")),
 ];
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+/// A workload spec; the TOML's `kind` key says which.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WorkloadSpec {
     Mlp(MlpSpec),
 }
@@ -21,6 +21,8 @@ pub enum WorkloadSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MlpSpec {
+    /// Always `mlp`.
+    pub kind: String,
     pub name: String,
     pub batch: u32,
     pub tokens: u32,
@@ -61,10 +63,14 @@ pub enum WorkloadError {
 impl WorkloadSpec {
     /// Parses TOML text; `origin` names the file or preset in errors.
     pub fn parse(text: &str, origin: &str) -> Result<WorkloadSpec, WorkloadError> {
-        toml::from_str(text).map_err(|e| WorkloadError::Parse {
-            origin: origin.to_string(),
-            message: e.to_string().trim_end().replace('\n', " "),
-        })
+        let error = |message: String| WorkloadError::Parse { origin: origin.to_string(), message };
+        let flat = |e: toml::de::Error| error(e.to_string().trim_end().replace('\n', " "));
+        let table: toml::Table = toml::from_str(text).map_err(flat)?;
+        match table.get("kind").and_then(|k| k.as_str()) {
+            Some("mlp") => Ok(WorkloadSpec::Mlp(toml::from_str(text).map_err(flat)?)),
+            Some(other) => Err(error(format!("unknown workload kind {other:?}; kinds: mlp"))),
+            None => Err(error("missing key `kind` (kinds: mlp)".to_string())),
+        }
     }
 
     pub fn preset(name: &str) -> Option<&'static str> {

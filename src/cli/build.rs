@@ -75,6 +75,8 @@ pub struct StageRecord {
 
 pub struct Build<'a> {
     pub store: &'a Store,
+    /// The workload as the user named it, for hints.
+    pub source: String,
     pub stages: PathBuf,
     pub build: String,
     pub target: Target,
@@ -131,9 +133,7 @@ impl Build<'_> {
 
     pub fn read_record(&self, phase: Phase) -> Result<StageRecord> {
         let path = self.record_path(phase);
-        let text = std::fs::read_to_string(&path).with_context(|| {
-            format!("no stage record {}: run `ipu-codegen build {} --to {}` first", path.display(), self.graph.workload, phase.name())
-        })?;
+        let text = std::fs::read_to_string(&path).with_context(|| format!("no stage record {}", path.display()))?;
         serde_json::from_str(&text).with_context(|| format!("stage record {} is damaged", path.display()))
     }
 
@@ -158,7 +158,10 @@ impl Build<'_> {
                 break;
             }
             if phase < from {
-                let record = self.read_record(phase)?;
+                let before = PIPELINE[from.index() - 1];
+                let record = self.read_record(phase).with_context(|| {
+                    format!("{from} starts from the recorded outputs of the phases before it; run `ipu-codegen build {} --to {before}` first", self.source)
+                })?;
                 outputs.insert(phase.output(), record.output);
                 continue;
             }

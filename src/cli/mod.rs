@@ -212,6 +212,7 @@ impl BuildArgs {
         let graph = spec.import()?;
         Ok(Build {
             store,
+            source: self.workload.clone(),
             stages: stages.to_path_buf(),
             build: self.build.clone().unwrap_or_else(|| spec.id()),
             target: self.target()?,

@@ -1,0 +1,87 @@
+//! Bad input gets a clear error naming what and where, a non-zero exit, no panic, and the store intact.
+
+mod common;
+use common::{SMALL, SMALL_ID, Sandbox};
+
+#[test]
+fn unknown_key_names_the_key_and_the_file() {
+    let sb = Sandbox::new();
+    std::fs::write(
+        sb.path("bad.toml"),
+        "kind = \"mlp\"\nname = \"m\"\nbatch = 1\ntokens = 4\ntokenz = 5\ndimension = 8\nhidden = 8\nblocks = 1\n\
+         biases = false\ndtype = \"f16\"\npartials = \"f16\"\nseed = 1\n",
+    )
+    .unwrap();
+    let r = sb.run(&["build", "bad.toml"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("tokenz") && r.stderr.contains("bad.toml"), "{}", r.stderr);
+}
+
+#[test]
+fn zero_and_negative_sizes_are_refused() {
+    let sb = Sandbox::new();
+    let r = sb.run(&["build", SMALL, "--hidden", "0"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("hidden must be positive"), "{}", r.stderr);
+    let r = sb.run(&["build", SMALL, "--tokens=-3"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("--tokens"), "{}", r.stderr);
+    std::fs::write(sb.path("neg.toml"), WorkloadText::with("tokens = -2")).unwrap();
+    let r = sb.run(&["build", "neg.toml"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("neg.toml") && r.stderr.contains("tokens"), "{}", r.stderr);
+}
+
+struct WorkloadText;
+impl WorkloadText {
+    fn with(line: &str) -> String {
+        format!(
+            "kind = \"mlp\"\nname = \"m\"\nbatch = 1\n{line}\ndimension = 8\nhidden = 8\nblocks = 1\nbiases = false\n\
+             dtype = \"f16\"\npartials = \"f16\"\nseed = 1\n"
+        )
+    }
+}
+
+#[test]
+fn unknown_workload_and_phase_are_named() {
+    let sb = Sandbox::new();
+    let r = sb.run(&["build", "no-such-workload"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("no-such-workload") && r.stderr.contains("siglip-mlp"), "{}", r.stderr);
+    let r = sb.run(&["build", SMALL, "--to", "no_such_phase"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("lower_mid"), "lists the phases: {}", r.stderr);
+}
+
+#[test]
+fn a_shape_too_large_for_tile_memory_names_tile_and_bytes_over_and_keeps_the_store() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    let before = std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap();
+    let r = sb.run(&["build", SMALL, "--tokens", "729", "--dimension", "1152", "--hidden", "60000", "--blocks", "1"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("tile0") && r.stderr.contains("bytes over"), "{}", r.stderr);
+    // Nothing stored was lost or damaged.
+    let verify = sb.run(&["cache", "verify"]);
+    verify.assert_ok();
+    assert!(verify.stdout.contains("damaged=0"));
+    assert_eq!(std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap(), before);
+    assert!(sb.run(&["build", SMALL]).assert_ok().phases_run().is_empty());
+}
+
+#[test]
+fn missing_stage_record_for_from_is_explained() {
+    let sb = Sandbox::new();
+    let r = sb.run(&["emit", SMALL]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("no stage record") && r.stderr.contains("place_storage"), "{}", r.stderr);
+}
+
+#[test]
+fn one_phase_reruns_alone_from_the_records() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    let r = sb.run(&["place-storage", SMALL, "--placement-order", "size"]);
+    r.assert_ok();
+    assert_eq!(r.phases_run(), vec!["place_storage"]);
+}

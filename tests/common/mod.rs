@@ -1,0 +1,101 @@
+//! A sandbox per test: its own store and stages directory, and the `ipu-codegen` binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+pub struct Ran {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    /// Phases whose body ran (cache misses), from the `package build phase finished` lines.
+    pub fn phases_run(&self) -> Vec<String> {
+        self.stderr
+            .lines()
+            .filter(|l| l.contains("package build phase finished") && l.contains("cached=false"))
+            .filter_map(|l| l.split("phase=\"").nth(2).or_else(|| l.split("phase=\"").nth(1)))
+            .map(|rest| rest.split('"').next().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    pub fn assert_ok(&self) -> &Self {
+        assert!(self.status.success(), "command failed\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+
+    pub fn assert_clean_failure(&self) -> &Self {
+        assert!(!self.status.success(), "command should fail\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert!(!self.stderr.contains("panicked"), "command panicked:\n{}", self.stderr);
+        self
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        Sandbox { dir: tempfile::tempdir().expect("temp dir") }
+    }
+
+    pub fn cache(&self) -> PathBuf {
+        self.dir.path().join("cache")
+    }
+
+    pub fn stages(&self) -> PathBuf {
+        self.dir.path().join("stages")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ipu-codegen"));
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("IPU_CODEGEN_CACHE", self.cache())
+            .env("IPU_CODEGEN_STAGES", self.stages())
+            .env("RUST_LOG", "info")
+            .env_remove("RAYON_NUM_THREADS");
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Ran {
+        ran(self.command(args).output().expect("run ipu-codegen"))
+    }
+
+    pub fn record(&self, build: &str, phase: &str) -> serde_json::Value {
+        let path = self.stages().join(build).join(format!("{phase}.json"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        serde_json::from_str(&text).expect("stage record is JSON")
+    }
+
+    pub fn object_path(&self, hash: &str) -> PathBuf {
+        self.cache().join("objects").join(&hash[..2]).join(hash)
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+}
+
+pub fn ran(out: Output) -> Ran {
+    Ran {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+pub const SMALL: &str = "siglip-mlp-small";
+pub const SMALL_ID: &str = "siglip-mlp-f16-b1-t21-d40-h72-n2-bias-s7";
+
+pub fn phases() -> Vec<&'static str> {
+    ipu_codegen::pipeline::PIPELINE.iter().map(|p| p.name()).collect()
+}
+
+pub fn exists(p: &Path) -> bool {
+    p.exists()
+}

@@ -1,0 +1,85 @@
+//! End to end on the simulated device: numerical PASS for several shapes, and a corrupted output FAILs.
+
+mod common;
+use common::{SMALL, SMALL_ID, Sandbox};
+use ipu_codegen::device::{Device, host_data};
+use ipu_codegen::ir::ValueRole;
+use ipu_codegen::numerics;
+use ipu_codegen::stages::build_images::read_ipuexe;
+
+fn assert_pass(sb: &Sandbox, args: &[&str]) -> String {
+    let r = sb.run(args);
+    r.assert_ok();
+    assert!(r.stdout.contains("numericalTest=PASS"), "{}", r.stdout);
+    assert!(r.stdout.contains("hardwareTest=PASS"), "{}", r.stdout);
+    r.stdout
+}
+
+#[test]
+fn small_preset_passes_and_writes_package_and_profile() {
+    let sb = Sandbox::new();
+    let out = assert_pass(&sb, &["run", SMALL]);
+    assert!(out.contains(&format!("workload={SMALL_ID} ")), "{out}");
+    assert!(out.contains("peakTflops=282.624"), "{out}");
+    for file in ["model.ipuexe", "execution.ipuprofile"] {
+        assert!(sb.stages().join(SMALL_ID).join(file).exists(), "{file} written");
+    }
+    // The package runs on its own, too.
+    let package = sb.stages().join(SMALL_ID).join("model.ipuexe");
+    assert_pass(&sb, &["run", package.to_str().unwrap()]);
+}
+
+#[test]
+fn odd_shapes_pass() {
+    let sb = Sandbox::new();
+    for args in [
+        &["--tokens", "19", "--dimension", "24", "--hidden", "40", "--blocks", "1", "--biases", "false"][..],
+        &["--tokens", "5", "--dimension", "3", "--hidden", "7", "--blocks", "3", "--partials", "f32"],
+        &["--batch", "3", "--tokens", "11", "--dimension", "33", "--hidden", "17", "--biases", "true"],
+        &["--tokens", "1", "--dimension", "1", "--hidden", "1", "--blocks", "1"],
+    ] {
+        let mut full = vec!["run", SMALL];
+        full.extend_from_slice(args);
+        assert_pass(&sb, &full);
+    }
+}
+
+#[test]
+fn corrupted_output_fails_the_check() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    let bytes = std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap();
+    let (_, package) = read_ipuexe(&bytes).unwrap();
+    let host = host_data(&package.graph);
+    let mut device = Device::load(&package).unwrap();
+    device.initialize(&package, &host).unwrap();
+    let (_, mut output) = device.run(&package, &host).unwrap();
+    let reference = numerics::reference(&package.graph, &host);
+    let out = package.graph.values.iter().find(|v| v.role == ValueRole::Output).unwrap();
+    let expected = &reference[out.id.index()];
+    assert!(numerics::check(&package.graph, &output, expected).pass);
+
+    // One element off by a few tolerances fails.
+    let check = numerics::check(&package.graph, &output, expected);
+    let i = output.len() / 2;
+    output[i] = half::f16::from_f64(output[i].to_f64() + 4.0 * check.tolerance + 0.01);
+    assert!(!numerics::check(&package.graph, &output, expected).pass, "a corrupted element must fail");
+    // A NaN fails.
+    output[i] = half::f16::NAN;
+    assert!(!numerics::check(&package.graph, &output, expected).pass, "a NaN must fail");
+}
+
+#[test]
+fn damaged_package_file_is_refused() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    let path = sb.stages().join(SMALL_ID).join("model.ipuexe");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let n = bytes.len();
+    bytes[n - 10] ^= 1;
+    let damaged = sb.path("damaged.ipuexe");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let r = sb.run(&["run", damaged.to_str().unwrap()]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("damaged"), "{}", r.stderr);
+}
