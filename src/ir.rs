@@ -108,7 +108,9 @@ impl Graph {
             .iter()
             .map(|op| match op.kind {
                 OpKind::MatMul { a, b } => {
-                    2 * u64::from(self.value(a).rows) * u64::from(self.value(a).cols) * u64::from(self.value(b).cols)
+                    2 * u64::from(self.value(a).rows)
+                        * u64::from(self.value(a).cols)
+                        * u64::from(self.value(b).cols)
                 }
                 _ => 0,
             })
@@ -118,9 +120,17 @@ impl Graph {
     /// The stable text dump.
     pub fn dump(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "graph {} partials={} seed={}", self.workload, self.partials, self.seed);
+        let _ = writeln!(
+            s,
+            "graph {} partials={} seed={}",
+            self.workload, self.partials, self.seed
+        );
         for v in &self.values {
-            let _ = writeln!(s, "  {} {:?} {} [{}, {}] {}", v.id, v.role, v.name, v.rows, v.cols, v.dtype);
+            let _ = writeln!(
+                s,
+                "  {} {:?} {} [{}, {}] {}",
+                v.id, v.role, v.name, v.rows, v.cols, v.dtype
+            );
         }
         for op in &self.ops {
             let args = match &op.kind {
@@ -145,7 +155,12 @@ pub struct Rect {
 
 impl Rect {
     pub fn new(row0: u32, row1: u32, col0: u32, col1: u32) -> Rect {
-        Rect { row0, row1, col0, col1 }
+        Rect {
+            row0,
+            row1,
+            col0,
+            col1,
+        }
     }
     pub fn rows(&self) -> u32 {
         self.row1 - self.row0
@@ -169,12 +184,19 @@ impl Rect {
         (!r.is_empty()).then_some(r)
     }
     pub fn contains(&self, other: &Rect) -> bool {
-        other.row0 >= self.row0 && other.row1 <= self.row1 && other.col0 >= self.col0 && other.col1 <= self.col1
+        other.row0 >= self.row0
+            && other.row1 <= self.row1
+            && other.col0 >= self.col0
+            && other.col1 <= self.col1
     }
 }
 
 impl fmt::Display for Rect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{}..{}, {}..{}]", self.row0, self.row1, self.col0, self.col1)
+        write!(
+            f,
+            "[{}..{}, {}..{}]",
+            self.row0, self.row1, self.col0, self.col1
+        )
     }
 }

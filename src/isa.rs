@@ -46,9 +46,89 @@ pub enum Instr {
     Send { start: u32, bytes: u32, run: Run },
     /// Switches the receive mux to `from` at cycle `switch`, then stores the `bytes` bytes that `from`
     /// sends from cycle `sent` (arriving `transit` cycles later) into `run`.
-    Receive { switch: u32, from: TileId, sent: u32, bytes: u32, run: Run },
+    Receive {
+        switch: u32,
+        from: TileId,
+        sent: u32,
+        bytes: u32,
+        run: Run,
+    },
     /// Ends a superstep: wait for every tile.
     Sync,
+}
+
+impl std::fmt::Display for Instr {
+    /// The stable text form used in dumps.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let run = |r: &Run| {
+            if r.count == 1 {
+                format!("{:#x}+{}", r.offset, r.bytes)
+            } else {
+                format!("{:#x}+{}x{}/{}", r.offset, r.count, r.bytes, r.stride)
+            }
+        };
+        match self {
+            Instr::Amp {
+                a,
+                a_stride,
+                b,
+                b_stride,
+                partials,
+                partials_stride,
+                partials_type,
+                rows,
+                depth,
+                cols,
+            } => write!(
+                f,
+                "amp {rows}x{depth}x{cols} a={a:#x}/{a_stride} b={b:#x}/{b_stride} partials={partials:#x}/{partials_stride} {partials_type}"
+            ),
+            Instr::Epilogue {
+                partials,
+                partials_stride,
+                partials_type,
+                bias,
+                out,
+                out_stride,
+                rows,
+                cols,
+                gelu,
+            } => {
+                write!(
+                    f,
+                    "epilogue {rows}x{cols} partials={partials:#x}/{partials_stride} {partials_type}"
+                )?;
+                if let Some(b) = bias {
+                    write!(f, " bias={b:#x}")?;
+                }
+                write!(
+                    f,
+                    " out={out:#x}/{out_stride}{}",
+                    if *gelu { " gelu" } else { "" }
+                )
+            }
+            Instr::Exchange { phase, horizon } => write!(f, "exchange {phase} horizon={horizon}"),
+            Instr::Send {
+                start,
+                bytes,
+                run: r,
+            } => write!(f, "  send @{start} {bytes}B from {}", run(r)),
+            Instr::Receive {
+                switch,
+                from,
+                sent,
+                bytes,
+                run: r,
+            } => {
+                write!(
+                    f,
+                    "  receive @{switch} from {from} sent@{sent} {bytes}B to {}",
+                    run(r)
+                )
+            }
+            Instr::Sync => write!(f, "sync"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,7 +147,10 @@ impl TileProgram {
     }
 
     pub fn syncs(&self) -> usize {
-        self.instrs.iter().filter(|i| matches!(i, Instr::Sync)).count()
+        self.instrs
+            .iter()
+            .filter(|i| matches!(i, Instr::Sync))
+            .count()
     }
 }
 

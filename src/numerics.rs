@@ -37,7 +37,8 @@ pub fn gelu_tanh_f32(x: f32) -> f32 {
 }
 
 pub fn gelu_tanh_f64(x: f64) -> f64 {
-    0.5 * x * (1.0 + (f64::from(GELU_SQRT_2_OVER_PI) * (x + f64::from(GELU_CUBIC) * x * x * x)).tanh())
+    0.5 * x
+        * (1.0 + (f64::from(GELU_SQRT_2_OVER_PI) * (x + f64::from(GELU_CUBIC) * x * x * x)).tanh())
 }
 
 /// One AMP vertex: `out[r][c] (partials) = Σ_blocks round(partial + Σ_16 a[r][k] b[k][c])`.
@@ -115,15 +116,23 @@ pub fn generate(value: &Value, seed: u64) -> Vec<f16> {
     let name_hash = blake3::hash(value.name.as_bytes());
     let salt = u64::from_le_bytes(name_hash.as_bytes()[..8].try_into().expect("8 bytes"));
     let mut rng = SplitMix64(seed ^ salt);
-    let scale = if value.role == ValueRole::Weight { 1.0 / f64::from(value.fan_in.max(1)).sqrt() } else { 1.0 };
-    (0..value.elements()).map(|_| f16::from_f64(rng.uniform() * scale)).collect()
+    let scale = if value.role == ValueRole::Weight {
+        1.0 / f64::from(value.fan_in.max(1)).sqrt()
+    } else {
+        1.0
+    };
+    (0..value.elements())
+        .map(|_| f16::from_f64(rng.uniform() * scale))
+        .collect()
 }
 
 /// Evaluates the graph in float64 from the (f16) host data of its inputs and weights; returns every
 /// value's data, indexed by value id (empty for values never computed).
 pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Vec<Vec<f64>> {
-    let mut data: Vec<Vec<f64>> =
-        host.iter().map(|v| v.iter().map(|x| x.to_f64()).collect()).collect();
+    let mut data: Vec<Vec<f64>> = host
+        .iter()
+        .map(|v| v.iter().map(|x| x.to_f64()).collect())
+        .collect();
     data.resize(graph.values.len(), Vec::new());
     for op in &graph.ops {
         let out = graph.value(op.out);
@@ -146,7 +155,11 @@ pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Vec<Vec<f64>> {
             }
             OpKind::AddBias { x, bias } => {
                 let bv = &data[bias.index()];
-                data[x.index()].iter().enumerate().map(|(i, &v)| v + bv[i % n]).collect()
+                data[x.index()]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| v + bv[i % n])
+                    .collect()
             }
             OpKind::GeluTanh { x } => data[x.index()].iter().map(|&v| gelu_tanh_f64(v)).collect(),
         };

@@ -59,11 +59,16 @@ impl Phase {
     }
 
     pub fn parse(name: &str) -> Option<Phase> {
-        PIPELINE.into_iter().find(|p| p.name() == name || p.command() == name)
+        PIPELINE
+            .into_iter()
+            .find(|p| p.name() == name || p.command() == name)
     }
 
     pub fn index(self) -> usize {
-        PIPELINE.iter().position(|p| *p == self).expect("every phase is in the pipeline")
+        PIPELINE
+            .iter()
+            .position(|p| *p == self)
+            .expect("every phase is in the pipeline")
     }
 
     pub fn inputs(self) -> &'static [ArtifactKind] {
@@ -95,7 +100,9 @@ impl Phase {
     pub fn about(self) -> &'static str {
         match self {
             Phase::LowerMid => "Lower the graph to operators and keep the best candidate plans",
-            Phase::SelectFinalist => "Choose a finalist plan and tile mapping; build buffers, steps and transfers",
+            Phase::SelectFinalist => {
+                "Choose a finalist plan and tile mapping; build buffers, steps and transfers"
+            }
             Phase::PlanExchangeStorage => "Lay out what every exchange phase reads and writes",
             Phase::LowerExchanges => "Schedule every exchange phase cycle by cycle",
             Phase::PlaceStorage => "Give every buffer of every tile an address",

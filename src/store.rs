@@ -70,7 +70,8 @@ impl Serialize for ContentHash {
 impl<'de> Deserialize<'de> for ContentHash {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        ContentHash::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("not a content hash: {s:?}")))
+        ContentHash::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a content hash: {s:?}")))
     }
 }
 
@@ -84,7 +85,11 @@ pub struct ArtifactHeader {
 
 /// The package version and a fingerprint of the compiler's source: part of every action key, so a code
 /// change never reuses an output of the old code.
-pub const COMPILER_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("IPU_CODEGEN_SOURCE_HASH"));
+pub const COMPILER_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "+",
+    env!("IPU_CODEGEN_SOURCE_HASH")
+);
 
 /// An artifact type: its kind name and schema version go in the header and the action key.
 pub trait Artifact: Serialize + DeserializeOwned {
@@ -95,15 +100,30 @@ pub trait Artifact: Serialize + DeserializeOwned {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("store {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("object {hash}: cannot decode as {kind}: {message}")]
-    Decode { hash: String, kind: &'static str, message: String },
+    Decode {
+        hash: String,
+        kind: &'static str,
+        message: String,
+    },
     #[error("object {hash}: header says {found}, expected {kind} schema {schema}")]
-    WrongKind { hash: String, found: String, kind: &'static str, schema: u32 },
+    WrongKind {
+        hash: String,
+        found: String,
+        kind: &'static str,
+        schema: u32,
+    },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io { path: path.to_path_buf(), source }
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Encodes an artifact with its header: canonical bytes (struct fields in order, no maps with unordered keys).
@@ -117,11 +137,12 @@ pub fn encode<A: Artifact>(artifact: &A) -> Vec<u8> {
 }
 
 pub fn decode<A: Artifact>(bytes: &[u8], hash: &ContentHash) -> Result<A, StoreError> {
-    let (header, body): (ArtifactHeader, A) = rmp_serde::from_slice(bytes).map_err(|e| StoreError::Decode {
-        hash: hash.short(),
-        kind: A::KIND,
-        message: e.to_string(),
-    })?;
+    let (header, body): (ArtifactHeader, A) =
+        rmp_serde::from_slice(bytes).map_err(|e| StoreError::Decode {
+            hash: hash.short(),
+            kind: A::KIND,
+            message: e.to_string(),
+        })?;
     if header.kind != A::KIND || header.schema != A::SCHEMA {
         return Err(StoreError::WrongKind {
             hash: hash.short(),
@@ -178,7 +199,9 @@ impl Store {
             let p = root.join(dir);
             fs::create_dir_all(&p).map_err(io_err(&p))?;
         }
-        Ok(Store { root: root.to_path_buf() })
+        Ok(Store {
+            root: root.to_path_buf(),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -203,7 +226,9 @@ impl Store {
             "{}-{}-{}",
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed),
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("object")
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("object")
         ));
         let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
         f.write_all(bytes).map_err(io_err(&tmp))?;
@@ -216,7 +241,9 @@ impl Store {
     pub fn put(&self, bytes: &[u8]) -> Result<ContentHash, StoreError> {
         let hash = ContentHash::of(bytes);
         let path = self.object_path(&hash);
-        let intact = fs::read(&path).map(|b| ContentHash::of(&b) == hash).unwrap_or(false);
+        let intact = fs::read(&path)
+            .map(|b| ContentHash::of(&b) == hash)
+            .unwrap_or(false);
         if !intact {
             self.write_atomic(&path, bytes)?;
         }
@@ -314,7 +341,8 @@ impl Store {
         let mut total: u64 = entries.iter().map(|e| e.2).sum();
         let (mut removed, mut removed_bytes) = (0, 0);
         for (mtime, path, len) in entries {
-            let too_old = max_age.is_some_and(|age| now.duration_since(mtime).unwrap_or_default() > age);
+            let too_old =
+                max_age.is_some_and(|age| now.duration_since(mtime).unwrap_or_default() > age);
             let too_big = max_bytes.is_some_and(|limit| total > limit);
             if (too_old || too_big) && fs::remove_file(&path).is_ok() {
                 removed += 1;

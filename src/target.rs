@@ -118,15 +118,23 @@ impl Target {
             DType::F16 => self.amp_row_cycles_f16_partials,
             DType::F32 => self.amp_row_cycles_f32_partials,
         };
-        let per_block_worker = self.amp_block_cycles + row_cycles * worker_rows.saturating_sub(self.amp_min_rows);
+        let per_block_worker =
+            self.amp_block_cycles + row_cycles * worker_rows.saturating_sub(self.amp_min_rows);
         let block_bytes = u64::from(self.amp_block_depth * self.amp_block_width) * 2;
         let weight_load = block_bytes.div_ceil(self.weight_load_bytes_per_cycle);
-        self.vertex_overhead_cycles + blocks * (weight_load + u64::from(self.workers) * per_block_worker)
+        self.vertex_overhead_cycles
+            + blocks * (weight_load + u64::from(self.workers) * per_block_worker)
     }
 
     /// Tile cycles of a vector-unit vertex doing `ops` lane operations and `transcendentals` exp/tanh per
     /// element over `elements` elements of `dtype`.
-    pub fn vector_cycles(&self, elements: u64, dtype: DType, ops: u64, transcendentals: u64) -> u64 {
+    pub fn vector_cycles(
+        &self,
+        elements: u64,
+        dtype: DType,
+        ops: u64,
+        transcendentals: u64,
+    ) -> u64 {
         let lanes = match dtype {
             DType::F16 => self.vector_f16_lanes,
             DType::F32 => self.vector_f32_lanes,
@@ -159,13 +167,25 @@ impl Target {
             let _ = writeln!(s, "{k:<34} {v}");
         };
         line("target", self.name.clone());
-        line("tiles", format!("{} ({} columns; supertile pairs (2k, 2k+1))", self.tiles, self.columns));
+        line(
+            "tiles",
+            format!(
+                "{} ({} columns; supertile pairs (2k, 2k+1))",
+                self.tiles, self.columns
+            ),
+        );
         line("clock", format!("{} MHz", self.clock_khz as f64 / 1e3));
-        line("peak", format!("{:.3} TFLOPs (f16 in, f16 partials)", self.peak_tflops()));
+        line(
+            "peak",
+            format!("{:.3} TFLOPs (f16 in, f16 partials)", self.peak_tflops()),
+        );
         line("workers per tile", self.workers.to_string());
         line(
             "AMP block",
-            format!("{}x{} weights, 64 MAC/cycle f16 partials, 32 MAC/cycle f32 partials", self.amp_block_depth, self.amp_block_width),
+            format!(
+                "{}x{} weights, 64 MAC/cycle f16 partials, 32 MAC/cycle f32 partials",
+                self.amp_block_depth, self.amp_block_width
+            ),
         );
         line(
             "AMP worker cycles per block",
@@ -179,8 +199,14 @@ impl Target {
                 self.amp_min_rows
             ),
         );
-        line("AMP weight load", format!("{} B/cycle", self.weight_load_bytes_per_cycle));
-        line("vertex overhead", format!("{} cycles", self.vertex_overhead_cycles));
+        line(
+            "AMP weight load",
+            format!("{} B/cycle", self.weight_load_bytes_per_cycle),
+        );
+        line(
+            "vertex overhead",
+            format!("{} cycles", self.vertex_overhead_cycles),
+        );
         line(
             "vector unit",
             format!(
@@ -207,7 +233,10 @@ impl Target {
             ),
         );
         line("sync", format!("{} cycles", self.sync_cycles));
-        line("host link", format!("{} GB/s", self.host_link_bytes_per_second / 1_000_000_000));
+        line(
+            "host link",
+            format!("{} GB/s", self.host_link_bytes_per_second / 1_000_000_000),
+        );
         s
     }
 }
@@ -226,8 +255,14 @@ mod tests {
     fn amp_cost_follows_the_per_worker_formula() {
         let t = Target::preset("mk2-1500").unwrap();
         // 48 rows -> 8 rows per worker; one 16x16 block: 50 + 32 + 6*(38 + 4*5).
-        assert_eq!(t.amp_cycles(48, 16, 16, DType::F16), 50 + 32 + 6 * (38 + 20));
-        assert_eq!(t.amp_cycles(48, 16, 16, DType::F32), 50 + 32 + 6 * (38 + 40));
+        assert_eq!(
+            t.amp_cycles(48, 16, 16, DType::F16),
+            50 + 32 + 6 * (38 + 20)
+        );
+        assert_eq!(
+            t.amp_cycles(48, 16, 16, DType::F32),
+            50 + 32 + 6 * (38 + 40)
+        );
         // Two rows: below the three-row minimum, the block constant alone.
         assert_eq!(t.amp_cycles(2, 32, 16, DType::F16), 50 + 2 * (32 + 6 * 38));
     }

@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 /// Presets shipped in `workloads/`, by name.
 pub const PRESETS: [(&str, &str); 2] = [
     ("siglip-mlp", include_str!("../workloads/siglip-mlp.toml")),
-    ("siglip-mlp-small", include_str!("../workloads/siglip-mlp-small.toml")),
+    (
+        "siglip-mlp-small",
+        include_str!("../workloads/siglip-mlp-small.toml"),
+    ),
 ];
 
 /// A workload spec; the TOML's `kind` key says which.
@@ -56,25 +59,39 @@ pub enum WorkloadError {
     NotPositive { id: String, parameter: &'static str },
     #[error("workload {id}: dtype {dtype} is not supported (the AMP path takes f16 inputs)")]
     DType { id: String, dtype: DType },
-    #[error("workload {id}: {what} has {elements} elements, beyond the 2^31 this compiler addresses")]
-    TooLarge { id: String, what: &'static str, elements: u64 },
+    #[error(
+        "workload {id}: {what} has {elements} elements, beyond the 2^31 this compiler addresses"
+    )]
+    TooLarge {
+        id: String,
+        what: &'static str,
+        elements: u64,
+    },
 }
 
 impl WorkloadSpec {
     /// Parses TOML text; `origin` names the file or preset in errors.
     pub fn parse(text: &str, origin: &str) -> Result<WorkloadSpec, WorkloadError> {
-        let error = |message: String| WorkloadError::Parse { origin: origin.to_string(), message };
+        let error = |message: String| WorkloadError::Parse {
+            origin: origin.to_string(),
+            message,
+        };
         let flat = |e: toml::de::Error| error(e.to_string().trim_end().replace('\n', " "));
         let table: toml::Table = toml::from_str(text).map_err(flat)?;
         match table.get("kind").and_then(|k| k.as_str()) {
             Some("mlp") => Ok(WorkloadSpec::Mlp(toml::from_str(text).map_err(flat)?)),
-            Some(other) => Err(error(format!("unknown workload kind {other:?}; kinds: mlp"))),
+            Some(other) => Err(error(format!(
+                "unknown workload kind {other:?}; kinds: mlp"
+            ))),
             None => Err(error("missing key `kind` (kinds: mlp)".to_string())),
         }
     }
 
     pub fn preset(name: &str) -> Option<&'static str> {
-        PRESETS.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+        PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| *text)
     }
 
     pub fn apply(&mut self, o: &Overrides) {
@@ -137,7 +154,10 @@ impl WorkloadSpec {
                 let rows = u64::from(m.batch) * u64::from(m.tokens);
                 let limit = 1u64 << 31;
                 for (what, elements) in [
-                    ("the activation", rows * u64::from(m.dimension.max(m.hidden))),
+                    (
+                        "the activation",
+                        rows * u64::from(m.dimension.max(m.hidden)),
+                    ),
                     ("a weight", u64::from(m.dimension) * u64::from(m.hidden)),
                 ] {
                     if elements >= limit || rows >= limit {
@@ -165,41 +185,151 @@ fn mlp_graph(workload: String, m: &MlpSpec, rows: u32) -> Graph {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let mut g = Graph { workload, values: Vec::new(), ops: Vec::new(), partials: m.partials, seed: m.seed, parameters };
-    let value = |g: &mut Graph, name: String, rows: u32, cols: u32, role: ValueRole, fan_in: u32| {
-        let id = ValueId::from_index(g.values.len());
-        g.values.push(Value { id, name, rows, cols, dtype: m.dtype, role, fan_in });
-        id
+    let mut g = Graph {
+        workload,
+        values: Vec::new(),
+        ops: Vec::new(),
+        partials: m.partials,
+        seed: m.seed,
+        parameters,
     };
+    let value =
+        |g: &mut Graph, name: String, rows: u32, cols: u32, role: ValueRole, fan_in: u32| {
+            let id = ValueId::from_index(g.values.len());
+            g.values.push(Value {
+                id,
+                name,
+                rows,
+                cols,
+                dtype: m.dtype,
+                role,
+                fan_in,
+            });
+            id
+        };
     let op = |g: &mut Graph, name: String, kind: OpKind, out: ValueId| {
         let id = OpId::from_index(g.ops.len());
-        g.ops.push(Op { id, name, kind, out });
+        g.ops.push(Op {
+            id,
+            name,
+            kind,
+            out,
+        });
     };
     let mut x = value(&mut g, "x".into(), rows, m.dimension, ValueRole::Input, 0);
     for b in 0..m.blocks {
         let last = b + 1 == m.blocks;
-        let w1 = value(&mut g, format!("block{b}.fc1.weight"), m.dimension, m.hidden, ValueRole::Weight, m.dimension);
-        let w2 = value(&mut g, format!("block{b}.fc2.weight"), m.hidden, m.dimension, ValueRole::Weight, m.hidden);
-        let z = value(&mut g, format!("block{b}.fc1"), rows, m.hidden, ValueRole::Intermediate, 0);
-        op(&mut g, format!("block{b}.fc1"), OpKind::MatMul { a: x, b: w1 }, z);
+        let w1 = value(
+            &mut g,
+            format!("block{b}.fc1.weight"),
+            m.dimension,
+            m.hidden,
+            ValueRole::Weight,
+            m.dimension,
+        );
+        let w2 = value(
+            &mut g,
+            format!("block{b}.fc2.weight"),
+            m.hidden,
+            m.dimension,
+            ValueRole::Weight,
+            m.hidden,
+        );
+        let z = value(
+            &mut g,
+            format!("block{b}.fc1"),
+            rows,
+            m.hidden,
+            ValueRole::Intermediate,
+            0,
+        );
+        op(
+            &mut g,
+            format!("block{b}.fc1"),
+            OpKind::MatMul { a: x, b: w1 },
+            z,
+        );
         let mut pre = z;
         if m.biases {
-            let b1 = value(&mut g, format!("block{b}.fc1.bias"), 1, m.hidden, ValueRole::Weight, m.dimension);
-            let zb = value(&mut g, format!("block{b}.fc1.biased"), rows, m.hidden, ValueRole::Intermediate, 0);
-            op(&mut g, format!("block{b}.fc1.bias"), OpKind::AddBias { x: z, bias: b1 }, zb);
+            let b1 = value(
+                &mut g,
+                format!("block{b}.fc1.bias"),
+                1,
+                m.hidden,
+                ValueRole::Weight,
+                m.dimension,
+            );
+            let zb = value(
+                &mut g,
+                format!("block{b}.fc1.biased"),
+                rows,
+                m.hidden,
+                ValueRole::Intermediate,
+                0,
+            );
+            op(
+                &mut g,
+                format!("block{b}.fc1.bias"),
+                OpKind::AddBias { x: z, bias: b1 },
+                zb,
+            );
             pre = zb;
         }
-        let h = value(&mut g, format!("block{b}.gelu"), rows, m.hidden, ValueRole::Intermediate, 0);
-        op(&mut g, format!("block{b}.gelu"), OpKind::GeluTanh { x: pre }, h);
-        let role = if last && !m.biases { ValueRole::Output } else { ValueRole::Intermediate };
+        let h = value(
+            &mut g,
+            format!("block{b}.gelu"),
+            rows,
+            m.hidden,
+            ValueRole::Intermediate,
+            0,
+        );
+        op(
+            &mut g,
+            format!("block{b}.gelu"),
+            OpKind::GeluTanh { x: pre },
+            h,
+        );
+        let role = if last && !m.biases {
+            ValueRole::Output
+        } else {
+            ValueRole::Intermediate
+        };
         let y = value(&mut g, format!("block{b}.fc2"), rows, m.dimension, role, 0);
-        op(&mut g, format!("block{b}.fc2"), OpKind::MatMul { a: h, b: w2 }, y);
+        op(
+            &mut g,
+            format!("block{b}.fc2"),
+            OpKind::MatMul { a: h, b: w2 },
+            y,
+        );
         x = y;
         if m.biases {
-            let b2 = value(&mut g, format!("block{b}.fc2.bias"), 1, m.dimension, ValueRole::Weight, m.hidden);
-            let role = if last { ValueRole::Output } else { ValueRole::Intermediate };
-            let yb = value(&mut g, format!("block{b}.fc2.biased"), rows, m.dimension, role, 0);
-            op(&mut g, format!("block{b}.fc2.bias"), OpKind::AddBias { x: y, bias: b2 }, yb);
+            let b2 = value(
+                &mut g,
+                format!("block{b}.fc2.bias"),
+                1,
+                m.dimension,
+                ValueRole::Weight,
+                m.hidden,
+            );
+            let role = if last {
+                ValueRole::Output
+            } else {
+                ValueRole::Intermediate
+            };
+            let yb = value(
+                &mut g,
+                format!("block{b}.fc2.biased"),
+                rows,
+                m.dimension,
+                role,
+                0,
+            );
+            op(
+                &mut g,
+                format!("block{b}.fc2.bias"),
+                OpKind::AddBias { x: y, bias: b2 },
+                yb,
+            );
             x = yb;
         }
     }
@@ -212,7 +342,8 @@ mod tests {
 
     #[test]
     fn default_id_follows_the_seed() {
-        let spec = WorkloadSpec::parse(WorkloadSpec::preset("siglip-mlp").unwrap(), "siglip-mlp").unwrap();
+        let spec =
+            WorkloadSpec::parse(WorkloadSpec::preset("siglip-mlp").unwrap(), "siglip-mlp").unwrap();
         assert_eq!(spec.id(), "siglip-mlp-f16-b1-t729-d1152-h4304-n1");
         let g = spec.import().unwrap();
         assert_eq!(g.ops.len(), 3);
@@ -221,11 +352,21 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_zero_sizes_are_rejected() {
-        let err = WorkloadSpec::parse("kind = \"mlp\"\nname = \"m\"\ntokenz = 3\n", "bad.toml").unwrap_err();
+        let err = WorkloadSpec::parse("kind = \"mlp\"\nname = \"m\"\ntokenz = 3\n", "bad.toml")
+            .unwrap_err();
         assert!(err.to_string().contains("bad.toml"), "{err}");
         assert!(err.to_string().contains("tokenz"), "{err}");
-        let mut spec = WorkloadSpec::parse(WorkloadSpec::preset("siglip-mlp").unwrap(), "p").unwrap();
-        spec.apply(&Overrides { hidden: Some(0), ..Overrides::default() });
-        assert!(spec.import().unwrap_err().to_string().contains("hidden must be positive"));
+        let mut spec =
+            WorkloadSpec::parse(WorkloadSpec::preset("siglip-mlp").unwrap(), "p").unwrap();
+        spec.apply(&Overrides {
+            hidden: Some(0),
+            ..Overrides::default()
+        });
+        assert!(
+            spec.import()
+                .unwrap_err()
+                .to_string()
+                .contains("hidden must be positive")
+        );
     }
 }

@@ -14,7 +14,11 @@ fn unknown_key_names_the_key_and_the_file() {
     .unwrap();
     let r = sb.run(&["build", "bad.toml"]);
     r.assert_clean_failure();
-    assert!(r.stderr.contains("tokenz") && r.stderr.contains("bad.toml"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("tokenz") && r.stderr.contains("bad.toml"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -29,7 +33,11 @@ fn zero_and_negative_sizes_are_refused() {
     std::fs::write(sb.path("neg.toml"), WorkloadText::with("tokens = -2")).unwrap();
     let r = sb.run(&["build", "neg.toml"]);
     r.assert_clean_failure();
-    assert!(r.stderr.contains("neg.toml") && r.stderr.contains("tokens"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("neg.toml") && r.stderr.contains("tokens"),
+        "{}",
+        r.stderr
+    );
 }
 
 struct WorkloadText;
@@ -47,10 +55,18 @@ fn unknown_workload_and_phase_are_named() {
     let sb = Sandbox::new();
     let r = sb.run(&["build", "no-such-workload"]);
     r.assert_clean_failure();
-    assert!(r.stderr.contains("no-such-workload") && r.stderr.contains("siglip-mlp"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no-such-workload") && r.stderr.contains("siglip-mlp"),
+        "{}",
+        r.stderr
+    );
     let r = sb.run(&["build", SMALL, "--to", "no_such_phase"]);
     r.assert_clean_failure();
-    assert!(r.stderr.contains("lower_mid"), "lists the phases: {}", r.stderr);
+    assert!(
+        r.stderr.contains("lower_mid"),
+        "lists the phases: {}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -58,15 +74,38 @@ fn a_shape_too_large_for_tile_memory_names_tile_and_bytes_over_and_keeps_the_sto
     let sb = Sandbox::new();
     sb.run(&["build", SMALL]).assert_ok();
     let before = std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap();
-    let r = sb.run(&["build", SMALL, "--tokens", "729", "--dimension", "1152", "--hidden", "60000", "--blocks", "1"]);
+    let r = sb.run(&[
+        "build",
+        SMALL,
+        "--tokens",
+        "729",
+        "--dimension",
+        "1152",
+        "--hidden",
+        "60000",
+        "--blocks",
+        "1",
+    ]);
     r.assert_clean_failure();
-    assert!(r.stderr.contains("tile0") && r.stderr.contains("bytes over"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("tile0") && r.stderr.contains("bytes over"),
+        "{}",
+        r.stderr
+    );
     // Nothing stored was lost or damaged.
     let verify = sb.run(&["cache", "verify"]);
     verify.assert_ok();
     assert!(verify.stdout.contains("damaged=0"));
-    assert_eq!(std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap(), before);
-    assert!(sb.run(&["build", SMALL]).assert_ok().phases_run().is_empty());
+    assert_eq!(
+        std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap(),
+        before
+    );
+    assert!(
+        sb.run(&["build", SMALL])
+            .assert_ok()
+            .phases_run()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -74,7 +113,11 @@ fn missing_stage_record_for_from_is_explained() {
     let sb = Sandbox::new();
     let r = sb.run(&["emit", SMALL]);
     r.assert_clean_failure();
-    assert!(r.stderr.contains("no stage record") && r.stderr.contains("place_storage"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no stage record") && r.stderr.contains("place_storage"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

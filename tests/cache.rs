@@ -9,10 +9,18 @@ fn identical_rebuild_runs_no_phase() {
     let sb = Sandbox::new();
     let first = sb.run(&["build", SMALL]);
     first.assert_ok();
-    assert_eq!(first.phases_run(), phases(), "a cold build runs every phase");
+    assert_eq!(
+        first.phases_run(),
+        phases(),
+        "a cold build runs every phase"
+    );
     let second = sb.run(&["build", SMALL]);
     second.assert_ok();
-    assert!(second.phases_run().is_empty(), "warm build ran {:?}", second.phases_run());
+    assert!(
+        second.phases_run().is_empty(),
+        "warm build ran {:?}",
+        second.phases_run()
+    );
 }
 
 #[test]
@@ -23,8 +31,16 @@ fn a_phase_config_change_recomputes_that_phase_and_later_only() {
     let r = sb.run(&["build", SMALL, "--placement-order", "size"]);
     r.assert_ok();
     let ran = r.phases_run();
-    assert_eq!(ran.first().map(String::as_str), Some("place_storage"), "ran {ran:?}");
-    assert!(ran.iter().all(|p| ["place_storage", "emit", "build_images"].contains(&p.as_str())), "ran {ran:?}");
+    assert_eq!(
+        ran.first().map(String::as_str),
+        Some("place_storage"),
+        "ran {ran:?}"
+    );
+    assert!(
+        ran.iter()
+            .all(|p| ["place_storage", "emit", "build_images"].contains(&p.as_str())),
+        "ran {ran:?}"
+    );
     let after = sb.record(SMALL_ID, "place_storage");
     assert_ne!(before["key"], after["key"], "the config is part of the key");
 }
@@ -33,19 +49,32 @@ fn a_phase_config_change_recomputes_that_phase_and_later_only() {
 fn an_unchanged_output_stops_the_cascade() {
     let sb = Sandbox::new();
     sb.run(&["build", SMALL]).assert_ok();
-    let chosen = sb.record(SMALL_ID, "select_finalist")["headline"]["mapping"].as_str().unwrap().to_string();
+    let chosen = sb.record(SMALL_ID, "select_finalist")["headline"]["mapping"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Asking for the mapping `auto` already chose changes select_finalist's key but not its output.
     let r = sb.run(&["build", SMALL, "--mapping", &chosen]);
     r.assert_ok();
-    assert_eq!(r.phases_run(), vec!["select_finalist"], "only the reconfigured phase runs");
+    assert_eq!(
+        r.phases_run(),
+        vec!["select_finalist"],
+        "only the reconfigured phase runs"
+    );
 }
 
 #[test]
 fn damaged_objects_are_evicted_and_rebuilt() {
     let sb = Sandbox::new();
     sb.run(&["build", SMALL]).assert_ok();
-    let selected = sb.record(SMALL_ID, "select_finalist")["output"].as_str().unwrap().to_string();
-    let placement = sb.record(SMALL_ID, "place_storage")["output"].as_str().unwrap().to_string();
+    let selected = sb.record(SMALL_ID, "select_finalist")["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let placement = sb.record(SMALL_ID, "place_storage")["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // Truncate one object, flip a byte in another.
     let sel_path = sb.object_path(&selected);
     let bytes = std::fs::read(&sel_path).unwrap();
@@ -58,12 +87,23 @@ fn damaged_objects_are_evicted_and_rebuilt() {
 
     let r = sb.run(&["build", SMALL]);
     r.assert_ok();
-    assert!(r.stderr.contains("evicted damaged store object"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("evicted damaged store object"),
+        "{}",
+        r.stderr
+    );
     let ran = r.phases_run();
-    assert!(ran.contains(&"select_finalist".to_string()) && ran.contains(&"place_storage".to_string()), "ran {ran:?}");
+    assert!(
+        ran.contains(&"select_finalist".to_string()) && ran.contains(&"place_storage".to_string()),
+        "ran {ran:?}"
+    );
     for (path, hash) in [(&sel_path, &selected), (&pl_path, &placement)] {
         let rebuilt = std::fs::read(path).unwrap();
-        assert_eq!(blake3::hash(&rebuilt).to_hex().as_str(), hash.as_str(), "rebuilt object has its hash");
+        assert_eq!(
+            blake3::hash(&rebuilt).to_hex().as_str(),
+            hash.as_str(),
+            "rebuilt object has its hash"
+        );
     }
     let verify = sb.run(&["cache", "verify"]);
     verify.assert_ok();
@@ -74,12 +114,18 @@ fn damaged_objects_are_evicted_and_rebuilt() {
 fn cache_verify_reports_and_evicts_damage() {
     let sb = Sandbox::new();
     sb.run(&["build", SMALL]).assert_ok();
-    let mid = sb.record(SMALL_ID, "lower_mid")["output"].as_str().unwrap().to_string();
+    let mid = sb.record(SMALL_ID, "lower_mid")["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
     std::fs::write(sb.object_path(&mid), b"garbage").unwrap();
     let r = sb.run(&["cache", "verify"]);
     r.assert_clean_failure();
     assert!(r.stdout.contains("damaged=1"), "{}", r.stdout);
-    assert!(!sb.object_path(&mid).exists(), "the damaged object is evicted");
+    assert!(
+        !sb.object_path(&mid).exists(),
+        "the damaged object is evicted"
+    );
     let stats = sb.run(&["cache", "stats"]);
     stats.assert_ok();
     assert!(stats.stdout.contains("objects="), "{}", stats.stdout);
@@ -88,14 +134,32 @@ fn cache_verify_reports_and_evicts_damage() {
 #[test]
 fn two_builds_into_one_store_at_once_both_succeed() {
     let sb = Sandbox::new();
-    let a = sb.command(&["build", SMALL]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let b = sb.command(&["build", SMALL]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let (a, b) = (common::ran(a.wait_with_output().unwrap()), common::ran(b.wait_with_output().unwrap()));
+    let a = sb
+        .command(&["build", SMALL])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b = sb
+        .command(&["build", SMALL])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (a, b) = (
+        common::ran(a.wait_with_output().unwrap()),
+        common::ran(b.wait_with_output().unwrap()),
+    );
     a.assert_ok();
     b.assert_ok();
     let verify = sb.run(&["cache", "verify"]);
     verify.assert_ok();
-    assert!(sb.run(&["build", SMALL]).assert_ok().phases_run().is_empty());
+    assert!(
+        sb.run(&["build", SMALL])
+            .assert_ok()
+            .phases_run()
+            .is_empty()
+    );
 }
 
 #[test]

@@ -5,15 +5,32 @@ use common::{Sandbox, phases};
 
 #[test]
 fn artifact_hashes_do_not_depend_on_thread_count() {
-    let args = ["build", "siglip-mlp-small", "--tokens", "70", "--dimension", "96", "--hidden", "200"];
+    let args = [
+        "build",
+        "siglip-mlp-small",
+        "--tokens",
+        "70",
+        "--dimension",
+        "96",
+        "--hidden",
+        "200",
+    ];
     let id = "siglip-mlp-f16-b1-t70-d96-h200-n2-bias-s7";
     let runs: Vec<(Sandbox, Vec<String>)> = ["1", "2"]
         .into_iter()
         .map(|threads| {
             let sb = Sandbox::new();
-            let out = common::ran(sb.command(&args).env("RAYON_NUM_THREADS", threads).output().unwrap());
+            let out = common::ran(
+                sb.command(&args)
+                    .env("RAYON_NUM_THREADS", threads)
+                    .output()
+                    .unwrap(),
+            );
             out.assert_ok();
-            let hashes = phases().iter().map(|p| sb.record(id, p)["output"].as_str().unwrap().to_string()).collect();
+            let hashes = phases()
+                .iter()
+                .map(|p| sb.record(id, p)["output"].as_str().unwrap().to_string())
+                .collect();
             (sb, hashes)
         })
         .collect();

@@ -22,7 +22,10 @@ fn small_preset_passes_and_writes_package_and_profile() {
     assert!(out.contains(&format!("workload={SMALL_ID} ")), "{out}");
     assert!(out.contains("peakTflops=282.624"), "{out}");
     for file in ["model.ipuexe", "execution.ipuprofile"] {
-        assert!(sb.stages().join(SMALL_ID).join(file).exists(), "{file} written");
+        assert!(
+            sb.stages().join(SMALL_ID).join(file).exists(),
+            "{file} written"
+        );
     }
     // The package runs on its own, too.
     let package = sb.stages().join(SMALL_ID).join("model.ipuexe");
@@ -33,10 +36,52 @@ fn small_preset_passes_and_writes_package_and_profile() {
 fn odd_shapes_pass() {
     let sb = Sandbox::new();
     for args in [
-        &["--tokens", "19", "--dimension", "24", "--hidden", "40", "--blocks", "1", "--biases", "false"][..],
-        &["--tokens", "5", "--dimension", "3", "--hidden", "7", "--blocks", "3", "--partials", "f32"],
-        &["--batch", "3", "--tokens", "11", "--dimension", "33", "--hidden", "17", "--biases", "true"],
-        &["--tokens", "1", "--dimension", "1", "--hidden", "1", "--blocks", "1"],
+        &[
+            "--tokens",
+            "19",
+            "--dimension",
+            "24",
+            "--hidden",
+            "40",
+            "--blocks",
+            "1",
+            "--biases",
+            "false",
+        ][..],
+        &[
+            "--tokens",
+            "5",
+            "--dimension",
+            "3",
+            "--hidden",
+            "7",
+            "--blocks",
+            "3",
+            "--partials",
+            "f32",
+        ],
+        &[
+            "--batch",
+            "3",
+            "--tokens",
+            "11",
+            "--dimension",
+            "33",
+            "--hidden",
+            "17",
+            "--biases",
+            "true",
+        ],
+        &[
+            "--tokens",
+            "1",
+            "--dimension",
+            "1",
+            "--hidden",
+            "1",
+            "--blocks",
+            "1",
+        ],
     ] {
         let mut full = vec!["run", SMALL];
         full.extend_from_slice(args);
@@ -55,7 +100,12 @@ fn corrupted_output_fails_the_check() {
     device.initialize(&package, &host).unwrap();
     let (_, mut output) = device.run(&package, &host).unwrap();
     let reference = numerics::reference(&package.graph, &host);
-    let out = package.graph.values.iter().find(|v| v.role == ValueRole::Output).unwrap();
+    let out = package
+        .graph
+        .values
+        .iter()
+        .find(|v| v.role == ValueRole::Output)
+        .unwrap();
     let expected = &reference[out.id.index()];
     assert!(numerics::check(&package.graph, &output, expected).pass);
 
@@ -63,10 +113,16 @@ fn corrupted_output_fails_the_check() {
     let check = numerics::check(&package.graph, &output, expected);
     let i = output.len() / 2;
     output[i] = half::f16::from_f64(output[i].to_f64() + 4.0 * check.tolerance + 0.01);
-    assert!(!numerics::check(&package.graph, &output, expected).pass, "a corrupted element must fail");
+    assert!(
+        !numerics::check(&package.graph, &output, expected).pass,
+        "a corrupted element must fail"
+    );
     // A NaN fails.
     output[i] = half::f16::NAN;
-    assert!(!numerics::check(&package.graph, &output, expected).pass, "a NaN must fail");
+    assert!(
+        !numerics::check(&package.graph, &output, expected).pass,
+        "a NaN must fail"
+    );
 }
 
 #[test]

@@ -9,7 +9,9 @@ use crate::stages::emit::{EmitConfig, TileCode, emit};
 use crate::stages::lower_exchanges::{Exchanges, LowerExchangesConfig, lower_exchanges};
 use crate::stages::lower_mid::{LowerMidConfig, Mid, lower_mid};
 use crate::stages::place_storage::{PlaceStorageConfig, Placement, place_storage};
-use crate::stages::plan_exchange_storage::{ExchangeStorage, PlanExchangeStorageConfig, plan_exchange_storage};
+use crate::stages::plan_exchange_storage::{
+    ExchangeStorage, PlanExchangeStorageConfig, plan_exchange_storage,
+};
 use crate::stages::select_finalist::{SelectFinalistConfig, Selected, select_finalist};
 use crate::store::{self, Artifact, ContentHash, Store};
 use crate::target::Target;
@@ -54,7 +56,9 @@ impl PhaseConfigs {
 
     fn json(&self, phase: Phase) -> serde_json::Value {
         let v = serde_json::to_value(self).expect("configs serialise");
-        v.get(phase.name()).cloned().unwrap_or(serde_json::Value::Null)
+        v.get(phase.name())
+            .cloned()
+            .unwrap_or(serde_json::Value::Null)
     }
 }
 
@@ -99,10 +103,17 @@ struct Decoded(BTreeMap<ContentHash, Rc<dyn Any>>);
 impl Decoded {
     fn get<A: Artifact + 'static>(&mut self, store: &Store, hash: &ContentHash) -> Result<Rc<A>> {
         if let Some(v) = self.0.get(hash) {
-            return Ok(Rc::clone(v).downcast::<A>().map_err(|_| anyhow::anyhow!("object {} is not a {}", hash.short(), A::KIND))?);
+            return Rc::clone(v)
+                .downcast::<A>()
+                .map_err(|_| anyhow::anyhow!("object {} is not a {}", hash.short(), A::KIND));
         }
         let bytes = store.get(hash)?.with_context(|| {
-            format!("{} object {} is missing from the store {}; rebuild from an earlier phase", A::KIND, hash.short(), store.root().display())
+            format!(
+                "{} object {} is missing from the store {}; rebuild from an earlier phase",
+                A::KIND,
+                hash.short(),
+                store.root().display()
+            )
         })?;
         let value: Rc<A> = Rc::new(store::decode(&bytes, hash)?);
         self.0.insert(*hash, value.clone());
@@ -116,7 +127,11 @@ fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
     }
     let dir = path.parent().expect("stage paths have a parent");
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!(".{}.{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("x"), std::process::id()));
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
+        std::process::id()
+    ));
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(true)
@@ -133,8 +148,10 @@ impl Build<'_> {
 
     pub fn read_record(&self, phase: Phase) -> Result<StageRecord> {
         let path = self.record_path(phase);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("no stage record {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("stage record {} is damaged", path.display()))
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("no stage record {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("stage record {} is damaged", path.display()))
     }
 
     /// Runs phases `from..=to` of the pipeline.
@@ -142,9 +159,14 @@ impl Build<'_> {
         if from > to {
             bail!("--from {from} comes after --to {to} in the pipeline");
         }
-        let span = tracing::info_span!("ipu_codegen.package.build", tile_count = self.target.tiles, operations = self.graph.ops.len());
+        let span = tracing::info_span!(
+            "ipu_codegen.package.build",
+            tile_count = self.target.tiles,
+            operations = self.graph.ops.len()
+        );
         let _enter = span.enter();
-        let target_hash = ContentHash::of(&rmp_serde::to_vec(&self.target).expect("targets serialise"));
+        let target_hash =
+            ContentHash::of(&rmp_serde::to_vec(&self.target).expect("targets serialise"));
         let mut outputs = BTreeMap::new();
         let mut decoded = Decoded::default();
         let graph_bytes = store::encode(&self.graph);
@@ -170,7 +192,13 @@ impl Build<'_> {
             let started = Instant::now();
             let inputs: Vec<ContentHash> = phase.inputs().iter().map(|k| outputs[k]).collect();
             let config = self.configs.canonical(phase);
-            let key = store::action_key(phase.name(), schema(phase.output()), &config, &target_hash, &inputs);
+            let key = store::action_key(
+                phase.name(),
+                schema(phase.output()),
+                &config,
+                &target_hash,
+                &inputs,
+            );
             let cached = match self.store.lookup(&key)? {
                 Some(out) if self.store.get(&out)?.is_some() => Some(out),
                 _ => None,
@@ -188,9 +216,18 @@ impl Build<'_> {
             };
             outputs.insert(phase.output(), output);
             let elapsed_ms = started.elapsed().as_millis() as u64;
-            tracing::info!(phase = phase.name(), elapsed_ms, cached = cached.is_some(), success = true, "package build phase finished");
+            tracing::info!(
+                phase = phase.name(),
+                elapsed_ms,
+                cached = cached.is_some(),
+                success = true,
+                "package build phase finished"
+            );
             let previous = self.read_record(phase).ok();
-            if previous.as_ref().is_none_or(|r| r.output != output || r.key != key) {
+            if previous
+                .as_ref()
+                .is_none_or(|r| r.output != output || r.key != key)
+            {
                 let headline = self.headline(phase, &output, &mut decoded)?;
                 let record = StageRecord {
                     phase: phase.name().to_string(),
@@ -198,7 +235,12 @@ impl Build<'_> {
                     workload: self.graph.workload.clone(),
                     output,
                     key,
-                    inputs: phase.inputs().iter().zip(&inputs).map(|(k, h)| (k.name().to_string(), *h)).collect(),
+                    inputs: phase
+                        .inputs()
+                        .iter()
+                        .zip(&inputs)
+                        .map(|(k, h)| (k.name().to_string(), *h))
+                        .collect(),
                     config: self.configs.json(phase),
                     target: self.target.name.clone(),
                     elapsed_ms,
@@ -208,7 +250,10 @@ impl Build<'_> {
                 write_if_changed(&self.record_path(phase), &json)?;
             }
             if phase == Phase::BuildImages {
-                let body = self.store.get(&output)?.context("package vanished from the store")?;
+                let body = self
+                    .store
+                    .get(&output)?
+                    .context("package vanished from the store")?;
                 let path = self.dir().join("model.ipuexe");
                 if write_if_changed(&path, &write_ipuexe(&body))? {
                     tracing::info!(tiles = self.target.tiles, path = %path.display(), "application package written");
@@ -216,10 +261,19 @@ impl Build<'_> {
                 package_path = Some(path);
             }
         }
-        Ok(BuildOutcome { outputs, ran, package_path })
+        Ok(BuildOutcome {
+            outputs,
+            ran,
+            package_path,
+        })
     }
 
-    fn run_phase(&self, phase: Phase, inputs: &[ContentHash], d: &mut Decoded) -> Result<(Vec<u8>, Rc<dyn Any>)> {
+    fn run_phase(
+        &self,
+        phase: Phase,
+        inputs: &[ContentHash],
+        d: &mut Decoded,
+    ) -> Result<(Vec<u8>, Rc<dyn Any>)> {
         let s = self.store;
         let t = &self.target;
         let c = &self.configs;
@@ -227,16 +281,24 @@ impl Build<'_> {
             (store::encode(&a), Rc::new(a))
         }
         Ok(match phase {
-            Phase::LowerMid => out(lower_mid(&*d.get::<Graph>(s, &inputs[0])?, t, &c.lower_mid)?),
+            Phase::LowerMid => out(lower_mid(
+                &*d.get::<Graph>(s, &inputs[0])?,
+                t,
+                &c.lower_mid,
+            )?),
             Phase::SelectFinalist => {
                 let (g, m) = (d.get::<Graph>(s, &inputs[0])?, d.get::<Mid>(s, &inputs[1])?);
                 out(select_finalist(&g, &m, t, &c.select_finalist)?)
             }
-            Phase::PlanExchangeStorage => {
-                out(plan_exchange_storage(&*d.get::<Selected>(s, &inputs[0])?, &c.plan_exchange_storage)?)
-            }
+            Phase::PlanExchangeStorage => out(plan_exchange_storage(
+                &*d.get::<Selected>(s, &inputs[0])?,
+                &c.plan_exchange_storage,
+            )?),
             Phase::LowerExchanges => {
-                let (sel, xs) = (d.get::<Selected>(s, &inputs[0])?, d.get::<ExchangeStorage>(s, &inputs[1])?);
+                let (sel, xs) = (
+                    d.get::<Selected>(s, &inputs[0])?,
+                    d.get::<ExchangeStorage>(s, &inputs[1])?,
+                );
                 out(lower_exchanges(&sel, &xs, t, &c.lower_exchanges)?)
             }
             Phase::PlaceStorage => {
@@ -262,7 +324,12 @@ impl Build<'_> {
     }
 
     /// Headline figures of a phase's output for its stage record.
-    fn headline(&self, phase: Phase, output: &ContentHash, d: &mut Decoded) -> Result<serde_json::Value> {
+    fn headline(
+        &self,
+        phase: Phase,
+        output: &ContentHash,
+        d: &mut Decoded,
+    ) -> Result<serde_json::Value> {
         let s = self.store;
         use serde_json::json;
         Ok(match phase {
@@ -303,10 +370,19 @@ impl Build<'_> {
     }
 
     /// The text dump of an artifact of this build (`ipu-codegen show`).
-    pub fn dump(&self, kind: ArtifactKind, outputs: &BTreeMap<ArtifactKind, ContentHash>) -> Result<String> {
+    pub fn dump(
+        &self,
+        kind: ArtifactKind,
+        outputs: &BTreeMap<ArtifactKind, ContentHash>,
+    ) -> Result<String> {
         let mut d = Decoded::default();
         let s = self.store;
-        let h = |k: ArtifactKind| outputs.get(&k).copied().with_context(|| format!("no {} artifact in this build", k.name()));
+        let h = |k: ArtifactKind| {
+            outputs
+                .get(&k)
+                .copied()
+                .with_context(|| format!("no {} artifact in this build", k.name()))
+        };
         Ok(match kind {
             ArtifactKind::Graph => self.graph.dump(),
             ArtifactKind::Mid => d.get::<Mid>(s, &h(kind)?)?.dump(),

@@ -22,7 +22,11 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
 #[derive(Parser, Debug)]
-#[command(name = "ipu-codegen", version, about = "Ahead-of-time compiler for tile-based bulk-synchronous ML processors")]
+#[command(
+    name = "ipu-codegen",
+    version,
+    about = "Ahead-of-time compiler for tile-based bulk-synchronous ML processors"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -34,10 +38,20 @@ pub struct Cli {
 #[derive(Args, Debug)]
 struct Globals {
     /// The content-addressed store.
-    #[arg(long, global = true, env = "IPU_CODEGEN_CACHE", default_value = "cache")]
+    #[arg(
+        long,
+        global = true,
+        env = "IPU_CODEGEN_CACHE",
+        default_value = "cache"
+    )]
     cache: PathBuf,
     /// Where stage records, model.ipuexe and execution.ipuprofile go (one folder per build).
-    #[arg(long, global = true, env = "IPU_CODEGEN_STAGES", default_value = "stages")]
+    #[arg(
+        long,
+        global = true,
+        env = "IPU_CODEGEN_STAGES",
+        default_value = "stages"
+    )]
     stages: PathBuf,
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]
@@ -59,6 +73,8 @@ enum Command {
     },
     /// Print the pipeline's phases in order.
     Phases,
+    /// Print Make rules for per-phase targets over the stage records (the Makefile includes them).
+    MakeRules,
     /// Print the build name (the workload id unless --build is given).
     Id(BuildArgs),
     /// Run the pipeline (or part of it with --from/--to).
@@ -151,7 +167,10 @@ pub struct BuildArgs {
 
 fn parse_phase(s: &str) -> Result<Phase, String> {
     Phase::parse(s).ok_or_else(|| {
-        format!("unknown phase {s:?}; phases: {}", PIPELINE.map(|p| p.name()).join(", "))
+        format!(
+            "unknown phase {s:?}; phases: {}",
+            PIPELINE.map(|p| p.name()).join(", ")
+        )
     })
 }
 
@@ -170,10 +189,19 @@ impl BuildArgs {
             None => {
                 let path = Path::new(&self.workload);
                 if !path.exists() {
-                    let presets: Vec<&str> = crate::workload::PRESETS.iter().map(|(n, _)| *n).collect();
-                    bail!("unknown workload {:?}: not a preset ({}) nor a file", self.workload, presets.join(", "));
+                    let presets: Vec<&str> =
+                        crate::workload::PRESETS.iter().map(|(n, _)| *n).collect();
+                    bail!(
+                        "unknown workload {:?}: not a preset ({}) nor a file",
+                        self.workload,
+                        presets.join(", ")
+                    );
                 }
-                (std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?, path.display().to_string())
+                (
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("reading {}", path.display()))?,
+                    path.display().to_string(),
+                )
             }
         };
         let mut spec = WorkloadSpec::parse(&text, &origin)?;
@@ -191,17 +219,28 @@ impl BuildArgs {
     }
 
     fn target(&self) -> Result<Target> {
-        Target::preset(&self.target)
-            .with_context(|| format!("unknown target {:?}; targets: {}", self.target, Target::PRESETS.join(", ")))
+        Target::preset(&self.target).with_context(|| {
+            format!(
+                "unknown target {:?}; targets: {}",
+                self.target,
+                Target::PRESETS.join(", ")
+            )
+        })
     }
 
     fn configs(&self) -> PhaseConfigs {
         PhaseConfigs {
-            lower_mid: LowerMidConfig { finalists: self.finalists },
-            select_finalist: SelectFinalistConfig { mapping: self.mapping },
+            lower_mid: LowerMidConfig {
+                finalists: self.finalists,
+            },
+            select_finalist: SelectFinalistConfig {
+                mapping: self.mapping,
+            },
             plan_exchange_storage: PlanExchangeStorageConfig {},
             lower_exchanges: LowerExchangesConfig {},
-            place_storage: PlaceStorageConfig { order: self.placement_order },
+            place_storage: PlaceStorageConfig {
+                order: self.placement_order,
+            },
             emit: EmitConfig {},
             build_images: BuildImagesConfig {},
         }
@@ -225,9 +264,13 @@ impl BuildArgs {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Text => builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
 }
@@ -235,7 +278,9 @@ fn init_logging(format: LogFormat) {
 /// The command line, with one subcommand per phase of the pipeline added to the derived ones.
 fn command() -> clap::Command {
     PIPELINE.iter().fold(Cli::command(), |cmd, phase| {
-        cmd.subcommand(BuildArgs::augment_args(clap::Command::new(phase.command()).about(phase.about())))
+        cmd.subcommand(BuildArgs::augment_args(
+            clap::Command::new(phase.command()).about(phase.about()),
+        ))
     })
 }
 
@@ -244,12 +289,14 @@ pub fn main() -> std::process::ExitCode {
     let result = match matches.subcommand() {
         Some((name, sub)) if Phase::parse(name).is_some() => {
             let phase = Phase::parse(name).expect("checked");
-            Globals::from_arg_matches(&matches).map_err(anyhow::Error::from).and_then(|g| {
-                let args = BuildArgs::from_arg_matches(sub)?;
-                init_logging(g.log_format);
-                let store = Store::open(&g.cache)?;
-                args.build(&store, &g.stages)?.run(phase, phase).map(|_| ())
-            })
+            Globals::from_arg_matches(&matches)
+                .map_err(anyhow::Error::from)
+                .and_then(|g| {
+                    let args = BuildArgs::from_arg_matches(sub)?;
+                    init_logging(g.log_format);
+                    let store = Store::open(&g.cache)?;
+                    args.build(&store, &g.stages)?.run(phase, phase).map(|_| ())
+                })
         }
         _ => match Cli::from_arg_matches(&matches) {
             Ok(cli) => {
@@ -268,14 +315,50 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
+/// Per-phase Make rules: `stages/<build>/<phase>.json` depends on the previous phase's record and on a
+/// stamp of the phase's own flags (`<PHASE>_FLAGS`), rewritten only when they change. Records are
+/// rewritten only when a phase's output changes, so Make reruns only what really changed.
+fn make_rules() -> String {
+    let mut s = String::from("# Generated by `ipu-codegen make-rules` from the pipeline list.\n");
+    s.push_str(&format!(
+        "PHASES := {}\n",
+        PIPELINE.map(|p| p.name()).join(" ")
+    ));
+    s.push_str(".PHONY: $(PHASES)\n");
+    let mut previous: Option<Phase> = None;
+    for p in PIPELINE {
+        let flags = format!("{}_FLAGS", p.name().to_uppercase());
+        let after = previous
+            .map(|q| format!(" $(BUILD_DIR)/{}.json", q.name()))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "{name}: $(BUILD_DIR)/{name}.json\n\
+             $(BUILD_DIR)/{name}.flags: FORCE\n\
+             \t@mkdir -p $(@D); echo '$(FLAGS) $({flags})' | cmp -s - $@ || echo '$(FLAGS) $({flags})' > $@\n\
+             $(BUILD_DIR)/{name}.json: $(BIN){after} $(BUILD_DIR)/{name}.flags\n\
+             \t$(BIN) {command} $(WORKLOAD) $(FLAGS) $({flags})\n",
+            name = p.name(),
+            command = p.command(),
+        ));
+        previous = Some(p);
+    }
+    s
+}
+
 fn execute(cli: Cli) -> Result<()> {
     let g = cli.globals;
     match cli.command {
         Command::Target { name } => {
-            let t = Target::preset(&name).with_context(|| format!("unknown target {name:?}; targets: {}", Target::PRESETS.join(", ")))?;
+            let t = Target::preset(&name).with_context(|| {
+                format!(
+                    "unknown target {name:?}; targets: {}",
+                    Target::PRESETS.join(", ")
+                )
+            })?;
             print!("{}", t.describe());
         }
         Command::Phases => println!("{}", PIPELINE.map(|p| p.name()).join(" ")),
+        Command::MakeRules => print!("{}", make_rules()),
         Command::Id(args) => {
             let spec = args.spec()?;
             spec.import()?;
@@ -284,7 +367,10 @@ fn execute(cli: Cli) -> Result<()> {
         Command::Build { args, from, to } => {
             let store = Store::open(&g.cache)?;
             let b = args.build(&store, &g.stages)?;
-            let outcome = b.run(from.unwrap_or(PIPELINE[0]), to.unwrap_or(PIPELINE[PIPELINE.len() - 1]))?;
+            let outcome = b.run(
+                from.unwrap_or(PIPELINE[0]),
+                to.unwrap_or(PIPELINE[PIPELINE.len() - 1]),
+            )?;
             tracing::info!(ran = outcome.ran.len(), build = %b.dir().display(), "build finished");
         }
         Command::Show { what, args } => {
@@ -295,7 +381,10 @@ fn execute(cli: Cli) -> Result<()> {
             };
             let store = Store::open(&g.cache)?;
             let b = args.build(&store, &g.stages)?;
-            let to = PIPELINE.into_iter().find(|p| p.output() == kind).unwrap_or(PIPELINE[0]);
+            let to = PIPELINE
+                .into_iter()
+                .find(|p| p.output() == kind)
+                .unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             print!("{}", b.dump(kind, &outcome.outputs)?);
         }
@@ -310,7 +399,10 @@ fn execute(cli: Cli) -> Result<()> {
                 }
                 CacheAction::Stats => {
                     let s = store.stats(false);
-                    println!("objects={} bytes={} actions={}", s.objects, s.object_bytes, s.actions);
+                    println!(
+                        "objects={} bytes={} actions={}",
+                        s.objects, s.object_bytes, s.actions
+                    );
                 }
                 CacheAction::Verify => {
                     let s = store.stats(true);
@@ -319,10 +411,16 @@ fn execute(cli: Cli) -> Result<()> {
                         println!("evicted {d}");
                     }
                     if !s.damaged.is_empty() {
-                        bail!("{} damaged objects evicted; the next build recomputes them", s.damaged.len());
+                        bail!(
+                            "{} damaged objects evicted; the next build recomputes them",
+                            s.damaged.len()
+                        );
                     }
                 }
-                CacheAction::Gc { max_age_days, max_bytes } => {
+                CacheAction::Gc {
+                    max_age_days,
+                    max_bytes,
+                } => {
                     let age = max_age_days.map(|d| std::time::Duration::from_secs(d * 86_400));
                     let (files, bytes) = store.gc(age, max_bytes);
                     println!("removed {files} files, {bytes} bytes");

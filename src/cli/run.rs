@@ -17,14 +17,21 @@ impl Artifact for Execution {
     const SCHEMA: u32 = 1;
 }
 
-/// Holds the device lock file until dropped.
-struct DeviceLock(File);
+/// Holds the device lock until dropped (closing the file releases the lock).
+struct DeviceLock {
+    _file: File,
+}
 
 fn acquire(path: &Path, timeout: Duration) -> Result<DeviceLock> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let file = File::options().create(true).truncate(false).write(true).open(path).with_context(|| format!("opening {}", path.display()))?;
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
     tracing::info!(path = %path.display(), "waiting for hardware ownership");
     let started = Instant::now();
     loop {
@@ -34,13 +41,19 @@ fn acquire(path: &Path, timeout: Duration) -> Result<DeviceLock> {
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                bail!("the simulated device is busy: {} is held by another run after {}s; retry or raise --lock-timeout", path.display(), timeout.as_secs())
+                bail!(
+                    "the simulated device is busy: {} is held by another run after {}s; retry or raise --lock-timeout",
+                    path.display(),
+                    timeout.as_secs()
+                )
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", path.display()));
+            }
         }
     }
     tracing::info!(path = %path.display(), "acquired hardware ownership");
-    Ok(DeviceLock(file))
+    Ok(DeviceLock { _file: file })
 }
 
 pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> Result<()> {
@@ -49,16 +62,27 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     } else {
         let store = Store::open(cache)?;
         let b = args.build(&store, stages)?;
-        b.run(crate::pipeline::PIPELINE[0], crate::pipeline::PIPELINE[crate::pipeline::PIPELINE.len() - 1])?
-            .package_path
-            .context("the build wrote no package")?
+        b.run(
+            crate::pipeline::PIPELINE[0],
+            crate::pipeline::PIPELINE[crate::pipeline::PIPELINE.len() - 1],
+        )?
+        .package_path
+        .context("the build wrote no package")?
     };
     tracing::info!("reading application package");
-    let bytes = std::fs::read(&package_path).with_context(|| format!("reading {}", package_path.display()))?;
-    let (compiler, package) = read_ipuexe(&bytes).with_context(|| format!("{}", package_path.display()))?;
+    let bytes = std::fs::read(&package_path)
+        .with_context(|| format!("reading {}", package_path.display()))?;
+    let (compiler, package) =
+        read_ipuexe(&bytes).with_context(|| format!("{}", package_path.display()))?;
     tracing::info!(tiles = package.tiles.len(), compiler = %compiler, "application package read");
-    let build_dir = package_path.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let _lock = acquire(&stages.join("device.lock"), Duration::from_secs(lock_timeout))?;
+    let build_dir = package_path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let _lock = acquire(
+        &stages.join("device.lock"),
+        Duration::from_secs(lock_timeout),
+    )?;
 
     let started = Instant::now();
     tracing::info!(path = "sim:0", "opening IPU device");
@@ -67,7 +91,11 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     let loaded = Device::load(&package);
     let graph = &package.graph;
     let host = host_data(graph);
-    let summary_head = format!("package={} tiles={}", package_path.display(), package.tiles.len());
+    let summary_head = format!(
+        "package={} tiles={}",
+        package_path.display(),
+        package.tiles.len()
+    );
     let mut device = match loaded {
         Ok(d) => d,
         Err(fault) => {
@@ -75,11 +103,22 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
             bail!("hardware test failed: {fault}");
         }
     };
-    tracing::info!(tile_count = package.tiles.len(), "application loaded and initial synchronization completed");
+    tracing::info!(
+        tile_count = package.tiles.len(),
+        "application loaded and initial synchronization completed"
+    );
     tracing::info!("host exchange session started");
-    tracing::info!(call = "initialize", phases = 1, "invoking streaming host exchange call");
+    tracing::info!(
+        call = "initialize",
+        phases = 1,
+        "invoking streaming host exchange call"
+    );
     let result = device.initialize(&package, &host).and_then(|_| {
-        tracing::info!(call = "run", phases = device.supersteps(), "invoking streaming host exchange call");
+        tracing::info!(
+            call = "run",
+            phases = device.supersteps(),
+            "invoking streaming host exchange call"
+        );
         device.run(&package, &host)
     });
     let (execution, output) = match result {
@@ -92,21 +131,41 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     let simulated_ms = started.elapsed().as_millis();
     let reference_started = Instant::now();
     let reference = numerics::reference(graph, &host);
-    let out_value = graph.values.iter().find(|v| v.role == ValueRole::Output).context("the graph has no output")?;
+    let out_value = graph
+        .values
+        .iter()
+        .find(|v| v.role == ValueRole::Output)
+        .context("the graph has no output")?;
     let check = numerics::check(graph, &output, &reference[out_value.id.index()]);
-    tracing::info!(simulation_ms = simulated_ms, reference_ms = reference_started.elapsed().as_millis(), "device run checked");
+    tracing::info!(
+        simulation_ms = simulated_ms,
+        reference_ms = reference_started.elapsed().as_millis(),
+        "device run checked"
+    );
 
     let profile_path = build_dir.join("execution.ipuprofile");
-    std::fs::write(&profile_path, store::encode(&execution)).with_context(|| format!("writing {}", profile_path.display()))?;
+    std::fs::write(&profile_path, store::encode(&execution))
+        .with_context(|| format!("writing {}", profile_path.display()))?;
 
     let target = &package.target;
     let cycles = execution.cycles;
     let device_us = cycles as f64 / target.clock_hz() * 1e6;
     let flops = graph.gemm_flops() as f64;
-    let active = (0..package.tiles.len()).filter(|&t| execution.steps.iter().any(|s| s.tile_busy[t] > 0)).count();
+    let active = (0..package.tiles.len())
+        .filter(|&t| execution.steps.iter().any(|s| s.tile_busy[t] > 0))
+        .count();
     let host_us = target.host_link_microseconds(execution.input_bytes + execution.output_bytes);
-    let params: Vec<String> = graph.parameters.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!("profile={} tiles={} samples={}", profile_path.display(), package.tiles.len(), package.tiles.len() * execution.steps.len());
+    let params: Vec<String> = graph
+        .parameters
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    println!(
+        "profile={} tiles={} samples={}",
+        profile_path.display(),
+        package.tiles.len(),
+        package.tiles.len() * execution.steps.len()
+    );
     println!(
         "workload={} {} activeTiles={} executionTiles={} inputBytes={} weightBytes={} cycles={} minimumTileCycles={} \
          estimatedCycles={} deviceMicroseconds={:.3} hostMicroseconds={:.3} effectiveGemmTflops={:.3} peakTflops={:.3} \
@@ -124,7 +183,11 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         host_us,
         flops / (device_us * 1e-6) / 1e12,
         target.peak_tflops(),
-        flops / (cycles as f64 * f64::from(target.tiles) * crate::target::PEAK_FLOP_PER_TILE_CYCLE as f64) * 100.0,
+        flops
+            / (cycles as f64
+                * f64::from(target.tiles)
+                * crate::target::PEAK_FLOP_PER_TILE_CYCLE as f64)
+            * 100.0,
         check.maximum_absolute_error,
         check.tolerance,
         if check.pass { "PASS" } else { "FAIL" },

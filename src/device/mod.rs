@@ -81,7 +81,12 @@ pub fn host_data(graph: &crate::ir::Graph) -> Vec<Vec<f16>> {
 }
 
 fn fault(tile: usize, step: usize, cycle: u64, message: String) -> Fault {
-    Fault { tile: TileId::from_index(tile), step, cycle, message }
+    Fault {
+        tile: TileId::from_index(tile),
+        step,
+        cycle,
+        message,
+    }
 }
 
 impl Device {
@@ -95,10 +100,23 @@ impl Device {
             .enumerate()
             .map(|(t, image)| {
                 let mut memory = vec![0u8; size];
-                let start = image.code_address.checked_sub(target.memory_base).map(|s| s as usize);
-                let range = start.and_then(|s| (s + image.code.len() <= size).then_some(s..s + image.code.len()));
+                let start = image
+                    .code_address
+                    .checked_sub(target.memory_base)
+                    .map(|s| s as usize);
+                let range = start.and_then(|s| {
+                    (s + image.code.len() <= size).then_some(s..s + image.code.len())
+                });
                 let Some(range) = range else {
-                    return Err(fault(t, 0, 0, format!("code image at {:#x} lies outside tile memory", image.code_address)));
+                    return Err(fault(
+                        t,
+                        0,
+                        0,
+                        format!(
+                            "code image at {:#x} lies outside tile memory",
+                            image.code_address
+                        ),
+                    ));
                 };
                 memory[range.clone()].copy_from_slice(&image.code);
                 let program = TileProgram::decode(&memory[range])
@@ -116,11 +134,25 @@ impl Device {
             })
             .collect::<Result<_, _>>()?;
         if tiles.len() != target.tiles as usize {
-            return Err(fault(0, 0, 0, format!("package has {} tile images for {} tiles", tiles.len(), target.tiles)));
+            return Err(fault(
+                0,
+                0,
+                0,
+                format!(
+                    "package has {} tile images for {} tiles",
+                    tiles.len(),
+                    target.tiles
+                ),
+            ));
         }
         let n = tiles[0].steps.len();
         if let Some(t) = tiles.iter().position(|t| t.steps.len() != n) {
-            return Err(fault(t, 0, 0, format!("{} supersteps where tile0 has {n}", tiles[t].steps.len())));
+            return Err(fault(
+                t,
+                0,
+                0,
+                format!("{} supersteps where tile0 has {n}", tiles[t].steps.len()),
+            ));
         }
         Ok(Device { target, tiles })
     }
@@ -130,7 +162,12 @@ impl Device {
     }
 
     /// Host writes: copies rectangles of host values into tile memory.
-    fn stream_in(&mut self, transfers: &[HostTransfer], host: &[Vec<f16>], graph: &crate::ir::Graph) -> Result<u64, Fault> {
+    fn stream_in(
+        &mut self,
+        transfers: &[HostTransfer],
+        host: &[Vec<f16>],
+        graph: &crate::ir::Graph,
+    ) -> Result<u64, Fault> {
         let base = self.target.memory_base;
         let mut bytes = 0;
         for t in transfers {
@@ -141,9 +178,18 @@ impl Device {
                 let at = (t.address - base + (r - t.rect.row0) * t.stride) as usize;
                 let len = t.rect.cols() as usize * 2;
                 let dst = mem.get_mut(at..at + len).ok_or_else(|| {
-                    fault(t.tile.index(), 0, 0, format!("host write of {} row {r} at {:#x} outside memory", v.name, t.address))
+                    fault(
+                        t.tile.index(),
+                        0,
+                        0,
+                        format!(
+                            "host write of {} row {r} at {:#x} outside memory",
+                            v.name, t.address
+                        ),
+                    )
                 })?;
-                let row = &data[(r * v.cols + t.rect.col0) as usize..(r * v.cols + t.rect.col1) as usize];
+                let row =
+                    &data[(r * v.cols + t.rect.col0) as usize..(r * v.cols + t.rect.col1) as usize];
                 for (d, x) in dst.chunks_exact_mut(2).zip(row) {
                     d.copy_from_slice(&x.to_le_bytes());
                 }
@@ -159,16 +205,38 @@ impl Device {
     }
 
     /// `run`: streams the inputs in, executes every superstep, streams the output out.
-    pub fn run(&mut self, package: &Package, host: &[Vec<f16>]) -> Result<(Execution, Vec<f16>), Fault> {
+    pub fn run(
+        &mut self,
+        package: &Package,
+        host: &[Vec<f16>],
+    ) -> Result<(Execution, Vec<f16>), Fault> {
         let input_bytes = self.stream_in(&package.host.run_inputs, host, &package.graph)?;
-        let weight_bytes = package.host.initialize.iter().map(|t| t.rect.elements() * 2).sum();
+        let weight_bytes = package
+            .host
+            .initialize
+            .iter()
+            .map(|t| t.rect.elements() * 2)
+            .sum();
         let mut steps = Vec::new();
         for s in 0..self.supersteps() {
-            let exchange = self.tiles.iter().any(|t| t.steps[s].iter().any(|i| matches!(i, Instr::Exchange { .. })));
-            let busy = if exchange { self.exchange(s)? } else { self.compute(s)? };
+            let exchange = self.tiles.iter().any(|t| {
+                t.steps[s]
+                    .iter()
+                    .any(|i| matches!(i, Instr::Exchange { .. }))
+            });
+            let busy = if exchange {
+                self.exchange(s)?
+            } else {
+                self.compute(s)?
+            };
             let (kind, estimated) = package.steps.get(s).cloned().unwrap_or_default();
             let cycles = u64::from(busy.iter().copied().max().unwrap_or(0));
-            steps.push(StepProfile { kind, estimated_cycles: estimated, cycles, tile_busy: busy });
+            steps.push(StepProfile {
+                kind,
+                estimated_cycles: estimated,
+                cycles,
+                tile_busy: busy,
+            });
         }
         let sync = self.target.sync_cycles * steps.len() as u64;
         let cycles = steps.iter().map(|s| s.cycles).sum::<u64>() + sync;
@@ -179,7 +247,17 @@ impl Device {
             + sync;
         let output = self.stream_out(package)?;
         let output_bytes = output.len() as u64 * 2;
-        Ok((Execution { cycles, minimum_tile_cycles, steps, input_bytes, output_bytes, weight_bytes }, output))
+        Ok((
+            Execution {
+                cycles,
+                minimum_tile_cycles,
+                steps,
+                input_bytes,
+                output_bytes,
+                weight_bytes,
+            },
+            output,
+        ))
     }
 
     fn stream_out(&self, package: &Package) -> Result<Vec<f16>, Fault> {
@@ -195,9 +273,15 @@ impl Device {
                 let at = (t.address - base + (r - t.rect.row0) * t.stride) as usize;
                 let len = t.rect.cols() as usize * 2;
                 let src = mem.get(at..at + len).ok_or_else(|| {
-                    fault(t.tile.index(), self.supersteps(), 0, format!("host read of {} row {r} outside memory", out.name))
+                    fault(
+                        t.tile.index(),
+                        self.supersteps(),
+                        0,
+                        format!("host read of {} row {r} outside memory", out.name),
+                    )
                 })?;
-                let row = &mut data[(r * out.cols + t.rect.col0) as usize..(r * out.cols + t.rect.col1) as usize];
+                let row = &mut data
+                    [(r * out.cols + t.rect.col0) as usize..(r * out.cols + t.rect.col1) as usize];
                 for (d, s) in row.iter_mut().zip(src.chunks_exact(2)) {
                     *d = f16::from_le_bytes([s[0], s[1]]);
                 }
@@ -237,19 +321,38 @@ impl Device {
                 match instr {
                     Instr::Exchange { horizon: h, .. } => {
                         if *horizon.get_or_insert(*h) != *h {
-                            return Err(fault(t, step, 0, format!("exchange horizon {h} differs from other tiles'")));
+                            return Err(fault(
+                                t,
+                                step,
+                                0,
+                                format!("exchange horizon {h} differs from other tiles'"),
+                            ));
                         }
                     }
                     Instr::Send { start, bytes, run } => {
                         if u64::from(*start) < last_end {
-                            return Err(fault(t, step, u64::from(*start), format!("sends two words in one cycle (send at {start} overlaps the previous until {last_end})")));
+                            return Err(fault(
+                                t,
+                                step,
+                                u64::from(*start),
+                                format!(
+                                    "sends two words in one cycle (send at {start} overlaps the previous until {last_end})"
+                                ),
+                            ));
                         }
                         last_end = u64::from(*start) + words(*bytes);
                         busy[t] = busy[t].max((last_end + transit) as u32);
                         sends.insert((t, *start), (*bytes, *run));
                     }
                     Instr::Receive { .. } => {}
-                    other => return Err(fault(t, step, 0, format!("{other:?} inside an exchange phase"))),
+                    other => {
+                        return Err(fault(
+                            t,
+                            step,
+                            0,
+                            format!("{other:?} inside an exchange phase"),
+                        ));
+                    }
                 }
             }
         }
@@ -258,23 +361,56 @@ impl Device {
         for (t, tile) in self.tiles.iter().enumerate() {
             let mut listening_until = 0u64;
             for instr in &tile.steps[step] {
-                let Instr::Receive { switch: sw, from, sent, bytes, run } = instr else { continue };
+                let Instr::Receive {
+                    switch: sw,
+                    from,
+                    sent,
+                    bytes,
+                    run,
+                } = instr
+                else {
+                    continue;
+                };
                 let cycle = u64::from(*sent) + transit;
                 let Some((sbytes, srun)) = sends.get(&(from.index(), *sent)) else {
-                    return Err(fault(t, step, cycle, format!("listens to {from} for data sent at cycle {sent}, but {from} sends nothing then")));
+                    return Err(fault(
+                        t,
+                        step,
+                        cycle,
+                        format!(
+                            "listens to {from} for data sent at cycle {sent}, but {from} sends nothing then"
+                        ),
+                    ));
                 };
                 if sbytes != bytes {
-                    return Err(fault(t, step, cycle, format!("expects {bytes} bytes from {from}, which sends {sbytes}")));
+                    return Err(fault(
+                        t,
+                        step,
+                        cycle,
+                        format!("expects {bytes} bytes from {from}, which sends {sbytes}"),
+                    ));
                 }
                 if u64::from(*sw) < listening_until || u64::from(*sw) + switch > cycle {
-                    return Err(fault(t, step, u64::from(*sw), format!(
-                        "mux switch to {from} at cycle {sw} collides with the previous receive (until {listening_until}) or comes after the data (cycle {cycle})"
-                    )));
+                    return Err(fault(
+                        t,
+                        step,
+                        u64::from(*sw),
+                        format!(
+                            "mux switch to {from} at cycle {sw} collides with the previous receive (until {listening_until}) or comes after the data (cycle {cycle})"
+                        ),
+                    ));
                 }
                 listening_until = cycle + words(*bytes);
                 busy[t] = busy[t].max(listening_until as u32);
-                if let Some(h) = horizon && listening_until > u64::from(h) {
-                    return Err(fault(t, step, listening_until, format!("data from {from} arrives after the phase's horizon {h}")));
+                if let Some(h) = horizon
+                    && listening_until > u64::from(h)
+                {
+                    return Err(fault(
+                        t,
+                        step,
+                        listening_until,
+                        format!("data from {from} arrives after the phase's horizon {h}"),
+                    ));
                 }
                 deliveries[t].push((*srun, *run, from.index()));
             }
@@ -287,9 +423,14 @@ impl Device {
             .enumerate()
             .map(|(t, list)| {
                 list.iter()
-                    .map(|(srun, _, from)| gather(memories[*from], srun, base).map_err(|m| fault(*from, step, 0, m)))
+                    .map(|(srun, _, from)| {
+                        gather(memories[*from], srun, base).map_err(|m| fault(*from, step, 0, m))
+                    })
                     .collect::<Result<_, _>>()
-                    .map_err(|f: Fault| Fault { message: format!("{} (sending to tile{t})", f.message), ..f })
+                    .map_err(|f: Fault| Fault {
+                        message: format!("{} (sending to tile{t})", f.message),
+                        ..f
+                    })
             })
             .collect::<Result<_, _>>()?;
         self.tiles
@@ -298,7 +439,8 @@ impl Device {
             .enumerate()
             .try_for_each(|(t, (tile, (list, data)))| {
                 for ((_, drun, _), bytes) in list.iter().zip(data) {
-                    scatter(&mut tile.memory, drun, base, bytes).map_err(|m| fault(t, step, 0, m))?;
+                    scatter(&mut tile.memory, drun, base, bytes)
+                        .map_err(|m| fault(t, step, 0, m))?;
                 }
                 Ok(())
             })?;
@@ -307,10 +449,18 @@ impl Device {
 }
 
 fn span(run: &Run, base: u32, len: usize) -> Result<(usize, usize), String> {
-    let start = run.offset.checked_sub(base).ok_or_else(|| format!("address {:#x} below tile memory", run.offset))? as usize;
+    let start = run
+        .offset
+        .checked_sub(base)
+        .ok_or_else(|| format!("address {:#x} below tile memory", run.offset))?
+        as usize;
     let end = start + (run.end() - run.offset) as usize;
     if end > len {
-        return Err(format!("run at {:#x} of {} bytes goes past the end of tile memory", run.offset, run.total()));
+        return Err(format!(
+            "run at {:#x} of {} bytes goes past the end of tile memory",
+            run.offset,
+            run.total()
+        ));
     }
     Ok((start, end))
 }
@@ -336,38 +486,76 @@ fn scatter(memory: &mut [u8], run: &Run, base: u32, bytes: &[u8]) -> Result<(), 
     Ok(())
 }
 
-/// Reads `rows x cols` elements of `dtype` with a byte stride, widened to f32.
-fn load(memory: &[u8], base: u32, addr: u32, stride: u32, rows: u32, cols: u32, dtype: DType, what: &str) -> Result<Vec<f32>, String> {
-    let esize = dtype.bytes() as usize;
-    let start = addr.checked_sub(base).ok_or_else(|| format!("{what} at {addr:#x} below tile memory"))? as usize;
-    let end = start + (rows.saturating_sub(1) * stride) as usize + cols as usize * esize;
-    if rows > 0 && end > memory.len() {
-        return Err(format!("{what} at {addr:#x} ({rows}x{cols}, stride {stride}) goes past the end of tile memory"));
+/// A strided matrix in tile memory: `rows` rows of `cols` elements of `dtype`, `stride` bytes apart.
+struct Matrix {
+    addr: u32,
+    stride: u32,
+    rows: u32,
+    cols: u32,
+    dtype: DType,
+}
+
+impl Matrix {
+    /// The byte range it covers, relative to the memory base; an error names `what` when it leaves memory.
+    fn span(&self, base: u32, len: usize, what: &str) -> Result<usize, String> {
+        let start = self
+            .addr
+            .checked_sub(base)
+            .ok_or_else(|| format!("{what} at {:#x} below tile memory", self.addr))?
+            as usize;
+        let end = start
+            + (self.rows.saturating_sub(1) * self.stride) as usize
+            + (self.cols * self.dtype.bytes()) as usize;
+        if self.rows > 0 && end > len {
+            return Err(format!(
+                "{what} at {:#x} ({}x{}, stride {}) goes past the end of tile memory",
+                self.addr, self.rows, self.cols, self.stride
+            ));
+        }
+        Ok(start)
     }
-    let mut out = Vec::with_capacity((rows * cols) as usize);
-    for r in 0..rows as usize {
-        let row = &memory[start + r * stride as usize..][..cols as usize * esize];
-        match dtype {
-            DType::F16 => out.extend(row.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())),
-            DType::F32 => out.extend(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+
+    fn row_bytes(&self) -> usize {
+        (self.cols * self.dtype.bytes()) as usize
+    }
+}
+
+/// Reads a matrix, widened to f32.
+fn load(memory: &[u8], base: u32, m: &Matrix, what: &str) -> Result<Vec<f32>, String> {
+    let start = m.span(base, memory.len(), what)?;
+    let mut out = Vec::with_capacity((m.rows * m.cols) as usize);
+    for r in 0..m.rows as usize {
+        let row = &memory[start + r * m.stride as usize..][..m.row_bytes()];
+        match m.dtype {
+            DType::F16 => out.extend(
+                row.chunks_exact(2)
+                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
+            ),
+            DType::F32 => out.extend(
+                row.chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            ),
         }
     }
     Ok(out)
 }
 
-fn store(memory: &mut [u8], base: u32, addr: u32, stride: u32, rows: u32, cols: u32, dtype: DType, data: &[f32], what: &str) -> Result<(), String> {
-    let esize = dtype.bytes() as usize;
-    let start = addr.checked_sub(base).ok_or_else(|| format!("{what} at {addr:#x} below tile memory"))? as usize;
-    let end = start + (rows.saturating_sub(1) * stride) as usize + cols as usize * esize;
-    if rows > 0 && end > memory.len() {
-        return Err(format!("{what} at {addr:#x} ({rows}x{cols}, stride {stride}) goes past the end of tile memory"));
-    }
-    for r in 0..rows as usize {
-        let row = &mut memory[start + r * stride as usize..][..cols as usize * esize];
-        let vals = &data[r * cols as usize..(r + 1) * cols as usize];
-        match dtype {
-            DType::F16 => row.chunks_exact_mut(2).zip(vals).for_each(|(b, v)| b.copy_from_slice(&f16::from_f32(*v).to_le_bytes())),
-            DType::F32 => row.chunks_exact_mut(4).zip(vals).for_each(|(b, v)| b.copy_from_slice(&v.to_le_bytes())),
+/// Writes a matrix from f32 values (rounded to its dtype).
+fn store(memory: &mut [u8], base: u32, m: &Matrix, data: &[f32], what: &str) -> Result<(), String> {
+    let start = m.span(base, memory.len(), what)?;
+    let cols = m.cols as usize;
+    for r in 0..m.rows as usize {
+        let row = &mut memory[start + r * m.stride as usize..][..m.row_bytes()];
+        let vals = &data[r * cols..(r + 1) * cols];
+        match m.dtype {
+            DType::F16 => row
+                .chunks_exact_mut(2)
+                .zip(vals)
+                .for_each(|(b, v)| b.copy_from_slice(&f16::from_f32(*v).to_le_bytes())),
+            DType::F32 => row
+                .chunks_exact_mut(4)
+                .zip(vals)
+                .for_each(|(b, v)| b.copy_from_slice(&v.to_le_bytes())),
         }
     }
     Ok(())
@@ -377,25 +565,72 @@ fn store(memory: &mut [u8], base: u32, addr: u32, stride: u32, rows: u32, cols: 
 fn execute_vertex(target: &Target, memory: &mut [u8], instr: &Instr) -> Result<u64, String> {
     let base = target.memory_base;
     match *instr {
-        Instr::Amp { a, a_stride, b, b_stride, partials, partials_stride, partials_type, rows, depth, cols } => {
+        Instr::Amp {
+            a,
+            a_stride,
+            b,
+            b_stride,
+            partials,
+            partials_stride,
+            partials_type,
+            rows,
+            depth,
+            cols,
+        } => {
             check_alignment(a, 8, "AMP input a")?;
             check_alignment(b, 16, "AMP weights b")?;
             check_alignment(partials, 16, "AMP partials")?;
             if !target.is_interleaved(b) || !target.is_interleaved(partials) {
-                return Err(format!("AMP weights at {b:#x} or partials at {partials:#x} outside interleaved memory (from {:#x})", target.interleaved_base));
+                return Err(format!(
+                    "AMP weights at {b:#x} or partials at {partials:#x} outside interleaved memory (from {:#x})",
+                    target.interleaved_base
+                ));
             }
             let out_elements = (
                 target.memory_element(partials),
-                target.memory_element(partials + (rows.max(1) - 1) * partials_stride + cols * partials_type.bytes() - 1),
+                target.memory_element(
+                    partials + (rows.max(1) - 1) * partials_stride + cols * partials_type.bytes()
+                        - 1,
+                ),
             );
-            for (what, addr, len) in [("a", a, (rows.max(1) - 1) * a_stride + depth * 2), ("b", b, (depth.max(1) - 1) * b_stride + cols * 2)] {
-                let (e0, e1) = (target.memory_element(addr), target.memory_element(addr + len - 1));
+            for (what, addr, len) in [
+                ("a", a, (rows.max(1) - 1) * a_stride + depth * 2),
+                ("b", b, (depth.max(1) - 1) * b_stride + cols * 2),
+            ] {
+                let (e0, e1) = (
+                    target.memory_element(addr),
+                    target.memory_element(addr + len - 1),
+                );
                 if e0 <= out_elements.1 && out_elements.0 <= e1 {
-                    return Err(format!("AMP input {what} at {addr:#x} shares a memory element with its partials at {partials:#x}"));
+                    return Err(format!(
+                        "AMP input {what} at {addr:#x} shares a memory element with its partials at {partials:#x}"
+                    ));
                 }
             }
-            let av = load(memory, base, a, a_stride, rows, depth, DType::F16, "AMP input a")?;
-            let bv = load(memory, base, b, b_stride, depth, cols, DType::F16, "AMP weights b")?;
+            let av = load(
+                memory,
+                base,
+                &Matrix {
+                    addr: a,
+                    stride: a_stride,
+                    rows,
+                    cols: depth,
+                    dtype: DType::F16,
+                },
+                "AMP input a",
+            )?;
+            let bv = load(
+                memory,
+                base,
+                &Matrix {
+                    addr: b,
+                    stride: b_stride,
+                    rows: depth,
+                    cols,
+                    dtype: DType::F16,
+                },
+                "AMP weights b",
+            )?;
             let (d, c) = (depth as usize, cols as usize);
             let block = target.amp_block_depth as usize;
             let padded = d.next_multiple_of(block);
@@ -406,31 +641,106 @@ fn execute_vertex(target: &Target, memory: &mut [u8], instr: &Instr) -> Result<u
             let mut bp = bv;
             bp.resize(padded * c, 0.0);
             let mut out = vec![0f32; rows as usize * c];
-            numerics::amp_matmul(&ap, padded, &bp, c, &mut out, c, rows as usize, padded, c, block, partials_type);
-            store(memory, base, partials, partials_stride, rows, cols, partials_type, &out, "AMP partials")?;
+            numerics::amp_matmul(
+                &ap,
+                padded,
+                &bp,
+                c,
+                &mut out,
+                c,
+                rows as usize,
+                padded,
+                c,
+                block,
+                partials_type,
+            );
+            store(
+                memory,
+                base,
+                &Matrix {
+                    addr: partials,
+                    stride: partials_stride,
+                    rows,
+                    cols,
+                    dtype: partials_type,
+                },
+                &out,
+                "AMP partials",
+            )?;
             Ok(target.amp_cycles(rows, depth, cols, partials_type))
         }
-        Instr::Epilogue { partials, partials_stride, partials_type, bias, out, out_stride, rows, cols, gelu } => {
-            let p = load(memory, base, partials, partials_stride, rows, cols, partials_type, "epilogue partials")?;
+        Instr::Epilogue {
+            partials,
+            partials_stride,
+            partials_type,
+            bias,
+            out,
+            out_stride,
+            rows,
+            cols,
+            gelu,
+        } => {
+            let p = load(
+                memory,
+                base,
+                &Matrix {
+                    addr: partials,
+                    stride: partials_stride,
+                    rows,
+                    cols,
+                    dtype: partials_type,
+                },
+                "epilogue partials",
+            )?;
             let bv = match bias {
-                Some(addr) => Some(load(memory, base, addr, cols * 2, 1, cols, DType::F16, "epilogue bias")?),
+                Some(addr) => Some(load(
+                    memory,
+                    base,
+                    &Matrix {
+                        addr,
+                        stride: cols * 2,
+                        rows: 1,
+                        cols,
+                        dtype: DType::F16,
+                    },
+                    "epilogue bias",
+                )?),
                 None => None,
             };
             let result: Vec<f32> = p
                 .iter()
                 .enumerate()
-                .map(|(i, &v)| numerics::epilogue(v, bv.as_ref().map(|b| b[i % cols as usize]), gelu).to_f32())
+                .map(|(i, &v)| {
+                    numerics::epilogue(v, bv.as_ref().map(|b| b[i % cols as usize]), gelu).to_f32()
+                })
                 .collect();
-            store(memory, base, out, out_stride, rows, cols, DType::F16, &result, "epilogue output")?;
+            store(
+                memory,
+                base,
+                &Matrix {
+                    addr: out,
+                    stride: out_stride,
+                    rows,
+                    cols,
+                    dtype: DType::F16,
+                },
+                &result,
+                "epilogue output",
+            )?;
             let (ops, transcendentals) = Target::epilogue_ops(partials_type, bias.is_some(), gelu);
-            Ok(target.vector_cycles(u64::from(rows) * u64::from(cols), DType::F16, ops, transcendentals))
+            Ok(target.vector_cycles(
+                u64::from(rows) * u64::from(cols),
+                DType::F16,
+                ops,
+                transcendentals,
+            ))
         }
         ref other => Err(format!("{other:?} inside a compute step")),
     }
 }
 
 fn check_alignment(addr: u32, align: u32, what: &str) -> Result<(), String> {
-    if addr % align != 0 {
+    if !addr.is_multiple_of(align) {
         return Err(format!("{what} at {addr:#x} is not {align}-byte aligned"));
     }
     Ok(())

@@ -66,15 +66,28 @@ pub fn build_images(
         .tiles
         .par_iter()
         .zip(&placement.tiles)
-        .map(|(p, usage)| TileImage { code_address: usage.code_address, code: p.encode() })
+        .map(|(p, usage)| TileImage {
+            code_address: usage.code_address,
+            code: p.encode(),
+        })
         .collect();
     let steps: Vec<(String, u64)> = sel
         .steps
         .iter()
         .zip(&code.estimated_steps)
-        .map(|(s, c)| (match s { Step::Exchange(_) => "exchange", Step::Compute(_) => "compute" }.to_string(), *c))
+        .map(|(s, c)| {
+            (
+                match s {
+                    Step::Exchange(_) => "exchange",
+                    Step::Compute(_) => "compute",
+                }
+                .to_string(),
+                *c,
+            )
+        })
         .collect();
-    let estimated_cycles = steps.iter().map(|(_, c)| c).sum::<u64>() + steps.len() as u64 * target.sync_cycles;
+    let estimated_cycles =
+        steps.iter().map(|(_, c)| c).sum::<u64>() + steps.len() as u64 * target.sync_cycles;
     let package = Package {
         compiler_version: COMPILER_VERSION.to_string(),
         target: target.clone(),
@@ -96,11 +109,22 @@ pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<
     let mut v = Verifier::default();
     for ((image, program), usage) in package.tiles.iter().zip(&code.tiles).zip(&placement.tiles) {
         v.check(image.code.len() as u32 <= usage.code_bytes, || {
-            format!("{}: code is {} bytes, {} reserved", program.tile, image.code.len(), usage.code_bytes)
+            format!(
+                "{}: code is {} bytes, {} reserved",
+                program.tile,
+                image.code.len(),
+                usage.code_bytes
+            )
         });
-        v.check(TileProgram::decode(&image.code).ok().as_ref() == Some(program), || {
-            format!("{}: code image does not decode to its program", program.tile)
-        });
+        v.check(
+            TileProgram::decode(&image.code).ok().as_ref() == Some(program),
+            || {
+                format!(
+                    "{}: code image does not decode to its program",
+                    program.tile
+                )
+            },
+        );
     }
     v.finish()
 }
@@ -131,8 +155,15 @@ pub enum IpuexeError {
 }
 
 pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
-    let rest = bytes.strip_prefix(IPUEXE_MAGIC.as_slice()).ok_or(IpuexeError::Magic)?;
-    let len = u32::from_le_bytes(rest.get(..4).ok_or(IpuexeError::Truncated)?.try_into().expect("4 bytes")) as usize;
+    let rest = bytes
+        .strip_prefix(IPUEXE_MAGIC.as_slice())
+        .ok_or(IpuexeError::Magic)?;
+    let len = u32::from_le_bytes(
+        rest.get(..4)
+            .ok_or(IpuexeError::Truncated)?
+            .try_into()
+            .expect("4 bytes"),
+    ) as usize;
     let version = rest.get(4..4 + len).ok_or(IpuexeError::Truncated)?;
     let hash = rest.get(4 + len..36 + len).ok_or(IpuexeError::Truncated)?;
     let body = &rest[36 + len..];

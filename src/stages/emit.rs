@@ -77,7 +77,12 @@ pub fn emit(
             Step::Compute(_) => *est,
         })
         .collect();
-    let code = TileCode { workload: sel.workload.clone(), tiles, host, estimated_steps };
+    let code = TileCode {
+        workload: sel.workload.clone(),
+        tiles,
+        host,
+        estimated_steps,
+    };
     let errors = verify(&code, sel, target);
     if !errors.is_empty() {
         return Err(EmitError::Invalid(errors.join("\n")));
@@ -97,7 +102,16 @@ pub fn tile_programs(
     let mut instrs: Vec<Vec<Instr>> = vec![Vec::new(); target.tiles as usize];
     let at = |b: BufferId| address(b);
     // A placeholder base stays a placeholder, so sized code is never shorter than real code.
-    let place = |run: &Run, base: u32| if base == PLACEHOLDER_ADDRESS { Run { offset: base, ..*run } } else { run.shifted(base) };
+    let place = |run: &Run, base: u32| {
+        if base == PLACEHOLDER_ADDRESS {
+            Run {
+                offset: base,
+                ..*run
+            }
+        } else {
+            run.shifted(base)
+        }
+    };
     for step in &sel.steps {
         match step {
             Step::Exchange(id) => {
@@ -107,20 +121,37 @@ pub fn tile_programs(
                 let mut per_tile: BTreeMap<TileId, Vec<(u32, Instr)>> = BTreeMap::new();
                 for ((t, ts), &start) in ex.transfers.iter().zip(&ps.transfers).zip(&sched.starts) {
                     let run = place(&ts.source, address(t.source_buffer));
-                    per_tile.entry(t.source).or_default().push((start, Instr::Send { start, bytes: t.bytes, run }));
+                    per_tile.entry(t.source).or_default().push((
+                        start,
+                        Instr::Send {
+                            start,
+                            bytes: t.bytes,
+                            run,
+                        },
+                    ));
                     for (d, drun) in t.destinations.iter().zip(&ts.destinations) {
                         let run = place(drun, address(d.buffer));
-                        let switch = start + target.exchange_transit_cycles - target.mux_switch_cycles;
+                        let switch =
+                            start + target.exchange_transit_cycles - target.mux_switch_cycles;
                         per_tile.entry(d.tile).or_default().push((
                             switch,
-                            Instr::Receive { switch, from: t.source, sent: start, bytes: t.bytes, run },
+                            Instr::Receive {
+                                switch,
+                                from: t.source,
+                                sent: start,
+                                bytes: t.bytes,
+                                run,
+                            },
                         ));
                     }
                 }
                 for (tile, mut list) in per_tile {
                     list.sort_by_key(|(cycle, i)| (*cycle, matches!(i, Instr::Receive { .. })));
                     let program = &mut instrs[tile.index()];
-                    program.push(Instr::Exchange { phase: *id, horizon: sched.horizon });
+                    program.push(Instr::Exchange {
+                        phase: *id,
+                        horizon: sched.horizon,
+                    });
                     program.extend(list.into_iter().map(|(_, i)| i));
                 }
             }
@@ -131,7 +162,14 @@ pub fn tile_programs(
                         buf.stride * buf.dtype.bytes()
                     };
                     let instr = match v.kind {
-                        VertexKind::AmpMatMul { a, b, partials, rows, depth, cols } => Instr::Amp {
+                        VertexKind::AmpMatMul {
+                            a,
+                            b,
+                            partials,
+                            rows,
+                            depth,
+                            cols,
+                        } => Instr::Amp {
                             a: at(a),
                             a_stride: stride(a),
                             b: at(b),
@@ -143,11 +181,18 @@ pub fn tile_programs(
                             depth,
                             cols,
                         },
-                        VertexKind::Epilogue { partials, bias, out, gelu, rows, cols } => Instr::Epilogue {
+                        VertexKind::Epilogue {
+                            partials,
+                            bias,
+                            out,
+                            gelu,
+                            rows,
+                            cols,
+                        } => Instr::Epilogue {
                             partials: at(partials),
                             partials_stride: stride(partials),
                             partials_type: sel.buffers[partials.index()].dtype,
-                            bias: bias.map(|b| at(b)),
+                            bias: bias.map(&at),
                             out: at(out),
                             out_stride: stride(out),
                             rows,
@@ -163,43 +208,100 @@ pub fn tile_programs(
             program.push(Instr::Sync);
         }
     }
-    instrs.into_iter().enumerate().map(|(t, instrs)| TileProgram { tile: TileId::from_index(t), instrs }).collect()
+    instrs
+        .into_iter()
+        .enumerate()
+        .map(|(t, instrs)| TileProgram {
+            tile: TileId::from_index(t),
+            instrs,
+        })
+        .collect()
 }
 
 pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     let mut v = Verifier::default();
-    v.check(code.tiles.len() == target.tiles as usize, || format!("{} tile programs for {} tiles", code.tiles.len(), target.tiles));
+    v.check(code.tiles.len() == target.tiles as usize, || {
+        format!(
+            "{} tile programs for {} tiles",
+            code.tiles.len(),
+            target.tiles
+        )
+    });
     let mut sends: BTreeMap<(u32, TileId, u32), (u32, usize)> = BTreeMap::new();
     let mut receives = Vec::new();
-    let in_memory = |a: u32, len: u32| a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end);
+    let in_memory = |a: u32, len: u32| {
+        a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end)
+    };
     for p in &code.tiles {
-        v.check(p.syncs() == sel.steps.len(), || format!("{}: {} syncs for {} supersteps", p.tile, p.syncs(), sel.steps.len()));
+        v.check(p.syncs() == sel.steps.len(), || {
+            format!(
+                "{}: {} syncs for {} supersteps",
+                p.tile,
+                p.syncs(),
+                sel.steps.len()
+            )
+        });
         let mut phase = None;
         for i in &p.instrs {
             match i {
                 Instr::Exchange { phase: id, .. } => phase = Some(id.0),
                 Instr::Send { start, bytes, run } => {
-                    v.check(in_memory(run.offset, run.end() - run.offset), || format!("{}: send run {run:?} outside memory", p.tile));
+                    v.check(in_memory(run.offset, run.end() - run.offset), || {
+                        format!("{}: send run {run:?} outside memory", p.tile)
+                    });
                     sends.insert((phase.unwrap_or(u32::MAX), p.tile, *start), (*bytes, 0));
                 }
-                Instr::Receive { from, sent, bytes, run, .. } => {
-                    v.check(in_memory(run.offset, run.end() - run.offset), || format!("{}: receive run {run:?} outside memory", p.tile));
+                Instr::Receive {
+                    from,
+                    sent,
+                    bytes,
+                    run,
+                    ..
+                } => {
+                    v.check(in_memory(run.offset, run.end() - run.offset), || {
+                        format!("{}: receive run {run:?} outside memory", p.tile)
+                    });
                     receives.push((phase.unwrap_or(u32::MAX), p.tile, *from, *sent, *bytes));
                 }
-                Instr::Amp { a, b, partials, rows, depth, cols, a_stride, b_stride, partials_stride, .. } => {
+                Instr::Amp {
+                    a,
+                    b,
+                    partials,
+                    rows,
+                    depth,
+                    cols,
+                    a_stride,
+                    b_stride,
+                    partials_stride,
+                    ..
+                } => {
                     for (what, addr, len) in [
                         ("a", a, rows * a_stride),
                         ("b", b, depth * b_stride),
                         ("partials", partials, rows * partials_stride),
                     ] {
-                        v.check(in_memory(*addr, len), || format!("{}: AMP operand {what} at {addr:#x}+{len} outside memory", p.tile));
+                        v.check(in_memory(*addr, len), || {
+                            format!(
+                                "{}: AMP operand {what} at {addr:#x}+{len} outside memory",
+                                p.tile
+                            )
+                        });
                     }
                     let _ = cols;
                 }
-                Instr::Epilogue { partials, out, rows, partials_stride, out_stride, .. } => {
-                    v.check(in_memory(*partials, rows * partials_stride) && in_memory(*out, rows * out_stride), || {
-                        format!("{}: epilogue operands outside memory", p.tile)
-                    });
+                Instr::Epilogue {
+                    partials,
+                    out,
+                    rows,
+                    partials_stride,
+                    out_stride,
+                    ..
+                } => {
+                    v.check(
+                        in_memory(*partials, rows * partials_stride)
+                            && in_memory(*out, rows * out_stride),
+                        || format!("{}: epilogue operands outside memory", p.tile),
+                    );
                 }
                 Instr::Sync => phase = None,
             }
@@ -212,7 +314,9 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         }
     }
     for ((phase, tile, start), (_, n)) in sends {
-        v.check(n > 0, || format!("ex{phase} {tile}: send at cycle {start} has no receiver"));
+        v.check(n > 0, || {
+            format!("ex{phase} {tile}: send at cycle {start} has no receiver")
+        });
     }
     v.finish()
 }
@@ -254,7 +358,7 @@ impl TileCode {
         if let Some(p) = self.tiles.iter().find(|p| p.instrs.len() > p.syncs()) {
             let _ = writeln!(s, "  program of {}:", p.tile);
             for i in &p.instrs {
-                let _ = writeln!(s, "    {i:?}");
+                let _ = writeln!(s, "    {i}");
             }
         }
         s

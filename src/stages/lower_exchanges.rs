@@ -48,7 +48,9 @@ impl crate::store::Artifact for Exchanges {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LowerExchangesError {
-    #[error("exchange storage has {storage} phases, the selection {selected}: they come from different builds")]
+    #[error(
+        "exchange storage has {storage} phases, the selection {selected}: they come from different builds"
+    )]
     Mismatch { storage: usize, selected: usize },
     #[error("lower_exchanges produced an invalid schedule:\n{0}")]
     Invalid(String),
@@ -61,7 +63,10 @@ pub fn lower_exchanges(
     _cfg: &LowerExchangesConfig,
 ) -> Result<Exchanges, LowerExchangesError> {
     if storage.phases.len() != sel.exchanges.len() {
-        return Err(LowerExchangesError::Mismatch { storage: storage.phases.len(), selected: sel.exchanges.len() });
+        return Err(LowerExchangesError::Mismatch {
+            storage: storage.phases.len(),
+            selected: sel.exchanges.len(),
+        });
     }
     let phases: Vec<PhaseSchedule> = sel
         .exchanges
@@ -72,7 +77,12 @@ pub fn lower_exchanges(
             tracing::info!(
                 phase = ex.id.0,
                 transfers = ex.transfers.len(),
-                maximum_identical_destinations = ex.transfers.iter().map(|t| t.destinations.len()).max().unwrap_or(0),
+                maximum_identical_destinations = ex
+                    .transfers
+                    .iter()
+                    .map(|t| t.destinations.len())
+                    .max()
+                    .unwrap_or(0),
                 "prepared large physical exchange phase"
             );
             tracing::info!(
@@ -128,9 +138,18 @@ impl Timeline {
 fn schedule_phase(ex: &ExchangePhase, target: &Target) -> PhaseSchedule {
     let transit = target.exchange_transit_cycles;
     let switch = target.mux_switch_cycles;
-    let words: Vec<u32> = ex.transfers.iter().map(|t| target.exchange_words(u64::from(t.bytes)) as u32).collect();
+    let words: Vec<u32> = ex
+        .transfers
+        .iter()
+        .map(|t| target.exchange_words(u64::from(t.bytes)) as u32)
+        .collect();
     let mut order: Vec<usize> = (0..ex.transfers.len()).collect();
-    order.sort_by_key(|&i| (std::cmp::Reverse(words[i] * ex.transfers[i].destinations.len() as u32), i));
+    order.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(words[i] * ex.transfers[i].destinations.len() as u32),
+            i,
+        )
+    });
     let mut send: BTreeMap<TileId, Timeline> = BTreeMap::new();
     let mut recv: BTreeMap<TileId, Timeline> = BTreeMap::new();
     let mut starts = vec![0u32; ex.transfers.len()];
@@ -141,7 +160,11 @@ fn schedule_phase(ex: &ExchangePhase, target: &Target) -> PhaseSchedule {
         loop {
             let mut next = send.entry(t.source).or_default().first_free(s, 0, w);
             for d in &t.destinations {
-                next = next.max(recv.entry(d.tile).or_default().first_free(next, transit - switch, w + switch));
+                next = next.max(recv.entry(d.tile).or_default().first_free(
+                    next,
+                    transit - switch,
+                    w + switch,
+                ));
             }
             if next == s {
                 break;
@@ -150,11 +173,18 @@ fn schedule_phase(ex: &ExchangePhase, target: &Target) -> PhaseSchedule {
         }
         send.get_mut(&t.source).expect("present").insert(s, s + w);
         for d in &t.destinations {
-            recv.get_mut(&d.tile).expect("present").insert(s + transit - switch, s + transit + w);
+            recv.get_mut(&d.tile)
+                .expect("present")
+                .insert(s + transit - switch, s + transit + w);
         }
         starts[i] = s;
     }
-    let horizon = starts.iter().zip(&words).map(|(s, w)| s + w + transit).max().unwrap_or(0);
+    let horizon = starts
+        .iter()
+        .zip(&words)
+        .map(|(s, w)| s + w + transit)
+        .max()
+        .unwrap_or(0);
     PhaseSchedule {
         id: ex.id,
         starts,
@@ -170,7 +200,12 @@ pub fn check_schedule(ex: &ExchangePhase, ps: &PhaseSchedule, target: &Target) -
     let transit = target.exchange_transit_cycles;
     let switch = target.mux_switch_cycles;
     if ps.starts.len() != ex.transfers.len() {
-        v.error(format!("{}: {} starts for {} transfers", ex.id, ps.starts.len(), ex.transfers.len()));
+        v.error(format!(
+            "{}: {} starts for {} transfers",
+            ex.id,
+            ps.starts.len(),
+            ex.transfers.len()
+        ));
         return v.finish();
     }
     let mut send: BTreeMap<TileId, Vec<(u32, u32, usize)>> = BTreeMap::new();
@@ -179,21 +214,36 @@ pub fn check_schedule(ex: &ExchangePhase, ps: &PhaseSchedule, target: &Target) -
         let w = target.exchange_words(u64::from(t.bytes)) as u32;
         send.entry(t.source).or_default().push((s, s + w, i));
         for d in &t.destinations {
-            recv.entry(d.tile).or_default().push((s + transit - switch, s + transit + w, i));
+            recv.entry(d.tile)
+                .or_default()
+                .push((s + transit - switch, s + transit + w, i));
         }
-        v.check(s + w + transit <= ps.horizon, || format!("{} transfer {i}: arrives after the horizon {}", ex.id, ps.horizon));
+        v.check(s + w + transit <= ps.horizon, || {
+            format!(
+                "{} transfer {i}: arrives after the horizon {}",
+                ex.id, ps.horizon
+            )
+        });
     }
     for (what, map) in [("sends", &mut send), ("receives", &mut recv)] {
         for (tile, intervals) in map.iter_mut() {
             intervals.sort_unstable();
             for w in intervals.windows(2) {
                 v.check(w[0].1 <= w[1].0, || {
-                    format!("{} {tile}: {what} of transfers {} and {} overlap at cycle {}", ex.id, w[0].2, w[1].2, w[1].0)
+                    format!(
+                        "{} {tile}: {what} of transfers {} and {} overlap at cycle {}",
+                        ex.id, w[0].2, w[1].2, w[1].0
+                    )
                 });
             }
         }
     }
-    v.check(ps.horizon >= ps.lower_bound, || format!("{}: horizon {} below the lower bound {}", ex.id, ps.horizon, ps.lower_bound));
+    v.check(ps.horizon >= ps.lower_bound, || {
+        format!(
+            "{}: horizon {} below the lower bound {}",
+            ex.id, ps.horizon, ps.lower_bound
+        )
+    });
     v.finish()
 }
 

@@ -124,14 +124,29 @@ impl crate::store::Artifact for Mid {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LowerMidError {
-    #[error("{op} ({name}): operation {kind} cannot be lowered on its own; it must follow a matmul")]
-    Unfusable { op: OpId, name: String, kind: &'static str },
+    #[error(
+        "{op} ({name}): operation {kind} cannot be lowered on its own; it must follow a matmul"
+    )]
+    Unfusable {
+        op: OpId,
+        name: String,
+        kind: &'static str,
+    },
     #[error(
         "{name} ({m}x{k} times {k}x{n}) does not fit in tile memory: its smallest partition ({partition}) needs \
          {needed} bytes on tile0 (and every tile of its grid), {over} bytes over the {capacity} bytes a tile has; \
          use fewer tokens or a smaller dimension"
     )]
-    DoesNotFit { name: String, m: u32, k: u32, n: u32, partition: String, needed: u64, over: u64, capacity: u64 },
+    DoesNotFit {
+        name: String,
+        m: u32,
+        k: u32,
+        n: u32,
+        partition: String,
+        needed: u64,
+        over: u64,
+        capacity: u64,
+    },
     #[error("lower_mid produced an invalid mid:\n{0}")]
     Invalid(String),
 }
@@ -140,7 +155,11 @@ pub enum LowerMidError {
 /// real code).
 pub const CODE_RESERVE_BYTES: u64 = 24 * 1024;
 
-pub fn lower_mid(graph: &Graph, target: &Target, cfg: &LowerMidConfig) -> Result<Mid, LowerMidError> {
+pub fn lower_mid(
+    graph: &Graph,
+    target: &Target,
+    cfg: &LowerMidConfig,
+) -> Result<Mid, LowerMidError> {
     let operators = lower_operators(graph)?;
     let weight_bytes: u64 = operators
         .iter()
@@ -156,7 +175,10 @@ pub fn lower_mid(graph: &Graph, target: &Target, cfg: &LowerMidConfig) -> Result
             let e = estimate(op, &p, target, resident);
             if fits(&e, target) {
                 candidates.push((p, e));
-            } else if smallest.as_ref().is_none_or(|(_, s)| e.total_bytes() < s.total_bytes()) {
+            } else if smallest
+                .as_ref()
+                .is_none_or(|(_, s)| e.total_bytes() < s.total_bytes())
+            {
                 smallest = Some((p, e));
             }
         }
@@ -169,7 +191,10 @@ pub fn lower_mid(graph: &Graph, target: &Target, cfg: &LowerMidConfig) -> Result
                 m: op.m,
                 k: op.k,
                 n: op.n,
-                partition: format!("{}x{} blocks of {}x{}", p.row_blocks, p.col_blocks, p.block_rows, p.block_cols),
+                partition: format!(
+                    "{}x{} blocks of {}x{}",
+                    p.row_blocks, p.col_blocks, p.block_rows, p.block_cols
+                ),
                 needed,
                 over: needed.saturating_sub(capacity),
                 capacity,
@@ -190,7 +215,11 @@ pub fn lower_mid(graph: &Graph, target: &Target, cfg: &LowerMidConfig) -> Result
             }
             acc
         });
-    let mid = Mid { workload: graph.workload.clone(), operators, finalists };
+    let mid = Mid {
+        workload: graph.workload.clone(),
+        operators,
+        finalists,
+    };
     let errors = verify(&mid, graph, target);
     if !errors.is_empty() {
         return Err(LowerMidError::Invalid(errors.join("\n")));
@@ -202,10 +231,26 @@ fn plan(chosen: &[&(Partition, OperatorEstimate)]) -> Plan {
     let estimate = PlanEstimate {
         cycles: chosen.iter().map(|(_, e)| e.cycles).sum(),
         exchange_cycles: chosen.iter().map(|(_, e)| e.exchange_cycles).sum(),
-        exchange_row_bytes: chosen.iter().map(|(_, e)| e.receive_bytes).max().unwrap_or(0),
-        peak_standard_bytes: chosen.iter().map(|(_, e)| e.standard_bytes()).max().unwrap_or(0),
-        peak_interleaved_bytes: chosen.iter().map(|(_, e)| e.interleaved_bytes).max().unwrap_or(0),
-        peak_total_bytes: chosen.iter().map(|(_, e)| e.total_bytes()).max().unwrap_or(0),
+        exchange_row_bytes: chosen
+            .iter()
+            .map(|(_, e)| e.receive_bytes)
+            .max()
+            .unwrap_or(0),
+        peak_standard_bytes: chosen
+            .iter()
+            .map(|(_, e)| e.standard_bytes())
+            .max()
+            .unwrap_or(0),
+        peak_interleaved_bytes: chosen
+            .iter()
+            .map(|(_, e)| e.interleaved_bytes)
+            .max()
+            .unwrap_or(0),
+        peak_total_bytes: chosen
+            .iter()
+            .map(|(_, e)| e.total_bytes())
+            .max()
+            .unwrap_or(0),
         active_tiles: chosen.iter().map(|(p, _)| p.tiles()).max().unwrap_or(0),
     };
     Plan {
@@ -217,15 +262,19 @@ fn plan(chosen: &[&(Partition, OperatorEstimate)]) -> Plan {
 
 /// Fuses each matmul with the bias add and GELU that follow it.
 fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
-    let consumers = |v: ValueId| graph.ops.iter().filter(move |op| match op.kind {
-        OpKind::MatMul { a, b } => a == v || b == v,
-        OpKind::AddBias { x, bias } => x == v || bias == v,
-        OpKind::GeluTanh { x } => x == v,
-    });
+    let consumers = |v: ValueId| {
+        graph.ops.iter().filter(move |op| match op.kind {
+            OpKind::MatMul { a, b } => a == v || b == v,
+            OpKind::AddBias { x, bias } => x == v || bias == v,
+            OpKind::GeluTanh { x } => x == v,
+        })
+    };
     let mut covered = vec![false; graph.ops.len()];
     let mut operators = Vec::new();
     for op in &graph.ops {
-        let OpKind::MatMul { a, b } = op.kind else { continue };
+        let OpKind::MatMul { a, b } = op.kind else {
+            continue;
+        };
         let mut covers = vec![op.id];
         let mut out = op.out;
         let mut bias = None;
@@ -277,7 +326,11 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
             OpKind::AddBias { .. } => "add_bias",
             OpKind::GeluTanh { .. } => "gelu_tanh",
         };
-        return Err(LowerMidError::Unfusable { op: op.id, name: op.name.clone(), kind });
+        return Err(LowerMidError::Unfusable {
+            op: op.id,
+            name: op.name.clone(),
+            kind,
+        });
     }
     Ok(operators)
 }
@@ -285,17 +338,27 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
 /// Every distinct partition: column blocks of a multiple of the AMP width, then every row-block count.
 fn partitions(op: &Operator, target: &Target) -> Vec<Partition> {
     let (width, tiles, m, n) = (target.amp_block_width, target.tiles, op.m, op.n);
-    (1..=n.div_ceil(width)).flat_map(move |w| {
-        let block_cols = w * width;
-        let col_blocks = n.div_ceil(block_cols);
-        let max_rows = if col_blocks > tiles { 0 } else { (tiles / col_blocks).min(m) };
-        (1..=max_rows).filter_map(move |row_blocks| {
-            let block_rows = m.div_ceil(row_blocks);
-            (m.div_ceil(block_rows) == row_blocks && n.div_ceil(block_cols) == col_blocks)
-                .then_some(Partition { row_blocks, block_rows, col_blocks, block_cols })
+    (1..=n.div_ceil(width))
+        .flat_map(move |w| {
+            let block_cols = w * width;
+            let col_blocks = n.div_ceil(block_cols);
+            let max_rows = if col_blocks > tiles {
+                0
+            } else {
+                (tiles / col_blocks).min(m)
+            };
+            (1..=max_rows).filter_map(move |row_blocks| {
+                let block_rows = m.div_ceil(row_blocks);
+                (m.div_ceil(block_rows) == row_blocks && n.div_ceil(block_cols) == col_blocks)
+                    .then_some(Partition {
+                        row_blocks,
+                        block_rows,
+                        col_blocks,
+                        block_cols,
+                    })
+            })
         })
-    })
-    .collect()
+        .collect()
 }
 
 pub fn round_up(v: u64, to: u64) -> u64 {
@@ -310,13 +373,18 @@ fn estimate(op: &Operator, p: &Partition, target: &Target, resident: u64) -> Ope
     let a_panel = rows * depth * 2;
     let b_panel = depth * cols * 2;
     let partials = round_up(rows * cols * u64::from(op.partials.bytes()), element);
-    let out = if op.has_epilogue() { rows * cols * 2 } else { 0 };
+    let out = if op.has_epilogue() {
+        rows * cols * 2
+    } else {
+        0
+    };
     let (ops, transcendentals) = op.epilogue_ops();
     let mut compute = target.amp_cycles(p.block_rows, depth as u32, p.block_cols, op.partials);
     if op.has_epilogue() {
         compute += target.vector_cycles(rows * cols, DType::F16, ops, transcendentals);
     }
-    let receive_bytes = rows * u64::from(op.k) * 2 + u64::from(op.k) * cols * 2 + op.bias.map_or(0, |_| cols * 2);
+    let receive_bytes =
+        rows * u64::from(op.k) * 2 + u64::from(op.k) * cols * 2 + op.bias.map_or(0, |_| cols * 2);
     // Pieces: the A panel arrives from up to `col_blocks` producers, the B panel from `row_blocks` homes.
     let pieces = u64::from(p.col_blocks + p.row_blocks);
     let exchange = target.exchange_words(receive_bytes)
@@ -336,12 +404,17 @@ fn estimate(op: &Operator, p: &Partition, target: &Target, resident: u64) -> Ope
 /// Whether an operator's working set fits a tile: the interleaved-only buffers in interleaved memory, the
 /// A panel whole in one region, the rest in what is left of both.
 fn fits(e: &OperatorEstimate, target: &Target) -> bool {
-    let standard = u64::from(target.interleaved_base - target.memory_base).saturating_sub(CODE_RESERVE_BYTES);
-    let Some(interleaved) = u64::from(target.memory_end - target.interleaved_base).checked_sub(e.interleaved_bytes) else {
+    let standard =
+        u64::from(target.interleaved_base - target.memory_base).saturating_sub(CODE_RESERVE_BYTES);
+    let Some(interleaved) =
+        u64::from(target.memory_end - target.interleaved_base).checked_sub(e.interleaved_bytes)
+    else {
         return false;
     };
-    let in_standard = e.panel_bytes <= standard && e.other_bytes <= standard - e.panel_bytes + interleaved;
-    let in_interleaved = e.panel_bytes <= interleaved && e.other_bytes <= standard + interleaved - e.panel_bytes;
+    let in_standard =
+        e.panel_bytes <= standard && e.other_bytes <= standard - e.panel_bytes + interleaved;
+    let in_interleaved =
+        e.panel_bytes <= interleaved && e.other_bytes <= standard + interleaved - e.panel_bytes;
     in_standard || in_interleaved
 }
 
@@ -355,27 +428,48 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
         }
     }
     for (i, n) in covered.iter().enumerate() {
-        v.check(*n == 1, || format!("op{i}: covered by {n} operators, expected 1"));
+        v.check(*n == 1, || {
+            format!("op{i}: covered by {n} operators, expected 1")
+        });
     }
     v.check(!mid.finalists.is_empty(), || "no finalist".to_string());
     for (f, plan) in mid.finalists.iter().enumerate() {
-        v.check(plan.partitions.len() == mid.operators.len(), || format!("finalist {f}: partition count"));
+        v.check(plan.partitions.len() == mid.operators.len(), || {
+            format!("finalist {f}: partition count")
+        });
         for (o, p) in mid.operators.iter().zip(&plan.partitions) {
             v.check(
                 p.row_blocks * p.block_rows >= o.m && (p.row_blocks - 1) * p.block_rows < o.m,
-                || format!("finalist {f} {}: row blocks {p:?} do not tile {} rows", o.id, o.m),
+                || {
+                    format!(
+                        "finalist {f} {}: row blocks {p:?} do not tile {} rows",
+                        o.id, o.m
+                    )
+                },
             );
             v.check(
                 p.col_blocks * p.block_cols >= o.n && (p.col_blocks - 1) * p.block_cols < o.n,
-                || format!("finalist {f} {}: column blocks {p:?} do not tile {} columns", o.id, o.n),
+                || {
+                    format!(
+                        "finalist {f} {}: column blocks {p:?} do not tile {} columns",
+                        o.id, o.n
+                    )
+                },
             );
             v.check(p.block_cols % target.amp_block_width == 0, || {
-                format!("finalist {f} {}: block width {} is not a multiple of {}", o.id, p.block_cols, target.amp_block_width)
+                format!(
+                    "finalist {f} {}: block width {} is not a multiple of {}",
+                    o.id, p.block_cols, target.amp_block_width
+                )
             });
-            v.check(p.tiles() <= target.tiles, || format!("finalist {f} {}: {} tiles", o.id, p.tiles()));
+            v.check(p.tiles() <= target.tiles, || {
+                format!("finalist {f} {}: {} tiles", o.id, p.tiles())
+            });
         }
         for e in &plan.operators {
-            v.check(fits(e, target), || format!("finalist {f}: estimated memory does not fit"));
+            v.check(fits(e, target), || {
+                format!("finalist {f}: estimated memory does not fit")
+            });
         }
     }
     v.finish()
@@ -410,13 +504,30 @@ impl Mid {
                 s,
                 "  finalist {f}: estimated_cycles={} estimated_exchange_cycles={} exchange_row_bytes={} \
                  peak_standard_bytes={} peak_interleaved_bytes={} active_tiles={}",
-                e.cycles, e.exchange_cycles, e.exchange_row_bytes, e.peak_standard_bytes, e.peak_interleaved_bytes, e.active_tiles
+                e.cycles,
+                e.exchange_cycles,
+                e.exchange_row_bytes,
+                e.peak_standard_bytes,
+                e.peak_interleaved_bytes,
+                e.active_tiles
             );
-            for ((o, p), oe) in self.operators.iter().zip(&plan.partitions).zip(&plan.operators) {
+            for ((o, p), oe) in self
+                .operators
+                .iter()
+                .zip(&plan.partitions)
+                .zip(&plan.operators)
+            {
                 let _ = writeln!(
                     s,
                     "    {}: {}x{} blocks of {}x{} compute={} exchange={} cycles={}",
-                    o.id, p.row_blocks, p.col_blocks, p.block_rows, p.block_cols, oe.compute_cycles, oe.exchange_cycles, oe.cycles
+                    o.id,
+                    p.row_blocks,
+                    p.col_blocks,
+                    p.block_rows,
+                    p.block_cols,
+                    oe.compute_cycles,
+                    oe.exchange_cycles,
+                    oe.cycles
                 );
             }
         }

@@ -65,11 +65,26 @@ pub enum PlaceStorageError {
         "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {live} bytes are live at {step} with code, \
          {over} bytes over the tile's {capacity} bytes; use fewer tokens or a smaller dimension"
     )]
-    DoesNotFit { tile: TileId, buffer: BufferId, what: String, bytes: u32, step: String, live: u64, over: u64, capacity: u64 },
+    DoesNotFit {
+        tile: TileId,
+        buffer: BufferId,
+        what: String,
+        bytes: u32,
+        step: String,
+        live: u64,
+        over: u64,
+        capacity: u64,
+    },
     #[error(
         "{tile}: {buffer} ({what}, {bytes} bytes) does not fit although {free} bytes are free: memory is fragmented"
     )]
-    Fragmented { tile: TileId, buffer: BufferId, what: String, bytes: u32, free: u64 },
+    Fragmented {
+        tile: TileId,
+        buffer: BufferId,
+        what: String,
+        bytes: u32,
+        free: u64,
+    },
     #[error("place_storage produced an invalid placement:\n{0}")]
     Invalid(String),
 }
@@ -81,18 +96,27 @@ pub fn place_storage(
     target: &Target,
     cfg: &PlaceStorageConfig,
 ) -> Result<Placement, PlaceStorageError> {
-    let code_bytes: Vec<u32> = tile_programs(sel, storage, exchanges, target, &|_| PLACEHOLDER_ADDRESS)
-        .par_iter()
-        .map(|p| (p.encode().len() as u32).next_multiple_of(16))
-        .collect();
+    let code_bytes: Vec<u32> =
+        tile_programs(sel, storage, exchanges, target, &|_| PLACEHOLDER_ADDRESS)
+            .par_iter()
+            .map(|p| (p.encode().len() as u32).next_multiple_of(16))
+            .collect();
     let mut by_tile: Vec<Vec<&Buffer>> = vec![Vec::new(); target.tiles as usize];
     for b in &sel.buffers {
         by_tile[b.tile.index()].push(b);
     }
-    let placed: Vec<Result<(Vec<(BufferId, u32)>, TileUsage), PlaceStorageError>> = by_tile
+    let placed: Vec<Result<TilePlacement, PlaceStorageError>> = by_tile
         .par_iter()
         .enumerate()
-        .map(|(t, buffers)| place_tile(TileId::from_index(t), buffers, code_bytes[t], target, cfg.order))
+        .map(|(t, buffers)| {
+            place_tile(
+                TileId::from_index(t),
+                buffers,
+                code_bytes[t],
+                target,
+                cfg.order,
+            )
+        })
         .collect();
     let mut addresses = vec![0u32; sel.buffers.len()];
     let mut tiles = Vec::with_capacity(placed.len());
@@ -111,12 +135,16 @@ pub fn place_storage(
     Ok(placement)
 }
 
+/// One tile's buffer addresses and usage.
+type TilePlacement = (Vec<(BufferId, u32)>, TileUsage);
+
 /// The memory a buffer claims: partials own whole elements.
 fn footprint(b: &Buffer, address: u32, target: &Target) -> (u32, u32) {
     if b.owns_elements() {
         let e = target.memory_element_bytes;
         let start = address - (address - target.memory_base) % e;
-        let end = (address + b.bytes() - target.memory_base).next_multiple_of(e) + target.memory_base;
+        let end =
+            (address + b.bytes() - target.memory_base).next_multiple_of(e) + target.memory_base;
         (start, end)
     } else {
         (address, address + b.bytes())
@@ -137,16 +165,26 @@ fn place_tile(
     code_bytes: u32,
     target: &Target,
     order: PlacementOrder,
-) -> Result<(Vec<(BufferId, u32)>, TileUsage), PlaceStorageError> {
+) -> Result<TilePlacement, PlaceStorageError> {
     let mut sorted: Vec<&Buffer> = buffers.to_vec();
     // Buffers that must be interleaved go first: the others can fall back to either region.
     match order {
-        PlacementOrder::Lifetime => {
-            sorted.sort_by_key(|b| (!b.needs_interleaved(), b.first_step, std::cmp::Reverse(b.bytes()), b.id))
-        }
-        PlacementOrder::Size => {
-            sorted.sort_by_key(|b| (!b.needs_interleaved(), std::cmp::Reverse(b.bytes()), b.first_step, b.id))
-        }
+        PlacementOrder::Lifetime => sorted.sort_by_key(|b| {
+            (
+                !b.needs_interleaved(),
+                b.first_step,
+                std::cmp::Reverse(b.bytes()),
+                b.id,
+            )
+        }),
+        PlacementOrder::Size => sorted.sort_by_key(|b| {
+            (
+                !b.needs_interleaved(),
+                std::cmp::Reverse(b.bytes()),
+                b.first_step,
+                b.id,
+            )
+        }),
     }
     let code_address = target.memory_base;
     let code_end = code_address + code_bytes;
@@ -155,9 +193,16 @@ fn place_tile(
         let regions: &[(u32, u32)] = if b.needs_interleaved() {
             &[(target.interleaved_base, target.memory_end)]
         } else {
-            &[(code_end, target.interleaved_base), (target.interleaved_base, target.memory_end)]
+            &[
+                (code_end, target.interleaved_base),
+                (target.interleaved_base, target.memory_end),
+            ]
         };
-        let align = if b.owns_elements() { target.memory_element_bytes } else { b.alignment() };
+        let align = if b.owns_elements() {
+            target.memory_element_bytes
+        } else {
+            b.alignment()
+        };
         let mut found = None;
         'regions: for &(lo, hi) in regions {
             let lo = lo.max(code_end);
@@ -167,7 +212,9 @@ fn place_tile(
                 .filter(|(p, _)| lifetimes_overlap(p, b))
                 .map(|(p, a)| footprint(p, *a, target))
                 .collect();
-            let mut candidates: Vec<u32> = std::iter::once(lo).chain(conflicts.iter().map(|c| c.1)).collect();
+            let mut candidates: Vec<u32> = std::iter::once(lo)
+                .chain(conflicts.iter().map(|c| c.1))
+                .collect();
             candidates.sort_unstable();
             for c in candidates {
                 let addr = aligned(c.max(lo), align, target.memory_base);
@@ -195,12 +242,22 @@ fn place_tile(
     let peak = placed
         .iter()
         .map(|(b, _)| {
-            placed.iter().filter(|(o, _)| o.first_step <= b.first_step && o.last_step >= b.first_step).map(|(o, _)| u64::from(o.bytes())).sum::<u64>()
+            placed
+                .iter()
+                .filter(|(o, _)| o.first_step <= b.first_step && o.last_step >= b.first_step)
+                .map(|(o, _)| u64::from(o.bytes()))
+                .sum::<u64>()
         })
         .max()
         .unwrap_or(0)
         + u64::from(code_bytes);
-    let usage = TileUsage { code_address, code_bytes, standard_end, interleaved_end, peak_bytes: peak as u32 };
+    let usage = TileUsage {
+        code_address,
+        code_bytes,
+        standard_end,
+        interleaved_end,
+        peak_bytes: peak as u32,
+    };
     Ok((placed.into_iter().map(|(b, a)| (b.id, a)).collect(), usage))
 }
 
@@ -208,7 +265,13 @@ fn aligned(addr: u32, align: u32, base: u32) -> u32 {
     base + (addr - base).next_multiple_of(align)
 }
 
-fn no_fit(tile: TileId, b: &Buffer, placed: &[(&Buffer, u32)], code_bytes: u32, target: &Target) -> PlaceStorageError {
+fn no_fit(
+    tile: TileId,
+    b: &Buffer,
+    placed: &[(&Buffer, u32)],
+    code_bytes: u32,
+    target: &Target,
+) -> PlaceStorageError {
     let capacity = u64::from(target.memory_end - target.memory_base);
     let (step, live) = (b.first_step.0..=b.last_step.0)
         .map(|s| {
@@ -233,23 +296,46 @@ fn no_fit(tile: TileId, b: &Buffer, placed: &[(&Buffer, u32)], code_bytes: u32, 
             capacity,
         }
     } else {
-        PlaceStorageError::Fragmented { tile, buffer: b.id, what: describe(b), bytes: b.bytes(), free: capacity - live + u64::from(b.bytes()) }
+        PlaceStorageError::Fragmented {
+            tile,
+            buffer: b.id,
+            what: describe(b),
+            bytes: b.bytes(),
+            free: capacity - live + u64::from(b.bytes()),
+        }
     }
 }
 
 pub fn verify(p: &Placement, sel: &Selected, target: &Target) -> Vec<String> {
     let mut v = Verifier::default();
-    v.check(p.addresses.len() == sel.buffers.len(), || "address count differs from buffer count".to_string());
+    v.check(p.addresses.len() == sel.buffers.len(), || {
+        "address count differs from buffer count".to_string()
+    });
     let mut by_tile: Vec<Vec<(&Buffer, u32)>> = vec![Vec::new(); target.tiles as usize];
     for (b, &a) in sel.buffers.iter().zip(&p.addresses) {
         by_tile[b.tile.index()].push((b, a));
         let usage = &p.tiles[b.tile.index()];
         let end = u64::from(a) + u64::from(b.bytes());
-        v.check(a >= usage.code_address + usage.code_bytes && end <= u64::from(target.memory_end), || {
-            format!("{} {}: [{a:#x}, {end:#x}) outside the tile's data memory", b.tile, b.id)
+        v.check(
+            a >= usage.code_address + usage.code_bytes && end <= u64::from(target.memory_end),
+            || {
+                format!(
+                    "{} {}: [{a:#x}, {end:#x}) outside the tile's data memory",
+                    b.tile, b.id
+                )
+            },
+        );
+        v.check(!b.needs_interleaved() || target.is_interleaved(a), || {
+            format!("{} {}: {a:#x} is not interleaved", b.tile, b.id)
         });
-        v.check(!b.needs_interleaved() || target.is_interleaved(a), || format!("{} {}: {a:#x} is not interleaved", b.tile, b.id));
-        v.check(a % b.alignment() == 0, || format!("{} {}: {a:#x} is not {}-byte aligned", b.tile, b.id, b.alignment()));
+        v.check(a % b.alignment() == 0, || {
+            format!(
+                "{} {}: {a:#x} is not {}-byte aligned",
+                b.tile,
+                b.id,
+                b.alignment()
+            )
+        });
     }
     for (t, list) in by_tile.iter().enumerate() {
         for (i, (a, aa)) in list.iter().enumerate() {
@@ -259,7 +345,9 @@ pub fn verify(p: &Placement, sel: &Selected, target: &Target) -> Vec<String> {
                 }
                 let (s1, e1) = footprint(a, *aa, target);
                 let (s2, e2) = footprint(b, *ba, target);
-                v.check(e1 <= s2 || e2 <= s1, || format!("tile{t}: {} and {} overlap while both live", a.id, b.id));
+                v.check(e1 <= s2 || e2 <= s1, || {
+                    format!("tile{t}: {} and {} overlap while both live", a.id, b.id)
+                });
             }
         }
     }
@@ -269,7 +357,11 @@ pub fn verify(p: &Placement, sel: &Selected, target: &Target) -> Vec<String> {
 impl Placement {
     pub fn dump(&self, sel: &Selected, target: &Target) -> String {
         let mut s = String::new();
-        let used: Vec<&TileUsage> = self.tiles.iter().filter(|t| t.peak_bytes > t.code_bytes).collect();
+        let used: Vec<&TileUsage> = self
+            .tiles
+            .iter()
+            .filter(|t| t.peak_bytes > t.code_bytes)
+            .collect();
         let max_peak = used.iter().map(|t| t.peak_bytes).max().unwrap_or(0);
         let max_code = self.tiles.iter().map(|t| t.code_bytes).max().unwrap_or(0);
         let _ = writeln!(
@@ -281,9 +373,19 @@ impl Placement {
             max_code,
             target.memory_end - target.memory_base
         );
-        if let Some((t, _)) = self.tiles.iter().enumerate().find(|(_, u)| u.peak_bytes == max_peak) {
+        if let Some((t, _)) = self
+            .tiles
+            .iter()
+            .enumerate()
+            .find(|(_, u)| u.peak_bytes == max_peak)
+        {
             let _ = writeln!(s, "  busiest tile{t}:");
-            for (b, a) in sel.buffers.iter().zip(&self.addresses).filter(|(b, _)| b.tile.index() == t) {
+            for (b, a) in sel
+                .buffers
+                .iter()
+                .zip(&self.addresses)
+                .filter(|(b, _)| b.tile.index() == t)
+            {
                 let _ = writeln!(
                     s,
                     "    {} {:#07x} {:>7} bytes {}..{} {}",

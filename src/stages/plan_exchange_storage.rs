@@ -37,9 +37,19 @@ impl Run {
         let stride = buffer.stride * elem;
         let offset = buffer.offset(rect.row0, rect.col0);
         if bytes == stride || rect.rows() == 1 {
-            Run { offset, bytes: bytes * rect.rows(), count: 1, stride: 0 }
+            Run {
+                offset,
+                bytes: bytes * rect.rows(),
+                count: 1,
+                stride: 0,
+            }
         } else {
-            Run { offset, bytes, count: rect.rows(), stride }
+            Run {
+                offset,
+                bytes,
+                count: rect.rows(),
+                stride,
+            }
         }
     }
     pub fn total(&self) -> u32 {
@@ -53,7 +63,10 @@ impl Run {
         (0..self.count).map(|i| (self.offset + i * self.stride, self.bytes))
     }
     pub fn shifted(&self, base: u32) -> Run {
-        Run { offset: base + self.offset, ..*self }
+        Run {
+            offset: base + self.offset,
+            ..*self
+        }
     }
 }
 
@@ -111,7 +124,11 @@ pub fn plan_exchange_storage(
                 .iter()
                 .map(|t| TransferStorage {
                     source: Run::of(&sel.buffers[t.source_buffer.index()], &t.rect),
-                    destinations: t.destinations.iter().map(|d| Run::of(&sel.buffers[d.buffer.index()], &t.rect)).collect(),
+                    destinations: t
+                        .destinations
+                        .iter()
+                        .map(|d| Run::of(&sel.buffers[d.buffer.index()], &t.rect))
+                        .collect(),
                 })
                 .collect();
             let mut rows: BTreeMap<(TileId, BufferId), (u32, u32)> = BTreeMap::new();
@@ -131,7 +148,12 @@ pub fn plan_exchange_storage(
                 transfers,
                 rows: rows
                     .into_iter()
-                    .map(|((tile, buffer), (bytes, transfers))| Row { tile, buffer, bytes, transfers })
+                    .map(|((tile, buffer), (bytes, transfers))| Row {
+                        tile,
+                        buffer,
+                        bytes,
+                        transfers,
+                    })
                     .collect(),
                 max_row_bytes: per_tile.values().copied().max().unwrap_or(0),
             }
@@ -147,19 +169,39 @@ pub fn plan_exchange_storage(
 
 pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
     let mut v = Verifier::default();
-    v.check(storage.phases.len() == sel.exchanges.len(), || "phase count differs from the selection".to_string());
+    v.check(storage.phases.len() == sel.exchanges.len(), || {
+        "phase count differs from the selection".to_string()
+    });
     for (ps, ex) in storage.phases.iter().zip(&sel.exchanges) {
-        v.check(ps.transfers.len() == ex.transfers.len(), || format!("{}: transfer count", ex.id));
+        v.check(ps.transfers.len() == ex.transfers.len(), || {
+            format!("{}: transfer count", ex.id)
+        });
         let mut written: BTreeMap<BufferId, Vec<(u32, u32)>> = BTreeMap::new();
         for (i, (ts, t)) in ps.transfers.iter().zip(&ex.transfers).enumerate() {
             let src = &sel.buffers[t.source_buffer.index()];
-            v.check(ts.source.total() == t.bytes && ts.source.end() <= src.bytes(), || {
-                format!("{} transfer {i}: source run {:?} vs {} bytes in {} of {} bytes", ex.id, ts.source, t.bytes, src.id, src.bytes())
-            });
+            v.check(
+                ts.source.total() == t.bytes && ts.source.end() <= src.bytes(),
+                || {
+                    format!(
+                        "{} transfer {i}: source run {:?} vs {} bytes in {} of {} bytes",
+                        ex.id,
+                        ts.source,
+                        t.bytes,
+                        src.id,
+                        src.bytes()
+                    )
+                },
+            );
             for (run, d) in ts.destinations.iter().zip(&t.destinations) {
                 let dst = &sel.buffers[d.buffer.index()];
                 v.check(run.total() == t.bytes && run.end() <= dst.bytes(), || {
-                    format!("{} transfer {i}: destination run {run:?} outside {} on {} ({} bytes)", ex.id, dst.id, d.tile, dst.bytes())
+                    format!(
+                        "{} transfer {i}: destination run {run:?} outside {} on {} ({} bytes)",
+                        ex.id,
+                        dst.id,
+                        d.tile,
+                        dst.bytes()
+                    )
                 });
                 written.entry(d.buffer).or_default().extend(run.pieces());
             }
@@ -169,13 +211,19 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
             pieces.sort_unstable();
             for w in pieces.windows(2) {
                 v.check(w[0].0 + w[0].1 <= w[1].0, || {
-                    format!("{} {} on {}: receives overlap at byte {}", ex.id, row.buffer, row.tile, w[1].0)
+                    format!(
+                        "{} {} on {}: receives overlap at byte {}",
+                        ex.id, row.buffer, row.tile, w[1].0
+                    )
                 });
             }
             let buf = &sel.buffers[row.buffer.index()];
             let expected = buf.rect.elements() as u32 * buf.dtype.bytes();
             v.check(row.bytes == expected, || {
-                format!("{} {} on {}: receives {} bytes, its rectangle holds {expected}", ex.id, row.buffer, row.tile, row.bytes)
+                format!(
+                    "{} {} on {}: receives {} bytes, its rectangle holds {expected}",
+                    ex.id, row.buffer, row.tile, row.bytes
+                )
             });
         }
     }

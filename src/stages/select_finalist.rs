@@ -140,9 +140,23 @@ pub struct ExchangePhase {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VertexKind {
     /// `partials = a · b` on the AMP.
-    AmpMatMul { a: BufferId, b: BufferId, partials: BufferId, rows: u32, depth: u32, cols: u32 },
+    AmpMatMul {
+        a: BufferId,
+        b: BufferId,
+        partials: BufferId,
+        rows: u32,
+        depth: u32,
+        cols: u32,
+    },
     /// `out = f16(gelu?(partials + bias?))` on the vector unit.
-    Epilogue { partials: BufferId, bias: Option<BufferId>, out: BufferId, gelu: bool, rows: u32, cols: u32 },
+    Epilogue {
+        partials: BufferId,
+        bias: Option<BufferId>,
+        out: BufferId,
+        gelu: bool,
+        rows: u32,
+        cols: u32,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -239,7 +253,10 @@ pub fn select_finalist(
                 modelled_exchange_cycles = s.estimate.exchange_cycles,
                 "modelled operator-plan finalist"
             );
-            if best.as_ref().is_none_or(|b| s.estimate.cycles < b.estimate.cycles) {
+            if best
+                .as_ref()
+                .is_none_or(|b| s.estimate.cycles < b.estimate.cycles)
+            {
                 best = Some(s);
             }
         }
@@ -259,16 +276,25 @@ pub fn select_finalist(
     Ok(selected)
 }
 
-struct Builder<'a> {
-    graph: &'a Graph,
-    target: &'a Target,
+/// Home pieces of a value: (row block, column block, rectangle) on the operator's grid.
+type HomePieces = Vec<(u32, u32, Rect)>;
+
+struct Builder {
     buffers: Vec<Buffer>,
     /// Buffers holding each value's data that transfers may read, by value.
     holders: BTreeMap<ValueId, Vec<BufferId>>,
 }
 
-impl Builder<'_> {
-    fn buffer(&mut self, tile: TileId, value: ValueId, class: BufferClass, rect: Rect, dtype: DType, first: u32, last: u32) -> BufferId {
+impl Builder {
+    fn buffer(
+        &mut self,
+        tile: TileId,
+        value: ValueId,
+        class: BufferClass,
+        rect: Rect,
+        dtype: DType,
+        [first, last]: [u32; 2],
+    ) -> BufferId {
         let id = BufferId::from_index(self.buffers.len());
         self.buffers.push(Buffer {
             id,
@@ -285,11 +311,20 @@ impl Builder<'_> {
     }
 
     /// Transfers that fill `dest` (on `tile`) with `rect` of `value`, from every holder intersecting it.
-    fn gather(&mut self, value: ValueId, rect: Rect, dest: BufferId, step: u32, out: &mut BTreeMap<(BufferId, Rect), Vec<Destination>>) {
+    fn gather(
+        &mut self,
+        value: ValueId,
+        rect: Rect,
+        dest: BufferId,
+        step: u32,
+        out: &mut BTreeMap<(BufferId, Rect), Vec<Destination>>,
+    ) {
         let tile = self.buffers[dest.index()].tile;
         for &h in self.holders.get(&value).map(Vec::as_slice).unwrap_or(&[]) {
             if let Some(piece) = self.buffers[h.index()].rect.intersect(&rect) {
-                out.entry((h, piece)).or_default().push(Destination { tile, buffer: dest });
+                out.entry((h, piece))
+                    .or_default()
+                    .push(Destination { tile, buffer: dest });
                 let b = &mut self.buffers[h.index()];
                 b.last_step = b.last_step.max(StepId(step));
             }
@@ -300,11 +335,24 @@ impl Builder<'_> {
 /// Column chunk boundaries: `parts` chunks of a multiple of 16 columns covering `cols`.
 fn chunks(len: u32, parts: u32, multiple: u32) -> Vec<(u32, u32)> {
     let width = len.div_ceil(parts).next_multiple_of(multiple).max(multiple);
-    (0..parts).map(|i| (i * width, ((i + 1) * width).min(len))).filter(|(a, b)| a < b).collect()
+    (0..parts)
+        .map(|i| (i * width, ((i + 1) * width).min(len)))
+        .filter(|(a, b)| a < b)
+        .collect()
 }
 
-fn build(graph: &Graph, mid: &Mid, partitions: &[Partition], finalist: u32, mapping: Mapping, target: &Target) -> Selected {
-    let mut b = Builder { graph, target, buffers: Vec::new(), holders: BTreeMap::new() };
+fn build(
+    graph: &Graph,
+    mid: &Mid,
+    partitions: &[Partition],
+    finalist: u32,
+    mapping: Mapping,
+    target: &Target,
+) -> Selected {
+    let mut b = Builder {
+        buffers: Vec::new(),
+        holders: BTreeMap::new(),
+    };
     let ops = &mid.operators;
     let last_step = 2 * ops.len() as u32 - 1;
     let mut initialize = Vec::new();
@@ -316,7 +364,7 @@ fn build(graph: &Graph, mid: &Mid, partitions: &[Partition], finalist: u32, mapp
 
     // Home pieces of weights and inputs, on the grid of the operator that first reads them.
     for (op, p) in ops.iter().zip(partitions) {
-        let homes: Vec<(ValueId, Vec<(u32, u32, Rect)>)> = {
+        let homes: Vec<(ValueId, HomePieces)> = {
             let mut h = Vec::new();
             let bv = graph.value(op.b);
             if bv.role == ValueRole::Weight {
@@ -331,7 +379,13 @@ fn build(graph: &Graph, mid: &Mid, partitions: &[Partition], finalist: u32, mapp
             }
             if let Some(bias) = op.bias {
                 let pieces = (0..p.col_blocks)
-                    .map(|cb| (0, cb, Rect::new(0, 1, cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n))))
+                    .map(|cb| {
+                        (
+                            0,
+                            cb,
+                            Rect::new(0, 1, cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n)),
+                        )
+                    })
                     .collect();
                 h.push((bias, pieces));
             }
@@ -340,7 +394,10 @@ fn build(graph: &Graph, mid: &Mid, partitions: &[Partition], finalist: u32, mapp
                 let mut pieces = Vec::new();
                 for rb in 0..p.row_blocks {
                     let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
-                    for (cb, (c0, c1)) in chunks(op.k, p.col_blocks, target.amp_block_width).into_iter().enumerate() {
+                    for (cb, (c0, c1)) in chunks(op.k, p.col_blocks, target.amp_block_width)
+                        .into_iter()
+                        .enumerate()
+                    {
                         pieces.push((rb, cb as u32, Rect::new(rows.0, rows.1, c0, c1)));
                     }
                 }
@@ -356,10 +413,26 @@ fn build(graph: &Graph, mid: &Mid, partitions: &[Partition], finalist: u32, mapp
                     ValueRole::Weight => (BufferClass::WeightHome, last_step),
                     _ => (BufferClass::InputHome, 0),
                 };
-                let id = b.buffer(tile, value, class, rect, graph.value(value).dtype, 0, last);
+                let id = b.buffer(
+                    tile,
+                    value,
+                    class,
+                    rect,
+                    graph.value(value).dtype,
+                    [0, last],
+                );
                 b.holders.entry(value).or_default().push(id);
-                let t = HostTransfer { value, rect, tile, buffer: id };
-                if role == ValueRole::Weight { initialize.push(t) } else { run_inputs.push(t) }
+                let t = HostTransfer {
+                    value,
+                    rect,
+                    tile,
+                    buffer: id,
+                };
+                if role == ValueRole::Weight {
+                    initialize.push(t)
+                } else {
+                    run_inputs.push(t)
+                }
             }
         }
     }
@@ -377,28 +450,86 @@ fn build(graph: &Graph, mid: &Mid, partitions: &[Partition], finalist: u32, mapp
                 let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
                 let (nr, nc) = (rows.1 - rows.0, cols.1 - cols.0);
                 let a_rect = Rect::new(rows.0, rows.1, 0, op.k);
-                let a = b.buffer(tile, op.a, BufferClass::APanel, a_rect, DType::F16, ex_step, cs_step);
+                let a = b.buffer(
+                    tile,
+                    op.a,
+                    BufferClass::APanel,
+                    a_rect,
+                    DType::F16,
+                    [ex_step, cs_step],
+                );
                 b.gather(op.a, a_rect, a, ex_step, &mut groups);
                 let b_rect = Rect::new(0, op.k, cols.0, cols.1);
-                let bp = b.buffer(tile, op.b, BufferClass::BPanel, b_rect, DType::F16, ex_step, cs_step);
+                let bp = b.buffer(
+                    tile,
+                    op.b,
+                    BufferClass::BPanel,
+                    b_rect,
+                    DType::F16,
+                    [ex_step, cs_step],
+                );
                 b.gather(op.b, b_rect, bp, ex_step, &mut groups);
                 let bias = op.bias.map(|bias| {
                     let rect = Rect::new(0, 1, cols.0, cols.1);
-                    let id = b.buffer(tile, bias, BufferClass::BiasPanel, rect, DType::F16, ex_step, cs_step);
+                    let id = b.buffer(
+                        tile,
+                        bias,
+                        BufferClass::BiasPanel,
+                        rect,
+                        DType::F16,
+                        [ex_step, cs_step],
+                    );
                     b.gather(bias, rect, id, ex_step, &mut groups);
                     id
                 });
                 let out_rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
-                let partials = b.buffer(tile, op.out, BufferClass::Partials, out_rect, op.partials, cs_step, cs_step);
-                let amp = VertexKind::AmpMatMul { a, b: bp, partials, rows: nr, depth: op.k, cols: nc };
-                vertices.push(Vertex { tile, estimated_cycles: target.amp_cycles(nr, op.k, nc, op.partials), kind: amp });
+                let partials = b.buffer(
+                    tile,
+                    op.out,
+                    BufferClass::Partials,
+                    out_rect,
+                    op.partials,
+                    [cs_step, cs_step],
+                );
+                let amp = VertexKind::AmpMatMul {
+                    a,
+                    b: bp,
+                    partials,
+                    rows: nr,
+                    depth: op.k,
+                    cols: nc,
+                };
+                vertices.push(Vertex {
+                    tile,
+                    estimated_cycles: target.amp_cycles(nr, op.k, nc, op.partials),
+                    kind: amp,
+                });
                 let out = if op.has_epilogue() {
-                    let out = b.buffer(tile, op.out, BufferClass::Output, out_rect, DType::F16, cs_step, cs_step);
+                    let out = b.buffer(
+                        tile,
+                        op.out,
+                        BufferClass::Output,
+                        out_rect,
+                        DType::F16,
+                        [cs_step, cs_step],
+                    );
                     let (ops_per, trans) = op.epilogue_ops();
                     vertices.push(Vertex {
                         tile,
-                        estimated_cycles: target.vector_cycles(u64::from(nr * nc), DType::F16, ops_per, trans),
-                        kind: VertexKind::Epilogue { partials, bias, out, gelu: op.gelu, rows: nr, cols: nc },
+                        estimated_cycles: target.vector_cycles(
+                            u64::from(nr * nc),
+                            DType::F16,
+                            ops_per,
+                            trans,
+                        ),
+                        kind: VertexKind::Epilogue {
+                            partials,
+                            bias,
+                            out,
+                            gelu: op.gelu,
+                            rows: nr,
+                            cols: nc,
+                        },
                     });
                     out
                 } else {
@@ -424,17 +555,32 @@ fn build(graph: &Graph, mid: &Mid, partitions: &[Partition], finalist: u32, mapp
             })
             .collect();
         let lower_bound = endpoint_lower_bound(&transfers, target);
-        exchanges.push(ExchangePhase { id, step: StepId(ex_step), transfers, lower_bound });
+        exchanges.push(ExchangePhase {
+            id,
+            step: StepId(ex_step),
+            transfers,
+            lower_bound,
+        });
         steps.push(Step::Exchange(id));
         steps.push(Step::Compute(compute_sets.len() as u32));
-        compute_sets.push(ComputeSet { step: StepId(cs_step), operator: op.id, name: op.name.clone(), vertices });
+        compute_sets.push(ComputeSet {
+            step: StepId(cs_step),
+            operator: op.id,
+            name: op.name.clone(),
+            vertices,
+        });
         // The operator's outputs become the holders of its value.
         let is_output = graph.value(op.out).role == ValueRole::Output;
         for &o in &outputs {
             let buf = &mut b.buffers[o.index()];
             if is_output {
                 buf.last_step = StepId(last_step);
-                run_outputs.push(HostTransfer { value: op.out, rect: buf.rect, tile: buf.tile, buffer: o });
+                run_outputs.push(HostTransfer {
+                    value: op.out,
+                    rect: buf.rect,
+                    tile: buf.tile,
+                    buffer: o,
+                });
             }
         }
         b.holders.insert(op.out, outputs);
@@ -473,11 +619,25 @@ pub fn endpoint_lower_bound(transfers: &[Transfer], target: &Target) -> u32 {
             *recv.entry(d.tile).or_default() += words + switch;
         }
     }
-    let busiest = send.values().copied().chain(recv.values().map(|r| r - switch)).max().unwrap_or(0);
-    if busiest == 0 { 0 } else { (busiest + u64::from(target.exchange_transit_cycles)) as u32 }
+    let busiest = send
+        .values()
+        .copied()
+        .chain(recv.values().map(|r| r - switch))
+        .max()
+        .unwrap_or(0);
+    if busiest == 0 {
+        0
+    } else {
+        (busiest + u64::from(target.exchange_transit_cycles)) as u32
+    }
 }
 
-fn estimate(steps: &[Step], exchanges: &[ExchangePhase], compute_sets: &[ComputeSet], target: &Target) -> SelectedEstimate {
+fn estimate(
+    steps: &[Step],
+    exchanges: &[ExchangePhase],
+    compute_sets: &[ComputeSet],
+    target: &Target,
+) -> SelectedEstimate {
     let mut per_step = Vec::new();
     let (mut compute, mut exchange) = (0, 0);
     for step in steps {
@@ -500,53 +660,114 @@ fn estimate(steps: &[Step], exchanges: &[ExchangePhase], compute_sets: &[Compute
         per_step.push(cycles);
     }
     let sync = steps.len() as u64 * target.sync_cycles;
-    SelectedEstimate { cycles: compute + exchange + sync, compute_cycles: compute, exchange_cycles: exchange, sync_cycles: sync, steps: per_step }
+    SelectedEstimate {
+        cycles: compute + exchange + sync,
+        compute_cycles: compute,
+        exchange_cycles: exchange,
+        sync_cycles: sync,
+        steps: per_step,
+    }
 }
 
 /// Checks a selection; returns every problem found.
 pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     let mut v = Verifier::default();
     for buf in &s.buffers {
-        v.check(buf.tile.0 < target.tiles, || format!("{}: on {} beyond the {} tiles", buf.id, buf.tile, target.tiles));
-        v.check(buf.first_step <= buf.last_step, || format!("{}: lifetime {}..{} is empty", buf.id, buf.first_step, buf.last_step));
-        v.check(!buf.rect.is_empty(), || format!("{}: empty rectangle", buf.id));
-        v.check(buf.stride % 2 == 0 && buf.stride >= buf.rect.cols(), || format!("{}: stride {}", buf.id, buf.stride));
+        v.check(buf.tile.0 < target.tiles, || {
+            format!(
+                "{}: on {} beyond the {} tiles",
+                buf.id, buf.tile, target.tiles
+            )
+        });
+        v.check(buf.first_step <= buf.last_step, || {
+            format!(
+                "{}: lifetime {}..{} is empty",
+                buf.id, buf.first_step, buf.last_step
+            )
+        });
+        v.check(!buf.rect.is_empty(), || {
+            format!("{}: empty rectangle", buf.id)
+        });
+        v.check(buf.stride % 2 == 0 && buf.stride >= buf.rect.cols(), || {
+            format!("{}: stride {}", buf.id, buf.stride)
+        });
     }
     // Coverage of every gathered buffer, and liveness of sources and destinations.
     let mut incoming: Vec<Vec<Rect>> = vec![Vec::new(); s.buffers.len()];
     for ex in &s.exchanges {
         for t in &ex.transfers {
             let src = &s.buffers[t.source_buffer.index()];
-            v.check(src.tile == t.source && src.value == t.value && src.rect.contains(&t.rect), || {
-                format!("{} transfer from {} {}: {} {} not inside {}", ex.id, t.source, src.id, t.value, t.rect, src.rect)
+            v.check(
+                src.tile == t.source && src.value == t.value && src.rect.contains(&t.rect),
+                || {
+                    format!(
+                        "{} transfer from {} {}: {} {} not inside {}",
+                        ex.id, t.source, src.id, t.value, t.rect, src.rect
+                    )
+                },
+            );
+            v.check(
+                src.first_step < ex.step || src.first_step == StepId(0),
+                || {
+                    format!(
+                        "{}: source {} is written in {} after it is sent",
+                        ex.id, src.id, src.first_step
+                    )
+                },
+            );
+            v.check(src.last_step >= ex.step, || {
+                format!(
+                    "{}: source {} dies at {} before it is sent",
+                    ex.id, src.id, src.last_step
+                )
             });
-            v.check(src.first_step < ex.step || src.first_step == StepId(0), || {
-                format!("{}: source {} is written in {} after it is sent", ex.id, src.id, src.first_step)
-            });
-            v.check(src.last_step >= ex.step, || format!("{}: source {} dies at {} before it is sent", ex.id, src.id, src.last_step));
-            v.check(t.bytes == t.rect.rows() * t.rect.cols() * src.dtype.bytes(), || format!("{}: transfer bytes", ex.id));
+            v.check(
+                t.bytes == t.rect.rows() * t.rect.cols() * src.dtype.bytes(),
+                || format!("{}: transfer bytes", ex.id),
+            );
             for d in &t.destinations {
                 let dst = &s.buffers[d.buffer.index()];
-                v.check(dst.tile == d.tile && dst.value == t.value && dst.rect.contains(&t.rect), || {
-                    format!("{} transfer {} -> {} {}: {} not inside {}", ex.id, t.source, d.tile, dst.id, t.rect, dst.rect)
+                v.check(
+                    dst.tile == d.tile && dst.value == t.value && dst.rect.contains(&t.rect),
+                    || {
+                        format!(
+                            "{} transfer {} -> {} {}: {} not inside {}",
+                            ex.id, t.source, d.tile, dst.id, t.rect, dst.rect
+                        )
+                    },
+                );
+                v.check(dst.first_step == ex.step, || {
+                    format!(
+                        "{}: destination {} is not born in this phase",
+                        ex.id, dst.id
+                    )
                 });
-                v.check(dst.first_step == ex.step, || format!("{}: destination {} is not born in this phase", ex.id, dst.id));
                 incoming[d.buffer.index()].push(t.rect);
             }
         }
     }
     for buf in &s.buffers {
-        if !matches!(buf.class, BufferClass::APanel | BufferClass::BPanel | BufferClass::BiasPanel) {
+        if !matches!(
+            buf.class,
+            BufferClass::APanel | BufferClass::BPanel | BufferClass::BiasPanel
+        ) {
             continue;
         }
         let rects = &incoming[buf.id.index()];
         let covered: u64 = rects.iter().map(Rect::elements).sum();
         v.check(covered == buf.rect.elements(), || {
-            format!("{} on {}: incoming transfers cover {covered} of {} elements", buf.id, buf.tile, buf.rect.elements())
+            format!(
+                "{} on {}: incoming transfers cover {covered} of {} elements",
+                buf.id,
+                buf.tile,
+                buf.rect.elements()
+            )
         });
         for (i, a) in rects.iter().enumerate() {
             for b in &rects[i + 1..] {
-                v.check(a.intersect(b).is_none(), || format!("{} on {}: transfers {a} and {b} overlap", buf.id, buf.tile));
+                v.check(a.intersect(b).is_none(), || {
+                    format!("{} on {}: transfers {a} and {b} overlap", buf.id, buf.tile)
+                });
             }
         }
     }
@@ -554,21 +775,45 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
         for vx in &cs.vertices {
             let (reads, writes): (Vec<BufferId>, Vec<BufferId>) = match &vx.kind {
                 VertexKind::AmpMatMul { a, b, partials, .. } => (vec![*a, *b], vec![*partials]),
-                VertexKind::Epilogue { partials, bias, out, .. } => {
-                    (std::iter::once(*partials).chain(*bias).collect(), vec![*out])
-                }
+                VertexKind::Epilogue {
+                    partials,
+                    bias,
+                    out,
+                    ..
+                } => (
+                    std::iter::once(*partials).chain(*bias).collect(),
+                    vec![*out],
+                ),
             };
             for r in reads.iter().chain(&writes) {
                 let buf = &s.buffers[r.index()];
-                v.check(buf.tile == vx.tile, || format!("{}: vertex on {} uses {} on {}", cs.step, vx.tile, buf.id, buf.tile));
-                v.check(buf.first_step <= cs.step && buf.last_step >= cs.step, || {
-                    format!("{}: vertex on {} uses {} outside its lifetime {}..{}", cs.step, vx.tile, buf.id, buf.first_step, buf.last_step)
+                v.check(buf.tile == vx.tile, || {
+                    format!(
+                        "{}: vertex on {} uses {} on {}",
+                        cs.step, vx.tile, buf.id, buf.tile
+                    )
                 });
+                v.check(
+                    buf.first_step <= cs.step && buf.last_step >= cs.step,
+                    || {
+                        format!(
+                            "{}: vertex on {} uses {} outside its lifetime {}..{}",
+                            cs.step, vx.tile, buf.id, buf.first_step, buf.last_step
+                        )
+                    },
+                );
             }
             if let VertexKind::AmpMatMul { partials, b, .. } = &vx.kind {
-                v.check(s.buffers[partials.index()].needs_interleaved() && s.buffers[b.index()].needs_interleaved(), || {
-                    format!("{}: AMP on {} has operands outside interleaved memory", cs.step, vx.tile)
-                });
+                v.check(
+                    s.buffers[partials.index()].needs_interleaved()
+                        && s.buffers[b.index()].needs_interleaved(),
+                    || {
+                        format!(
+                            "{}: AMP on {} has operands outside interleaved memory",
+                            cs.step, vx.tile
+                        )
+                    },
+                );
             }
         }
     }
@@ -582,10 +827,20 @@ impl Selected {
         let _ = writeln!(
             s,
             "selected {} finalist={} mapping={:?} estimated_cycles={} compute={} exchange={} sync={}",
-            self.workload, self.finalist, self.mapping, e.cycles, e.compute_cycles, e.exchange_cycles, e.sync_cycles
+            self.workload,
+            self.finalist,
+            self.mapping,
+            e.cycles,
+            e.compute_cycles,
+            e.exchange_cycles,
+            e.sync_cycles
         );
         for (o, p) in self.operators.iter().zip(&self.partitions) {
-            let _ = writeln!(s, "  {} {}: {}x{} blocks of {}x{}", o.id, o.name, p.row_blocks, p.col_blocks, p.block_rows, p.block_cols);
+            let _ = writeln!(
+                s,
+                "  {} {}: {}x{} blocks of {}x{}",
+                o.id, o.name, p.row_blocks, p.col_blocks, p.block_rows, p.block_cols
+            );
         }
         let mut by_class: BTreeMap<BufferClass, (u64, u64)> = BTreeMap::new();
         for b in &self.buffers {
@@ -600,17 +855,33 @@ impl Selected {
             match step {
                 Step::Exchange(id) => {
                     let ex = &self.exchanges[id.index()];
-                    let multicast = ex.transfers.iter().filter(|t| t.destinations.len() > 1).count();
+                    let multicast = ex
+                        .transfers
+                        .iter()
+                        .filter(|t| t.destinations.len() > 1)
+                        .count();
                     let bytes: u64 = ex.transfers.iter().map(|t| u64::from(t.bytes)).sum();
                     let _ = writeln!(
                         s,
                         "  step{i} exchange {}: transfers={} multicast={} bytes={} lower_bound={} estimate={}",
-                        id, ex.transfers.len(), multicast, bytes, ex.lower_bound, self.estimate.steps[i]
+                        id,
+                        ex.transfers.len(),
+                        multicast,
+                        bytes,
+                        ex.lower_bound,
+                        self.estimate.steps[i]
                     );
                 }
                 Step::Compute(c) => {
                     let cs = &self.compute_sets[*c as usize];
-                    let _ = writeln!(s, "  step{i} compute {} ({}): vertices={} estimate={}", cs.operator, cs.name, cs.vertices.len(), self.estimate.steps[i]);
+                    let _ = writeln!(
+                        s,
+                        "  step{i} compute {} ({}): vertices={} estimate={}",
+                        cs.operator,
+                        cs.name,
+                        cs.vertices.len(),
+                        self.estimate.steps[i]
+                    );
                 }
             }
         }

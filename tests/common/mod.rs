@@ -21,26 +21,46 @@ impl Ran {
         self.stderr
             .lines()
             .filter(|l| l.contains("package build phase finished") && l.contains("cached=false"))
-            .filter_map(|l| l.split("phase=\"").nth(2).or_else(|| l.split("phase=\"").nth(1)))
+            .filter_map(|l| {
+                l.split("phase=\"")
+                    .nth(2)
+                    .or_else(|| l.split("phase=\"").nth(1))
+            })
             .map(|rest| rest.split('"').next().unwrap_or_default().to_string())
             .collect()
     }
 
     pub fn assert_ok(&self) -> &Self {
-        assert!(self.status.success(), "command failed\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert!(
+            self.status.success(),
+            "command failed\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
         self
     }
 
     pub fn assert_clean_failure(&self) -> &Self {
-        assert!(!self.status.success(), "command should fail\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
-        assert!(!self.stderr.contains("panicked"), "command panicked:\n{}", self.stderr);
+        assert!(
+            !self.status.success(),
+            "command should fail\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        assert!(
+            !self.stderr.contains("panicked"),
+            "command panicked:\n{}",
+            self.stderr
+        );
         self
     }
 }
 
 impl Sandbox {
     pub fn new() -> Sandbox {
-        Sandbox { dir: tempfile::tempdir().expect("temp dir") }
+        Sandbox {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
     }
 
     pub fn cache(&self) -> PathBuf {
@@ -68,7 +88,8 @@ impl Sandbox {
 
     pub fn record(&self, build: &str, phase: &str) -> serde_json::Value {
         let path = self.stages().join(build).join(format!("{phase}.json"));
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         serde_json::from_str(&text).expect("stage record is JSON")
     }
 
@@ -93,7 +114,10 @@ pub const SMALL: &str = "siglip-mlp-small";
 pub const SMALL_ID: &str = "siglip-mlp-f16-b1-t21-d40-h72-n2-bias-s7";
 
 pub fn phases() -> Vec<&'static str> {
-    ipu_codegen::pipeline::PIPELINE.iter().map(|p| p.name()).collect()
+    ipu_codegen::pipeline::PIPELINE
+        .iter()
+        .map(|p| p.name())
+        .collect()
 }
 
 pub fn exists(p: &Path) -> bool {

@@ -1,0 +1,38 @@
+# `make`: build and run the full-size SigLIP MLP on the simulated device.
+# `make test`: the test suite.
+# `make place_storage PLACE_STORAGE_FLAGS='--placement-order size'`: rerun one phase (and, through the
+# stage records, only what depends on it). Phase targets come from `ipu-codegen make-rules`.
+
+CARGO ?= cargo
+BIN := target/release/ipu-codegen
+WORKLOAD ?= siglip-mlp
+FLAGS ?=
+STAGES ?= stages
+export IPU_CODEGEN_STAGES := $(STAGES)
+
+.PHONY: all demo test clean FORCE
+all: demo
+
+$(BIN): Cargo.toml Cargo.lock build.rs $(shell find src workloads -type f)
+	$(CARGO) build --release --locked
+	@touch $@
+
+demo: $(BIN)
+	$(BIN) run $(WORKLOAD) $(FLAGS)
+
+test:
+	$(CARGO) test --release --locked
+
+clean:
+	rm -rf $(STAGES) cache
+
+FORCE:
+
+# Per-phase targets, only when one is asked for (so `make` and `make test` need no binary first).
+ifneq ($(filter-out all demo test clean,$(MAKECMDGOALS)),)
+BUILD_DIR := $(STAGES)/$(shell $(CARGO) build --release --locked -q && $(BIN) id $(WORKLOAD) $(FLAGS))
+$(STAGES)/make-rules.mk: $(BIN)
+	@mkdir -p $(@D)
+	$(BIN) make-rules > $@
+-include $(STAGES)/make-rules.mk
+endif
