@@ -42,14 +42,22 @@ pub enum Instr {
     },
     /// Starts exchange phase `phase`, which lasts `horizon` cycles.
     Exchange { phase: ExchangeId, horizon: u32 },
-    /// Sends `bytes` bytes read from `run`, one word per cycle from cycle `start` of the phase.
-    Send { start: u32, bytes: u32, run: Run },
-    /// Switches the receive mux to `from` at cycle `switch`, then stores the `bytes` bytes that `from`
-    /// sends from cycle `sent` (arriving `transit` cycles later) into `run`.
+    /// Sends bytes `skip..skip+bytes` of the stream read from `run`, one word per cycle from cycle
+    /// `start` of the phase.
+    Send {
+        start: u32,
+        skip: u32,
+        bytes: u32,
+        run: Run,
+    },
+    /// Switches the receive mux to `from` at cycle `switch`, then stores the bytes that `from` sends from
+    /// cycle `sent` (arriving `transit` cycles later) as bytes `skip..skip+bytes` of the stream written
+    /// to `run`.
     Receive {
         switch: u32,
         from: TileId,
         sent: u32,
+        skip: u32,
         bytes: u32,
         run: Run,
     },
@@ -110,19 +118,23 @@ impl std::fmt::Display for Instr {
             Instr::Exchange { phase, horizon } => write!(f, "exchange {phase} horizon={horizon}"),
             Instr::Send {
                 start,
+                skip,
                 bytes,
                 run: r,
-            } => write!(f, "  send @{start} {bytes}B from {}", run(r)),
+            } => {
+                write!(f, "  send @{start} {bytes}B+{skip} from {}", run(r))
+            }
             Instr::Receive {
                 switch,
                 from,
                 sent,
+                skip,
                 bytes,
                 run: r,
             } => {
                 write!(
                     f,
-                    "  receive @{switch} from {from} sent@{sent} {bytes}B to {}",
+                    "  receive @{switch} from {from} sent@{sent} {bytes}B+{skip} to {}",
                     run(r)
                 )
             }

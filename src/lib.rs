@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod device;
+pub mod exchange;
 pub mod ids;
 pub mod ir;
 pub mod isa;

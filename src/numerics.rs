@@ -93,11 +93,11 @@ pub fn epilogue(partial: f32, bias: Option<f32>, gelu: bool) -> f16 {
     f16::from_f32(v)
 }
 
-/// SplitMix64: the seeded generator of inputs and weights.
-struct SplitMix64(u64);
+/// SplitMix64: the seeded generator of inputs, weights and synthetic exchange patterns.
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -105,8 +105,12 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
     /// Uniform in [-1, 1).
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+    /// Uniform in [0, n).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
     }
 }
 

@@ -174,3 +174,41 @@ fn gc_removes_by_size() {
     // The next build recomputes everything.
     assert_eq!(sb.run(&["build", SMALL]).assert_ok().phases_run(), phases());
 }
+
+#[test]
+fn exchange_schedules_are_reused_after_placement_changes_and_across_builds() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    let phases = sb.record(SMALL_ID, "lower_exchanges")["headline"]["horizons"]
+        .as_array()
+        .unwrap()
+        .len();
+    // Another placement: lower_exchanges does not run; emit binds every schedule to the moved rows.
+    let r = sb.run(&["build", SMALL, "--placement-order", "size"]);
+    r.assert_ok();
+    assert!(
+        !r.phases_run().contains(&"lower_exchanges".to_string()),
+        "ran {:?}",
+        r.phases_run()
+    );
+    for phase in 0..phases {
+        let line =
+            format!("reused exchange optimization after validating relocated rows phase={phase}");
+        assert!(r.stderr.contains(&line), "missing `{line}`:\n{}", r.stderr);
+    }
+    // Another build with the same shapes (other data): lower_exchanges runs, and takes every schedule
+    // from the store by its pattern.
+    let r = sb.run(&["build", SMALL, "--seed", "9"]);
+    r.assert_ok();
+    assert!(r.phases_run().contains(&"lower_exchanges".to_string()));
+    for phase in 0..phases {
+        let line = format!("phase={phase} pattern=");
+        assert!(
+            r.stderr.lines().any(|l| l
+                .contains("reused exchange optimization after validating the pattern")
+                && l.contains(&line)),
+            "phase {phase} not reused:\n{}",
+            r.stderr
+        );
+    }
+}

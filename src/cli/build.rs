@@ -2,11 +2,14 @@
 //! `model.ipuexe`. A phase whose action key is in the store (and whose output object is intact) does not
 //! run; a phase before `--from` takes its output from the build's stage record.
 
+use crate::exchange::Schedule;
 use crate::ir::Graph;
 use crate::pipeline::{ArtifactKind, PIPELINE, Phase};
 use crate::stages::build_images::{BuildImagesConfig, Package, build_images, write_ipuexe};
 use crate::stages::emit::{EmitConfig, TileCode, emit};
-use crate::stages::lower_exchanges::{Exchanges, LowerExchangesConfig, lower_exchanges};
+use crate::stages::lower_exchanges::{
+    Exchanges, LowerExchangesConfig, lower_exchanges, pattern_keys,
+};
 use crate::stages::lower_mid::{LowerMidConfig, Mid, lower_mid};
 use crate::stages::place_storage::{PlaceStorageConfig, Placement, place_storage};
 use crate::stages::plan_exchange_storage::{
@@ -299,7 +302,22 @@ impl Build<'_> {
                     d.get::<Selected>(s, &inputs[0])?,
                     d.get::<ExchangeStorage>(s, &inputs[1])?,
                 );
-                out(lower_exchanges(&sel, &xs, t, &c.lower_exchanges)?)
+                // Schedules of these patterns from earlier builds, by pattern key.
+                let mut known = BTreeMap::new();
+                for key in pattern_keys(&sel, t, &c.lower_exchanges) {
+                    if let Some(hash) = s.lookup(&key)?
+                        && let Some(bytes) = s.get(&hash)?
+                        && let Ok(schedule) = store::decode::<Schedule>(&bytes, &hash)
+                    {
+                        known.insert(key, schedule);
+                    }
+                }
+                let exchanges = lower_exchanges(&sel, &xs, t, &c.lower_exchanges, &known)?;
+                for phase in &exchanges.phases {
+                    let hash = s.put(&store::encode(&phase.schedule))?;
+                    s.record(&phase.pattern, &hash)?;
+                }
+                out(exchanges)
             }
             Phase::PlaceStorage => {
                 let sel = d.get::<Selected>(s, &inputs[0])?;
@@ -350,8 +368,9 @@ impl Build<'_> {
             }
             Phase::LowerExchanges => {
                 let ex = d.get::<Exchanges>(s, output)?;
-                json!({ "horizons": ex.phases.iter().map(|p| p.horizon).collect::<Vec<_>>(),
-                        "lower_bounds": ex.phases.iter().map(|p| p.lower_bound).collect::<Vec<_>>() })
+                json!({ "horizons": ex.phases.iter().map(|p| p.schedule.horizon).collect::<Vec<_>>(),
+                        "lower_bounds": ex.phases.iter().map(|p| p.schedule.lower_bound).collect::<Vec<_>>(),
+                        "pieces": ex.phases.iter().map(|p| p.schedule.pieces.len()).collect::<Vec<_>>() })
             }
             Phase::PlaceStorage => {
                 let pl = d.get::<Placement>(s, output)?;
@@ -367,6 +386,21 @@ impl Build<'_> {
                 json!({ "estimated_cycles": p.estimated_cycles, "code_bytes": p.tiles.iter().map(|t| t.code.len()).sum::<usize>() })
             }
         })
+    }
+
+    /// `bench exchange` on the real phases: builds through `select_finalist`, then schedules every phase.
+    pub fn bench_exchanges(&self, o: crate::exchange::Overheads) -> Result<()> {
+        let outcome = self.run(PIPELINE[0], Phase::SelectFinalist)?;
+        let mut d = Decoded::default();
+        let sel = d.get::<Selected>(self.store, &outcome.outputs[&ArtifactKind::Selected])?;
+        for ex in &sel.exchanges {
+            super::bench::bench_one(
+                &format!("{}/{}", self.build, ex.id),
+                &ex.pattern(&self.target),
+                o,
+            )?;
+        }
+        Ok(())
     }
 
     /// The text dump of an artifact of this build (`ipu-codegen show`).

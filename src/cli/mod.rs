@@ -1,6 +1,7 @@
 //! The command line: the only place that touches files, flags, the environment and stdout. Stages are
 //! called from here (through [`build`]) with explicit configs.
 
+mod bench;
 pub mod build;
 mod run;
 
@@ -104,10 +105,28 @@ enum Command {
         #[arg(long, default_value_t = 600)]
         lock_timeout: u64,
     },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
     /// Inspect or clean the store.
     Cache {
         #[command(subcommand)]
         action: CacheAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchWhat {
+    /// The exchange scheduler on synthetic patterns shaped like the seed's phases, then on the real
+    /// phases of a workload.
+    Exchange {
+        #[command(flatten)]
+        args: BuildArgs,
+        /// Only the synthetic patterns.
+        #[arg(long)]
+        synthetic_only: bool,
     },
 }
 
@@ -387,6 +406,22 @@ fn execute(cli: Cli) -> Result<()> {
                 .unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             print!("{}", b.dump(kind, &outcome.outputs)?);
+        }
+        Command::Bench {
+            what:
+                BenchWhat::Exchange {
+                    args,
+                    synthetic_only,
+                },
+        } => {
+            let target = args.target()?;
+            let o = crate::exchange::Overheads::of(&target);
+            bench::synthetic(o, target.tiles)?;
+            if !synthetic_only {
+                let store = Store::open(&g.cache)?;
+                let b = args.build(&store, &g.stages)?;
+                b.bench_exchanges(o)?;
+            }
         }
         Command::Run { args, lock_timeout } => run::run(&g.cache, &g.stages, &args, lock_timeout)?,
         Command::Cache { action } => {

@@ -312,7 +312,7 @@ impl Device {
         let switch = u64::from(target.mux_switch_cycles);
         let words = |bytes: u32| target.exchange_words(u64::from(bytes));
         // Sends by (tile, cycle), checked for overlap per tile.
-        let mut sends: BTreeMap<(usize, u32), (u32, Run)> = BTreeMap::new();
+        let mut sends: BTreeMap<(usize, u32), (u32, u32, Run)> = BTreeMap::new();
         let mut horizon = None;
         let mut busy = vec![0u32; self.tiles.len()];
         for (t, tile) in self.tiles.iter().enumerate() {
@@ -329,7 +329,12 @@ impl Device {
                             ));
                         }
                     }
-                    Instr::Send { start, bytes, run } => {
+                    Instr::Send {
+                        start,
+                        skip,
+                        bytes,
+                        run,
+                    } => {
                         if u64::from(*start) < last_end {
                             return Err(fault(
                                 t,
@@ -342,7 +347,7 @@ impl Device {
                         }
                         last_end = u64::from(*start) + words(*bytes);
                         busy[t] = busy[t].max((last_end + transit) as u32);
-                        sends.insert((t, *start), (*bytes, *run));
+                        sends.insert((t, *start), (*skip, *bytes, *run));
                     }
                     Instr::Receive { .. } => {}
                     other => {
@@ -357,7 +362,7 @@ impl Device {
             }
         }
         // Receives: each must listen to a real send, one sender at a time.
-        let mut deliveries: Vec<Vec<(Run, Run, usize)>> = vec![Vec::new(); self.tiles.len()];
+        let mut deliveries: Vec<Vec<Delivery>> = vec![Vec::new(); self.tiles.len()];
         for (t, tile) in self.tiles.iter().enumerate() {
             let mut listening_until = 0u64;
             for instr in &tile.steps[step] {
@@ -365,6 +370,7 @@ impl Device {
                     switch: sw,
                     from,
                     sent,
+                    skip,
                     bytes,
                     run,
                 } = instr
@@ -372,7 +378,7 @@ impl Device {
                     continue;
                 };
                 let cycle = u64::from(*sent) + transit;
-                let Some((sbytes, srun)) = sends.get(&(from.index(), *sent)) else {
+                let Some(&(sskip, sbytes, srun)) = sends.get(&(from.index(), *sent)) else {
                     return Err(fault(
                         t,
                         step,
@@ -382,12 +388,16 @@ impl Device {
                         ),
                     ));
                 };
-                if sbytes != bytes {
+                if (sskip, sbytes) != (*skip, *bytes) {
                     return Err(fault(
                         t,
                         step,
                         cycle,
-                        format!("expects {bytes} bytes from {from}, which sends {sbytes}"),
+                        format!(
+                            "expects bytes {skip}..{} from {from}, which sends bytes {sskip}..{}",
+                            skip + bytes,
+                            sskip + sbytes
+                        ),
                     ));
                 }
                 if u64::from(*sw) < listening_until || u64::from(*sw) + switch > cycle {
@@ -412,7 +422,13 @@ impl Device {
                         format!("data from {from} arrives after the phase's horizon {h}"),
                     ));
                 }
-                deliveries[t].push((*srun, *run, from.index()));
+                deliveries[t].push(Delivery {
+                    from: from.index(),
+                    source: srun,
+                    destination: *run,
+                    skip: *skip,
+                    bytes: *bytes,
+                });
             }
         }
         // Move the data: read every source, then write every destination.
@@ -423,8 +439,8 @@ impl Device {
             .enumerate()
             .map(|(t, list)| {
                 list.iter()
-                    .map(|(srun, _, from)| {
-                        gather(memories[*from], srun, base).map_err(|m| fault(*from, step, 0, m))
+                    .map(|d| {
+                        gather(memories[d.from], d, base).map_err(|m| fault(d.from, step, 0, m))
                     })
                     .collect::<Result<_, _>>()
                     .map_err(|f: Fault| Fault {
@@ -438,9 +454,8 @@ impl Device {
             .zip(deliveries.par_iter().zip(payloads.par_iter()))
             .enumerate()
             .try_for_each(|(t, (tile, (list, data)))| {
-                for ((_, drun, _), bytes) in list.iter().zip(data) {
-                    scatter(&mut tile.memory, drun, base, bytes)
-                        .map_err(|m| fault(t, step, 0, m))?;
+                for (d, bytes) in list.iter().zip(data) {
+                    scatter(&mut tile.memory, d, base, bytes).map_err(|m| fault(t, step, 0, m))?;
                 }
                 Ok(())
             })?;
@@ -465,20 +480,44 @@ fn span(run: &Run, base: u32, len: usize) -> Result<(usize, usize), String> {
     Ok((start, end))
 }
 
-fn gather(memory: &[u8], run: &Run, base: u32) -> Result<Vec<u8>, String> {
-    span(run, base, memory.len())?;
-    let mut out = Vec::with_capacity(run.total() as usize);
-    for (at, len) in run.pieces() {
+/// One piece of an exchange as the receiver sees it: bytes `skip..skip+bytes` of the stream read from
+/// `source` on tile `from`, written to the same bytes of the stream of `destination`.
+#[derive(Clone, Copy)]
+struct Delivery {
+    from: usize,
+    source: Run,
+    destination: Run,
+    skip: u32,
+    bytes: u32,
+}
+
+fn window_in_range(run: &Run, skip: u32, bytes: u32, base: u32, len: usize) -> Result<(), String> {
+    span(run, base, len)?;
+    if skip + bytes > run.total() {
+        return Err(format!(
+            "bytes {skip}..{} lie beyond the {}-byte run at {:#x}",
+            skip + bytes,
+            run.total(),
+            run.offset
+        ));
+    }
+    Ok(())
+}
+
+fn gather(memory: &[u8], d: &Delivery, base: u32) -> Result<Vec<u8>, String> {
+    window_in_range(&d.source, d.skip, d.bytes, base, memory.len())?;
+    let mut out = Vec::with_capacity(d.bytes as usize);
+    for (at, len) in d.source.window(d.skip, d.bytes) {
         let at = (at - base) as usize;
         out.extend_from_slice(&memory[at..at + len as usize]);
     }
     Ok(out)
 }
 
-fn scatter(memory: &mut [u8], run: &Run, base: u32, bytes: &[u8]) -> Result<(), String> {
-    span(run, base, memory.len())?;
+fn scatter(memory: &mut [u8], d: &Delivery, base: u32, bytes: &[u8]) -> Result<(), String> {
+    window_in_range(&d.destination, d.skip, d.bytes, base, memory.len())?;
     let mut src = bytes;
-    for (at, len) in run.pieces() {
+    for (at, len) in d.destination.window(d.skip, d.bytes) {
         let at = (at - base) as usize;
         memory[at..at + len as usize].copy_from_slice(&src[..len as usize]);
         src = &src[len as usize..];

@@ -8,6 +8,8 @@
 //! and every receive names a send of its sender at the same cycle with the same size; every address a
 //! program touches lies in tile memory.
 
+use crate::exchange::Overheads;
+use crate::exchange::check::check;
 use crate::ids::{BufferId, TileId};
 use crate::isa::{HostProgram, HostTransfer, Instr, PLACEHOLDER_ADDRESS, TileProgram};
 use crate::stages::lower_exchanges::Exchanges;
@@ -39,6 +41,10 @@ impl crate::store::Artifact for TileCode {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmitError {
+    #[error(
+        "the schedule of ex{phase} does not fit its pattern (stale exchanges artifact?):\n{errors}"
+    )]
+    Schedule { phase: u32, errors: String },
     #[error("emit produced invalid tile code:\n{0}")]
     Invalid(String),
 }
@@ -51,6 +57,22 @@ pub fn emit(
     target: &Target,
     _cfg: &EmitConfig,
 ) -> Result<TileCode, EmitError> {
+    // Schedules are address-free: validate each against its pattern before binding it to the rows
+    // place_storage gave addresses.
+    let o = Overheads::of(target);
+    for (ex, ps) in sel.exchanges.iter().zip(&exchanges.phases) {
+        let errors = check(&ex.pattern(target), o, &ps.schedule);
+        if !errors.is_empty() {
+            return Err(EmitError::Schedule {
+                phase: ex.id.0,
+                errors: errors.join("\n"),
+            });
+        }
+        tracing::info!(
+            phase = ex.id.0,
+            "reused exchange optimization after validating relocated rows"
+        );
+    }
     let address = |b: BufferId| placement.addresses[b.index()];
     let tiles = tile_programs(sel, storage, exchanges, target, &address);
     let host_transfer = |t: &crate::stages::select_finalist::HostTransfer| {
@@ -73,7 +95,7 @@ pub fn emit(
         .iter()
         .zip(&sel.estimate.steps)
         .map(|(step, est)| match step {
-            Step::Exchange(id) => u64::from(exchanges.phases[id.index()].horizon),
+            Step::Exchange(id) => u64::from(exchanges.phases[id.index()].schedule.horizon),
             Step::Compute(_) => *est,
         })
         .collect();
@@ -117,32 +139,42 @@ pub fn tile_programs(
             Step::Exchange(id) => {
                 let ex = &sel.exchanges[id.index()];
                 let ps = &storage.phases[id.index()];
-                let sched = &exchanges.phases[id.index()];
+                let sched = &exchanges.phases[id.index()].schedule;
                 let mut per_tile: BTreeMap<TileId, Vec<(u32, Instr)>> = BTreeMap::new();
-                for ((t, ts), &start) in ex.transfers.iter().zip(&ps.transfers).zip(&sched.starts) {
+                let word = target.exchange_bytes_per_cycle;
+                for piece in &sched.pieces {
+                    let t = &ex.transfers[piece.transfer as usize];
+                    let ts = &ps.transfers[piece.transfer as usize];
+                    let (start, skip) = (piece.start, piece.word * word);
+                    let bytes = (piece.words * word).min(t.bytes - skip);
                     let run = place(&ts.source, address(t.source_buffer));
                     per_tile.entry(t.source).or_default().push((
                         start,
                         Instr::Send {
                             start,
-                            bytes: t.bytes,
+                            skip,
+                            bytes,
                             run,
                         },
                     ));
-                    for (d, drun) in t.destinations.iter().zip(&ts.destinations) {
-                        let run = place(drun, address(d.buffer));
+                    let served = match piece.destinations {
+                        None => 0..t.destinations.len(),
+                        Some((a, b)) => a as usize..b as usize,
+                    };
+                    for k in served {
+                        let d = &t.destinations[k];
+                        let run = place(&ts.destinations[k], address(d.buffer));
                         let switch =
                             start + target.exchange_transit_cycles - target.mux_switch_cycles;
-                        per_tile.entry(d.tile).or_default().push((
+                        let receive = Instr::Receive {
                             switch,
-                            Instr::Receive {
-                                switch,
-                                from: t.source,
-                                sent: start,
-                                bytes: t.bytes,
-                                run,
-                            },
-                        ));
+                            from: t.source,
+                            sent: start,
+                            skip,
+                            bytes,
+                            run,
+                        };
+                        per_tile.entry(d.tile).or_default().push((switch, receive));
                     }
                 }
                 for (tile, mut list) in per_tile {
@@ -227,7 +259,9 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             target.tiles
         )
     });
-    let mut sends: BTreeMap<(u32, TileId, u32), (u32, usize)> = BTreeMap::new();
+    // (phase, sender, cycle) -> ((skip, bytes), receivers).
+    type Sends = BTreeMap<(u32, TileId, u32), ((u32, u32), usize)>;
+    let mut sends: Sends = BTreeMap::new();
     let mut receives = Vec::new();
     let in_memory = |a: u32, len: u32| {
         a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end)
@@ -245,15 +279,24 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         for i in &p.instrs {
             match i {
                 Instr::Exchange { phase: id, .. } => phase = Some(id.0),
-                Instr::Send { start, bytes, run } => {
+                Instr::Send {
+                    start,
+                    skip,
+                    bytes,
+                    run,
+                } => {
                     v.check(in_memory(run.offset, run.end() - run.offset), || {
                         format!("{}: send run {run:?} outside memory", p.tile)
                     });
-                    sends.insert((phase.unwrap_or(u32::MAX), p.tile, *start), (*bytes, 0));
+                    sends.insert(
+                        (phase.unwrap_or(u32::MAX), p.tile, *start),
+                        ((*skip, *bytes), 0),
+                    );
                 }
                 Instr::Receive {
                     from,
                     sent,
+                    skip,
                     bytes,
                     run,
                     ..
@@ -261,7 +304,13 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                     v.check(in_memory(run.offset, run.end() - run.offset), || {
                         format!("{}: receive run {run:?} outside memory", p.tile)
                     });
-                    receives.push((phase.unwrap_or(u32::MAX), p.tile, *from, *sent, *bytes));
+                    receives.push((
+                        phase.unwrap_or(u32::MAX),
+                        p.tile,
+                        *from,
+                        *sent,
+                        (*skip, *bytes),
+                    ));
                 }
                 Instr::Amp {
                     a,
@@ -310,7 +359,7 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     for (phase, tile, from, sent, bytes) in receives {
         match sends.get_mut(&(phase, from, sent)) {
             Some((b, n)) if *b == bytes => *n += 1,
-            _ => v.error(format!("ex{phase} {tile}: receives {bytes} bytes from {from} sent at cycle {sent}, which sends no such thing")),
+            _ => v.error(format!("ex{phase} {tile}: receives bytes {}..{} from {from} sent at cycle {sent}, which sends no such thing", bytes.0, bytes.0 + bytes.1)),
         }
     }
     for ((phase, tile, start), (_, n)) in sends {

@@ -1,24 +1,28 @@
 //! `lower_exchanges`: selected + exchange_storage + target -> `exchanges`.
 //!
-//! Schedules every exchange phase on the target's exchange model: a tile sends one word (4 B) per cycle
-//! and receives one word per cycle; a receiver switches its mux to a sender in one cycle before the data
-//! arrives; a send reaches every receiver listening to it (multicast); words arrive `transit` cycles after
-//! they leave. A transfer sent from cycle `s` for `w` words keeps its source busy in `[s, s+w)` and each
-//! destination busy in `[s+transit-1, s+transit+w)` (mux switch, then the words). The phase's horizon is
-//! the last arrival: `max(s+w) + transit`.
+//! Schedules every exchange phase on the target's exchange model (`crate::exchange`): per transfer, the
+//! pieces it is cut into and the cycle each piece is sent. A schedule depends only on the phase's transfer
+//! pattern (endpoints and word counts), never on addresses, so `place_storage` can move buffers freely and
+//! `emit` binds the schedule to the relocated rows.
 //!
-//! The schedule depends only on the transfer pattern (endpoints and sizes), never on addresses, so a
-//! placement change reuses it. Strategy: earliest-fit list scheduling, largest transfers first.
+//! Reuse: schedules are keyed by their pattern (plus the overheads, the compiler version and this
+//! phase's config). The caller passes the schedules it already knows by key; a known schedule is
+//! validated against the pattern by the independent checker before it is used. Because the key covers
+//! everything the scheduler reads, a reused schedule is byte-identical to a recomputed one.
 //!
-//! Invariants (checked by [`check_schedule`], independent of the scheduler): no tile sends two words or
-//! receives two words in one cycle, mux switches included; every transfer is scheduled once; the horizon
-//! covers every arrival; the horizon is at least the endpoint lower bound.
+//! Invariants (checked by `crate::exchange::check`): no tile sends or receives two words in one cycle,
+//! mux switches included; every word of every transfer arrives exactly once at every destination; the
+//! horizon covers every arrival and is at least the lower bound; exchange storage matches the selection.
 
-use crate::ids::{ExchangeId, TileId};
+use crate::exchange::check::check;
+use crate::exchange::schedule::schedule;
+use crate::exchange::{Overheads, Pattern, Schedule};
+use crate::ids::ExchangeId;
 use crate::stages::plan_exchange_storage::ExchangeStorage;
-use crate::stages::select_finalist::{ExchangePhase, Selected, endpoint_lower_bound};
+use crate::stages::select_finalist::Selected;
+use crate::store::{COMPILER_VERSION, ContentHash};
 use crate::target::Target;
-use crate::verify::Verifier;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -29,11 +33,9 @@ pub struct LowerExchangesConfig {}
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhaseSchedule {
     pub id: ExchangeId,
-    /// Send cycle of every transfer, in the phase's transfer order.
-    pub starts: Vec<u32>,
-    pub horizon: u32,
-    pub lower_bound: u32,
-    pub strategy: String,
+    /// The key of the phase's pattern, under which the schedule is stored for reuse.
+    pub pattern: ContentHash,
+    pub schedule: Schedule,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +45,11 @@ pub struct Exchanges {
 
 impl crate::store::Artifact for Exchanges {
     const KIND: &'static str = "exchanges";
+    const SCHEMA: u32 = 2;
+}
+
+impl crate::store::Artifact for Schedule {
+    const KIND: &'static str = "exchange_schedule";
     const SCHEMA: u32 = 1;
 }
 
@@ -52,15 +59,35 @@ pub enum LowerExchangesError {
         "exchange storage has {storage} phases, the selection {selected}: they come from different builds"
     )]
     Mismatch { storage: usize, selected: usize },
-    #[error("lower_exchanges produced an invalid schedule:\n{0}")]
-    Invalid(String),
+    #[error("lower_exchanges produced an invalid schedule for ex{phase}:\n{errors}")]
+    Invalid { phase: u32, errors: String },
+}
+
+/// The keys of the selection's phase patterns, in phase order: what the caller looks up for reuse.
+pub fn pattern_keys(
+    sel: &Selected,
+    target: &Target,
+    cfg: &LowerExchangesConfig,
+) -> Vec<ContentHash> {
+    let salt = salt(cfg);
+    sel.exchanges
+        .iter()
+        .map(|ex| ex.pattern(target).key(Overheads::of(target), &salt))
+        .collect()
+}
+
+fn salt(cfg: &LowerExchangesConfig) -> Vec<u8> {
+    let mut salt = COMPILER_VERSION.as_bytes().to_vec();
+    salt.extend(rmp_serde::to_vec(cfg).expect("configs serialise"));
+    salt
 }
 
 pub fn lower_exchanges(
     sel: &Selected,
     storage: &ExchangeStorage,
     target: &Target,
-    _cfg: &LowerExchangesConfig,
+    cfg: &LowerExchangesConfig,
+    known: &BTreeMap<ContentHash, Schedule>,
 ) -> Result<Exchanges, LowerExchangesError> {
     if storage.phases.len() != sel.exchanges.len() {
         return Err(LowerExchangesError::Mismatch {
@@ -68,198 +95,109 @@ pub fn lower_exchanges(
             selected: sel.exchanges.len(),
         });
     }
-    let phases: Vec<PhaseSchedule> = sel
+    let o = Overheads::of(target);
+    let salt = salt(cfg);
+    let patterns: Vec<(Pattern, ContentHash)> = sel
         .exchanges
         .iter()
-        .zip(&storage.phases)
-        .map(|(ex, ps)| {
-            let schedule = schedule_phase(ex, target);
-            tracing::info!(
-                phase = ex.id.0,
-                transfers = ex.transfers.len(),
-                maximum_identical_destinations = ex
-                    .transfers
-                    .iter()
-                    .map(|t| t.destinations.len())
-                    .max()
-                    .unwrap_or(0),
-                "prepared large physical exchange phase"
-            );
-            tracing::info!(
-                phase = ex.id.0,
-                initial_horizon = schedule.horizon,
-                selected_horizon = schedule.horizon,
-                endpoint_lower_bound = schedule.lower_bound,
-                lower_bound_gap = schedule.horizon - schedule.lower_bound,
-                selected_kind = %schedule.strategy,
-                "optimized physical exchange schedule"
-            );
-            tracing::info!(
-                phase = ex.id.0,
-                row_words = ps.max_row_bytes.div_ceil(target.exchange_bytes_per_cycle),
-                horizon = schedule.horizon,
-                "finished large physical exchange phase"
-            );
-            schedule
+        .map(|ex| {
+            let p = ex.pattern(target);
+            let key = p.key(o, &salt);
+            (p, key)
         })
         .collect();
-    let exchanges = Exchanges { phases };
-    let mut errors = Vec::new();
-    for (ex, ps) in sel.exchanges.iter().zip(&exchanges.phases) {
-        errors.extend(check_schedule(ex, ps, target));
-    }
-    if !errors.is_empty() {
-        return Err(LowerExchangesError::Invalid(errors.join("\n")));
-    }
-    Ok(exchanges)
-}
-
-/// Busy intervals of one endpoint, sorted and disjoint.
-#[derive(Default)]
-struct Timeline(Vec<(u32, u32)>);
-
-impl Timeline {
-    /// The earliest `t >= from` such that `[t + lead, t + lead + len)` is free, as a candidate: returns
-    /// `from` when free, else the first start past the conflicting interval.
-    fn first_free(&self, from: u32, lead: u32, len: u32) -> u32 {
-        let (a, b) = (from + lead, from + lead + len);
-        let i = self.0.partition_point(|&(_, end)| end <= a);
-        match self.0.get(i) {
-            Some(&(start, end)) if start < b => end - lead,
-            _ => from,
+    // Reuse what is known and valid; schedule each distinct remaining pattern once.
+    let reusable =
+        |p: &Pattern, key: &ContentHash| known.get(key).filter(|s| check(p, o, s).is_empty());
+    let mut todo: BTreeMap<ContentHash, &Pattern> = BTreeMap::new();
+    for (p, key) in &patterns {
+        if reusable(p, key).is_none() {
+            todo.entry(*key).or_insert(p);
         }
     }
-    fn insert(&mut self, a: u32, b: u32) {
-        let i = self.0.partition_point(|&(start, _)| start < a);
-        self.0.insert(i, (a, b));
-    }
-}
-
-fn schedule_phase(ex: &ExchangePhase, target: &Target) -> PhaseSchedule {
-    let transit = target.exchange_transit_cycles;
-    let switch = target.mux_switch_cycles;
-    let words: Vec<u32> = ex
-        .transfers
-        .iter()
-        .map(|t| target.exchange_words(u64::from(t.bytes)) as u32)
+    let computed: BTreeMap<ContentHash, Schedule> = todo
+        .into_par_iter()
+        .map(|(key, p)| (key, schedule(p, o)))
         .collect();
-    let mut order: Vec<usize> = (0..ex.transfers.len()).collect();
-    order.sort_by_key(|&i| {
-        (
-            std::cmp::Reverse(words[i] * ex.transfers[i].destinations.len() as u32),
-            i,
-        )
-    });
-    let mut send: BTreeMap<TileId, Timeline> = BTreeMap::new();
-    let mut recv: BTreeMap<TileId, Timeline> = BTreeMap::new();
-    let mut starts = vec![0u32; ex.transfers.len()];
-    for i in order {
-        let t = &ex.transfers[i];
-        let w = words[i];
-        let mut s = 0;
-        loop {
-            let mut next = send.entry(t.source).or_default().first_free(s, 0, w);
-            for d in &t.destinations {
-                next = next.max(recv.entry(d.tile).or_default().first_free(
-                    next,
-                    transit - switch,
-                    w + switch,
-                ));
-            }
-            if next == s {
-                break;
-            }
-            s = next;
-        }
-        send.get_mut(&t.source).expect("present").insert(s, s + w);
-        for d in &t.destinations {
-            recv.get_mut(&d.tile)
-                .expect("present")
-                .insert(s + transit - switch, s + transit + w);
-        }
-        starts[i] = s;
-    }
-    let horizon = starts
+    let mut phases = Vec::with_capacity(patterns.len());
+    let mut scheduled_here = std::collections::BTreeSet::new();
+    for ((p, key), (ex, ps)) in patterns
         .iter()
-        .zip(&words)
-        .map(|(s, w)| s + w + transit)
-        .max()
-        .unwrap_or(0);
-    PhaseSchedule {
-        id: ex.id,
-        starts,
-        horizon,
-        lower_bound: endpoint_lower_bound(&ex.transfers, target),
-        strategy: "earliest-fit".to_string(),
-    }
-}
-
-/// The independent checker: re-derives every tile's send and receive occupancy from the schedule.
-pub fn check_schedule(ex: &ExchangePhase, ps: &PhaseSchedule, target: &Target) -> Vec<String> {
-    let mut v = Verifier::default();
-    let transit = target.exchange_transit_cycles;
-    let switch = target.mux_switch_cycles;
-    if ps.starts.len() != ex.transfers.len() {
-        v.error(format!(
-            "{}: {} starts for {} transfers",
-            ex.id,
-            ps.starts.len(),
-            ex.transfers.len()
-        ));
-        return v.finish();
-    }
-    let mut send: BTreeMap<TileId, Vec<(u32, u32, usize)>> = BTreeMap::new();
-    let mut recv: BTreeMap<TileId, Vec<(u32, u32, usize)>> = BTreeMap::new();
-    for (i, (t, &s)) in ex.transfers.iter().zip(&ps.starts).enumerate() {
-        let w = target.exchange_words(u64::from(t.bytes)) as u32;
-        send.entry(t.source).or_default().push((s, s + w, i));
-        for d in &t.destinations {
-            recv.entry(d.tile)
-                .or_default()
-                .push((s + transit - switch, s + transit + w, i));
-        }
-        v.check(s + w + transit <= ps.horizon, || {
-            format!(
-                "{} transfer {i}: arrives after the horizon {}",
-                ex.id, ps.horizon
-            )
+        .zip(sel.exchanges.iter().zip(&storage.phases))
+    {
+        let multicast = ex
+            .transfers
+            .iter()
+            .map(|t| t.destinations.len())
+            .max()
+            .unwrap_or(0);
+        tracing::info!(
+            phase = ex.id.0,
+            transfers = ex.transfers.len(),
+            maximum_identical_destinations = multicast,
+            "prepared large physical exchange phase"
+        );
+        let schedule = match (reusable(p, key), computed.get(key)) {
+            (Some(s), _) => {
+                tracing::info!(phase = ex.id.0, pattern = %key.short(), "reused exchange optimization after validating the pattern");
+                s.clone()
+            }
+            (None, Some(s)) if !scheduled_here.insert(*key) => {
+                tracing::info!(phase = ex.id.0, pattern = %key.short(), "reused exchange optimization after validating the pattern");
+                s.clone()
+            }
+            (None, Some(s)) => {
+                let errors = check(p, o, s);
+                if !errors.is_empty() {
+                    return Err(LowerExchangesError::Invalid {
+                        phase: ex.id.0,
+                        errors: errors.join("\n"),
+                    });
+                }
+                s.clone()
+            }
+            (None, None) => unreachable!("every pattern is known or computed"),
+        };
+        tracing::info!(
+            phase = ex.id.0,
+            initial_horizon = schedule.initial_horizon,
+            selected_horizon = schedule.horizon,
+            endpoint_lower_bound = schedule.lower_bound,
+            lower_bound_gap = schedule.horizon - schedule.lower_bound,
+            selected_kind = %schedule.kind,
+            pieces = schedule.pieces.len(),
+            "optimized physical exchange schedule"
+        );
+        tracing::info!(
+            phase = ex.id.0,
+            row_words = ps.max_row_bytes.div_ceil(target.exchange_bytes_per_cycle),
+            horizon = schedule.horizon,
+            "finished large physical exchange phase"
+        );
+        phases.push(PhaseSchedule {
+            id: ex.id,
+            pattern: *key,
+            schedule,
         });
     }
-    for (what, map) in [("sends", &mut send), ("receives", &mut recv)] {
-        for (tile, intervals) in map.iter_mut() {
-            intervals.sort_unstable();
-            for w in intervals.windows(2) {
-                v.check(w[0].1 <= w[1].0, || {
-                    format!(
-                        "{} {tile}: {what} of transfers {} and {} overlap at cycle {}",
-                        ex.id, w[0].2, w[1].2, w[1].0
-                    )
-                });
-            }
-        }
-    }
-    v.check(ps.horizon >= ps.lower_bound, || {
-        format!(
-            "{}: horizon {} below the lower bound {}",
-            ex.id, ps.horizon, ps.lower_bound
-        )
-    });
-    v.finish()
+    Ok(Exchanges { phases })
 }
 
 impl Exchanges {
     pub fn dump(&self) -> String {
         let mut s = String::new();
         for p in &self.phases {
+            let sc = &p.schedule;
             let _ = writeln!(
                 s,
-                "{}: transfers={} horizon={} endpoint_lower_bound={} gap={} strategy={}",
+                "{}: pieces={} horizon={} endpoint_lower_bound={} gap={} list_horizon={} strategy={}",
                 p.id,
-                p.starts.len(),
-                p.horizon,
-                p.lower_bound,
-                p.horizon - p.lower_bound,
-                p.strategy
+                sc.pieces.len(),
+                sc.horizon,
+                sc.lower_bound,
+                sc.horizon - sc.lower_bound,
+                sc.initial_horizon,
+                sc.kind
             );
         }
         s

@@ -62,6 +62,17 @@ impl Run {
     pub fn pieces(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
         (0..self.count).map(|i| (self.offset + i * self.stride, self.bytes))
     }
+    /// The pieces holding bytes `skip..skip+len` of the run's stream.
+    pub fn window(&self, skip: u32, len: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let end = skip + len;
+        self.pieces()
+            .enumerate()
+            .filter_map(move |(i, (at, bytes))| {
+                let (a, b) = (i as u32 * self.bytes, i as u32 * self.bytes + bytes);
+                let (lo, hi) = (a.max(skip), b.min(end));
+                (lo < hi).then_some((at + lo - a, hi - lo))
+            })
+    }
     pub fn shifted(&self, base: u32) -> Run {
         Run {
             offset: base + self.offset,

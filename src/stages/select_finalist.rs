@@ -15,6 +15,7 @@
 //! in a step was written in an earlier step (or by the host) and is live across its uses; AMP partials and
 //! weight panels are marked interleaved.
 
+use crate::exchange::{Overheads, Pattern, PatternTransfer};
 use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
 use crate::ir::{DType, Graph, Rect, ValueRole};
 use crate::stages::lower_mid::{Mid, Operator, Partition};
@@ -133,7 +134,7 @@ pub struct ExchangePhase {
     pub id: ExchangeId,
     pub step: StepId,
     pub transfers: Vec<Transfer>,
-    /// Endpoint lower bound of the phase in cycles (see `lower_exchanges`), the estimate used here.
+    /// Endpoint lower bound of the phase in cycles (`crate::exchange`), the estimate used here.
     pub lower_bound: u32,
 }
 
@@ -554,13 +555,14 @@ fn build(
                 }
             })
             .collect();
-        let lower_bound = endpoint_lower_bound(&transfers, target);
-        exchanges.push(ExchangePhase {
+        let mut phase = ExchangePhase {
             id,
             step: StepId(ex_step),
             transfers,
-            lower_bound,
-        });
+            lower_bound: 0,
+        };
+        phase.lower_bound = phase.pattern(target).lower_bound(Overheads::of(target));
+        exchanges.push(phase);
         steps.push(Step::Exchange(id));
         steps.push(Step::Compute(compute_sets.len() as u32));
         compute_sets.push(ComputeSet {
@@ -605,30 +607,20 @@ fn build(
     }
 }
 
-/// The endpoint lower bound of an exchange phase: the busiest tile's words sent, or its words received
-/// plus one mux switch between consecutive transfers it receives (the first switch overlaps the first
-/// word's transit), plus the transit latency.
-pub fn endpoint_lower_bound(transfers: &[Transfer], target: &Target) -> u32 {
-    let mut send: BTreeMap<TileId, u64> = BTreeMap::new();
-    let mut recv: BTreeMap<TileId, u64> = BTreeMap::new();
-    let switch = u64::from(target.mux_switch_cycles);
-    for t in transfers {
-        let words = target.exchange_words(u64::from(t.bytes));
-        *send.entry(t.source).or_default() += words;
-        for d in &t.destinations {
-            *recv.entry(d.tile).or_default() += words + switch;
+impl ExchangePhase {
+    /// The phase's transfer pattern: endpoints and word counts.
+    pub fn pattern(&self, target: &Target) -> Pattern {
+        Pattern {
+            transfers: self
+                .transfers
+                .iter()
+                .map(|t| PatternTransfer {
+                    source: t.source.0,
+                    destinations: t.destinations.iter().map(|d| d.tile.0).collect(),
+                    words: target.exchange_words(u64::from(t.bytes)) as u32,
+                })
+                .collect(),
         }
-    }
-    let busiest = send
-        .values()
-        .copied()
-        .chain(recv.values().map(|r| r - switch))
-        .max()
-        .unwrap_or(0);
-    if busiest == 0 {
-        0
-    } else {
-        (busiest + u64::from(target.exchange_transit_cycles)) as u32
     }
 }
 

@@ -1,0 +1,114 @@
+//! The independent checker of a schedule against its pattern: it re-derives every port's occupancy from
+//! the pieces alone and shares no code with the schedulers.
+
+use super::{Overheads, Pattern, Schedule};
+use crate::verify::Verifier;
+
+/// Every problem of `schedule` for `pattern`, each naming transfer, tile or cycle.
+pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String> {
+    let mut v = Verifier::default();
+    let n = pattern.tiles();
+    let mut send: Vec<Vec<(u32, u32, u32)>> = vec![Vec::new(); n];
+    let mut recv: Vec<Vec<(u32, u32, u32)>> = vec![Vec::new(); n];
+    // Words delivered per (transfer, destination index).
+    let mut delivered: Vec<Vec<Vec<(u32, u32)>>> = pattern
+        .transfers
+        .iter()
+        .map(|t| vec![Vec::new(); t.destinations.len()])
+        .collect();
+    for p in &schedule.pieces {
+        let Some(t) = pattern.transfers.get(p.transfer as usize) else {
+            v.error(format!(
+                "piece at cycle {} names transfer {} of {}",
+                p.start,
+                p.transfer,
+                pattern.transfers.len()
+            ));
+            continue;
+        };
+        if p.words == 0 || p.word + p.words > t.words {
+            v.error(format!(
+                "transfer {}: piece of words {}..{} outside its {} words",
+                p.transfer,
+                p.word,
+                p.word + p.words,
+                t.words
+            ));
+            continue;
+        }
+        let end = p.start + p.words + o.transit;
+        v.check(end <= schedule.horizon, || {
+            format!(
+                "transfer {}: piece at cycle {} arrives until {end}, after the horizon {}",
+                p.transfer, p.start, schedule.horizon
+            )
+        });
+        send[t.source as usize].push((p.start, p.start + p.words, p.transfer));
+        let destinations: Vec<usize> = match p.destinations {
+            None => (0..t.destinations.len()).collect(),
+            Some((a, b)) if a < b && (b as usize) <= t.destinations.len() => {
+                (a as usize..b as usize).collect()
+            }
+            Some((a, b)) => {
+                v.error(format!(
+                    "transfer {}: piece for destinations {a}..{b} of {}",
+                    p.transfer,
+                    t.destinations.len()
+                ));
+                continue;
+            }
+        };
+        for k in destinations {
+            let d = t.destinations[k] as usize;
+            let listen = (p.start + o.transit).saturating_sub(o.switch);
+            recv[d].push((listen, p.start + o.transit + p.words, p.transfer));
+            delivered[p.transfer as usize][k].push((p.word, p.word + p.words));
+        }
+    }
+    for (what, ports) in [("sends", &mut send), ("receives", &mut recv)] {
+        for (tile, intervals) in ports.iter_mut().enumerate() {
+            intervals.sort_unstable();
+            for w in intervals.windows(2) {
+                v.check(w[0].1 <= w[1].0, || {
+                    format!(
+                        "tile{tile} {what} transfers {} and {} in the same cycle {}",
+                        w[0].2, w[1].2, w[1].0
+                    )
+                });
+            }
+        }
+    }
+    for (i, (t, per_destination)) in pattern.transfers.iter().zip(&mut delivered).enumerate() {
+        for (k, words) in per_destination.iter_mut().enumerate() {
+            words.sort_unstable();
+            let mut next = 0;
+            for &(a, b) in words.iter() {
+                v.check(a == next, || {
+                    format!(
+                        "transfer {i} to tile{}: words {next}..{a} {}",
+                        t.destinations[k],
+                        if a > next {
+                            "never arrive"
+                        } else {
+                            "arrive twice"
+                        }
+                    )
+                });
+                next = next.max(b);
+            }
+            v.check(next == t.words, || {
+                format!(
+                    "transfer {i} to tile{}: words {next}..{} never arrive",
+                    t.destinations[k], t.words
+                )
+            });
+        }
+    }
+    v.check(schedule.horizon >= schedule.lower_bound, || {
+        format!(
+            "horizon {} below the lower bound {}",
+            schedule.horizon, schedule.lower_bound
+        )
+    });
+    v.finish()
+}

@@ -1,0 +1,532 @@
+//! Scheduling an exchange pattern: two strategies, keep the shorter.
+//!
+//! - `list`: earliest-fit list scheduling, largest transfers first, one piece per transfer.
+//! - `tight-cover`: an event loop over sender and receiver ports (the critical-line method of the
+//!   preemptive open shop). A multicast transfer is sent once per group of its destinations, in as many
+//!   groups as the sender's slack pays for without raising the bound (one group per destination at most). Every piece occupies both its ports for
+//!   `switch + words` cycles (a receiver's mux switch comes first), so the loop is a symmetric open shop
+//!   with the target horizon `H` = the busiest port's load. Ports start the transfer with the most critical
+//!   partner whenever both ends are free; a port that would otherwise miss `H` (its remaining load equals
+//!   the time left: it is *tight*) takes a partner along an alternating path, preempting pieces of ports
+//!   with slack. A preempted transfer needs one more switch later, so `H` may grow by that switch. With no
+//!   overheads and no multicast the result is exactly the bound.
+//!
+//! Deterministic: ties break on ids, no hashing.
+
+use super::{Overheads, Pattern, Piece, Schedule};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// No partner port: the flow is multicast.
+const NONE: u32 = u32::MAX;
+
+pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
+    let lower_bound = pattern.lower_bound(o);
+    let (list, tight) = rayon::join(|| list_schedule(pattern, o), || tight_cover(pattern, o));
+    let list_horizon = horizon(&list, o);
+    let tight_horizon = horizon(&tight, o);
+    let (pieces, horizon, kind) = if tight_horizon < list_horizon
+        || (tight_horizon == list_horizon && tight.len() <= list.len())
+    {
+        (tight, tight_horizon, "tight-cover")
+    } else {
+        (list, list_horizon, "list")
+    };
+    Schedule {
+        pieces,
+        horizon,
+        lower_bound,
+        kind: kind.to_string(),
+        initial_horizon: list_horizon,
+    }
+}
+
+fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
+    pieces
+        .iter()
+        .map(|p| p.start + p.words + o.transit)
+        .max()
+        .unwrap_or(0)
+}
+
+fn sorted(mut pieces: Vec<Piece>) -> Vec<Piece> {
+    pieces.sort();
+    pieces
+}
+
+/// Busy intervals of one port, sorted and disjoint.
+#[derive(Default)]
+struct Timeline(Vec<(u32, u32)>);
+
+impl Timeline {
+    /// `from` when `[from + lead, from + lead + len)` is free, else the first start past the conflict.
+    fn first_free(&self, from: u32, lead: u32, len: u32) -> u32 {
+        let (a, b) = (from + lead, from + lead + len);
+        let i = self.0.partition_point(|&(_, end)| end <= a);
+        match self.0.get(i) {
+            Some(&(start, end)) if start < b => end - lead,
+            _ => from,
+        }
+    }
+    fn insert(&mut self, a: u32, b: u32) {
+        let i = self.0.partition_point(|&(start, _)| start < a);
+        self.0.insert(i, (a, b));
+    }
+}
+
+/// Earliest-fit list scheduling, largest (words × destinations) first, one piece per transfer.
+fn list_schedule(pattern: &Pattern, o: Overheads) -> Vec<Piece> {
+    let n = pattern.tiles();
+    let lead = o.transit - o.switch.min(o.transit);
+    let mut send: Vec<Timeline> = (0..n).map(|_| Timeline::default()).collect();
+    let mut recv: Vec<Timeline> = (0..n).map(|_| Timeline::default()).collect();
+    let mut order: Vec<usize> = (0..pattern.transfers.len()).collect();
+    let weight = |i: usize| {
+        u64::from(pattern.transfers[i].words) * pattern.transfers[i].destinations.len() as u64
+    };
+    order.sort_by_key(|&i| (Reverse(weight(i)), i));
+    let mut pieces = Vec::with_capacity(order.len());
+    for i in order {
+        let t = &pattern.transfers[i];
+        if t.words == 0 {
+            continue;
+        }
+        let mut s = 0;
+        loop {
+            let mut next = send[t.source as usize].first_free(s, 0, t.words);
+            for &d in &t.destinations {
+                next = next.max(recv[d as usize].first_free(next, lead, t.words + o.switch));
+            }
+            if next == s {
+                break;
+            }
+            s = next;
+        }
+        send[t.source as usize].insert(s, s + t.words);
+        for &d in &t.destinations {
+            recv[d as usize].insert(s + lead, s + lead + t.words + o.switch);
+        }
+        pieces.push(Piece {
+            start: s,
+            transfer: i as u32,
+            destinations: None,
+            word: 0,
+            words: t.words,
+        });
+    }
+    sorted(pieces)
+}
+
+/// A unit of scheduling: a transfer, or one destination of a split multicast transfer.
+struct Flow {
+    transfer: u32,
+    destinations: Option<(u32, u32)>,
+    /// Ports: the sender port first, then receiver ports.
+    ports: Vec<u32>,
+    done: u32,
+    rem: u32,
+    running: bool,
+    start: u64,
+    version: u32,
+}
+
+struct TightCover<'a> {
+    o: Overheads,
+    tiles: u32,
+    flows: Vec<Flow>,
+    /// Flows of each port (sender ports `0..tiles`, receiver ports `tiles..2·tiles`), each with its
+    /// partner port (`NONE` for a multicast flow), kept compact for the scan in `try_start`.
+    port_flows: Vec<Vec<(u32, u32)>>,
+    /// Words left of each flow (0 when finished), apart from `flows` for the same reason.
+    rem: Vec<u32>,
+    running: Vec<Option<u32>>,
+    end: Vec<u64>,
+    /// Cost of the port's flows that are not running.
+    rest: Vec<u64>,
+    target: u64,
+    t: u64,
+    events: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    deadlines: BinaryHeap<Reverse<(u64, u32)>>,
+    pieces: Vec<Piece>,
+    /// Ports freed by a cover at the current time, still to be looked at.
+    freed: Vec<u32>,
+    stamp: Vec<u32>,
+    stamp_now: u32,
+    stamp_time: u64,
+    parent: Vec<(u32, u32)>,
+    _pattern: &'a Pattern,
+}
+
+fn tight_cover(pattern: &Pattern, o: Overheads) -> Vec<Piece> {
+    let tiles = pattern.tiles() as u32;
+    let ports = 2 * tiles as usize;
+    let g = u64::from(o.switch);
+    // Symmetric port loads, then split multicasts where the sender keeps within the busiest port's load.
+    let mut load = vec![0u64; ports];
+    for t in &pattern.transfers {
+        let c = u64::from(t.words) + g;
+        load[t.source as usize] += c;
+        for &d in &t.destinations {
+            load[(tiles + d) as usize] += c;
+        }
+    }
+    let bound = load.iter().copied().max().unwrap_or(0);
+    // Groups per transfer: a multicast goes out once per group of destinations, as many groups as the
+    // sender's slack pays for.
+    let mut groups = vec![1u64; pattern.transfers.len()];
+    let mut order: Vec<usize> = (0..pattern.transfers.len())
+        .filter(|&i| pattern.transfers[i].destinations.len() > 1)
+        .collect();
+    order.sort_by_key(|&i| (Reverse(pattern.transfers[i].words), i));
+    for i in order {
+        let t = &pattern.transfers[i];
+        let cost = u64::from(t.words) + g;
+        let affordable = (bound - load[t.source as usize]) / cost.max(1);
+        groups[i] = (1 + affordable).min(t.destinations.len() as u64);
+        load[t.source as usize] += (groups[i] - 1) * cost;
+    }
+    let mut flows = Vec::new();
+    for (i, t) in pattern.transfers.iter().enumerate() {
+        if t.words == 0 {
+            continue;
+        }
+        let flow = |destination: Option<(u32, u32)>, ports: Vec<u32>| Flow {
+            transfer: i as u32,
+            destinations: destination,
+            ports,
+            done: 0,
+            rem: t.words,
+            running: false,
+            start: 0,
+            version: 0,
+        };
+        let n = t.destinations.len() as u64;
+        if groups[i] == 1 {
+            let ports = std::iter::once(t.source)
+                .chain(t.destinations.iter().map(|&d| tiles + d))
+                .collect();
+            flows.push(flow(None, ports));
+        } else {
+            for k in 0..groups[i] {
+                let (a, b) = (
+                    (k * n / groups[i]) as usize,
+                    ((k + 1) * n / groups[i]) as usize,
+                );
+                let ports = std::iter::once(t.source)
+                    .chain(t.destinations[a..b].iter().map(|&d| tiles + d))
+                    .collect();
+                flows.push(flow(Some((a as u32, b as u32)), ports));
+            }
+        }
+    }
+    let mut port_flows = vec![Vec::new(); ports];
+    let mut rest = vec![0u64; ports];
+    for (f, flow) in flows.iter().enumerate() {
+        for &p in &flow.ports {
+            let partner = match flow.ports[..] {
+                [a, b] => {
+                    if a == p {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                _ => NONE,
+            };
+            port_flows[p as usize].push((f as u32, partner));
+            rest[p as usize] += u64::from(flow.rem) + g;
+        }
+    }
+    let rem = flows.iter().map(|f| f.rem).collect();
+    let target = rest.iter().copied().max().unwrap_or(0);
+    let mut s = TightCover {
+        o,
+        tiles,
+        flows,
+        port_flows,
+        rem,
+        running: vec![None; ports],
+        end: vec![0; ports],
+        rest,
+        target,
+        t: 0,
+        events: BinaryHeap::new(),
+        deadlines: BinaryHeap::new(),
+        pieces: Vec::new(),
+        freed: Vec::new(),
+        stamp: vec![0; ports],
+        stamp_now: 0,
+        stamp_time: u64::MAX,
+        parent: vec![(0, 0); ports],
+        _pattern: pattern,
+    };
+    s.run();
+    sorted(s.pieces)
+}
+
+impl TightCover<'_> {
+    fn g(&self) -> u64 {
+        u64::from(self.o.switch)
+    }
+
+    fn cost(&self, f: u32) -> u64 {
+        u64::from(self.flows[f as usize].rem) + self.g()
+    }
+
+    /// Remaining load of a port at the current time.
+    fn remaining(&self, p: u32) -> u64 {
+        let p = p as usize;
+        self.rest[p]
+            + if self.running[p].is_some() {
+                self.end[p] - self.t
+            } else {
+                0
+            }
+    }
+
+    fn free(&self, p: u32) -> bool {
+        self.running[p as usize].is_none()
+    }
+
+    fn start(&mut self, f: u32) {
+        let cost = self.cost(f);
+        let t = self.t;
+        let flow = &mut self.flows[f as usize];
+        flow.running = true;
+        flow.start = t;
+        flow.version += 1;
+        let version = flow.version;
+        for i in 0..self.flows[f as usize].ports.len() {
+            let p = self.flows[f as usize].ports[i] as usize;
+            self.rest[p] -= cost;
+            self.running[p] = Some(f);
+            self.end[p] = t + cost;
+        }
+        self.events.push(Reverse((t + cost, f, version)));
+    }
+
+    /// Ends the running piece of `f` at the current time; what was sent becomes a piece.
+    fn stop(&mut self, f: u32) {
+        let (t, g) = (self.t, self.g());
+        let flow = &mut self.flows[f as usize];
+        let sent = (t.saturating_sub(flow.start + g)).min(u64::from(flow.rem)) as u32;
+        if sent > 0 {
+            self.pieces.push(Piece {
+                start: flow.start as u32,
+                transfer: flow.transfer,
+                destinations: flow.destinations,
+                word: flow.done,
+                words: sent,
+            });
+        }
+        flow.done += sent;
+        flow.rem -= sent;
+        self.rem[f as usize] = flow.rem;
+        flow.running = false;
+        flow.version += 1;
+        let rem_cost = if flow.rem > 0 {
+            u64::from(flow.rem) + g
+        } else {
+            0
+        };
+        for i in 0..self.flows[f as usize].ports.len() {
+            let p = self.flows[f as usize].ports[i] as usize;
+            self.rest[p] += rem_cost;
+            self.running[p] = None;
+        }
+    }
+
+    /// Starts the startable flow of `p` with the most critical partner. Finished flows leave `p`'s list.
+    fn try_start(&mut self, p: u32) -> bool {
+        let mut best: Option<(u64, u32, Reverse<u32>)> = None;
+        let mut list = std::mem::take(&mut self.port_flows[p as usize]);
+        let mut i = 0;
+        while i < list.len() {
+            let (f, partner) = list[i];
+            let rem = self.rem[f as usize];
+            if rem == 0 {
+                list.swap_remove(i);
+                continue;
+            }
+            i += 1;
+            let critical = if partner != NONE {
+                // A unicast flow is running exactly when its partner port runs it.
+                if !self.free(partner) || !self.free(p) {
+                    continue;
+                }
+                self.remaining(partner)
+            } else {
+                let flow = &self.flows[f as usize];
+                if flow.running || !flow.ports.iter().all(|&q| self.free(q)) {
+                    continue;
+                }
+                flow.ports
+                    .iter()
+                    .filter(|&&q| q != p)
+                    .map(|&q| self.remaining(q))
+                    .max()
+                    .unwrap_or(0)
+            };
+            let key = (critical, rem, Reverse(f));
+            if best.is_none_or(|b| key > b) {
+                best = Some(key);
+            }
+        }
+        self.port_flows[p as usize] = list;
+        match best {
+            Some((_, _, Reverse(f))) => {
+                self.start(f);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn is_tight(&self, p: u32) -> bool {
+        self.remaining(p) + self.t >= self.target
+    }
+
+    /// Makes tight port `v` busy along an alternating path of unicast flows: `v - x1 = b1 - x2 = ... - xk`
+    /// where `xk` is free or its partner has slack to stop.
+    ///
+    /// Ports a failed search visited stay marked until the time or the matching changes: no path
+    /// through them exists until then (as in Hopcroft-Karp), so failures cost O(edges) per event in all.
+    fn cover(&mut self, v: u32) -> bool {
+        if self.stamp_time != self.t {
+            self.stamp_time = self.t;
+            self.stamp_now += 1;
+        }
+        let now = self.stamp_now;
+        if self.stamp[v as usize] == now {
+            return false;
+        }
+        self.stamp[v as usize] = now;
+        let mut queue = VecDeque::from([v]);
+        while let Some(a) = queue.pop_front() {
+            for i in 0..self.port_flows[a as usize].len() {
+                let (f, x) = self.port_flows[a as usize][i];
+                if x == NONE || self.rem[f as usize] == 0 || self.flows[f as usize].running {
+                    continue;
+                }
+                if self.stamp[x as usize] == now {
+                    continue;
+                }
+                self.stamp[x as usize] = now;
+                self.parent[x as usize] = (a, f);
+                let Some(busy) = self.running[x as usize] else {
+                    self.augment(v, x);
+                    return true;
+                };
+                let other = &self.flows[busy as usize];
+                if other.ports.len() != 2 {
+                    continue;
+                }
+                let b = if other.ports[0] == x {
+                    other.ports[1]
+                } else {
+                    other.ports[0]
+                };
+                if self.remaining(b) + self.g() + self.t < self.target {
+                    self.augment(v, x);
+                    return true;
+                }
+                if self.stamp[b as usize] != now {
+                    self.stamp[b as usize] = now;
+                    self.parent[b as usize] = (x, u32::MAX);
+                    queue.push_back(b);
+                }
+            }
+        }
+        false
+    }
+
+    fn augment(&mut self, v: u32, end: u32) {
+        // The matching changes: earlier failed searches may succeed now.
+        self.stamp_now += 1;
+        let mut path = Vec::new();
+        let mut x = end;
+        loop {
+            let (a, f) = self.parent[x as usize];
+            path.push(f);
+            if a == v {
+                break;
+            }
+            x = self.parent[a as usize].0;
+        }
+        let mut touched = Vec::new();
+        for &f in &path {
+            let ports = self.flows[f as usize].ports.clone();
+            for p in ports {
+                if let Some(r) = self.running[p as usize] {
+                    touched.extend(self.flows[r as usize].ports.iter().copied());
+                    self.stop(r);
+                }
+            }
+        }
+        for &f in &path {
+            self.start(f);
+        }
+        for p in touched {
+            self.target = self.target.max(self.t + self.remaining(p));
+            if self.free(p) {
+                self.freed.push(p);
+            }
+        }
+    }
+
+    fn run(&mut self) {
+        let ports = 2 * self.tiles;
+        let mut candidates: Vec<u32> = (0..ports).filter(|&p| self.rest[p as usize] > 0).collect();
+        loop {
+            candidates.sort_by_key(|&p| (Reverse(self.remaining(p)), p));
+            candidates.dedup();
+            let mut queue: VecDeque<u32> = candidates.drain(..).collect();
+            while let Some(p) = queue.pop_front() {
+                queue.extend(self.freed.drain(..));
+                if !self.free(p) || self.rest[p as usize] == 0 {
+                    continue;
+                }
+                if self.try_start(p) {
+                    continue;
+                }
+                if self.is_tight(p) {
+                    self.target = self.target.max(self.t + self.remaining(p));
+                    if self.cover(p) {
+                        queue.extend(self.freed.drain(..));
+                        continue;
+                    }
+                }
+                let deadline = self.target - self.remaining(p);
+                if deadline > self.t {
+                    self.deadlines.push(Reverse((deadline, p)));
+                }
+            }
+            candidates.clear();
+            let next_event = self.events.peek().map(|Reverse((t, _, _))| *t);
+            let next_deadline = self.deadlines.peek().map(|Reverse((t, _))| *t);
+            let Some(t) = [next_event, next_deadline].into_iter().flatten().min() else {
+                break;
+            };
+            self.t = t;
+            while let Some(&Reverse((te, f, version))) = self.events.peek() {
+                if te != t {
+                    break;
+                }
+                self.events.pop();
+                if self.flows[f as usize].version != version || !self.flows[f as usize].running {
+                    continue;
+                }
+                candidates.extend(self.flows[f as usize].ports.iter().copied());
+                self.stop(f);
+            }
+            while let Some(&Reverse((td, p))) = self.deadlines.peek() {
+                if td != t {
+                    break;
+                }
+                self.deadlines.pop();
+                candidates.push(p);
+            }
+        }
+        debug_assert!(self.flows.iter().all(|f| f.rem == 0), "every flow finishes");
+    }
+}
