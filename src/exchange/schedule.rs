@@ -440,6 +440,54 @@ impl TightCover<'_> {
         false
     }
 
+    /// Makes tight port `v` busy with one of its multicast flows, stopping the pieces that hold the flow's
+    /// other ports when every port of those pieces can afford one more switch.
+    fn cover_multicast(&mut self, v: u32) -> bool {
+        let g = self.g();
+        let mut chosen: Option<(u32, u32)> = None;
+        for &(f, partner) in &self.port_flows[v as usize] {
+            let flow = &self.flows[f as usize];
+            if partner != NONE || self.rem[f as usize] == 0 || flow.running {
+                continue;
+            }
+            let affordable =
+                flow.ports
+                    .iter()
+                    .filter(|&&q| q != v)
+                    .all(|&q| match self.running[q as usize] {
+                        None => true,
+                        Some(r) => self.flows[r as usize].ports.iter().all(|&u| {
+                            let after = self.remaining(u) + g + self.t;
+                            if u == q {
+                                after <= self.target
+                            } else {
+                                after < self.target
+                            }
+                        }),
+                    });
+            if affordable && chosen.is_none_or(|(_, rem)| self.rem[f as usize] > rem) {
+                chosen = Some((f, self.rem[f as usize]));
+            }
+        }
+        let Some((f, _)) = chosen else { return false };
+        self.stamp_now += 1;
+        let mut touched = Vec::new();
+        for q in self.flows[f as usize].ports.clone() {
+            if let Some(r) = self.running[q as usize] {
+                touched.extend(self.flows[r as usize].ports.iter().copied());
+                self.stop(r);
+            }
+        }
+        self.start(f);
+        for p in touched {
+            self.target = self.target.max(self.t + self.remaining(p));
+            if self.free(p) {
+                self.freed.push(p);
+            }
+        }
+        true
+    }
+
     fn augment(&mut self, v: u32, end: u32) {
         // The matching changes: earlier failed searches may succeed now.
         self.stamp_now += 1;
@@ -491,7 +539,7 @@ impl TightCover<'_> {
                 }
                 if self.is_tight(p) {
                     self.target = self.target.max(self.t + self.remaining(p));
-                    if self.cover(p) {
+                    if self.cover(p) || self.cover_multicast(p) {
                         queue.extend(self.freed.drain(..));
                         continue;
                     }
