@@ -1,17 +1,21 @@
 //! The simulated device: executes a package bit-exactly on 1472 tile memories and counts cycles with the
-//! reference cost model of the package's target.
+//! reference cost model of the package's target (`Target::amp_cycles`, `Target::vector_cycles`, the
+//! exchange rules, the sync cost): the same functions the compiler's estimates use.
 //!
 //! It runs what was emitted: it loads each tile's code image into the tile's memory and decodes the
 //! program from there; streams the host's data in (`initialize`, `run`) and results out; executes each
-//! superstep on every tile (compute vertices, or the exchange phase cycle-accurately in intervals), then
-//! the sync. It refuses what real hardware would get wrong: accesses outside memory, misaligned or
-//! non-interleaved AMP operands, an AMP whose input and output share a memory element, a receiver
-//! listening to two senders at once or to a sender that sends nothing then, sends that overlap. Each
-//! refusal is a [`Fault`] naming tile, step and cycle.
+//! superstep on every tile (compute vertices, or the exchange phase cycle by cycle in intervals), then
+//! the sync. It refuses what real hardware would get wrong, as a [`Fault`] naming tile, superstep, cycle
+//! and buffer: an access outside memory; a misaligned AMP operand; AMP weights or partials outside
+//! interleaved memory; an AMP whose input and output share a memory element; a read of memory never
+//! written; a write into a buffer still live; a receiver listening to two senders at once, or to a sender
+//! that sends nothing then; a tile sending two words in one cycle.
 //!
 //! Cycles: a superstep takes its slowest tile's compute, or the exchange phase's last arrival; every
 //! superstep ends in a sync of `target.sync_cycles`. Host streaming is timed at the host-link rate,
 //! apart from device cycles.
+
+mod memory;
 
 use crate::ids::TileId;
 use crate::ir::{DType, ValueRole};
@@ -21,6 +25,7 @@ use crate::stages::build_images::Package;
 use crate::stages::plan_exchange_storage::Run;
 use crate::target::Target;
 use half::f16;
+pub use memory::{Matrix, TileMemory};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,7 +41,7 @@ pub struct Fault {
 }
 
 struct Tile {
-    memory: Vec<u8>,
+    memory: TileMemory,
     /// The program, split into supersteps at its syncs.
     steps: Vec<Vec<Instr>>,
 }
@@ -51,18 +56,25 @@ pub struct StepProfile {
     pub kind: String,
     pub estimated_cycles: u64,
     pub cycles: u64,
-    /// Per tile: cycles busy in this step (compute, or until its last send or arrival).
+    /// Per tile: cycles busy in this step (its compute, or until its last send leaves or last word
+    /// arrives); the rest of the step, and the sync, it waits.
     pub tile_busy: Vec<u32>,
 }
 
+/// What one `run` did: `execution.ipuprofile`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Execution {
+    pub workload: String,
+    pub target: String,
     /// Device cycles of one `run`: every superstep and its sync.
     pub cycles: u64,
     /// The busiest tile's own cycles: its compute and exchange activity plus the syncs, without waiting
     /// for other tiles. `cycles - minimum_tile_cycles` is time lost to imbalance.
     pub minimum_tile_cycles: u64,
+    pub sync_cycles: u64,
     pub steps: Vec<StepProfile>,
+    /// Per tile: bytes in use in standard and in interleaved memory (up to the highest written byte).
+    pub memory: Vec<(u32, u32)>,
     pub input_bytes: u64,
     pub output_bytes: u64,
     pub weight_bytes: u64,
@@ -81,46 +93,26 @@ pub fn host_data(graph: &crate::ir::Graph) -> Vec<Vec<f16>> {
 }
 
 fn fault(tile: usize, step: usize, cycle: u64, message: String) -> Fault {
-    Fault {
-        tile: TileId::from_index(tile),
-        step,
-        cycle,
-        message,
-    }
+    Fault { tile: TileId::from_index(tile), step, cycle, message }
 }
 
 impl Device {
     /// Loads the application: code images into tile memories, programs decoded from there.
     pub fn load(package: &Package) -> Result<Device, Fault> {
         let target = package.target.clone();
+        if package.tiles.len() != target.tiles as usize {
+            return Err(fault(0, 0, 0, format!("package has {} tile images for {} tiles", package.tiles.len(), target.tiles)));
+        }
         let size = (target.memory_end - target.memory_base) as usize;
         let tiles: Vec<Tile> = package
             .tiles
             .par_iter()
             .enumerate()
             .map(|(t, image)| {
-                let mut memory = vec![0u8; size];
-                let start = image
-                    .code_address
-                    .checked_sub(target.memory_base)
-                    .map(|s| s as usize);
-                let range = start.and_then(|s| {
-                    (s + image.code.len() <= size).then_some(s..s + image.code.len())
-                });
-                let Some(range) = range else {
-                    return Err(fault(
-                        t,
-                        0,
-                        0,
-                        format!(
-                            "code image at {:#x} lies outside tile memory",
-                            image.code_address
-                        ),
-                    ));
-                };
-                memory[range.clone()].copy_from_slice(&image.code);
-                let program = TileProgram::decode(&memory[range])
-                    .map_err(|e| fault(t, 0, 0, format!("code does not decode: {e}")))?;
+                let mut memory = TileMemory::new(target.memory_base, size, image.buffers.clone());
+                memory.write(image.code_address, &image.code, None, "code image").map_err(|m| fault(t, 0, 0, m))?;
+                let code = memory.read(image.code_address, image.code.len() as u32, "code").map_err(|m| fault(t, 0, 0, m))?;
+                let program = TileProgram::decode(code).map_err(|e| fault(t, 0, 0, format!("code does not decode: {e}")))?;
                 let mut steps = vec![Vec::new()];
                 for i in program.instrs {
                     if matches!(i, Instr::Sync) {
@@ -133,26 +125,9 @@ impl Device {
                 Ok(Tile { memory, steps })
             })
             .collect::<Result<_, _>>()?;
-        if tiles.len() != target.tiles as usize {
-            return Err(fault(
-                0,
-                0,
-                0,
-                format!(
-                    "package has {} tile images for {} tiles",
-                    tiles.len(),
-                    target.tiles
-                ),
-            ));
-        }
         let n = tiles[0].steps.len();
         if let Some(t) = tiles.iter().position(|t| t.steps.len() != n) {
-            return Err(fault(
-                t,
-                0,
-                0,
-                format!("{} supersteps where tile0 has {n}", tiles[t].steps.len()),
-            ));
+            return Err(fault(t, 0, 0, format!("{} supersteps where tile0 has {n}", tiles[t].steps.len())));
         }
         Ok(Device { target, tiles })
     }
@@ -162,38 +137,20 @@ impl Device {
     }
 
     /// Host writes: copies rectangles of host values into tile memory.
-    fn stream_in(
-        &mut self,
-        transfers: &[HostTransfer],
-        host: &[Vec<f16>],
-        graph: &crate::ir::Graph,
-    ) -> Result<u64, Fault> {
-        let base = self.target.memory_base;
+    fn stream_in(&mut self, transfers: &[HostTransfer], host: &[Vec<f16>], graph: &crate::ir::Graph) -> Result<u64, Fault> {
         let mut bytes = 0;
         for t in transfers {
             let v = graph.value(t.value);
             let data = &host[t.value.index()];
-            let mem = &mut self.tiles[t.tile.index()].memory;
+            let memory = &mut self.tiles[t.tile.index()].memory;
             for r in t.rect.row0..t.rect.row1 {
-                let at = (t.address - base + (r - t.rect.row0) * t.stride) as usize;
-                let len = t.rect.cols() as usize * 2;
-                let dst = mem.get_mut(at..at + len).ok_or_else(|| {
-                    fault(
-                        t.tile.index(),
-                        0,
-                        0,
-                        format!(
-                            "host write of {} row {r} at {:#x} outside memory",
-                            v.name, t.address
-                        ),
-                    )
-                })?;
-                let row =
-                    &data[(r * v.cols + t.rect.col0) as usize..(r * v.cols + t.rect.col1) as usize];
-                for (d, x) in dst.chunks_exact_mut(2).zip(row) {
-                    d.copy_from_slice(&x.to_le_bytes());
-                }
-                bytes += len as u64;
+                let row = &data[(r * v.cols + t.rect.col0) as usize..(r * v.cols + t.rect.col1) as usize];
+                let raw: Vec<u8> = row.iter().flat_map(|x| x.to_le_bytes()).collect();
+                let at = t.address + (r - t.rect.row0) * t.stride;
+                memory
+                    .write(at, &raw, None, &format!("host write of {} row {r}", v.name))
+                    .map_err(|m| fault(t.tile.index(), 0, 0, m))?;
+                bytes += raw.len() as u64;
             }
         }
         Ok(bytes)
@@ -205,59 +162,47 @@ impl Device {
     }
 
     /// `run`: streams the inputs in, executes every superstep, streams the output out.
-    pub fn run(
-        &mut self,
-        package: &Package,
-        host: &[Vec<f16>],
-    ) -> Result<(Execution, Vec<f16>), Fault> {
+    pub fn run(&mut self, package: &Package, host: &[Vec<f16>]) -> Result<(Execution, Vec<f16>), Fault> {
         let input_bytes = self.stream_in(&package.host.run_inputs, host, &package.graph)?;
-        let weight_bytes = package
-            .host
-            .initialize
-            .iter()
-            .map(|t| t.rect.elements() * 2)
-            .sum();
+        let weight_bytes = package.host.initialize.iter().map(|t| t.rect.elements() * 2).sum();
         let mut steps = Vec::new();
         for s in 0..self.supersteps() {
-            let exchange = self.tiles.iter().any(|t| {
-                t.steps[s]
-                    .iter()
-                    .any(|i| matches!(i, Instr::Exchange { .. }))
-            });
-            let busy = if exchange {
-                self.exchange(s)?
-            } else {
-                self.compute(s)?
-            };
+            let exchange = self.tiles.iter().any(|t| t.steps[s].iter().any(|i| matches!(i, Instr::Exchange { .. })));
+            let busy = if exchange { self.exchange(s)? } else { self.compute(s)? };
             let (kind, estimated) = package.steps.get(s).cloned().unwrap_or_default();
             let cycles = u64::from(busy.iter().copied().max().unwrap_or(0));
-            steps.push(StepProfile {
-                kind,
-                estimated_cycles: estimated,
-                cycles,
-                tile_busy: busy,
-            });
+            steps.push(StepProfile { kind, estimated_cycles: estimated, cycles, tile_busy: busy });
         }
-        let sync = self.target.sync_cycles * steps.len() as u64;
-        let cycles = steps.iter().map(|s| s.cycles).sum::<u64>() + sync;
+        let sync_cycles = self.target.sync_cycles * steps.len() as u64;
+        let cycles = steps.iter().map(|s| s.cycles).sum::<u64>() + sync_cycles;
         let minimum_tile_cycles = (0..self.tiles.len())
             .map(|t| steps.iter().map(|s| u64::from(s.tile_busy[t])).sum::<u64>())
             .max()
             .unwrap_or(0)
-            + sync;
+            + sync_cycles;
         let output = self.stream_out(package)?;
         let output_bytes = output.len() as u64 * 2;
-        Ok((
-            Execution {
-                cycles,
-                minimum_tile_cycles,
-                steps,
-                input_bytes,
-                output_bytes,
-                weight_bytes,
-            },
-            output,
-        ))
+        let memory = self
+            .tiles
+            .iter()
+            .map(|t| {
+                let (standard_end, interleaved_end) = t.memory.used_ends(self.target.interleaved_base);
+                (standard_end - self.target.memory_base, interleaved_end - self.target.interleaved_base)
+            })
+            .collect();
+        let execution = Execution {
+            workload: package.workload.clone(),
+            target: self.target.name.clone(),
+            cycles,
+            minimum_tile_cycles,
+            sync_cycles,
+            steps,
+            memory,
+            input_bytes,
+            output_bytes,
+            weight_bytes,
+        };
+        Ok((execution, output))
     }
 
     fn stream_out(&self, package: &Package) -> Result<Vec<f16>, Fault> {
@@ -266,22 +211,15 @@ impl Device {
             return Ok(Vec::new());
         };
         let mut data = vec![f16::NAN; out.elements() as usize];
-        let base = self.target.memory_base;
+        let step = self.supersteps();
         for t in &package.host.run_outputs {
-            let mem = &self.tiles[t.tile.index()].memory;
+            let memory = &self.tiles[t.tile.index()].memory;
             for r in t.rect.row0..t.rect.row1 {
-                let at = (t.address - base + (r - t.rect.row0) * t.stride) as usize;
-                let len = t.rect.cols() as usize * 2;
-                let src = mem.get(at..at + len).ok_or_else(|| {
-                    fault(
-                        t.tile.index(),
-                        self.supersteps(),
-                        0,
-                        format!("host read of {} row {r} outside memory", out.name),
-                    )
-                })?;
-                let row = &mut data
-                    [(r * out.cols + t.rect.col0) as usize..(r * out.cols + t.rect.col1) as usize];
+                let at = t.address + (r - t.rect.row0) * t.stride;
+                let src = memory
+                    .read(at, t.rect.cols() * 2, &format!("host read of {} row {r}", out.name))
+                    .map_err(|m| fault(t.tile.index(), step, 0, m))?;
+                let row = &mut data[(r * out.cols + t.rect.col0) as usize..(r * out.cols + t.rect.col1) as usize];
                 for (d, s) in row.iter_mut().zip(src.chunks_exact(2)) {
                     *d = f16::from_le_bytes([s[0], s[1]]);
                 }
@@ -298,7 +236,7 @@ impl Device {
             .map(|(t, tile)| {
                 let mut cycles = 0u64;
                 for instr in &tile.steps[step] {
-                    cycles += execute_vertex(target, &mut tile.memory, instr)
+                    cycles += execute_vertex(target, &mut tile.memory, instr, step as u32)
                         .map_err(|m| fault(t, step, cycles, m))?;
                 }
                 Ok(cycles as u32)
@@ -321,132 +259,81 @@ impl Device {
                 match instr {
                     Instr::Exchange { horizon: h, .. } => {
                         if *horizon.get_or_insert(*h) != *h {
-                            return Err(fault(
-                                t,
-                                step,
-                                0,
-                                format!("exchange horizon {h} differs from other tiles'"),
-                            ));
+                            return Err(fault(t, step, 0, format!("exchange horizon {h} differs from other tiles'")));
                         }
                     }
-                    Instr::Send {
-                        start,
-                        skip,
-                        bytes,
-                        run,
-                    } => {
+                    Instr::Send { start, skip, bytes, run } => {
                         if u64::from(*start) < last_end {
-                            return Err(fault(
-                                t,
-                                step,
-                                u64::from(*start),
-                                format!(
-                                    "sends two words in one cycle (send at {start} overlaps the previous until {last_end})"
-                                ),
-                            ));
+                            return Err(fault(t, step, u64::from(*start), format!(
+                                "sends two words in one cycle: the send at cycle {start} overlaps the previous one, which lasts until {last_end}"
+                            )));
                         }
                         last_end = u64::from(*start) + words(*bytes);
                         busy[t] = busy[t].max((last_end + transit) as u32);
                         sends.insert((t, *start), (*skip, *bytes, *run));
                     }
                     Instr::Receive { .. } => {}
-                    other => {
-                        return Err(fault(
-                            t,
-                            step,
-                            0,
-                            format!("{other:?} inside an exchange phase"),
-                        ));
-                    }
+                    other => return Err(fault(t, step, 0, format!("{other:?} inside an exchange phase"))),
                 }
             }
         }
         // Receives: each must listen to a real send, one sender at a time.
         let mut deliveries: Vec<Vec<Delivery>> = vec![Vec::new(); self.tiles.len()];
         for (t, tile) in self.tiles.iter().enumerate() {
-            let mut listening_until = 0u64;
+            let mut listening: Option<(u64, TileId)> = None;
             for instr in &tile.steps[step] {
-                let Instr::Receive {
-                    switch: sw,
-                    from,
-                    sent,
-                    skip,
-                    bytes,
-                    run,
-                } = instr
-                else {
-                    continue;
-                };
+                let Instr::Receive { switch: sw, from, sent, skip, bytes, run } = instr else { continue };
                 let cycle = u64::from(*sent) + transit;
+                if let Some((until, previous)) = listening
+                    && u64::from(*sw) < until
+                {
+                    return Err(fault(t, step, u64::from(*sw), format!(
+                        "two senders reach this tile at once: it switches to {from} at cycle {sw} while {previous}'s data arrives until cycle {until} (receive into {})",
+                        tile.memory.name(run.offset)
+                    )));
+                }
                 let Some(&(sskip, sbytes, srun)) = sends.get(&(from.index(), *sent)) else {
-                    return Err(fault(
-                        t,
-                        step,
-                        cycle,
-                        format!(
-                            "listens to {from} for data sent at cycle {sent}, but {from} sends nothing then"
-                        ),
-                    ));
+                    return Err(fault(t, step, cycle, format!(
+                        "listens to {from} for data sent at cycle {sent}, but {from} sends nothing then: data meant for this tile arrives while it listens elsewhere (receive into {})",
+                        tile.memory.name(run.offset)
+                    )));
                 };
                 if (sskip, sbytes) != (*skip, *bytes) {
-                    return Err(fault(
-                        t,
-                        step,
-                        cycle,
-                        format!(
-                            "expects bytes {skip}..{} from {from}, which sends bytes {sskip}..{}",
-                            skip + bytes,
-                            sskip + sbytes
-                        ),
-                    ));
+                    return Err(fault(t, step, cycle, format!(
+                        "expects bytes {skip}..{} from {from}, which sends bytes {sskip}..{}",
+                        skip + bytes,
+                        sskip + sbytes
+                    )));
                 }
-                if u64::from(*sw) < listening_until || u64::from(*sw) + switch > cycle {
-                    return Err(fault(
-                        t,
-                        step,
-                        u64::from(*sw),
-                        format!(
-                            "mux switch to {from} at cycle {sw} collides with the previous receive (until {listening_until}) or comes after the data (cycle {cycle})"
-                        ),
-                    ));
+                if u64::from(*sw) + switch > cycle {
+                    return Err(fault(t, step, u64::from(*sw), format!("mux switch to {from} at cycle {sw} comes after its data (cycle {cycle})")));
                 }
-                listening_until = cycle + words(*bytes);
-                busy[t] = busy[t].max(listening_until as u32);
+                let until = cycle + words(*bytes);
+                listening = Some((until, *from));
+                busy[t] = busy[t].max(until as u32);
                 if let Some(h) = horizon
-                    && listening_until > u64::from(h)
+                    && until > u64::from(h)
                 {
-                    return Err(fault(
-                        t,
-                        step,
-                        listening_until,
-                        format!("data from {from} arrives after the phase's horizon {h}"),
-                    ));
+                    return Err(fault(t, step, until, format!("data from {from} arrives after the phase's horizon {h}")));
                 }
-                deliveries[t].push(Delivery {
-                    from: from.index(),
-                    source: srun,
-                    destination: *run,
-                    skip: *skip,
-                    bytes: *bytes,
-                });
+                deliveries[t].push(Delivery { from: from.index(), cycle, source: srun, destination: *run, skip: *skip, bytes: *bytes });
             }
         }
         // Move the data: read every source, then write every destination.
-        let base = target.memory_base;
-        let memories: Vec<&[u8]> = self.tiles.iter().map(|t| t.memory.as_slice()).collect();
+        let tiles = &self.tiles;
         let payloads: Vec<Vec<Vec<u8>>> = deliveries
             .par_iter()
-            .enumerate()
-            .map(|(t, list)| {
+            .map(|list| {
                 list.iter()
                     .map(|d| {
-                        gather(memories[d.from], d, base).map_err(|m| fault(d.from, step, 0, m))
+                        let memory = &tiles[d.from].memory;
+                        let mut out = Vec::with_capacity(d.bytes as usize);
+                        for (at, len) in window(&d.source, d.skip, d.bytes).map_err(|m| fault(d.from, step, d.cycle, m))? {
+                            out.extend_from_slice(memory.read(at, len, "exchange send").map_err(|m| fault(d.from, step, d.cycle, m))?);
+                        }
+                        Ok(out)
                     })
-                    .collect::<Result<_, _>>()
-                    .map_err(|f: Fault| Fault {
-                        message: format!("{} (sending to tile{t})", f.message),
-                        ..f
-                    })
+                    .collect::<Result<_, Fault>>()
             })
             .collect::<Result<_, _>>()?;
         self.tiles
@@ -455,7 +342,12 @@ impl Device {
             .enumerate()
             .try_for_each(|(t, (tile, (list, data)))| {
                 for (d, bytes) in list.iter().zip(data) {
-                    scatter(&mut tile.memory, d, base, bytes).map_err(|m| fault(t, step, 0, m))?;
+                    let mut rest = bytes.as_slice();
+                    for (at, len) in window(&d.destination, d.skip, d.bytes).map_err(|m| fault(t, step, d.cycle, m))? {
+                        let (piece, tail) = rest.split_at(len as usize);
+                        tile.memory.write(at, piece, Some(step as u32), "exchange receive").map_err(|m| fault(t, step, d.cycle, m))?;
+                        rest = tail;
+                    }
                 }
                 Ok(())
             })?;
@@ -463,213 +355,56 @@ impl Device {
     }
 }
 
-fn span(run: &Run, base: u32, len: usize) -> Result<(usize, usize), String> {
-    let start = run
-        .offset
-        .checked_sub(base)
-        .ok_or_else(|| format!("address {:#x} below tile memory", run.offset))?
-        as usize;
-    let end = start + (run.end() - run.offset) as usize;
-    if end > len {
-        return Err(format!(
-            "run at {:#x} of {} bytes goes past the end of tile memory",
-            run.offset,
-            run.total()
-        ));
-    }
-    Ok((start, end))
-}
-
 /// One piece of an exchange as the receiver sees it: bytes `skip..skip+bytes` of the stream read from
 /// `source` on tile `from`, written to the same bytes of the stream of `destination`.
 #[derive(Clone, Copy)]
 struct Delivery {
     from: usize,
+    cycle: u64,
     source: Run,
     destination: Run,
     skip: u32,
     bytes: u32,
 }
 
-fn window_in_range(run: &Run, skip: u32, bytes: u32, base: u32, len: usize) -> Result<(), String> {
-    span(run, base, len)?;
+fn window(run: &Run, skip: u32, bytes: u32) -> Result<impl Iterator<Item = (u32, u32)> + '_, String> {
     if skip + bytes > run.total() {
-        return Err(format!(
-            "bytes {skip}..{} lie beyond the {}-byte run at {:#x}",
-            skip + bytes,
-            run.total(),
-            run.offset
-        ));
+        return Err(format!("bytes {skip}..{} lie beyond the {}-byte run at {:#x}", skip + bytes, run.total(), run.offset));
     }
-    Ok(())
+    Ok(run.window(skip, bytes))
 }
 
-fn gather(memory: &[u8], d: &Delivery, base: u32) -> Result<Vec<u8>, String> {
-    window_in_range(&d.source, d.skip, d.bytes, base, memory.len())?;
-    let mut out = Vec::with_capacity(d.bytes as usize);
-    for (at, len) in d.source.window(d.skip, d.bytes) {
-        let at = (at - base) as usize;
-        out.extend_from_slice(&memory[at..at + len as usize]);
-    }
-    Ok(out)
-}
-
-fn scatter(memory: &mut [u8], d: &Delivery, base: u32, bytes: &[u8]) -> Result<(), String> {
-    window_in_range(&d.destination, d.skip, d.bytes, base, memory.len())?;
-    let mut src = bytes;
-    for (at, len) in d.destination.window(d.skip, d.bytes) {
-        let at = (at - base) as usize;
-        memory[at..at + len as usize].copy_from_slice(&src[..len as usize]);
-        src = &src[len as usize..];
-    }
-    Ok(())
-}
-
-/// A strided matrix in tile memory: `rows` rows of `cols` elements of `dtype`, `stride` bytes apart.
-struct Matrix {
-    addr: u32,
-    stride: u32,
-    rows: u32,
-    cols: u32,
-    dtype: DType,
-}
-
-impl Matrix {
-    /// The byte range it covers, relative to the memory base; an error names `what` when it leaves memory.
-    fn span(&self, base: u32, len: usize, what: &str) -> Result<usize, String> {
-        let start = self
-            .addr
-            .checked_sub(base)
-            .ok_or_else(|| format!("{what} at {:#x} below tile memory", self.addr))?
-            as usize;
-        let end = start
-            + (self.rows.saturating_sub(1) * self.stride) as usize
-            + (self.cols * self.dtype.bytes()) as usize;
-        if self.rows > 0 && end > len {
-            return Err(format!(
-                "{what} at {:#x} ({}x{}, stride {}) goes past the end of tile memory",
-                self.addr, self.rows, self.cols, self.stride
-            ));
-        }
-        Ok(start)
-    }
-
-    fn row_bytes(&self) -> usize {
-        (self.cols * self.dtype.bytes()) as usize
-    }
-}
-
-/// Reads a matrix, widened to f32.
-fn load(memory: &[u8], base: u32, m: &Matrix, what: &str) -> Result<Vec<f32>, String> {
-    let start = m.span(base, memory.len(), what)?;
-    let mut out = Vec::with_capacity((m.rows * m.cols) as usize);
-    for r in 0..m.rows as usize {
-        let row = &memory[start + r * m.stride as usize..][..m.row_bytes()];
-        match m.dtype {
-            DType::F16 => out.extend(
-                row.chunks_exact(2)
-                    .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
-            ),
-            DType::F32 => out.extend(
-                row.chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            ),
-        }
-    }
-    Ok(out)
-}
-
-/// Writes a matrix from f32 values (rounded to its dtype).
-fn store(memory: &mut [u8], base: u32, m: &Matrix, data: &[f32], what: &str) -> Result<(), String> {
-    let start = m.span(base, memory.len(), what)?;
-    let cols = m.cols as usize;
-    for r in 0..m.rows as usize {
-        let row = &mut memory[start + r * m.stride as usize..][..m.row_bytes()];
-        let vals = &data[r * cols..(r + 1) * cols];
-        match m.dtype {
-            DType::F16 => row
-                .chunks_exact_mut(2)
-                .zip(vals)
-                .for_each(|(b, v)| b.copy_from_slice(&f16::from_f32(*v).to_le_bytes())),
-            DType::F32 => row
-                .chunks_exact_mut(4)
-                .zip(vals)
-                .for_each(|(b, v)| b.copy_from_slice(&v.to_le_bytes())),
-        }
-    }
-    Ok(())
-}
-
-/// Executes one compute instruction; returns its cycles.
-fn execute_vertex(target: &Target, memory: &mut [u8], instr: &Instr) -> Result<u64, String> {
-    let base = target.memory_base;
+/// Executes one compute instruction at superstep `step`; returns its cycles.
+fn execute_vertex(target: &Target, memory: &mut TileMemory, instr: &Instr, step: u32) -> Result<u64, String> {
     match *instr {
-        Instr::Amp {
-            a,
-            a_stride,
-            b,
-            b_stride,
-            partials,
-            partials_stride,
-            partials_type,
-            rows,
-            depth,
-            cols,
-        } => {
+        Instr::Amp { a, a_stride, b, b_stride, partials, partials_stride, partials_type, rows, depth, cols } => {
             check_alignment(a, 8, "AMP input a")?;
-            check_alignment(b, 16, "AMP weights b")?;
+            check_alignment(b, 16, "AMP weights b (128-bit loads)")?;
             check_alignment(partials, 16, "AMP partials")?;
-            if !target.is_interleaved(b) || !target.is_interleaved(partials) {
-                return Err(format!(
-                    "AMP weights at {b:#x} or partials at {partials:#x} outside interleaved memory (from {:#x})",
-                    target.interleaved_base
-                ));
-            }
-            let out_elements = (
-                target.memory_element(partials),
-                target.memory_element(
-                    partials + (rows.max(1) - 1) * partials_stride + cols * partials_type.bytes()
-                        - 1,
-                ),
-            );
-            for (what, addr, len) in [
-                ("a", a, (rows.max(1) - 1) * a_stride + depth * 2),
-                ("b", b, (depth.max(1) - 1) * b_stride + cols * 2),
-            ] {
-                let (e0, e1) = (
-                    target.memory_element(addr),
-                    target.memory_element(addr + len - 1),
-                );
-                if e0 <= out_elements.1 && out_elements.0 <= e1 {
+            for (what, addr) in [("weights b (128-bit loads)", b), ("partials", partials)] {
+                if !target.is_interleaved(addr) {
                     return Err(format!(
-                        "AMP input {what} at {addr:#x} shares a memory element with its partials at {partials:#x}"
+                        "AMP {what} at {} outside interleaved memory (from {:#x})",
+                        memory.name(addr),
+                        target.interleaved_base
                     ));
                 }
             }
-            let av = load(
-                memory,
-                base,
-                &Matrix {
-                    addr: a,
-                    stride: a_stride,
-                    rows,
-                    cols: depth,
-                    dtype: DType::F16,
-                },
-                "AMP input a",
-            )?;
-            let bv = load(
-                memory,
-                base,
-                &Matrix {
-                    addr: b,
-                    stride: b_stride,
-                    rows: depth,
-                    cols,
-                    dtype: DType::F16,
-                },
-                "AMP weights b",
-            )?;
+            let last = |addr: u32, rows: u32, stride: u32, row_bytes: u32| addr + (rows.max(1) - 1) * stride + row_bytes - 1;
+            let out = (target.memory_element(partials), target.memory_element(last(partials, rows, partials_stride, cols * partials_type.bytes())));
+            for (what, addr, end) in [("a", a, last(a, rows, a_stride, depth * 2)), ("b", b, last(b, depth, b_stride, cols * 2))] {
+                let (e0, e1) = (target.memory_element(addr), target.memory_element(end));
+                if e0 <= out.1 && out.0 <= e1 {
+                    return Err(format!(
+                        "AMP input {what} at {} shares memory element {} with its partials at {}",
+                        memory.name(addr),
+                        e0.max(out.0),
+                        memory.name(partials)
+                    ));
+                }
+            }
+            let av = memory.load(&Matrix { addr: a, stride: a_stride, rows, cols: depth, dtype: DType::F16 }, "AMP input a")?;
+            let bv = memory.load(&Matrix { addr: b, stride: b_stride, rows: depth, cols, dtype: DType::F16 }, "AMP weights b")?;
             let (d, c) = (depth as usize, cols as usize);
             let block = target.amp_block_depth as usize;
             let padded = d.next_multiple_of(block);
@@ -680,99 +415,25 @@ fn execute_vertex(target: &Target, memory: &mut [u8], instr: &Instr) -> Result<u
             let mut bp = bv;
             bp.resize(padded * c, 0.0);
             let mut out = vec![0f32; rows as usize * c];
-            numerics::amp_matmul(
-                &ap,
-                padded,
-                &bp,
-                c,
-                &mut out,
-                c,
-                rows as usize,
-                padded,
-                c,
-                block,
-                partials_type,
-            );
-            store(
-                memory,
-                base,
-                &Matrix {
-                    addr: partials,
-                    stride: partials_stride,
-                    rows,
-                    cols,
-                    dtype: partials_type,
-                },
-                &out,
-                "AMP partials",
-            )?;
+            numerics::amp_matmul(&ap, padded, &bp, c, &mut out, c, rows as usize, padded, c, block, partials_type);
+            let m = Matrix { addr: partials, stride: partials_stride, rows, cols, dtype: partials_type };
+            memory.store(&m, &out, step, "AMP partials")?;
             Ok(target.amp_cycles(rows, depth, cols, partials_type))
         }
-        Instr::Epilogue {
-            partials,
-            partials_stride,
-            partials_type,
-            bias,
-            out,
-            out_stride,
-            rows,
-            cols,
-            gelu,
-        } => {
-            let p = load(
-                memory,
-                base,
-                &Matrix {
-                    addr: partials,
-                    stride: partials_stride,
-                    rows,
-                    cols,
-                    dtype: partials_type,
-                },
-                "epilogue partials",
-            )?;
+        Instr::Epilogue { partials, partials_stride, partials_type, bias, out, out_stride, rows, cols, gelu } => {
+            let p = memory.load(&Matrix { addr: partials, stride: partials_stride, rows, cols, dtype: partials_type }, "epilogue partials")?;
             let bv = match bias {
-                Some(addr) => Some(load(
-                    memory,
-                    base,
-                    &Matrix {
-                        addr,
-                        stride: cols * 2,
-                        rows: 1,
-                        cols,
-                        dtype: DType::F16,
-                    },
-                    "epilogue bias",
-                )?),
+                Some(addr) => Some(memory.load(&Matrix { addr, stride: cols * 2, rows: 1, cols, dtype: DType::F16 }, "epilogue bias")?),
                 None => None,
             };
             let result: Vec<f32> = p
                 .iter()
                 .enumerate()
-                .map(|(i, &v)| {
-                    numerics::epilogue(v, bv.as_ref().map(|b| b[i % cols as usize]), gelu).to_f32()
-                })
+                .map(|(i, &v)| numerics::epilogue(v, bv.as_ref().map(|b| b[i % cols as usize]), gelu).to_f32())
                 .collect();
-            store(
-                memory,
-                base,
-                &Matrix {
-                    addr: out,
-                    stride: out_stride,
-                    rows,
-                    cols,
-                    dtype: DType::F16,
-                },
-                &result,
-                "epilogue output",
-            )?;
+            memory.store(&Matrix { addr: out, stride: out_stride, rows, cols, dtype: DType::F16 }, &result, step, "epilogue output")?;
             let (ops, transcendentals) = Target::epilogue_ops(partials_type, bias.is_some(), gelu);
-            Ok(target.vector_cycles(
-                u64::from(rows) * u64::from(cols),
-                DType::F16,
-                ops,
-                transcendentals,
-            ))
+            Ok(target.vector_cycles(u64::from(rows) * u64::from(cols), DType::F16, ops, transcendentals))
         }
         ref other => Err(format!("{other:?} inside a compute step")),
     }

@@ -29,6 +29,18 @@ pub struct TileImage {
     pub code_address: u32,
     #[serde(with = "serde_bytes")]
     pub code: Vec<u8>,
+    /// The tile's buffers, for the device's checks and its fault messages.
+    pub buffers: Vec<BufferInfo>,
+}
+
+/// A buffer as the device sees it: where it is and in which supersteps it holds live data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferInfo {
+    pub address: u32,
+    pub bytes: u32,
+    pub first_step: u32,
+    pub last_step: u32,
+    pub name: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,7 +58,7 @@ pub struct Package {
 
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 1;
+    const SCHEMA: u32 = 2;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,14 +74,22 @@ pub fn build_images(
     target: &Target,
     _cfg: &BuildImagesConfig,
 ) -> Result<Package, BuildImagesError> {
+    let mut buffers: Vec<Vec<BufferInfo>> = vec![Vec::new(); code.tiles.len()];
+    for (b, &address) in sel.buffers.iter().zip(&placement.addresses) {
+        buffers[b.tile.index()].push(BufferInfo {
+            address,
+            bytes: b.bytes(),
+            first_step: b.first_step.0,
+            last_step: b.last_step.0,
+            name: b.describe(),
+        });
+    }
     let tiles: Vec<TileImage> = code
         .tiles
         .par_iter()
         .zip(&placement.tiles)
-        .map(|(p, usage)| TileImage {
-            code_address: usage.code_address,
-            code: p.encode(),
-        })
+        .zip(buffers)
+        .map(|((p, usage), buffers)| TileImage { code_address: usage.code_address, code: p.encode(), buffers })
         .collect();
     let steps: Vec<(String, u64)> = sel
         .steps

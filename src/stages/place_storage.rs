@@ -155,9 +155,6 @@ fn lifetimes_overlap(a: &Buffer, b: &Buffer) -> bool {
     a.first_step <= b.last_step && b.first_step <= a.last_step
 }
 
-fn describe(b: &Buffer) -> String {
-    format!("{:?} of {} {}", b.class, b.value, b.rect)
-}
 
 fn place_tile(
     tile: TileId,
@@ -288,7 +285,7 @@ fn no_fit(
         PlaceStorageError::DoesNotFit {
             tile,
             buffer: b.id,
-            what: describe(b),
+            what: b.describe(),
             bytes: b.bytes(),
             step: format!("step{step}"),
             live,
@@ -299,7 +296,7 @@ fn no_fit(
         PlaceStorageError::Fragmented {
             tile,
             buffer: b.id,
-            what: describe(b),
+            what: b.describe(),
             bytes: b.bytes(),
             free: capacity - live + u64::from(b.bytes()),
         }
@@ -388,13 +385,12 @@ impl Placement {
             {
                 let _ = writeln!(
                     s,
-                    "    {} {:#07x} {:>7} bytes {}..{} {}",
-                    b.id,
+                    "    {:#07x} {:>7} bytes {}..{} {}",
                     a,
                     b.bytes(),
                     b.first_step,
                     b.last_step,
-                    describe(b)
+                    b.describe()
                 );
             }
         }

@@ -107,6 +107,10 @@ impl Buffer {
     pub fn owns_elements(&self) -> bool {
         self.class == BufferClass::Partials
     }
+    /// `buf12 APanel of v4 [0..23, 0..1152]`: how logs, errors and device faults name a buffer.
+    pub fn describe(&self) -> String {
+        format!("{} {:?} of {} {}", self.id, self.class, self.value, self.rect)
+    }
     pub fn alignment(&self) -> u32 {
         if self.needs_interleaved() { 16 } else { 8 }
     }

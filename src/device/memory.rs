@@ -1,0 +1,158 @@
+//! One tile's memory as the device sees it: the bytes, which bytes were ever written, and the buffer
+//! table of the package, so every access is checked and every fault names the buffer it hit.
+
+use crate::ir::DType;
+use crate::stages::build_images::BufferInfo;
+use half::f16;
+
+pub struct TileMemory {
+    base: u32,
+    bytes: Vec<u8>,
+    /// One bit per byte: written by the code load, the host, an exchange or a vertex.
+    written: Vec<u64>,
+    buffers: Vec<BufferInfo>,
+}
+
+/// A strided matrix in tile memory: `rows` rows of `cols` elements of `dtype`, `stride` bytes apart.
+pub struct Matrix {
+    pub addr: u32,
+    pub stride: u32,
+    pub rows: u32,
+    pub cols: u32,
+    pub dtype: DType,
+}
+
+impl Matrix {
+    fn row_bytes(&self) -> u32 {
+        self.cols * self.dtype.bytes()
+    }
+    fn row(&self, r: u32) -> u32 {
+        self.addr + r * self.stride
+    }
+}
+
+impl TileMemory {
+    pub fn new(base: u32, size: usize, buffers: Vec<BufferInfo>) -> TileMemory {
+        TileMemory { base, bytes: vec![0; size], written: vec![0; size.div_ceil(64)], buffers }
+    }
+
+    /// Names the buffer holding `addr`, for messages.
+    pub fn name(&self, addr: u32) -> String {
+        self.buffers
+            .iter()
+            .find(|b| addr >= b.address && addr < b.address + b.bytes)
+            .map_or_else(|| format!("{addr:#x} (no buffer)"), |b| format!("{addr:#x} in {}", b.name))
+    }
+
+    fn offset(&self, addr: u32, len: u32, what: &str) -> Result<usize, String> {
+        let start = addr.checked_sub(self.base).map(|s| s as usize);
+        match start {
+            Some(s) if s + len as usize <= self.bytes.len() => Ok(s),
+            _ => Err(format!(
+                "{what}: [{addr:#x}, {:#x}) lies outside tile memory [{:#x}, {:#x})",
+                u64::from(addr) + u64::from(len),
+                self.base,
+                self.base as usize + self.bytes.len()
+            )),
+        }
+    }
+
+    /// Reads bytes that must have been written before.
+    pub fn read(&self, addr: u32, len: u32, what: &str) -> Result<&[u8], String> {
+        let s = self.offset(addr, len, what)?;
+        if let Some(hole) = self.first_unwritten(s, len as usize) {
+            let at = self.base + hole as u32;
+            return Err(format!("{what}: reads never-written memory at {}", self.name(at)));
+        }
+        Ok(&self.bytes[s..s + len as usize])
+    }
+
+    /// Writes bytes at superstep `step` (`None` for the host and the loader). A write into a buffer that
+    /// holds data from an earlier superstep, still to be read, is refused.
+    pub fn write(&mut self, addr: u32, data: &[u8], step: Option<u32>, what: &str) -> Result<(), String> {
+        let len = data.len() as u32;
+        let s = self.offset(addr, len, what)?;
+        if let Some(step) = step
+            && let Some(b) = self.buffers.iter().find(|b| {
+                addr < b.address + b.bytes && b.address < addr + len && b.first_step < step && step <= b.last_step
+            })
+        {
+            return Err(format!(
+                "{what}: writes [{addr:#x}, {:#x}) into {}, live from step{} to step{}",
+                addr + len,
+                b.name,
+                b.first_step,
+                b.last_step
+            ));
+        }
+        self.bytes[s..s + data.len()].copy_from_slice(data);
+        self.mark(s, data.len());
+        Ok(())
+    }
+
+    /// The bitmap words covering bytes `start..start+len`, each with the mask of its bytes in range.
+    fn masks(start: usize, len: usize) -> impl Iterator<Item = (usize, u64)> {
+        let end = start + len;
+        (start / 64..end.div_ceil(64)).map(move |w| {
+            let lo = start.max(w * 64) - w * 64;
+            let hi = end.min(w * 64 + 64) - w * 64;
+            let mask = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
+            (w, mask)
+        })
+    }
+
+    fn mark(&mut self, start: usize, len: usize) {
+        for (w, mask) in Self::masks(start, len) {
+            self.written[w] |= mask;
+        }
+    }
+
+    fn first_unwritten(&self, start: usize, len: usize) -> Option<usize> {
+        Self::masks(start, len).find_map(|(w, mask)| {
+            let missing = mask & !self.written[w];
+            (missing != 0).then(|| w * 64 + missing.trailing_zeros() as usize)
+        })
+    }
+
+    /// Reads a matrix, widened to f32.
+    pub fn load(&self, m: &Matrix, what: &str) -> Result<Vec<f32>, String> {
+        let mut out = Vec::with_capacity((m.rows * m.cols) as usize);
+        for r in 0..m.rows {
+            let row = self.read(m.row(r), m.row_bytes(), what)?;
+            match m.dtype {
+                DType::F16 => out.extend(row.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())),
+                DType::F32 => out.extend(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes a matrix from f32 values, rounded to its dtype.
+    pub fn store(&mut self, m: &Matrix, data: &[f32], step: u32, what: &str) -> Result<(), String> {
+        let cols = m.cols as usize;
+        let mut row = Vec::with_capacity(m.row_bytes() as usize);
+        for r in 0..m.rows {
+            row.clear();
+            let vals = &data[r as usize * cols..(r as usize + 1) * cols];
+            match m.dtype {
+                DType::F16 => vals.iter().for_each(|v| row.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
+                DType::F32 => vals.iter().for_each(|v| row.extend_from_slice(&v.to_le_bytes())),
+            }
+            self.write(m.row(r), &row, Some(step), what)?;
+        }
+        Ok(())
+    }
+
+    /// The highest byte written + 1 in each region (standard, interleaved), as addresses; the region's
+    /// base when nothing was written there.
+    pub fn used_ends(&self, interleaved_base: u32) -> (u32, u32) {
+        // Region boundaries are multiples of 64 bytes, so whole words of the bitmap belong to one region.
+        let split = ((interleaved_base - self.base) as usize / 64).min(self.written.len());
+        let last = |words: std::ops::Range<usize>| {
+            words.rev().find(|&w| self.written[w] != 0).map(|w| {
+                self.base + (w * 64) as u32 + (64 - self.written[w].leading_zeros())
+            })
+        };
+        (last(0..split).unwrap_or(self.base), last(split..self.written.len()).unwrap_or(interleaved_base))
+    }
+}
