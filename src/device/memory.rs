@@ -33,7 +33,12 @@ impl Matrix {
 
 impl TileMemory {
     pub fn new(base: u32, size: usize, buffers: Vec<BufferInfo>) -> TileMemory {
-        TileMemory { base, bytes: vec![0; size], written: vec![0; size.div_ceil(64)], buffers }
+        TileMemory {
+            base,
+            bytes: vec![0; size],
+            written: vec![0; size.div_ceil(64)],
+            buffers,
+        }
     }
 
     /// Names the buffer holding `addr`, for messages.
@@ -41,7 +46,10 @@ impl TileMemory {
         self.buffers
             .iter()
             .find(|b| addr >= b.address && addr < b.address + b.bytes)
-            .map_or_else(|| format!("{addr:#x} (no buffer)"), |b| format!("{addr:#x} in {}", b.name))
+            .map_or_else(
+                || format!("{addr:#x} (no buffer)"),
+                |b| format!("{addr:#x} in {}", b.name),
+            )
     }
 
     fn offset(&self, addr: u32, len: u32, what: &str) -> Result<usize, String> {
@@ -62,23 +70,35 @@ impl TileMemory {
         let s = self.offset(addr, len, what)?;
         if let Some(hole) = self.first_unwritten(s, len as usize) {
             let at = self.base + hole as u32;
-            return Err(format!("{what}: reads never-written memory at {}", self.name(at)));
+            return Err(format!(
+                "{what}: reads never-written memory at {}",
+                self.name(at)
+            ));
         }
         Ok(&self.bytes[s..s + len as usize])
     }
 
     /// Writes bytes at superstep `step` (`None` for the host and the loader). A write into a buffer that
     /// holds data from an earlier superstep, still to be read, is refused.
-    pub fn write(&mut self, addr: u32, data: &[u8], step: Option<u32>, what: &str) -> Result<(), String> {
+    pub fn write(
+        &mut self,
+        addr: u32,
+        data: &[u8],
+        step: Option<u32>,
+        what: &str,
+    ) -> Result<(), String> {
         let len = data.len() as u32;
         let s = self.offset(addr, len, what)?;
         if let Some(step) = step
             && let Some(b) = self.buffers.iter().find(|b| {
-                addr < b.address + b.bytes && b.address < addr + len && b.first_step < step && step <= b.last_step
+                addr < b.address + b.bytes
+                    && b.address < addr + len
+                    && b.first_step < step
+                    && step <= b.last_step
             })
         {
             return Err(format!(
-                "{what}: writes [{addr:#x}, {:#x}) into {}, live from step{} to step{}",
+                "{what}: writes [{addr:#x}, {:#x}) into {}, still live (step{} to step{})",
                 addr + len,
                 b.name,
                 b.first_step,
@@ -96,7 +116,11 @@ impl TileMemory {
         (start / 64..end.div_ceil(64)).map(move |w| {
             let lo = start.max(w * 64) - w * 64;
             let hi = end.min(w * 64 + 64) - w * 64;
-            let mask = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
+            let mask = if hi - lo == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << (hi - lo)) - 1) << lo
+            };
             (w, mask)
         })
     }
@@ -120,8 +144,14 @@ impl TileMemory {
         for r in 0..m.rows {
             let row = self.read(m.row(r), m.row_bytes(), what)?;
             match m.dtype {
-                DType::F16 => out.extend(row.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())),
-                DType::F32 => out.extend(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+                DType::F16 => out.extend(
+                    row.chunks_exact(2)
+                        .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
+                ),
+                DType::F32 => out.extend(
+                    row.chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                ),
             }
         }
         Ok(out)
@@ -135,8 +165,12 @@ impl TileMemory {
             row.clear();
             let vals = &data[r as usize * cols..(r as usize + 1) * cols];
             match m.dtype {
-                DType::F16 => vals.iter().for_each(|v| row.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
-                DType::F32 => vals.iter().for_each(|v| row.extend_from_slice(&v.to_le_bytes())),
+                DType::F16 => vals
+                    .iter()
+                    .for_each(|v| row.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
+                DType::F32 => vals
+                    .iter()
+                    .for_each(|v| row.extend_from_slice(&v.to_le_bytes())),
             }
             self.write(m.row(r), &row, Some(step), what)?;
         }
@@ -149,10 +183,14 @@ impl TileMemory {
         // Region boundaries are multiples of 64 bytes, so whole words of the bitmap belong to one region.
         let split = ((interleaved_base - self.base) as usize / 64).min(self.written.len());
         let last = |words: std::ops::Range<usize>| {
-            words.rev().find(|&w| self.written[w] != 0).map(|w| {
-                self.base + (w * 64) as u32 + (64 - self.written[w].leading_zeros())
-            })
+            words
+                .rev()
+                .find(|&w| self.written[w] != 0)
+                .map(|w| self.base + (w * 64) as u32 + (64 - self.written[w].leading_zeros()))
         };
-        (last(0..split).unwrap_or(self.base), last(split..self.written.len()).unwrap_or(interleaved_base))
+        (
+            last(0..split).unwrap_or(self.base),
+            last(split..self.written.len()).unwrap_or(interleaved_base),
+        )
     }
 }

@@ -93,7 +93,12 @@ pub fn host_data(graph: &crate::ir::Graph) -> Vec<Vec<f16>> {
 }
 
 fn fault(tile: usize, step: usize, cycle: u64, message: String) -> Fault {
-    Fault { tile: TileId::from_index(tile), step, cycle, message }
+    Fault {
+        tile: TileId::from_index(tile),
+        step,
+        cycle,
+        message,
+    }
 }
 
 impl Device {
@@ -101,7 +106,16 @@ impl Device {
     pub fn load(package: &Package) -> Result<Device, Fault> {
         let target = package.target.clone();
         if package.tiles.len() != target.tiles as usize {
-            return Err(fault(0, 0, 0, format!("package has {} tile images for {} tiles", package.tiles.len(), target.tiles)));
+            return Err(fault(
+                0,
+                0,
+                0,
+                format!(
+                    "package has {} tile images for {} tiles",
+                    package.tiles.len(),
+                    target.tiles
+                ),
+            ));
         }
         let size = (target.memory_end - target.memory_base) as usize;
         let tiles: Vec<Tile> = package
@@ -110,9 +124,14 @@ impl Device {
             .enumerate()
             .map(|(t, image)| {
                 let mut memory = TileMemory::new(target.memory_base, size, image.buffers.clone());
-                memory.write(image.code_address, &image.code, None, "code image").map_err(|m| fault(t, 0, 0, m))?;
-                let code = memory.read(image.code_address, image.code.len() as u32, "code").map_err(|m| fault(t, 0, 0, m))?;
-                let program = TileProgram::decode(code).map_err(|e| fault(t, 0, 0, format!("code does not decode: {e}")))?;
+                memory
+                    .write(image.code_address, &image.code, None, "code image")
+                    .map_err(|m| fault(t, 0, 0, m))?;
+                let code = memory
+                    .read(image.code_address, image.code.len() as u32, "code")
+                    .map_err(|m| fault(t, 0, 0, m))?;
+                let program = TileProgram::decode(code)
+                    .map_err(|e| fault(t, 0, 0, format!("code does not decode: {e}")))?;
                 let mut steps = vec![Vec::new()];
                 for i in program.instrs {
                     if matches!(i, Instr::Sync) {
@@ -127,7 +146,12 @@ impl Device {
             .collect::<Result<_, _>>()?;
         let n = tiles[0].steps.len();
         if let Some(t) = tiles.iter().position(|t| t.steps.len() != n) {
-            return Err(fault(t, 0, 0, format!("{} supersteps where tile0 has {n}", tiles[t].steps.len())));
+            return Err(fault(
+                t,
+                0,
+                0,
+                format!("{} supersteps where tile0 has {n}", tiles[t].steps.len()),
+            ));
         }
         Ok(Device { target, tiles })
     }
@@ -137,14 +161,20 @@ impl Device {
     }
 
     /// Host writes: copies rectangles of host values into tile memory.
-    fn stream_in(&mut self, transfers: &[HostTransfer], host: &[Vec<f16>], graph: &crate::ir::Graph) -> Result<u64, Fault> {
+    fn stream_in(
+        &mut self,
+        transfers: &[HostTransfer],
+        host: &[Vec<f16>],
+        graph: &crate::ir::Graph,
+    ) -> Result<u64, Fault> {
         let mut bytes = 0;
         for t in transfers {
             let v = graph.value(t.value);
             let data = &host[t.value.index()];
             let memory = &mut self.tiles[t.tile.index()].memory;
             for r in t.rect.row0..t.rect.row1 {
-                let row = &data[(r * v.cols + t.rect.col0) as usize..(r * v.cols + t.rect.col1) as usize];
+                let row =
+                    &data[(r * v.cols + t.rect.col0) as usize..(r * v.cols + t.rect.col1) as usize];
                 let raw: Vec<u8> = row.iter().flat_map(|x| x.to_le_bytes()).collect();
                 let at = t.address + (r - t.rect.row0) * t.stride;
                 memory
@@ -162,16 +192,38 @@ impl Device {
     }
 
     /// `run`: streams the inputs in, executes every superstep, streams the output out.
-    pub fn run(&mut self, package: &Package, host: &[Vec<f16>]) -> Result<(Execution, Vec<f16>), Fault> {
+    pub fn run(
+        &mut self,
+        package: &Package,
+        host: &[Vec<f16>],
+    ) -> Result<(Execution, Vec<f16>), Fault> {
         let input_bytes = self.stream_in(&package.host.run_inputs, host, &package.graph)?;
-        let weight_bytes = package.host.initialize.iter().map(|t| t.rect.elements() * 2).sum();
+        let weight_bytes = package
+            .host
+            .initialize
+            .iter()
+            .map(|t| t.rect.elements() * 2)
+            .sum();
         let mut steps = Vec::new();
         for s in 0..self.supersteps() {
-            let exchange = self.tiles.iter().any(|t| t.steps[s].iter().any(|i| matches!(i, Instr::Exchange { .. })));
-            let busy = if exchange { self.exchange(s)? } else { self.compute(s)? };
+            let exchange = self.tiles.iter().any(|t| {
+                t.steps[s]
+                    .iter()
+                    .any(|i| matches!(i, Instr::Exchange { .. }))
+            });
+            let busy = if exchange {
+                self.exchange(s)?
+            } else {
+                self.compute(s)?
+            };
             let (kind, estimated) = package.steps.get(s).cloned().unwrap_or_default();
             let cycles = u64::from(busy.iter().copied().max().unwrap_or(0));
-            steps.push(StepProfile { kind, estimated_cycles: estimated, cycles, tile_busy: busy });
+            steps.push(StepProfile {
+                kind,
+                estimated_cycles: estimated,
+                cycles,
+                tile_busy: busy,
+            });
         }
         let sync_cycles = self.target.sync_cycles * steps.len() as u64;
         let cycles = steps.iter().map(|s| s.cycles).sum::<u64>() + sync_cycles;
@@ -186,8 +238,12 @@ impl Device {
             .tiles
             .iter()
             .map(|t| {
-                let (standard_end, interleaved_end) = t.memory.used_ends(self.target.interleaved_base);
-                (standard_end - self.target.memory_base, interleaved_end - self.target.interleaved_base)
+                let (standard_end, interleaved_end) =
+                    t.memory.used_ends(self.target.interleaved_base);
+                (
+                    standard_end - self.target.memory_base,
+                    interleaved_end - self.target.interleaved_base,
+                )
             })
             .collect();
         let execution = Execution {
@@ -217,9 +273,14 @@ impl Device {
             for r in t.rect.row0..t.rect.row1 {
                 let at = t.address + (r - t.rect.row0) * t.stride;
                 let src = memory
-                    .read(at, t.rect.cols() * 2, &format!("host read of {} row {r}", out.name))
+                    .read(
+                        at,
+                        t.rect.cols() * 2,
+                        &format!("host read of {} row {r}", out.name),
+                    )
                     .map_err(|m| fault(t.tile.index(), step, 0, m))?;
-                let row = &mut data[(r * out.cols + t.rect.col0) as usize..(r * out.cols + t.rect.col1) as usize];
+                let row = &mut data
+                    [(r * out.cols + t.rect.col0) as usize..(r * out.cols + t.rect.col1) as usize];
                 for (d, s) in row.iter_mut().zip(src.chunks_exact(2)) {
                     *d = f16::from_le_bytes([s[0], s[1]]);
                 }
@@ -259,21 +320,43 @@ impl Device {
                 match instr {
                     Instr::Exchange { horizon: h, .. } => {
                         if *horizon.get_or_insert(*h) != *h {
-                            return Err(fault(t, step, 0, format!("exchange horizon {h} differs from other tiles'")));
+                            return Err(fault(
+                                t,
+                                step,
+                                0,
+                                format!("exchange horizon {h} differs from other tiles'"),
+                            ));
                         }
                     }
-                    Instr::Send { start, skip, bytes, run } => {
+                    Instr::Send {
+                        start,
+                        skip,
+                        bytes,
+                        run,
+                    } => {
                         if u64::from(*start) < last_end {
-                            return Err(fault(t, step, u64::from(*start), format!(
-                                "sends two words in one cycle: the send at cycle {start} overlaps the previous one, which lasts until {last_end}"
-                            )));
+                            return Err(fault(
+                                t,
+                                step,
+                                u64::from(*start),
+                                format!(
+                                    "sends two words in one cycle: the send at cycle {start} overlaps the previous one, which lasts until {last_end}"
+                                ),
+                            ));
                         }
                         last_end = u64::from(*start) + words(*bytes);
                         busy[t] = busy[t].max((last_end + transit) as u32);
                         sends.insert((t, *start), (*skip, *bytes, *run));
                     }
                     Instr::Receive { .. } => {}
-                    other => return Err(fault(t, step, 0, format!("{other:?} inside an exchange phase"))),
+                    other => {
+                        return Err(fault(
+                            t,
+                            step,
+                            0,
+                            format!("{other:?} inside an exchange phase"),
+                        ));
+                    }
                 }
             }
         }
@@ -282,31 +365,63 @@ impl Device {
         for (t, tile) in self.tiles.iter().enumerate() {
             let mut listening: Option<(u64, TileId)> = None;
             for instr in &tile.steps[step] {
-                let Instr::Receive { switch: sw, from, sent, skip, bytes, run } = instr else { continue };
+                let Instr::Receive {
+                    switch: sw,
+                    from,
+                    sent,
+                    skip,
+                    bytes,
+                    run,
+                } = instr
+                else {
+                    continue;
+                };
                 let cycle = u64::from(*sent) + transit;
                 if let Some((until, previous)) = listening
                     && u64::from(*sw) < until
                 {
-                    return Err(fault(t, step, u64::from(*sw), format!(
-                        "two senders reach this tile at once: it switches to {from} at cycle {sw} while {previous}'s data arrives until cycle {until} (receive into {})",
-                        tile.memory.name(run.offset)
-                    )));
+                    return Err(fault(
+                        t,
+                        step,
+                        u64::from(*sw),
+                        format!(
+                            "two senders reach this tile at once: it switches to {from} at cycle {sw} while {previous}'s data arrives until cycle {until} (receive into {})",
+                            tile.memory.name(run.offset)
+                        ),
+                    ));
                 }
                 let Some(&(sskip, sbytes, srun)) = sends.get(&(from.index(), *sent)) else {
-                    return Err(fault(t, step, cycle, format!(
-                        "listens to {from} for data sent at cycle {sent}, but {from} sends nothing then: data meant for this tile arrives while it listens elsewhere (receive into {})",
-                        tile.memory.name(run.offset)
-                    )));
+                    return Err(fault(
+                        t,
+                        step,
+                        cycle,
+                        format!(
+                            "listens to {from} for data sent at cycle {sent}, but {from} sends nothing then: data meant for this tile arrives while it listens elsewhere (receive into {})",
+                            tile.memory.name(run.offset)
+                        ),
+                    ));
                 };
                 if (sskip, sbytes) != (*skip, *bytes) {
-                    return Err(fault(t, step, cycle, format!(
-                        "expects bytes {skip}..{} from {from}, which sends bytes {sskip}..{}",
-                        skip + bytes,
-                        sskip + sbytes
-                    )));
+                    return Err(fault(
+                        t,
+                        step,
+                        cycle,
+                        format!(
+                            "expects bytes {skip}..{} from {from}, which sends bytes {sskip}..{}",
+                            skip + bytes,
+                            sskip + sbytes
+                        ),
+                    ));
                 }
                 if u64::from(*sw) + switch > cycle {
-                    return Err(fault(t, step, u64::from(*sw), format!("mux switch to {from} at cycle {sw} comes after its data (cycle {cycle})")));
+                    return Err(fault(
+                        t,
+                        step,
+                        u64::from(*sw),
+                        format!(
+                            "mux switch to {from} at cycle {sw} comes after its data (cycle {cycle})"
+                        ),
+                    ));
                 }
                 let until = cycle + words(*bytes);
                 listening = Some((until, *from));
@@ -314,9 +429,21 @@ impl Device {
                 if let Some(h) = horizon
                     && until > u64::from(h)
                 {
-                    return Err(fault(t, step, until, format!("data from {from} arrives after the phase's horizon {h}")));
+                    return Err(fault(
+                        t,
+                        step,
+                        until,
+                        format!("data from {from} arrives after the phase's horizon {h}"),
+                    ));
                 }
-                deliveries[t].push(Delivery { from: from.index(), cycle, source: srun, destination: *run, skip: *skip, bytes: *bytes });
+                deliveries[t].push(Delivery {
+                    from: from.index(),
+                    cycle,
+                    source: srun,
+                    destination: *run,
+                    skip: *skip,
+                    bytes: *bytes,
+                });
             }
         }
         // Move the data: read every source, then write every destination.
@@ -328,8 +455,14 @@ impl Device {
                     .map(|d| {
                         let memory = &tiles[d.from].memory;
                         let mut out = Vec::with_capacity(d.bytes as usize);
-                        for (at, len) in window(&d.source, d.skip, d.bytes).map_err(|m| fault(d.from, step, d.cycle, m))? {
-                            out.extend_from_slice(memory.read(at, len, "exchange send").map_err(|m| fault(d.from, step, d.cycle, m))?);
+                        for (at, len) in window(&d.source, d.skip, d.bytes)
+                            .map_err(|m| fault(d.from, step, d.cycle, m))?
+                        {
+                            out.extend_from_slice(
+                                memory
+                                    .read(at, len, "exchange send")
+                                    .map_err(|m| fault(d.from, step, d.cycle, m))?,
+                            );
                         }
                         Ok(out)
                     })
@@ -343,9 +476,13 @@ impl Device {
             .try_for_each(|(t, (tile, (list, data)))| {
                 for (d, bytes) in list.iter().zip(data) {
                     let mut rest = bytes.as_slice();
-                    for (at, len) in window(&d.destination, d.skip, d.bytes).map_err(|m| fault(t, step, d.cycle, m))? {
+                    for (at, len) in window(&d.destination, d.skip, d.bytes)
+                        .map_err(|m| fault(t, step, d.cycle, m))?
+                    {
                         let (piece, tail) = rest.split_at(len as usize);
-                        tile.memory.write(at, piece, Some(step as u32), "exchange receive").map_err(|m| fault(t, step, d.cycle, m))?;
+                        tile.memory
+                            .write(at, piece, Some(step as u32), "exchange receive")
+                            .map_err(|m| fault(t, step, d.cycle, m))?;
                         rest = tail;
                     }
                 }
@@ -367,17 +504,42 @@ struct Delivery {
     bytes: u32,
 }
 
-fn window(run: &Run, skip: u32, bytes: u32) -> Result<impl Iterator<Item = (u32, u32)> + '_, String> {
+fn window(
+    run: &Run,
+    skip: u32,
+    bytes: u32,
+) -> Result<impl Iterator<Item = (u32, u32)> + '_, String> {
     if skip + bytes > run.total() {
-        return Err(format!("bytes {skip}..{} lie beyond the {}-byte run at {:#x}", skip + bytes, run.total(), run.offset));
+        return Err(format!(
+            "bytes {skip}..{} lie beyond the {}-byte run at {:#x}",
+            skip + bytes,
+            run.total(),
+            run.offset
+        ));
     }
     Ok(run.window(skip, bytes))
 }
 
 /// Executes one compute instruction at superstep `step`; returns its cycles.
-fn execute_vertex(target: &Target, memory: &mut TileMemory, instr: &Instr, step: u32) -> Result<u64, String> {
+fn execute_vertex(
+    target: &Target,
+    memory: &mut TileMemory,
+    instr: &Instr,
+    step: u32,
+) -> Result<u64, String> {
     match *instr {
-        Instr::Amp { a, a_stride, b, b_stride, partials, partials_stride, partials_type, rows, depth, cols } => {
+        Instr::Amp {
+            a,
+            a_stride,
+            b,
+            b_stride,
+            partials,
+            partials_stride,
+            partials_type,
+            rows,
+            depth,
+            cols,
+        } => {
             check_alignment(a, 8, "AMP input a")?;
             check_alignment(b, 16, "AMP weights b (128-bit loads)")?;
             check_alignment(partials, 16, "AMP partials")?;
@@ -390,9 +552,22 @@ fn execute_vertex(target: &Target, memory: &mut TileMemory, instr: &Instr, step:
                     ));
                 }
             }
-            let last = |addr: u32, rows: u32, stride: u32, row_bytes: u32| addr + (rows.max(1) - 1) * stride + row_bytes - 1;
-            let out = (target.memory_element(partials), target.memory_element(last(partials, rows, partials_stride, cols * partials_type.bytes())));
-            for (what, addr, end) in [("a", a, last(a, rows, a_stride, depth * 2)), ("b", b, last(b, depth, b_stride, cols * 2))] {
+            let last = |addr: u32, rows: u32, stride: u32, row_bytes: u32| {
+                addr + (rows.max(1) - 1) * stride + row_bytes - 1
+            };
+            let out = (
+                target.memory_element(partials),
+                target.memory_element(last(
+                    partials,
+                    rows,
+                    partials_stride,
+                    cols * partials_type.bytes(),
+                )),
+            );
+            for (what, addr, end) in [
+                ("a", a, last(a, rows, a_stride, depth * 2)),
+                ("b", b, last(b, depth, b_stride, cols * 2)),
+            ] {
                 let (e0, e1) = (target.memory_element(addr), target.memory_element(end));
                 if e0 <= out.1 && out.0 <= e1 {
                     return Err(format!(
@@ -403,8 +578,26 @@ fn execute_vertex(target: &Target, memory: &mut TileMemory, instr: &Instr, step:
                     ));
                 }
             }
-            let av = memory.load(&Matrix { addr: a, stride: a_stride, rows, cols: depth, dtype: DType::F16 }, "AMP input a")?;
-            let bv = memory.load(&Matrix { addr: b, stride: b_stride, rows: depth, cols, dtype: DType::F16 }, "AMP weights b")?;
+            let av = memory.load(
+                &Matrix {
+                    addr: a,
+                    stride: a_stride,
+                    rows,
+                    cols: depth,
+                    dtype: DType::F16,
+                },
+                "AMP input a",
+            )?;
+            let bv = memory.load(
+                &Matrix {
+                    addr: b,
+                    stride: b_stride,
+                    rows: depth,
+                    cols,
+                    dtype: DType::F16,
+                },
+                "AMP weights b",
+            )?;
             let (d, c) = (depth as usize, cols as usize);
             let block = target.amp_block_depth as usize;
             let padded = d.next_multiple_of(block);
@@ -415,25 +608,89 @@ fn execute_vertex(target: &Target, memory: &mut TileMemory, instr: &Instr, step:
             let mut bp = bv;
             bp.resize(padded * c, 0.0);
             let mut out = vec![0f32; rows as usize * c];
-            numerics::amp_matmul(&ap, padded, &bp, c, &mut out, c, rows as usize, padded, c, block, partials_type);
-            let m = Matrix { addr: partials, stride: partials_stride, rows, cols, dtype: partials_type };
+            numerics::amp_matmul(
+                &ap,
+                padded,
+                &bp,
+                c,
+                &mut out,
+                c,
+                rows as usize,
+                padded,
+                c,
+                block,
+                partials_type,
+            );
+            let m = Matrix {
+                addr: partials,
+                stride: partials_stride,
+                rows,
+                cols,
+                dtype: partials_type,
+            };
             memory.store(&m, &out, step, "AMP partials")?;
             Ok(target.amp_cycles(rows, depth, cols, partials_type))
         }
-        Instr::Epilogue { partials, partials_stride, partials_type, bias, out, out_stride, rows, cols, gelu } => {
-            let p = memory.load(&Matrix { addr: partials, stride: partials_stride, rows, cols, dtype: partials_type }, "epilogue partials")?;
+        Instr::Epilogue {
+            partials,
+            partials_stride,
+            partials_type,
+            bias,
+            out,
+            out_stride,
+            rows,
+            cols,
+            gelu,
+        } => {
+            let p = memory.load(
+                &Matrix {
+                    addr: partials,
+                    stride: partials_stride,
+                    rows,
+                    cols,
+                    dtype: partials_type,
+                },
+                "epilogue partials",
+            )?;
             let bv = match bias {
-                Some(addr) => Some(memory.load(&Matrix { addr, stride: cols * 2, rows: 1, cols, dtype: DType::F16 }, "epilogue bias")?),
+                Some(addr) => Some(memory.load(
+                    &Matrix {
+                        addr,
+                        stride: cols * 2,
+                        rows: 1,
+                        cols,
+                        dtype: DType::F16,
+                    },
+                    "epilogue bias",
+                )?),
                 None => None,
             };
             let result: Vec<f32> = p
                 .iter()
                 .enumerate()
-                .map(|(i, &v)| numerics::epilogue(v, bv.as_ref().map(|b| b[i % cols as usize]), gelu).to_f32())
+                .map(|(i, &v)| {
+                    numerics::epilogue(v, bv.as_ref().map(|b| b[i % cols as usize]), gelu).to_f32()
+                })
                 .collect();
-            memory.store(&Matrix { addr: out, stride: out_stride, rows, cols, dtype: DType::F16 }, &result, step, "epilogue output")?;
+            memory.store(
+                &Matrix {
+                    addr: out,
+                    stride: out_stride,
+                    rows,
+                    cols,
+                    dtype: DType::F16,
+                },
+                &result,
+                step,
+                "epilogue output",
+            )?;
             let (ops, transcendentals) = Target::epilogue_ops(partials_type, bias.is_some(), gelu);
-            Ok(target.vector_cycles(u64::from(rows) * u64::from(cols), DType::F16, ops, transcendentals))
+            Ok(target.vector_cycles(
+                u64::from(rows) * u64::from(cols),
+                DType::F16,
+                ops,
+                transcendentals,
+            ))
         }
         ref other => Err(format!("{other:?} inside a compute step")),
     }

@@ -89,7 +89,11 @@ pub fn build_images(
         .par_iter()
         .zip(&placement.tiles)
         .zip(buffers)
-        .map(|((p, usage), buffers)| TileImage { code_address: usage.code_address, code: p.encode(), buffers })
+        .map(|((p, usage), buffers)| TileImage {
+            code_address: usage.code_address,
+            code: p.encode(),
+            buffers,
+        })
         .collect();
     let steps: Vec<(String, u64)> = sel
         .steps

@@ -155,7 +155,6 @@ fn lifetimes_overlap(a: &Buffer, b: &Buffer) -> bool {
     a.first_step <= b.last_step && b.first_step <= a.last_step
 }
 
-
 fn place_tile(
     tile: TileId,
     buffers: &[&Buffer],

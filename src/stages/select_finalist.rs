@@ -109,7 +109,10 @@ impl Buffer {
     }
     /// `buf12 APanel of v4 [0..23, 0..1152]`: how logs, errors and device faults name a buffer.
     pub fn describe(&self) -> String {
-        format!("{} {:?} of {} {}", self.id, self.class, self.value, self.rect)
+        format!(
+            "{} {:?} of {} {}",
+            self.id, self.class, self.value, self.rect
+        )
     }
     pub fn alignment(&self) -> u32 {
         if self.needs_interleaved() { 16 } else { 8 }

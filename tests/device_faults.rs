@@ -1,0 +1,288 @@
+//! The device catches compiler bugs: for each class, a package from the small preset is broken in that
+//! way and the run FAILs with a fault naming tile, superstep, cycle and buffer.
+
+mod common;
+use common::{SMALL, SMALL_ID, Sandbox};
+use ipu_codegen::device::{Device, Fault, host_data};
+use ipu_codegen::ids::TileId;
+use ipu_codegen::isa::{Instr, TileProgram};
+use ipu_codegen::stages::build_images::{Package, read_ipuexe, write_ipuexe};
+use std::sync::OnceLock;
+
+fn small_package() -> Package {
+    static PACKAGE: OnceLock<Vec<u8>> = OnceLock::new();
+    let bytes = PACKAGE.get_or_init(|| {
+        let sb = Sandbox::new();
+        sb.run(&["build", SMALL]).assert_ok();
+        std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap()
+    });
+    read_ipuexe(bytes).unwrap().1
+}
+
+fn run(p: &Package) -> Result<(), Fault> {
+    let host = host_data(&p.graph);
+    let mut device = Device::load(p)?;
+    device.initialize(p, &host)?;
+    device.run(p, &host).map(|_| ())
+}
+
+fn program(p: &Package, tile: usize) -> TileProgram {
+    TileProgram::decode(&p.tiles[tile].code).unwrap()
+}
+
+fn set_program(p: &mut Package, program: &TileProgram) {
+    p.tiles[program.tile.index()].code = program.encode();
+}
+
+/// Runs a broken package and checks the fault's class and that it names where it happened.
+fn assert_fault(p: &Package, class: &str) -> Fault {
+    let fault = run(p).expect_err("a broken package must fail");
+    let text = fault.to_string();
+    assert!(text.contains(class), "expected `{class}`, got: {text}");
+    assert!(
+        text.starts_with(&format!(
+            "{} step{} cycle {}:",
+            fault.tile, fault.step, fault.cycle
+        )),
+        "{text}"
+    );
+    fault
+}
+
+/// The first AMP instruction of the first tile that has one, with its tile and index.
+fn first_amp(p: &Package) -> (usize, usize, TileProgram) {
+    (0..p.tiles.len())
+        .find_map(|t| {
+            let prog = program(p, t);
+            prog.instrs
+                .iter()
+                .position(|i| matches!(i, Instr::Amp { .. }))
+                .map(|i| (t, i, prog))
+        })
+        .unwrap()
+}
+
+fn edit_amp(p: &mut Package, f: impl FnOnce(&mut u32, &mut u32, &mut u32)) {
+    let (_, i, mut prog) = first_amp(p);
+    if let Instr::Amp { a, b, partials, .. } = &mut prog.instrs[i] {
+        f(a, b, partials);
+    }
+    set_program(p, &prog);
+}
+
+#[test]
+fn the_unbroken_package_passes() {
+    run(&small_package()).unwrap();
+}
+
+/// Each instruction with the exchange phase it belongs to (`None` outside exchange phases).
+fn phases_of(prog: &TileProgram) -> Vec<Option<u32>> {
+    let mut phase = None;
+    prog.instrs
+        .iter()
+        .map(|i| {
+            match i {
+                Instr::Exchange { phase: id, .. } => phase = Some(id.0),
+                Instr::Sync => phase = None,
+                _ => {}
+            }
+            phase
+        })
+        .collect()
+}
+
+#[test]
+fn two_senders_reaching_one_receiver_at_once() {
+    let mut p = small_package();
+    let transit = p.target.exchange_transit_cycles;
+    let switch = p.target.mux_switch_cycles;
+    // A receiver with receives from two senders A then B in one phase; move B's send (and every
+    // receive of it) onto A's cycle, where B sends nothing else.
+    for r in 0..p.tiles.len() {
+        let prog = program(&p, r);
+        let receives: Vec<(Option<u32>, TileId, u32, u32)> = prog
+            .instrs
+            .iter()
+            .zip(phases_of(&prog))
+            .filter_map(|(i, ph)| match i {
+                Instr::Receive {
+                    from, sent, bytes, ..
+                } => Some((ph, *from, *sent, *bytes)),
+                _ => None,
+            })
+            .collect();
+        for w in receives.windows(2) {
+            let ((ph, a, s1, _), (ph2, b, s2, b_bytes)) = (w[0], w[1]);
+            if ph != ph2 || a == b || s1 == s2 {
+                continue;
+            }
+            let mut sender = program(&p, b.index());
+            let sender_phases = phases_of(&sender);
+            let len = b_bytes.div_ceil(4);
+            let clash = sender
+                .instrs
+                .iter()
+                .zip(&sender_phases)
+                .any(|(i, sp)| match i {
+                    Instr::Send { start, bytes, .. } => {
+                        *sp == ph
+                            && *start != s2
+                            && *start < s1 + len
+                            && s1 < start + bytes.div_ceil(4)
+                    }
+                    _ => false,
+                });
+            if clash {
+                continue;
+            }
+            for (i, sp) in sender.instrs.iter_mut().zip(&sender_phases) {
+                if let Instr::Send { start, .. } = i
+                    && *sp == ph
+                    && *start == s2
+                {
+                    *start = s1;
+                }
+            }
+            set_program(&mut p, &sender);
+            for t in 0..p.tiles.len() {
+                let mut prog = program(&p, t);
+                let tile_phases = phases_of(&prog);
+                let mut changed = false;
+                for (i, tp) in prog.instrs.iter_mut().zip(&tile_phases) {
+                    if let Instr::Receive {
+                        from,
+                        sent,
+                        switch: sw,
+                        ..
+                    } = i
+                        && *tp == ph
+                        && *from == b
+                        && *sent == s2
+                    {
+                        *sent = s1;
+                        *sw = s1 + transit - switch;
+                        changed = true;
+                    }
+                }
+                if changed {
+                    set_program(&mut p, &prog);
+                }
+            }
+            assert_fault(&p, "two senders reach this tile at once");
+            return;
+        }
+    }
+    panic!("no receiver with two senders in the small preset");
+}
+
+#[test]
+fn data_arriving_while_the_receiver_listens_elsewhere() {
+    let mut p = small_package();
+    let t = (0..p.tiles.len())
+        .find(|&t| {
+            program(&p, t)
+                .instrs
+                .iter()
+                .any(|i| matches!(i, Instr::Receive { .. }))
+        })
+        .unwrap();
+    let mut prog = program(&p, t);
+    for i in &mut prog.instrs {
+        if let Instr::Receive { sent, .. } = i {
+            *sent += 1;
+            break;
+        }
+    }
+    set_program(&mut p, &prog);
+    let f = assert_fault(&p, "arrives while it listens elsewhere");
+    assert!(f.message.contains("buf"), "names the buffer: {f}");
+}
+
+#[test]
+fn out_of_range_access() {
+    let mut p = small_package();
+    let end = p.target.memory_end;
+    edit_amp(&mut p, |a, _, _| *a = end - 8);
+    assert_fault(&p, "outside tile memory");
+}
+
+#[test]
+fn misaligned_access() {
+    let mut p = small_package();
+    edit_amp(&mut p, |a, _, _| *a += 2);
+    assert_fault(&p, "not 8-byte aligned");
+}
+
+#[test]
+fn weight_loads_outside_interleaved_memory() {
+    let mut p = small_package();
+    let base = p.target.memory_base;
+    edit_amp(&mut p, |_, b, _| *b = base + 0x1000);
+    assert_fault(&p, "AMP weights b (128-bit loads) at");
+}
+
+#[test]
+fn partials_outside_interleaved_memory() {
+    let mut p = small_package();
+    let base = p.target.memory_base;
+    edit_amp(&mut p, |_, _, partials| *partials = base + 0x1000);
+    let f = assert_fault(&p, "outside interleaved memory");
+    assert!(f.message.contains("partials"), "{f}");
+}
+
+#[test]
+fn amp_input_and_output_in_one_memory_element() {
+    let mut p = small_package();
+    edit_amp(&mut p, |_, b, partials| *partials = *b);
+    assert_fault(&p, "shares memory element");
+}
+
+#[test]
+fn read_of_never_written_memory() {
+    let mut p = small_package();
+    // Far above anything the small preset uses, inside standard memory.
+    let unused = p.target.interleaved_base - 0x4000;
+    edit_amp(&mut p, |a, _, _| *a = unused);
+    let f = assert_fault(&p, "reads never-written memory");
+    assert!(f.message.contains("(no buffer)"), "{f}");
+}
+
+#[test]
+fn write_into_a_live_buffer() {
+    let mut p = small_package();
+    // Point an epilogue's output at a resident weight piece on its tile.
+    let (t, i, mut prog) = (0..p.tiles.len())
+        .find_map(|t| {
+            let prog = program(&p, t);
+            prog.instrs
+                .iter()
+                .position(|i| matches!(i, Instr::Epilogue { .. }))
+                .map(|i| (t, i, prog))
+        })
+        .unwrap();
+    let weight = p.tiles[t]
+        .buffers
+        .iter()
+        .find(|b| b.name.contains("WeightHome"))
+        .unwrap()
+        .address;
+    if let Instr::Epilogue { out, .. } = &mut prog.instrs[i] {
+        *out = weight;
+    }
+    set_program(&mut p, &prog);
+    let f = assert_fault(&p, "still live");
+    assert!(f.message.contains("WeightHome"), "names the buffer: {f}");
+}
+
+#[test]
+fn a_broken_package_fails_the_hardware_test_on_the_command_line() {
+    let mut p = small_package();
+    edit_amp(&mut p, |a, _, _| *a += 2);
+    let sb = Sandbox::new();
+    let path = sb.path("broken.ipuexe");
+    std::fs::write(&path, write_ipuexe(&ipu_codegen::store::encode(&p))).unwrap();
+    let r = sb.run(&["run", path.to_str().unwrap()]);
+    r.assert_clean_failure();
+    assert!(r.stdout.contains("hardwareTest=FAIL"), "{}", r.stdout);
+    assert!(r.stdout.contains("not 8-byte aligned"), "{}", r.stdout);
+}
