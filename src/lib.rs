@@ -9,6 +9,7 @@ pub mod ir;
 pub mod isa;
 pub mod numerics;
 pub mod pipeline;
+pub mod report;
 pub mod stages;
 pub mod store;
 pub mod target;

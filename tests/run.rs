@@ -139,3 +139,22 @@ fn damaged_package_file_is_refused() {
     r.assert_clean_failure();
     assert!(r.stderr.contains("damaged"), "{}", r.stderr);
 }
+
+#[test]
+fn a_busy_device_makes_a_second_run_wait_then_give_up() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    std::fs::create_dir_all(sb.stages()).unwrap();
+    let lock = std::fs::File::create(sb.stages().join("device.lock")).unwrap();
+    lock.lock().unwrap();
+    let r = sb.run(&["run", SMALL, "--lock-timeout", "1"]);
+    r.assert_clean_failure();
+    assert!(
+        r.stderr.contains("waiting for hardware ownership"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("device is busy"), "{}", r.stderr);
+    drop(lock);
+    assert_pass(&sb, &["run", SMALL]);
+}

@@ -105,6 +105,19 @@ enum Command {
         #[arg(long, default_value_t = 600)]
         lock_timeout: u64,
     },
+    /// Summarise an execution profile; optionally write an HTML page and a Chrome trace.
+    Report {
+        profile: PathBuf,
+        /// Write a self-contained HTML page (heat maps, BSP timeline, tables).
+        #[arg(long)]
+        html: Option<PathBuf>,
+        /// Write Chrome trace-event JSON (open in Perfetto).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// One trace track per chip column instead of per tile.
+        #[arg(long)]
+        per_column: bool,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -406,6 +419,29 @@ fn execute(cli: Cli) -> Result<()> {
                 .unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             print!("{}", b.dump(kind, &outcome.outputs)?);
+        }
+        Command::Report {
+            profile,
+            html,
+            trace,
+            per_column,
+        } => {
+            let bytes = std::fs::read(&profile)
+                .with_context(|| format!("reading {}", profile.display()))?;
+            let hash = crate::store::ContentHash::of(&bytes);
+            let execution: crate::device::Execution = crate::store::decode(&bytes, &hash)
+                .with_context(|| format!("{} is not an execution profile", profile.display()))?;
+            print!("{}", crate::report::table(&execution));
+            if let Some(path) = html {
+                std::fs::write(&path, crate::report::html(&execution))
+                    .with_context(|| format!("writing {}", path.display()))?;
+                println!("html={}", path.display());
+            }
+            if let Some(path) = trace {
+                std::fs::write(&path, crate::report::trace(&execution, per_column))
+                    .with_context(|| format!("writing {}", path.display()))?;
+                println!("trace={}", path.display());
+            }
         }
         Command::Bench {
             what:

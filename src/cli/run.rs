@@ -2,20 +2,15 @@
 //! print the summary.
 
 use super::BuildArgs;
-use crate::device::{Device, Execution, host_data};
+use crate::device::{Device, host_data};
 use crate::ir::ValueRole;
 use crate::numerics;
 use crate::stages::build_images::read_ipuexe;
-use crate::store::{self, Artifact, Store};
+use crate::store::{self, Store};
 use anyhow::{Context, Result, bail};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-impl Artifact for Execution {
-    const KIND: &'static str = "profile";
-    const SCHEMA: u32 = 1;
-}
 
 /// Holds the device lock until dropped (closing the file releases the lock).
 struct DeviceLock {

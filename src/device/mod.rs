@@ -66,6 +66,9 @@ pub struct StepProfile {
 pub struct Execution {
     pub workload: String,
     pub target: String,
+    pub clock_khz: u64,
+    /// Tiles per column of the chip (tile `t` sits in column `t / tiles_per_column`).
+    pub tiles_per_column: u32,
     /// Device cycles of one `run`: every superstep and its sync.
     pub cycles: u64,
     /// The busiest tile's own cycles: its compute and exchange activity plus the syncs, without waiting
@@ -78,6 +81,11 @@ pub struct Execution {
     pub input_bytes: u64,
     pub output_bytes: u64,
     pub weight_bytes: u64,
+}
+
+impl crate::store::Artifact for Execution {
+    const KIND: &'static str = "profile";
+    const SCHEMA: u32 = 2;
 }
 
 /// The host's data for every input and weight value of a graph (empty for the others).
@@ -249,6 +257,8 @@ impl Device {
         let execution = Execution {
             workload: package.workload.clone(),
             target: self.target.name.clone(),
+            clock_khz: self.target.clock_khz,
+            tiles_per_column: self.target.tiles / self.target.columns,
             cycles,
             minimum_tile_cycles,
             sync_cycles,

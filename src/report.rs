@@ -1,0 +1,217 @@
+//! Reading an `execution.ipuprofile`: the summary table, a self-contained HTML page (tile heat maps, BSP
+//! timeline, tables) and Chrome trace-event JSON (Perfetto). Pure functions from the profile to text.
+
+use crate::device::Execution;
+use std::fmt::Write as _;
+
+fn share(part: u64, whole: u64) -> f64 {
+    100.0 * part as f64 / whole.max(1) as f64
+}
+
+/// The summary table: every superstep with its cycles, share of the run, and the compiler's estimate.
+pub fn table(e: &Execution) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "workload={} target={} cycles={} minimumTileCycles={} syncCycles={} tiles={}",
+        e.workload,
+        e.target,
+        e.cycles,
+        e.minimum_tile_cycles,
+        e.sync_cycles,
+        e.memory.len()
+    );
+    let _ = writeln!(
+        s,
+        "{:<6} {:<9} {:>10} {:>7} {:>10} {:>9} {:>12} {:>10}",
+        "step", "kind", "cycles", "share", "estimate", "est/sim", "busy tiles", "mean busy"
+    );
+    for (i, st) in e.steps.iter().enumerate() {
+        let busy: Vec<u32> = st.tile_busy.iter().copied().filter(|&b| b > 0).collect();
+        let mean = busy.iter().map(|&b| u64::from(b)).sum::<u64>() / busy.len().max(1) as u64;
+        let _ = writeln!(
+            s,
+            "{:<6} {:<9} {:>10} {:>6.1}% {:>10} {:>9.3} {:>12} {:>10}",
+            format!("step{i}"),
+            st.kind,
+            st.cycles,
+            share(st.cycles, e.cycles),
+            st.estimated_cycles,
+            st.estimated_cycles as f64 / st.cycles.max(1) as f64,
+            busy.len(),
+            mean
+        );
+    }
+    let compute: u64 = e
+        .steps
+        .iter()
+        .filter(|s| s.kind == "compute")
+        .map(|s| s.cycles)
+        .sum();
+    let exchange: u64 = e
+        .steps
+        .iter()
+        .filter(|s| s.kind == "exchange")
+        .map(|s| s.cycles)
+        .sum();
+    let _ = writeln!(
+        s,
+        "compute {} ({:.1}%), exchange {} ({:.1}%), sync {} ({:.1}%)",
+        compute,
+        share(compute, e.cycles),
+        exchange,
+        share(exchange, e.cycles),
+        e.sync_cycles,
+        share(e.sync_cycles, e.cycles)
+    );
+    let (max_standard, max_interleaved) = e
+        .memory
+        .iter()
+        .fold((0, 0), |(a, b), &(s, i)| (a.max(s), b.max(i)));
+    let _ = writeln!(
+        s,
+        "memory: most standard bytes on a tile {max_standard}, most interleaved bytes on a tile {max_interleaved}"
+    );
+    s
+}
+
+/// Chrome trace-event JSON: one track per tile (or per column with `per_column`), a slice per
+/// superstep for the busy part and one for the wait until the sync ends.
+pub fn trace(e: &Execution, per_column: bool) -> String {
+    let us = |cycles: u64| cycles as f64 / e.clock_khz as f64 * 1e3;
+    let tracks = if per_column {
+        e.memory.len().div_ceil(e.tiles_per_column as usize)
+    } else {
+        e.memory.len()
+    };
+    let mut events = Vec::new();
+    for t in 0..tracks {
+        let name = if per_column {
+            format!("column {t}")
+        } else {
+            format!("tile{t}")
+        };
+        events.push(format!(
+            r#"{{"name":"thread_name","ph":"M","pid":0,"tid":{t},"args":{{"name":"{name}"}}}}"#
+        ));
+    }
+    let sync = e.sync_cycles / e.steps.len().max(1) as u64;
+    let mut start = 0u64;
+    for (i, st) in e.steps.iter().enumerate() {
+        for t in 0..tracks {
+            let busy = if per_column {
+                let cols = e.tiles_per_column as usize;
+                st.tile_busy[t * cols..((t + 1) * cols).min(st.tile_busy.len())]
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
+            } else {
+                st.tile_busy[t]
+            };
+            let busy = u64::from(busy);
+            if busy > 0 {
+                events.push(format!(
+                    r#"{{"name":"step{i} {}","cat":"{}","ph":"X","pid":0,"tid":{t},"ts":{:.4},"dur":{:.4}}}"#,
+                    st.kind,
+                    st.kind,
+                    us(start),
+                    us(busy)
+                ));
+            }
+            events.push(format!(
+                r#"{{"name":"step{i} sync wait","cat":"sync","ph":"X","pid":0,"tid":{t},"ts":{:.4},"dur":{:.4}}}"#,
+                us(start + busy),
+                us(st.cycles - busy + sync)
+            ));
+        }
+        start += st.cycles + sync;
+    }
+    format!(
+        "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n{}\n]}}\n",
+        events.join(",\n")
+    )
+}
+
+/// One self-contained page: heat maps of busy cycles and memory per tile (columns of the chip side by
+/// side), the BSP timeline, and the summary table. No network.
+pub fn html(e: &Execution) -> String {
+    let busy: Vec<u64> = (0..e.memory.len())
+        .map(|t| e.steps.iter().map(|s| u64::from(s.tile_busy[t])).sum())
+        .collect();
+    let memory: Vec<u64> = e
+        .memory
+        .iter()
+        .map(|&(s, i)| u64::from(s) + u64::from(i))
+        .collect();
+    let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let sync = e.sync_cycles / e.steps.len().max(1) as u64;
+    let mut timeline = String::new();
+    for (i, st) in e.steps.iter().enumerate() {
+        let _ = write!(
+            timeline,
+            r#"<div class="bar {kind}" style="flex:{c}" title="step{i} {kind}: {c} cycles (estimate {est})">step{i}</div><div class="bar sync" style="flex:{sync}" title="sync: {sync} cycles"></div>"#,
+            kind = st.kind,
+            c = st.cycles,
+            est = st.estimated_cycles
+        );
+    }
+    let table = table(e).replace('&', "&amp;").replace('<', "&lt;");
+    format!(
+        r#"<!doctype html>
+<html><head><meta charset="utf-8"><title>{workload}: execution profile</title>
+<style>
+body {{ font: 13px system-ui, sans-serif; margin: 20px; }}
+.maps {{ display: flex; gap: 40px; }}
+.map {{ display: grid; grid-template-columns: repeat({columns}, 12px); grid-auto-rows: 5px; gap: 1px; }}
+.cell {{ width: 12px; height: 5px; }}
+.timeline {{ display: flex; height: 28px; margin: 8px 0 20px; }}
+.bar {{ font-size: 10px; overflow: hidden; color: #fff; padding: 2px; }}
+.compute {{ background: #2b7bba; }} .exchange {{ background: #e6842a; }} .sync {{ background: #999; }}
+pre {{ background: #f6f6f6; padding: 8px; }}
+</style></head><body>
+<h1>{workload}</h1>
+<p>{cycles} cycles on {target}; {tiles} tiles in {columns} columns of {per_column}.</p>
+<h2>BSP timeline</h2>
+<div class="timeline">{timeline}</div>
+<div class="maps">
+<div><h2>busy cycles per tile</h2><div id="busy" class="map"></div></div>
+<div><h2>memory used per tile</h2><div id="memory" class="map"></div></div>
+</div>
+<h2>supersteps</h2>
+<pre>{table}</pre>
+<script>
+const busy = [{busy}];
+const memory = [{memory}];
+const perColumn = {per_column};
+function draw(id, values, hue) {{
+  const max = Math.max(1, ...values);
+  const map = document.getElementById(id);
+  // Column-major: each grid column is one column of the chip.
+  for (let row = 0; row < perColumn; row++) {{
+    for (let col = 0; col < {columns}; col++) {{
+      const tile = col * perColumn + row;
+      if (tile >= values.length) continue;
+      const cell = document.createElement("div");
+      cell.className = "cell";
+      cell.title = "tile" + tile + ": " + values[tile];
+      cell.style.background = "hsl(" + hue + ", 80%, " + (95 - 60 * values[tile] / max) + "%)";
+      map.appendChild(cell);
+    }}
+  }}
+}}
+draw("busy", busy, 210);
+draw("memory", memory, 30);
+</script>
+</body></html>
+"#,
+        workload = e.workload,
+        cycles = e.cycles,
+        target = e.target,
+        tiles = e.memory.len(),
+        columns = e.memory.len().div_ceil(e.tiles_per_column.max(1) as usize),
+        per_column = e.tiles_per_column,
+        busy = list(&busy),
+        memory = list(&memory),
+    )
+}

@@ -1,0 +1,131 @@
+//! `ipu-codegen report`: the table, the Chrome trace and the HTML page, which headless Chromium renders
+//! with a 1472-cell heat map.
+
+mod common;
+use common::{SMALL, SMALL_ID, Sandbox};
+use std::process::Command;
+
+fn profiled() -> Sandbox {
+    let sb = Sandbox::new();
+    sb.run(&["run", SMALL]).assert_ok();
+    sb
+}
+
+fn report(sb: &Sandbox, extra: &[&str]) -> common::Ran {
+    let profile = sb.stages().join(SMALL_ID).join("execution.ipuprofile");
+    let mut args = vec!["report", profile.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let r = sb.run(&args);
+    r.assert_ok();
+    r
+}
+
+#[test]
+fn the_table_lists_every_superstep_with_its_estimate() {
+    let sb = profiled();
+    let r = report(&sb, &[]);
+    for step in 0..8 {
+        assert!(r.stdout.contains(&format!("step{step} ")), "{}", r.stdout);
+    }
+    assert!(
+        r.stdout.contains("est/sim")
+            && r.stdout.contains("compute")
+            && r.stdout.contains("exchange"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn the_trace_has_a_track_per_tile_or_per_column() {
+    let sb = profiled();
+    let path = sb.path("trace.json");
+    report(&sb, &["--trace", path.to_str().unwrap()]);
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let tracks = events.iter().filter(|e| e["ph"] == "M").count();
+    assert_eq!(tracks, 1472);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "X" && e["cat"] == "compute")
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["ph"] != "X" || e["dur"].as_f64().unwrap() >= 0.0)
+    );
+    report(&sb, &["--trace", path.to_str().unwrap(), "--per-column"]);
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "M")
+            .count(),
+        16
+    );
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+#[test]
+fn the_html_page_renders_a_heat_map_of_1472_tiles_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("IPU_CODEGEN_REQUIRE_CHROMIUM").is_none(),
+            "IPU_CODEGEN_REQUIRE_CHROMIUM is set but no Chromium is installed"
+        );
+        eprintln!("skipped: no Chromium on this machine (.ci/run installs it)");
+        return;
+    };
+    let sb = profiled();
+    let page = sb.path("profile.html");
+    report(&sb, &["--html", page.to_str().unwrap()]);
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+        ])
+        .args([
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", sb.path("chromium").display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    // The cells are made by the page's script: counting them in the rendered DOM shows it ran.
+    let busy_map = dom
+        .split(r#"id="busy""#)
+        .nth(1)
+        .unwrap()
+        .split(r#"id="memory""#)
+        .next()
+        .unwrap();
+    assert_eq!(busy_map.matches(r#"class="cell""#).count(), 1472);
+    assert!(dom.contains("BSP timeline"));
+}
