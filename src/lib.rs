@@ -1,6 +1,7 @@
 //! ipu-codegen: an ahead-of-time compiler for tile-based, bulk-synchronous ML processors of the Graphcore
 //! IPU kind, and the simulated device its packages run on. See ARCHITECTURE.md for the map.
 
+pub mod calibrate;
 pub mod cli;
 pub mod device;
 pub mod exchange;

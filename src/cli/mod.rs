@@ -118,6 +118,11 @@ enum Command {
         #[arg(long)]
         per_column: bool,
     },
+    /// Run micro-packages through the device beside the reference model's closed-form figures.
+    Calibrate {
+        #[arg(long, default_value = "mk2-1500")]
+        target: String,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -442,6 +447,30 @@ fn execute(cli: Cli) -> Result<()> {
                     .with_context(|| format!("writing {}", path.display()))?;
                 println!("trace={}", path.display());
             }
+        }
+        Command::Calibrate { target } => {
+            let t = Target::preset(&target).with_context(|| {
+                format!(
+                    "unknown target {target:?}; targets: {}",
+                    Target::PRESETS.join(", ")
+                )
+            })?;
+            let rows = crate::calibrate::calibrate(&t)
+                .map_err(|f| anyhow::anyhow!("calibration package failed on the device: {f}"))?;
+            println!(
+                "{:<54} {:>10} {:>10} {:>6}  note",
+                "case", "simulated", "model", "diff"
+            );
+            let mut differ = 0;
+            for r in &rows {
+                let diff = r.simulated as i64 - r.model as i64;
+                differ += usize::from(diff != 0);
+                println!(
+                    "{:<54} {:>10} {:>10} {:>6}  {}",
+                    r.case, r.simulated, r.model, diff, r.note
+                );
+            }
+            println!("cases={} differing={differ}", rows.len());
         }
         Command::Bench {
             what:

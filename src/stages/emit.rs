@@ -8,9 +8,9 @@
 //! and every receive names a send of its sender at the same cycle with the same size; every address a
 //! program touches lies in tile memory.
 
-use crate::exchange::Overheads;
 use crate::exchange::check::check;
-use crate::ids::{BufferId, TileId};
+use crate::exchange::{Overheads, Schedule};
+use crate::ids::{BufferId, ExchangeId, TileId};
 use crate::isa::{HostProgram, HostTransfer, Instr, PLACEHOLDER_ADDRESS, TileProgram};
 use crate::stages::lower_exchanges::Exchanges;
 use crate::stages::place_storage::Placement;
@@ -112,6 +112,72 @@ pub fn emit(
     Ok(code)
 }
 
+/// A transfer bound to memory: the source tile and the run it reads, each destination tile and the run
+/// it writes.
+pub struct BoundTransfer {
+    pub source: TileId,
+    pub source_run: Run,
+    pub bytes: u32,
+    pub destinations: Vec<(TileId, Run)>,
+}
+
+/// The exchange code of one phase: for every tile taking part, an `Exchange` marker then its sends and
+/// receives in cycle order, from the schedule's pieces.
+pub fn exchange_programs(
+    phase: ExchangeId,
+    schedule: &Schedule,
+    transfers: &[BoundTransfer],
+    target: &Target,
+) -> BTreeMap<TileId, Vec<Instr>> {
+    let mut per_tile: BTreeMap<TileId, Vec<(u32, Instr)>> = BTreeMap::new();
+    let word = target.exchange_bytes_per_cycle;
+    for piece in &schedule.pieces {
+        let t = &transfers[piece.transfer as usize];
+        let (start, skip) = (piece.start, piece.word * word);
+        let bytes = (piece.words * word).min(t.bytes - skip);
+        per_tile.entry(t.source).or_default().push((
+            start,
+            Instr::Send {
+                start,
+                skip,
+                bytes,
+                run: t.source_run,
+            },
+        ));
+        let served = match piece.destinations {
+            None => 0..t.destinations.len(),
+            Some((a, b)) => a as usize..b as usize,
+        };
+        for &(tile, run) in &t.destinations[served] {
+            let switch = start + target.exchange_transit_cycles - target.mux_switch_cycles;
+            per_tile.entry(tile).or_default().push((
+                switch,
+                Instr::Receive {
+                    switch,
+                    from: t.source,
+                    sent: start,
+                    skip,
+                    bytes,
+                    run,
+                },
+            ));
+        }
+    }
+    per_tile
+        .into_iter()
+        .map(|(tile, mut list)| {
+            list.sort_by_key(|(cycle, i)| (*cycle, matches!(i, Instr::Receive { .. })));
+            let program = std::iter::once(Instr::Exchange {
+                phase,
+                horizon: schedule.horizon,
+            })
+            .chain(list.into_iter().map(|(_, i)| i))
+            .collect();
+            (tile, program)
+        })
+        .collect()
+}
+
 /// Every tile's program, with buffer addresses from `address`. `place_storage` calls this with
 /// [`PLACEHOLDER_ADDRESS`] to size the code.
 pub fn tile_programs(
@@ -140,51 +206,24 @@ pub fn tile_programs(
                 let ex = &sel.exchanges[id.index()];
                 let ps = &storage.phases[id.index()];
                 let sched = &exchanges.phases[id.index()].schedule;
-                let mut per_tile: BTreeMap<TileId, Vec<(u32, Instr)>> = BTreeMap::new();
-                let word = target.exchange_bytes_per_cycle;
-                for piece in &sched.pieces {
-                    let t = &ex.transfers[piece.transfer as usize];
-                    let ts = &ps.transfers[piece.transfer as usize];
-                    let (start, skip) = (piece.start, piece.word * word);
-                    let bytes = (piece.words * word).min(t.bytes - skip);
-                    let run = place(&ts.source, address(t.source_buffer));
-                    per_tile.entry(t.source).or_default().push((
-                        start,
-                        Instr::Send {
-                            start,
-                            skip,
-                            bytes,
-                            run,
-                        },
-                    ));
-                    let served = match piece.destinations {
-                        None => 0..t.destinations.len(),
-                        Some((a, b)) => a as usize..b as usize,
-                    };
-                    for k in served {
-                        let d = &t.destinations[k];
-                        let run = place(&ts.destinations[k], address(d.buffer));
-                        let switch =
-                            start + target.exchange_transit_cycles - target.mux_switch_cycles;
-                        let receive = Instr::Receive {
-                            switch,
-                            from: t.source,
-                            sent: start,
-                            skip,
-                            bytes,
-                            run,
-                        };
-                        per_tile.entry(d.tile).or_default().push((switch, receive));
-                    }
-                }
-                for (tile, mut list) in per_tile {
-                    list.sort_by_key(|(cycle, i)| (*cycle, matches!(i, Instr::Receive { .. })));
-                    let program = &mut instrs[tile.index()];
-                    program.push(Instr::Exchange {
-                        phase: *id,
-                        horizon: sched.horizon,
-                    });
-                    program.extend(list.into_iter().map(|(_, i)| i));
+                let bound: Vec<BoundTransfer> = ex
+                    .transfers
+                    .iter()
+                    .zip(&ps.transfers)
+                    .map(|(t, ts)| BoundTransfer {
+                        source: t.source,
+                        source_run: place(&ts.source, address(t.source_buffer)),
+                        bytes: t.bytes,
+                        destinations: t
+                            .destinations
+                            .iter()
+                            .zip(&ts.destinations)
+                            .map(|(d, run)| (d.tile, place(run, address(d.buffer))))
+                            .collect(),
+                    })
+                    .collect();
+                for (tile, list) in exchange_programs(*id, sched, &bound, target) {
+                    instrs[tile.index()].extend(list);
                 }
             }
             Step::Compute(c) => {
