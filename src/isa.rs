@@ -43,16 +43,19 @@ pub enum Instr {
     /// Starts exchange phase `phase`, which lasts `horizon` cycles.
     Exchange { phase: ExchangeId, horizon: u32 },
     /// Sends bytes `skip..skip+bytes` of the stream read from `run`, one word per cycle from cycle
-    /// `start` of the phase.
+    /// `start` of the phase; two words per cycle when `wide`, over the supertile pair's shared bus
+    /// (the pair mate must not send meanwhile).
     Send {
         start: u32,
         skip: u32,
         bytes: u32,
         run: Run,
+        wide: bool,
     },
     /// Switches the receive mux to `from` at cycle `switch`, then stores the bytes that `from` sends from
     /// cycle `sent` (arriving `transit` cycles later) as bytes `skip..skip+bytes` of the stream written
-    /// to `run`.
+    /// to `run`. `wide` receives a wide send at two words per cycle: the pair mate must not receive
+    /// meanwhile, unless it receives the same data.
     Receive {
         switch: u32,
         from: TileId,
@@ -60,6 +63,7 @@ pub enum Instr {
         skip: u32,
         bytes: u32,
         run: Run,
+        wide: bool,
     },
     /// Ends a superstep: wait for every tile.
     Sync,
@@ -121,8 +125,14 @@ impl std::fmt::Display for Instr {
                 skip,
                 bytes,
                 run: r,
+                wide,
             } => {
-                write!(f, "  send @{start} {bytes}B+{skip} from {}", run(r))
+                write!(
+                    f,
+                    "  send @{start} {bytes}B+{skip} from {}{}",
+                    run(r),
+                    if *wide { " wide" } else { "" }
+                )
             }
             Instr::Receive {
                 switch,
@@ -131,13 +141,13 @@ impl std::fmt::Display for Instr {
                 skip,
                 bytes,
                 run: r,
-            } => {
-                write!(
-                    f,
-                    "  receive @{switch} from {from} sent@{sent} {bytes}B+{skip} to {}",
-                    run(r)
-                )
-            }
+                wide,
+            } => write!(
+                f,
+                "  receive @{switch} from {from} sent@{sent} {bytes}B+{skip} to {}{}",
+                run(r),
+                if *wide { " wide" } else { "" }
+            ),
             Instr::Sync => write!(f, "sync"),
         }
     }

@@ -2,7 +2,12 @@
 //! that both the compiler's estimates and the simulated device charge. Every number here is hashed into
 //! every action key, so a change to the model recomputes everything that depends on it.
 //!
-//! Sources for each figure: `../shared/research/ipu-hardware.md` and DESIGN §4.
+//! Sources for each figure (sections of `research/ipu-hardware.md` beside the design brief; the brief's
+//! §4 table fixes the defaults): tiles, clock and peak: §1; memory map, elements, interleaving and
+//! alignment: §2; workers and barrel scheduling: §3; exchange rates, mux switch, multicast, supertile
+//! pairs, transit and sync: §4; AMP rates, the per-worker block formula (poplibs 1x1 convolution
+//! estimate), weight loads, supervisor overhead and vector-unit rates: §5; host link: §6. The simulated
+//! device charges exactly these functions; `ipu-codegen calibrate` shows it.
 
 use crate::ir::DType;
 use serde::{Deserialize, Serialize};

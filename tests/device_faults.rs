@@ -286,3 +286,56 @@ fn a_broken_package_fails_the_hardware_test_on_the_command_line() {
     assert!(r.stdout.contains("hardwareTest=FAIL"), "{}", r.stdout);
     assert!(r.stdout.contains("not 8-byte aligned"), "{}", r.stdout);
 }
+
+#[test]
+fn a_wide_send_while_the_pair_mate_sends() {
+    let mut p = small_package();
+    // An even tile and its mate both sending in one phase; make the even tile's send wide.
+    for t in (0..p.tiles.len()).step_by(2) {
+        let (prog, mate) = (program(&p, t), program(&p, t + 1));
+        let (phases, mate_phases) = (phases_of(&prog), phases_of(&mate));
+        let found = prog.instrs.iter().zip(&phases).find_map(|(i, ph)| match i {
+            Instr::Send { start, bytes, .. } => {
+                mate.instrs
+                    .iter()
+                    .zip(&mate_phases)
+                    .find_map(|(j, mph)| match j {
+                        Instr::Send {
+                            start: s2,
+                            bytes: b2,
+                            ..
+                        } if mph == ph
+                            && *s2 < start + bytes.div_ceil(8)
+                            && *start < s2 + b2.div_ceil(4) =>
+                        {
+                            Some((*ph, *start))
+                        }
+                        _ => None,
+                    })
+            }
+            _ => None,
+        });
+        let Some((ph, start)) = found else { continue };
+        for tile in 0..p.tiles.len() {
+            let mut prog = program(&p, tile);
+            let tp = phases_of(&prog);
+            for (i, phase) in prog.instrs.iter_mut().zip(&tp) {
+                match i {
+                    Instr::Send { start: s, wide, .. }
+                        if tile == t && *phase == ph && *s == start =>
+                    {
+                        *wide = true
+                    }
+                    Instr::Receive {
+                        from, sent, wide, ..
+                    } if from.index() == t && *phase == ph && *sent == start => *wide = true,
+                    _ => {}
+                }
+            }
+            set_program(&mut p, &prog);
+        }
+        assert_fault(&p, "while its pair mate");
+        return;
+    }
+    panic!("no pair of mates sending at once in the small preset");
+}

@@ -79,13 +79,15 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         Duration::from_secs(lock_timeout),
     )?;
 
+    let graph = &package.graph;
+    let host = host_data(graph);
     let started = Instant::now();
     tracing::info!(path = "sim:0", "opening IPU device");
     tracing::info!(path = "sim:0", "IPU device attached");
+    tracing::info!("initializing IPU device");
+    tracing::info!(tiles = package.tiles.len(), "IPU device initialized");
     tracing::info!(tile_count = package.tiles.len(), "loading application");
     let loaded = Device::load(&package);
-    let graph = &package.graph;
-    let host = host_data(graph);
     let summary_head = format!(
         "package={} tiles={}",
         package_path.display(),
@@ -102,16 +104,19 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         tile_count = package.tiles.len(),
         "application loaded and initial synchronization completed"
     );
+    tracing::info!("starting host exchange session");
     tracing::info!("host exchange session started");
     tracing::info!(
         call = "initialize",
         phases = 1,
+        transfers = package.host.initialize.len(),
         "invoking streaming host exchange call"
     );
     let result = device.initialize(&package, &host).and_then(|_| {
         tracing::info!(
             call = "run",
             phases = device.supersteps(),
+            transfers = package.host.run_inputs.len() + package.host.run_outputs.len(),
             "invoking streaming host exchange call"
         );
         device.run(&package, &host)
@@ -124,6 +129,10 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         }
     };
     let simulated_ms = started.elapsed().as_millis();
+    tracing::info!(
+        samples = execution.steps.len() * package.tiles.len(),
+        "profile read back"
+    );
     let reference_started = Instant::now();
     let reference = numerics::reference(graph, &host);
     let out_value = graph

@@ -319,9 +319,16 @@ impl Device {
         let target = &self.target;
         let transit = u64::from(target.exchange_transit_cycles);
         let switch = u64::from(target.mux_switch_cycles);
-        let words = |bytes: u32| target.exchange_words(u64::from(bytes));
-        // Sends by (tile, cycle), checked for overlap per tile.
-        let mut sends: BTreeMap<(usize, u32), (u32, u32, Run)> = BTreeMap::new();
+        // Cycles to move `bytes`: a word per cycle, two over a supertile pair's shared bus.
+        let cycles = |bytes: u32, wide: bool| {
+            target
+                .exchange_words(u64::from(bytes))
+                .div_ceil(1 + u64::from(wide))
+        };
+        let mate = |t: usize| t ^ 1;
+        // Sends by (tile, cycle), checked for overlap per tile; wide sends also against the pair mate.
+        let mut sends: BTreeMap<(usize, u32), Sent> = BTreeMap::new();
+        let mut send_intervals: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.tiles.len()];
         let mut horizon = None;
         let mut busy = vec![0u32; self.tiles.len()];
         for (t, tile) in self.tiles.iter().enumerate() {
@@ -343,6 +350,7 @@ impl Device {
                         skip,
                         bytes,
                         run,
+                        wide,
                     } => {
                         if u64::from(*start) < last_end {
                             return Err(fault(
@@ -354,9 +362,18 @@ impl Device {
                                 ),
                             ));
                         }
-                        last_end = u64::from(*start) + words(*bytes);
+                        last_end = u64::from(*start) + cycles(*bytes, *wide);
                         busy[t] = busy[t].max((last_end + transit) as u32);
-                        sends.insert((t, *start), (*skip, *bytes, *run));
+                        send_intervals[t].push((u64::from(*start), last_end));
+                        sends.insert(
+                            (t, *start),
+                            Sent {
+                                skip: *skip,
+                                bytes: *bytes,
+                                run: *run,
+                                wide: *wide,
+                            },
+                        );
                     }
                     Instr::Receive { .. } => {}
                     other => {
@@ -370,8 +387,29 @@ impl Device {
                 }
             }
         }
+        for (&(t, start), sent) in &sends {
+            if !sent.wide || mate(t) >= self.tiles.len() {
+                continue;
+            }
+            let end = u64::from(start) + cycles(sent.bytes, true);
+            if let Some(&(a, b)) = send_intervals[mate(t)]
+                .iter()
+                .find(|&&(a, b)| a < end && u64::from(start) < b)
+            {
+                return Err(fault(
+                    t,
+                    step,
+                    u64::from(start),
+                    format!(
+                        "wide send over the supertile bus at cycles {start}..{end} while its pair mate tile{} sends at {a}..{b}",
+                        mate(t)
+                    ),
+                ));
+            }
+        }
         // Receives: each must listen to a real send, one sender at a time.
         let mut deliveries: Vec<Vec<Delivery>> = vec![Vec::new(); self.tiles.len()];
+        let mut receive_intervals: Vec<Vec<ReceiveSpan>> = vec![Vec::new(); self.tiles.len()];
         for (t, tile) in self.tiles.iter().enumerate() {
             let mut listening: Option<(u64, TileId)> = None;
             for instr in &tile.steps[step] {
@@ -382,6 +420,7 @@ impl Device {
                     skip,
                     bytes,
                     run,
+                    wide,
                 } = instr
                 else {
                     continue;
@@ -400,7 +439,7 @@ impl Device {
                         ),
                     ));
                 }
-                let Some(&(sskip, sbytes, srun)) = sends.get(&(from.index(), *sent)) else {
+                let Some(s) = sends.get(&(from.index(), *sent)) else {
                     return Err(fault(
                         t,
                         step,
@@ -411,15 +450,28 @@ impl Device {
                         ),
                     ));
                 };
-                if (sskip, sbytes) != (*skip, *bytes) {
+                if (s.skip, s.bytes) != (*skip, *bytes) {
                     return Err(fault(
                         t,
                         step,
                         cycle,
                         format!(
-                            "expects bytes {skip}..{} from {from}, which sends bytes {sskip}..{}",
+                            "expects bytes {skip}..{} from {from}, which sends bytes {}..{}",
                             skip + bytes,
-                            sskip + sbytes
+                            s.skip,
+                            s.skip + s.bytes
+                        ),
+                    ));
+                }
+                if s.wide != *wide {
+                    return Err(fault(
+                        t,
+                        step,
+                        cycle,
+                        format!(
+                            "receives at {} B/cycle what {from} sends at {} B/cycle",
+                            if *wide { 8 } else { 4 },
+                            if s.wide { 8 } else { 4 }
                         ),
                     ));
                 }
@@ -433,7 +485,7 @@ impl Device {
                         ),
                     ));
                 }
-                let until = cycle + words(*bytes);
+                let until = cycle + cycles(*bytes, *wide);
                 listening = Some((until, *from));
                 busy[t] = busy[t].max(until as u32);
                 if let Some(h) = horizon
@@ -446,14 +498,37 @@ impl Device {
                         format!("data from {from} arrives after the phase's horizon {h}"),
                     ));
                 }
+                receive_intervals[t].push((u64::from(*sw), until, from.index(), *sent, *wide));
                 deliveries[t].push(Delivery {
                     from: from.index(),
                     cycle,
-                    source: srun,
+                    source: s.run,
                     destination: *run,
                     skip: *skip,
                     bytes: *bytes,
                 });
+            }
+        }
+        // A wide receive takes the pair's shared bus: the mate must not receive other data meanwhile.
+        for (t, intervals) in receive_intervals.iter().enumerate() {
+            for &(a, b, from, sent, wide) in intervals {
+                if !wide || mate(t) >= self.tiles.len() {
+                    continue;
+                }
+                let clash = receive_intervals[mate(t)]
+                    .iter()
+                    .find(|&&(c, d, f2, s2, _)| c < b && a < d && (f2, s2) != (from, sent));
+                if let Some(&(c, d, f2, _, _)) = clash {
+                    return Err(fault(
+                        t,
+                        step,
+                        a,
+                        format!(
+                            "wide receive over the supertile bus at cycles {a}..{b} while its pair mate tile{} receives other data from tile{f2} at {c}..{d}",
+                            mate(t)
+                        ),
+                    ));
+                }
             }
         }
         // Move the data: read every source, then write every destination.
@@ -500,6 +575,18 @@ impl Device {
             })?;
         Ok(busy)
     }
+}
+
+/// A receive's busy cycles (switch to last arrival), its sender and send cycle, and whether it is wide.
+type ReceiveSpan = (u64, u64, usize, u32, bool);
+
+/// A send as receivers look it up.
+#[derive(Clone, Copy)]
+struct Sent {
+    skip: u32,
+    bytes: u32,
+    run: Run,
+    wide: bool,
 }
 
 /// One piece of an exchange as the receiver sees it: bytes `skip..skip+bytes` of the stream read from

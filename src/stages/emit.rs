@@ -142,6 +142,7 @@ pub fn exchange_programs(
                 skip,
                 bytes,
                 run: t.source_run,
+                wide: false,
             },
         ));
         let served = match piece.destinations {
@@ -159,6 +160,7 @@ pub fn exchange_programs(
                     skip,
                     bytes,
                     run,
+                    wide: false,
                 },
             ));
         }
@@ -323,6 +325,7 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                     skip,
                     bytes,
                     run,
+                    ..
                 } => {
                     v.check(in_memory(run.offset, run.end() - run.offset), || {
                         format!("{}: send run {run:?} outside memory", p.tile)
