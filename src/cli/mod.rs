@@ -202,6 +202,15 @@ pub struct BuildArgs {
     placement_order: PlacementOrder,
 }
 
+fn target_preset(name: &str) -> Result<Target> {
+    Target::preset(name).with_context(|| {
+        format!(
+            "unknown target {name:?}; targets: {}",
+            Target::PRESETS.join(", ")
+        )
+    })
+}
+
 fn parse_phase(s: &str) -> Result<Phase, String> {
     Phase::parse(s).ok_or_else(|| {
         format!(
@@ -256,13 +265,7 @@ impl BuildArgs {
     }
 
     fn target(&self) -> Result<Target> {
-        Target::preset(&self.target).with_context(|| {
-            format!(
-                "unknown target {:?}; targets: {}",
-                self.target,
-                Target::PRESETS.join(", ")
-            )
-        })
+        target_preset(&self.target)
     }
 
     fn configs(&self) -> PhaseConfigs {
@@ -386,12 +389,7 @@ fn execute(cli: Cli) -> Result<()> {
     let g = cli.globals;
     match cli.command {
         Command::Target { name } => {
-            let t = Target::preset(&name).with_context(|| {
-                format!(
-                    "unknown target {name:?}; targets: {}",
-                    Target::PRESETS.join(", ")
-                )
-            })?;
+            let t = target_preset(&name)?;
             print!("{}", t.describe());
         }
         Command::Phases => println!("{}", PIPELINE.map(|p| p.name()).join(" ")),
@@ -449,12 +447,7 @@ fn execute(cli: Cli) -> Result<()> {
             }
         }
         Command::Calibrate { target } => {
-            let t = Target::preset(&target).with_context(|| {
-                format!(
-                    "unknown target {target:?}; targets: {}",
-                    Target::PRESETS.join(", ")
-                )
-            })?;
+            let t = target_preset(&target)?;
             let rows = crate::calibrate::calibrate(&t)
                 .map_err(|f| anyhow::anyhow!("calibration package failed on the device: {f}"))?;
             println!(

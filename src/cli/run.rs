@@ -87,7 +87,10 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     tracing::info!("initializing IPU device");
     tracing::info!(tiles = package.tiles.len(), "IPU device initialized");
     // One code-base register per tile: where its program starts.
-    tracing::info!(register_writes = package.tiles.len(), "replaying device configuration");
+    tracing::info!(
+        register_writes = package.tiles.len(),
+        "replaying device configuration"
+    );
     tracing::info!(tile_count = package.tiles.len(), "loading application");
     let loaded = Device::load(&package);
     let summary_head = format!(
