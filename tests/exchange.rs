@@ -95,7 +95,7 @@ fn the_checker_sees_collisions_gaps_and_late_arrivals() {
         horizon,
         lower_bound: good.lower_bound,
         kind: "t".into(),
-        initial_horizon: 0,
+        list_horizon: None,
     };
     // Two senders reach tile2 at once.
     let e = check(&pattern, o, &broken(vec![piece(0, 0), piece(0, 1)], 100));

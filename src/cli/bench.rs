@@ -28,7 +28,7 @@ pub fn bench_one(name: &str, p: &Pattern, o: Overheads) -> Result<()> {
         s.horizon,
         gap,
         100.0 * f64::from(gap) / f64::from(s.lower_bound.max(1)),
-        s.initial_horizon,
+        s.list_horizon.map_or("-".to_string(), |h| h.to_string()),
         s.kind,
         s.pieces_per_transfer(p.transfers.len()),
         ms

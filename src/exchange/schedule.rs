@@ -16,28 +16,46 @@
 use super::{Overheads, Pattern, Piece, Schedule};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// No partner port: the flow is multicast.
 const NONE: u32 = u32::MAX;
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let lower_bound = pattern.lower_bound(o);
-    let (list, tight) = rayon::join(|| list_schedule(pattern, o), || tight_cover(pattern, o));
-    let list_horizon = horizon(&list, o);
+    // Both strategies run at once; when tight cover meets the bound, the list schedule stops early
+    // (it cannot do better).
+    let stop = AtomicBool::new(false);
+    let (list, tight) = rayon::join(
+        || list_schedule(pattern, o, &stop),
+        || {
+            let tight = tight_cover(pattern, o);
+            if horizon(&tight, o) == lower_bound {
+                stop.store(true, Ordering::Relaxed);
+            }
+            tight
+        },
+    );
     let tight_horizon = horizon(&tight, o);
-    let (pieces, horizon, kind) = if tight_horizon < list_horizon
-        || (tight_horizon == list_horizon && tight.len() <= list.len())
-    {
-        (tight, tight_horizon, "tight-cover")
-    } else {
-        (list, list_horizon, "list")
+    // When tight cover meets the bound the list schedule is dropped whether or not it finished, so
+    // the result never depends on timing.
+    let list = list.filter(|_| tight_horizon != lower_bound);
+    let list_horizon = list.as_ref().map(|l| horizon(l, o));
+    let (pieces, horizon, kind) = match list {
+        Some(list)
+            if list_horizon < Some(tight_horizon)
+                || (list_horizon == Some(tight_horizon) && list.len() < tight.len()) =>
+        {
+            (list, list_horizon.expect("present"), "list")
+        }
+        _ => (tight, tight_horizon, "tight-cover"),
     };
     Schedule {
         pieces,
         horizon,
         lower_bound,
         kind: kind.to_string(),
-        initial_horizon: list_horizon,
+        list_horizon,
     }
 }
 
@@ -75,7 +93,7 @@ impl Timeline {
 }
 
 /// Earliest-fit list scheduling, largest (words × destinations) first, one piece per transfer.
-fn list_schedule(pattern: &Pattern, o: Overheads) -> Vec<Piece> {
+fn list_schedule(pattern: &Pattern, o: Overheads, stop: &AtomicBool) -> Option<Vec<Piece>> {
     let n = pattern.tiles();
     let lead = o.transit - o.switch.min(o.transit);
     let mut send: Vec<Timeline> = (0..n).map(|_| Timeline::default()).collect();
@@ -86,7 +104,10 @@ fn list_schedule(pattern: &Pattern, o: Overheads) -> Vec<Piece> {
     };
     order.sort_by_key(|&i| (Reverse(weight(i)), i));
     let mut pieces = Vec::with_capacity(order.len());
-    for i in order {
+    for (n, i) in order.into_iter().enumerate() {
+        if n % 1024 == 0 && stop.load(Ordering::Relaxed) {
+            return None;
+        }
         let t = &pattern.transfers[i];
         if t.words == 0 {
             continue;
@@ -114,7 +135,7 @@ fn list_schedule(pattern: &Pattern, o: Overheads) -> Vec<Piece> {
             words: t.words,
         });
     }
-    sorted(pieces)
+    Some(sorted(pieces))
 }
 
 /// A unit of scheduling: a transfer, or one destination of a split multicast transfer.

@@ -160,7 +160,7 @@ pub fn lower_exchanges(
         };
         tracing::info!(
             phase = ex.id.0,
-            initial_horizon = schedule.initial_horizon,
+            initial_horizon = schedule.list_horizon.unwrap_or(schedule.horizon),
             selected_horizon = schedule.horizon,
             endpoint_lower_bound = schedule.lower_bound,
             lower_bound_gap = schedule.horizon - schedule.lower_bound,
@@ -196,7 +196,7 @@ impl Exchanges {
                 sc.horizon,
                 sc.lower_bound,
                 sc.horizon - sc.lower_bound,
-                sc.initial_horizon,
+                sc.list_horizon.map_or("-".to_string(), |h| h.to_string()),
                 sc.kind
             );
         }
