@@ -41,12 +41,14 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     // the result never depends on timing.
     let list = list.filter(|_| tight_horizon != lower_bound);
     let list_horizon = list.as_ref().map(|l| horizon(l, o));
-    let (pieces, horizon, kind) = match list {
-        Some(list)
-            if list_horizon < Some(tight_horizon)
-                || (list_horizon == Some(tight_horizon) && list.len() < tight.len()) =>
+    // Pieces cost code and compile time: the list schedule (one piece per transfer) is kept unless
+    // tight cover is shorter by more than a thousandth.
+    let (pieces, horizon, kind) = match (list, list_horizon) {
+        (Some(list), Some(h))
+            if h <= tight_horizon
+                || (list.len() < tight.len() && h - tight_horizon <= tight_horizon / 1000) =>
         {
-            (list, list_horizon.expect("present"), "list")
+            (list, h, "list")
         }
         _ => (tight, tight_horizon, "tight-cover"),
     };
