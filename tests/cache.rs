@@ -152,14 +152,7 @@ fn two_builds_into_one_store_at_once_both_succeed() {
     );
     a.assert_ok();
     b.assert_ok();
-    let verify = sb.run(&["cache", "verify"]);
-    verify.assert_ok();
-    assert!(
-        sb.run(&["build", SMALL])
-            .assert_ok()
-            .phases_run()
-            .is_empty()
-    );
+    sb.assert_intact_and_warm();
 }
 
 #[test]

@@ -86,6 +86,15 @@ impl Sandbox {
         ran(self.command(args).output().expect("run ipu-codegen"))
     }
 
+    /// The store verifies clean and a rebuild of the small preset runs no phase.
+    pub fn assert_intact_and_warm(&self) {
+        let verify = self.run(&["cache", "verify"]);
+        verify.assert_ok();
+        assert!(verify.stdout.contains("damaged=0"), "{}", verify.stdout);
+        let ran = self.run(&["build", SMALL]).assert_ok().phases_run();
+        assert!(ran.is_empty(), "the rebuild ran {ran:?}");
+    }
+
     pub fn record(&self, build: &str, phase: &str) -> serde_json::Value {
         let path = self.stages().join(build).join(format!("{phase}.json"));
         let text =
