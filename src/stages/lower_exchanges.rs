@@ -107,12 +107,19 @@ pub fn lower_exchanges(
         })
         .collect();
     // Reuse what is known and valid; schedule each distinct remaining pattern once.
-    let reusable =
-        |p: &Pattern, key: &ContentHash| known.get(key).filter(|s| check(p, o, s).is_empty());
+    let mut valid: BTreeMap<ContentHash, &Schedule> = BTreeMap::new();
     let mut todo: BTreeMap<ContentHash, &Pattern> = BTreeMap::new();
     for (p, key) in &patterns {
-        if reusable(p, key).is_none() {
-            todo.entry(*key).or_insert(p);
+        if valid.contains_key(key) || todo.contains_key(key) {
+            continue;
+        }
+        match known.get(key).filter(|s| check(p, o, s).is_empty()) {
+            Some(s) => {
+                valid.insert(*key, s);
+            }
+            None => {
+                todo.insert(*key, p);
+            }
         }
     }
     let computed: BTreeMap<ContentHash, Schedule> = todo
@@ -137,7 +144,7 @@ pub fn lower_exchanges(
             maximum_identical_destinations = multicast,
             "prepared large physical exchange phase"
         );
-        let schedule = match (reusable(p, key), computed.get(key)) {
+        let schedule = match (valid.get(key).copied(), computed.get(key)) {
             (Some(s), _) => {
                 tracing::info!(phase = ex.id.0, pattern = %key.short(), "reused exchange optimization after validating the pattern");
                 s.clone()
