@@ -182,6 +182,16 @@ pub struct Store {
     root: PathBuf,
 }
 
+/// Marks a store file as used now, so `gc --max-age-days` keeps what builds still use.
+fn touch(path: &Path) {
+    if let Ok(f) = fs::File::options().write(true).open(path) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
+/// Temp files younger than this may belong to a running build; gc leaves them.
+const TEMP_GRACE: Duration = Duration::from_secs(3600);
+
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// What `cache stats` and `cache verify` report.
@@ -222,15 +232,29 @@ impl Store {
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         let dir = path.parent().expect("store paths have parents");
         fs::create_dir_all(dir).map_err(io_err(dir))?;
-        let tmp = self.root.join("tmp").join(format!(
-            "{}-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed),
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("object")
-        ));
-        let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
+        // A fresh name: the pid and a counter, and `create_new` so that processes with equal pids (in
+        // other containers sharing the store) never write into one file.
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("object");
+        let (tmp, mut f) = loop {
+            let tmp = self.root.join("tmp").join(format!(
+                "{}-{}-{name}",
+                std::process::id(),
+                TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+            ));
+            match fs::File::options().write(true).create_new(true).open(&tmp) {
+                Ok(f) => break (tmp, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(StoreError::Io {
+                        path: tmp,
+                        source: e,
+                    });
+                }
+            }
+        };
         f.write_all(bytes).map_err(io_err(&tmp))?;
         f.sync_data().map_err(io_err(&tmp))?;
         drop(f);
@@ -258,7 +282,9 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StoreError::Io { path, source: e }),
         };
-        if ContentHash::of(&bytes) != *hash {
+        if ContentHash::of(&bytes) == *hash {
+            touch(&path);
+        } else {
             tracing::warn!(object = %hash.short(), path = %path.display(), "evicted damaged store object; it will be recomputed");
             let _ = fs::remove_file(&path);
             return Ok(None);
@@ -266,10 +292,19 @@ impl Store {
         Ok(Some(bytes))
     }
 
+    /// The output recorded for an action key; a missing or damaged action is a miss.
     pub fn lookup(&self, key: &ContentHash) -> Result<Option<ContentHash>, StoreError> {
         let path = self.action_path(key);
-        match fs::read_to_string(&path) {
-            Ok(s) => Ok(ContentHash::parse(s.trim())),
+        match fs::read(&path) {
+            Ok(bytes) => {
+                let hash = std::str::from_utf8(&bytes)
+                    .ok()
+                    .and_then(|s| ContentHash::parse(s.trim()));
+                if hash.is_some() {
+                    touch(&path);
+                }
+                Ok(hash)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(StoreError::Io { path, source: e }),
         }
@@ -341,6 +376,11 @@ impl Store {
         let mut total: u64 = entries.iter().map(|e| e.2).sum();
         let (mut removed, mut removed_bytes) = (0, 0);
         for (mtime, path, len) in entries {
+            let young_temp = path.starts_with(self.root.join("tmp"))
+                && now.duration_since(mtime).unwrap_or_default() < TEMP_GRACE;
+            if young_temp {
+                continue;
+            }
             let too_old =
                 max_age.is_some_and(|age| now.duration_since(mtime).unwrap_or_default() > age);
             let too_big = max_bytes.is_some_and(|limit| total > limit);

@@ -120,3 +120,24 @@ fn one_phase_reruns_alone_from_the_records() {
     r.assert_ok();
     assert_eq!(r.phases_run(), vec!["place_storage"]);
 }
+
+#[test]
+fn from_refuses_stage_records_of_other_inputs() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL, "--tokens", "5", "--build", "x"])
+        .assert_ok();
+    for phase in ["select_finalist", "emit"] {
+        let r = sb.run(&[
+            "build", SMALL, "--tokens", "9", "--build", "x", "--from", phase,
+        ]);
+        r.assert_clean_failure();
+        assert!(r.stderr.contains("made for other inputs"), "{}", r.stderr);
+    }
+    // Rebuilding from the start replaces the records, after which --from works.
+    sb.run(&["build", SMALL, "--tokens", "9", "--build", "x"])
+        .assert_ok();
+    sb.run(&[
+        "build", SMALL, "--tokens", "9", "--build", "x", "--from", "emit",
+    ])
+    .assert_ok();
+}

@@ -205,3 +205,60 @@ fn exchange_schedules_are_reused_after_placement_changes_and_across_builds() {
         );
     }
 }
+
+#[test]
+fn damaged_action_files_are_misses() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    for entry in walk(&sb.cache().join("actions")) {
+        std::fs::write(entry, b"\xff\xfe garbage").unwrap();
+    }
+    let r = sb.run(&["build", SMALL]);
+    r.assert_ok();
+    assert_eq!(r.phases_run(), phases(), "every damaged action is a miss");
+    sb.assert_intact_and_warm();
+}
+
+#[test]
+fn gc_by_age_keeps_what_builds_still_use() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(10 * 86_400);
+    for entry in walk(&sb.cache()) {
+        std::fs::File::options()
+            .write(true)
+            .open(entry)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    // A warm build uses (and so refreshes) everything it needs...
+    assert!(
+        sb.run(&["build", SMALL])
+            .assert_ok()
+            .phases_run()
+            .is_empty()
+    );
+    let r = sb.run(&["cache", "gc", "--max-age-days", "5"]);
+    r.assert_ok();
+    // ... so gc by age keeps it.
+    assert!(
+        sb.run(&["build", SMALL])
+            .assert_ok()
+            .phases_run()
+            .is_empty()
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files.extend(walk(&p))
+        } else {
+            files.push(p)
+        }
+    }
+    files
+}

@@ -339,3 +339,22 @@ fn a_wide_send_while_the_pair_mate_sends() {
     }
     panic!("no pair of mates sending at once in the small preset");
 }
+
+#[test]
+fn misaligned_row_stride() {
+    let mut p = small_package();
+    let (_, i, mut prog) = first_amp(&p);
+    if let Instr::Amp { a_stride, .. } = &mut prog.instrs[i] {
+        *a_stride += 2;
+    }
+    set_program(&mut p, &prog);
+    assert_fault(&p, "row stride");
+}
+
+#[test]
+fn a_damaged_host_program_is_a_fault_not_a_panic() {
+    let mut p = small_package();
+    p.host.run_inputs[0].rect.col1 += 1000;
+    let fault = run(&p).expect_err("a host transfer beyond its value must fail");
+    assert!(fault.message.contains("does not fit"), "{fault}");
+}

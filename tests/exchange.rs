@@ -110,3 +110,50 @@ fn the_checker_sees_collisions_gaps_and_late_arrivals() {
     let e = check(&pattern, o, &broken(vec![piece(0, 0), piece(6, 1)], 20));
     assert!(e.iter().any(|e| e.contains("after the horizon")), "{e:?}");
 }
+
+#[test]
+fn the_checker_does_not_wrap_around_or_trust_a_recorded_bound() {
+    let o = Overheads {
+        switch: 1,
+        transit: 10,
+    };
+    let pattern = Pattern {
+        transfers: vec![PatternTransfer {
+            source: 0,
+            destinations: vec![1],
+            words: 4,
+        }],
+    };
+    let pieces = vec![
+        Piece {
+            start: 0,
+            transfer: 0,
+            destinations: None,
+            word: 0,
+            words: 2,
+        },
+        Piece {
+            start: u32::MAX - 10,
+            transfer: 0,
+            destinations: None,
+            word: 2,
+            words: 2,
+        },
+    ];
+    let forged = Schedule {
+        pieces,
+        horizon: 12,
+        lower_bound: 12,
+        kind: "forged".into(),
+        list_horizon: None,
+    };
+    let errors = check(&pattern, o, &forged);
+    assert!(
+        errors.iter().any(|e| e.contains("after the horizon")),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("the pattern's is 14")),
+        "{errors:?}"
+    );
+}

@@ -184,9 +184,30 @@ impl Build<'_> {
             }
             if phase < from {
                 let before = PIPELINE[from.index() - 1];
-                let record = self.read_record(phase).with_context(|| {
-                    format!("{from} starts from the recorded outputs of the phases before it; run `ipu-codegen build {} --to {before}` first", self.source)
-                })?;
+                let hint = || {
+                    format!(
+                        "{from} starts from the recorded outputs of the phases before it; run `ipu-codegen build {} --to {before}` first",
+                        self.source
+                    )
+                };
+                let record = self.read_record(phase).with_context(hint)?;
+                // The record must continue this build: same workload and target, and inputs that are
+                // exactly the outputs recorded (or imported) before it.
+                let stale = record.workload != self.graph.workload
+                    || record.target != self.target.name
+                    || phase
+                        .inputs()
+                        .iter()
+                        .any(|k| record.inputs.get(k.name()) != outputs.get(k));
+                if stale {
+                    bail!(
+                        "stage record {} was made for other inputs ({} on {}) than this build: {}",
+                        self.record_path(phase).display(),
+                        record.workload,
+                        record.target,
+                        hint()
+                    );
+                }
                 outputs.insert(phase.output(), record.output);
                 continue;
             }

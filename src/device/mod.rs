@@ -113,6 +113,18 @@ impl Device {
     /// Loads the application: code images into tile memories, programs decoded from there.
     pub fn load(package: &Package) -> Result<Device, Fault> {
         let target = package.target.clone();
+        if target.tiles == 0
+            || target.memory_base >= target.memory_end
+            || !(target.memory_base..=target.memory_end).contains(&target.interleaved_base)
+        {
+            return Err(fault(
+                0,
+                0,
+                0,
+                format!("package names an impossible target: {target:?}"),
+            ));
+        }
+        validate_host(package)?;
         if package.tiles.len() != target.tiles as usize {
             return Err(fault(
                 0,
@@ -151,6 +163,8 @@ impl Device {
                 steps.pop();
                 Ok(Tile { memory, steps })
             })
+            .collect::<Vec<Result<_, Fault>>>()
+            .into_iter()
             .collect::<Result<_, _>>()?;
         let n = tiles[0].steps.len();
         if let Some(t) = tiles.iter().position(|t| t.steps.len() != n) {
@@ -312,6 +326,8 @@ impl Device {
                 }
                 Ok(cycles as u32)
             })
+            .collect::<Vec<Result<u32, Fault>>>()
+            .into_iter()
             .collect()
     }
 
@@ -553,12 +569,15 @@ impl Device {
                     })
                     .collect::<Result<_, Fault>>()
             })
+            .collect::<Vec<Result<_, _>>>()
+            .into_iter()
             .collect::<Result<_, _>>()?;
+        // Faults are collected per tile and the lowest tile's is reported, whatever the threads did.
         self.tiles
             .par_iter_mut()
             .zip(deliveries.par_iter().zip(payloads.par_iter()))
             .enumerate()
-            .try_for_each(|(t, (tile, (list, data)))| {
+            .map(|(t, (tile, (list, data)))| {
                 for (d, bytes) in list.iter().zip(data) {
                     let mut rest = bytes.as_slice();
                     for (at, len) in window(&d.destination, d.skip, d.bytes)
@@ -572,9 +591,47 @@ impl Device {
                     }
                 }
                 Ok(())
-            })?;
+            })
+            .collect::<Vec<Result<(), Fault>>>()
+            .into_iter()
+            .collect::<Result<(), Fault>>()?;
         Ok(busy)
     }
+}
+
+/// Host transfers must name real tiles, values and rectangles: a package is data and may be damaged
+/// behind a valid header hash.
+fn validate_host(package: &Package) -> Result<(), Fault> {
+    let host = &package.host;
+    for t in host
+        .initialize
+        .iter()
+        .chain(&host.run_inputs)
+        .chain(&host.run_outputs)
+    {
+        let tile = t.tile.index();
+        let value = package.graph.values.get(t.value.index());
+        let ok = tile < package.target.tiles as usize
+            && value.is_some_and(|v| {
+                t.rect.row0 < t.rect.row1
+                    && t.rect.col0 < t.rect.col1
+                    && t.rect.row1 <= v.rows
+                    && t.rect.col1 <= v.cols
+            })
+            && t.stride >= t.rect.cols() * 2;
+        if !ok {
+            return Err(fault(
+                tile.min(package.target.tiles as usize),
+                0,
+                0,
+                format!(
+                    "host transfer of {} {} to {} (stride {}) does not fit its value or the chip",
+                    t.value, t.rect, t.tile, t.stride
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A receive's busy cycles (switch to last arrival), its sender and send cycle, and whether it is wide.
@@ -637,9 +694,15 @@ fn execute_vertex(
             depth,
             cols,
         } => {
-            check_alignment(a, 8, "AMP input a")?;
-            check_alignment(b, 16, "AMP weights b (128-bit loads)")?;
-            check_alignment(partials, 16, "AMP partials")?;
+            // Every row is loaded or stored on its own: base and stride keep each row aligned.
+            for (what, addr, stride, align) in [
+                ("AMP input a", a, a_stride, 8),
+                ("AMP weights b (128-bit loads)", b, b_stride, 16),
+                ("AMP partials", partials, partials_stride, 16),
+            ] {
+                check_alignment(addr, align, what)?;
+                check_alignment(stride, align, &format!("{what} row stride"))?;
+            }
             for (what, addr) in [("weights b (128-bit loads)", b), ("partials", partials)] {
                 if !target.is_interleaved(addr) {
                     return Err(format!(
@@ -793,9 +856,9 @@ fn execute_vertex(
     }
 }
 
-fn check_alignment(addr: u32, align: u32, what: &str) -> Result<(), String> {
-    if !addr.is_multiple_of(align) {
-        return Err(format!("{what} at {addr:#x} is not {align}-byte aligned"));
+fn check_alignment(value: u32, align: u32, what: &str) -> Result<(), String> {
+    if !value.is_multiple_of(align) {
+        return Err(format!("{what} {value:#x} is not {align}-byte aligned"));
     }
     Ok(())
 }

@@ -8,10 +8,11 @@ use crate::verify::Verifier;
 pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String> {
     let mut v = Verifier::default();
     let n = pattern.tiles();
-    let mut send: Vec<Vec<(u32, u32, u32)>> = vec![Vec::new(); n];
-    let mut recv: Vec<Vec<(u32, u32, u32)>> = vec![Vec::new(); n];
+    // Cycles in u64: a damaged stored schedule must not wrap around.
+    let mut send: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); n];
+    let mut recv: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); n];
     // Words delivered per (transfer, destination index).
-    let mut delivered: Vec<Vec<Vec<(u32, u32)>>> = pattern
+    let mut delivered: Vec<Vec<Vec<(u64, u64)>>> = pattern
         .transfers
         .iter()
         .map(|t| vec![Vec::new(); t.destinations.len()])
@@ -26,7 +27,8 @@ pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String
             ));
             continue;
         };
-        if p.words == 0 || p.word + p.words > t.words {
+        let (start, word, words) = (u64::from(p.start), u64::from(p.word), u64::from(p.words));
+        if words == 0 || word + words > u64::from(t.words) {
             v.error(format!(
                 "transfer {}: piece of words {}..{} outside its {} words",
                 p.transfer,
@@ -36,14 +38,14 @@ pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String
             ));
             continue;
         }
-        let end = p.start + p.words + o.transit;
-        v.check(end <= schedule.horizon, || {
+        let end = start + words + u64::from(o.transit);
+        v.check(end <= u64::from(schedule.horizon), || {
             format!(
                 "transfer {}: piece at cycle {} arrives until {end}, after the horizon {}",
                 p.transfer, p.start, schedule.horizon
             )
         });
-        send[t.source as usize].push((p.start, p.start + p.words, p.transfer));
+        send[t.source as usize].push((start, start + words, p.transfer));
         let destinations: Vec<usize> = match p.destinations {
             None => (0..t.destinations.len()).collect(),
             Some((a, b)) if a < b && (b as usize) <= t.destinations.len() => {
@@ -60,9 +62,9 @@ pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String
         };
         for k in destinations {
             let d = t.destinations[k] as usize;
-            let listen = (p.start + o.transit).saturating_sub(o.switch);
-            recv[d].push((listen, p.start + o.transit + p.words, p.transfer));
-            delivered[p.transfer as usize][k].push((p.word, p.word + p.words));
+            let listen = (start + u64::from(o.transit)).saturating_sub(u64::from(o.switch));
+            recv[d].push((listen, start + u64::from(o.transit) + words, p.transfer));
+            delivered[p.transfer as usize][k].push((word, word + words));
         }
     }
     for (what, ports) in [("sends", &mut send), ("receives", &mut recv)] {
@@ -96,7 +98,7 @@ pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String
                 });
                 next = next.max(b);
             }
-            v.check(next == t.words, || {
+            v.check(next == u64::from(t.words), || {
                 format!(
                     "transfer {i} to tile{}: words {next}..{} never arrive",
                     t.destinations[k], t.words
@@ -104,11 +106,15 @@ pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String
             });
         }
     }
-    v.check(schedule.horizon >= schedule.lower_bound, || {
+    let bound = pattern.lower_bound(o);
+    v.check(schedule.lower_bound == bound, || {
         format!(
-            "horizon {} below the lower bound {}",
-            schedule.horizon, schedule.lower_bound
+            "records lower bound {}, the pattern's is {bound}",
+            schedule.lower_bound
         )
+    });
+    v.check(schedule.horizon >= bound, || {
+        format!("horizon {} below the lower bound {bound}", schedule.horizon)
     });
     v.finish()
 }

@@ -76,7 +76,8 @@ impl Pattern {
     pub fn loads(&self, o: Overheads) -> (Vec<u64>, Vec<u64>) {
         let n = self.tiles();
         let (mut send, mut recv) = (vec![0u64; n], vec![0u64; n]);
-        for t in &self.transfers {
+        // A transfer of no words is never sent and costs nothing.
+        for t in self.transfers.iter().filter(|t| t.words > 0) {
             send[t.source as usize] += u64::from(t.words);
             for &d in &t.destinations {
                 recv[d as usize] += u64::from(t.words) + u64::from(o.switch);

@@ -84,7 +84,7 @@ pub struct Buffer {
     pub class: BufferClass,
     pub rect: Rect,
     pub dtype: DType,
-    /// Row stride in elements (even, so rows are 4-byte aligned).
+    /// Row stride in elements: every row starts at the buffer's alignment.
     pub stride: u32,
     /// First and last step the buffer is live in (inclusive). Host-written buffers are live from step 0;
     /// buffers the host reads stay live to the last step.
@@ -304,17 +304,22 @@ impl Builder {
         [first, last]: [u32; 2],
     ) -> BufferId {
         let id = BufferId::from_index(self.buffers.len());
-        self.buffers.push(Buffer {
+        let mut buffer = Buffer {
             id,
             tile,
             value,
             class,
             rect,
             dtype,
-            stride: rect.cols().next_multiple_of(2),
+            stride: 0,
             first_step: StepId(first),
             last_step: StepId(last),
-        });
+        };
+        // Every row starts at the buffer's alignment, so row-by-row loads stay aligned.
+        buffer.stride = rect
+            .cols()
+            .next_multiple_of(buffer.alignment() / dtype.bytes());
+        self.buffers.push(buffer);
         id
     }
 
@@ -687,9 +692,18 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
         v.check(!buf.rect.is_empty(), || {
             format!("{}: empty rectangle", buf.id)
         });
-        v.check(buf.stride % 2 == 0 && buf.stride >= buf.rect.cols(), || {
-            format!("{}: stride {}", buf.id, buf.stride)
-        });
+        v.check(
+            (buf.stride * buf.dtype.bytes()).is_multiple_of(buf.alignment())
+                && buf.stride >= buf.rect.cols(),
+            || {
+                format!(
+                    "{}: stride {} elements breaks its {}-byte row alignment",
+                    buf.id,
+                    buf.stride,
+                    buf.alignment()
+                )
+            },
+        );
     }
     // Coverage of every gathered buffer, and liveness of sources and destinations.
     let mut incoming: Vec<Vec<Rect>> = vec![Vec::new(); s.buffers.len()];
