@@ -5,8 +5,8 @@
 //! per operator), the exchange phases as transfer lists and the host streams; then costs it with the more
 //! exact model (per-tile exchange load of the actual transfers, compute per tile) and keeps the cheapest.
 //!
-//! Storage layout: every buffer holds a rectangle of one value, row-major with an even row stride (4-byte
-//! aligned rows). Weights and the input live in *home* pieces spread over the grid (weights persist across
+//! Storage layout: every buffer holds a rectangle of one value, row-major, every row at the buffer's
+//! alignment (8 bytes; 16 for weight panels and partials). Weights and the input live in *home* pieces spread over the grid (weights persist across
 //! runs); each operator gathers its A panel (its rows, all of `k`) and its B panel (all of `k`, its
 //! columns) with multicast transfers from wherever those rectangles live.
 //!
