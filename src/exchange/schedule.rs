@@ -3,7 +3,9 @@
 //! - `list`: earliest-fit list scheduling, largest transfers first, one piece per transfer.
 //! - `tight-cover`: an event loop over sender and receiver ports (the critical-line method of the
 //!   preemptive open shop). A multicast transfer is sent once per group of its destinations, in as many
-//!   groups as the sender's slack pays for without raising the bound (one group per destination at most). Every piece occupies both its ports for
+//!   groups as the sender's slack pays for without raising the bound (one group per destination at most);
+//!   `tight-cover-whole` keeps every multicast whole, which suits gathers along the rows and columns of
+//!   tile grids, where splitting costs more switches than it saves. Every piece occupies both its ports for
 //!   `switch + words` cycles (a receiver's mux switch comes first), so the loop is a symmetric open shop
 //!   with the target horizon `H` = the busiest port's load. Ports start the transfer with the most critical
 //!   partner whenever both ends are free; a port that would otherwise miss `H` (its remaining load equals
@@ -23,23 +25,37 @@ const NONE: u32 = u32::MAX;
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let lower_bound = pattern.lower_bound(o);
-    // Both strategies run at once; when tight cover meets the bound, the list schedule stops early
-    // (it cannot do better).
-    let stop = AtomicBool::new(false);
-    let (list, tight) = rayon::join(
-        || list_schedule(pattern, o, &stop),
-        || {
-            let tight = tight_cover(pattern, o);
-            if horizon(&tight, o) == lower_bound {
-                stop.store(true, Ordering::Relaxed);
-            }
-            tight
-        },
-    );
+    let at_bound = |pieces: &[Piece]| horizon(pieces, o) == lower_bound;
+    // Tight cover with multicast split by the senders' slack first: it meets the bound on most
+    // patterns. Otherwise tight cover with whole multicasts and the list schedule run at once; the list
+    // stops early when whole tight cover meets the bound (it cannot do better).
+    let split = tight_cover(pattern, o, true);
+    let (tight, list, kind) = if at_bound(&split) {
+        (split, None, "tight-cover")
+    } else {
+        let stop = AtomicBool::new(false);
+        let (list, whole) = rayon::join(
+            || list_schedule(pattern, o, &stop),
+            || {
+                let whole = tight_cover(pattern, o, false);
+                if at_bound(&whole) {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                whole
+            },
+        );
+        // When a tight cover meets the bound the list schedule is dropped whether or not it finished,
+        // so the result never depends on timing.
+        let list = list.filter(|_| !at_bound(&whole));
+        let better =
+            |a: &[Piece], b: &[Piece]| (horizon(a, o), a.len()) <= (horizon(b, o), b.len());
+        if better(&whole, &split) {
+            (whole, list, "tight-cover-whole")
+        } else {
+            (split, list, "tight-cover")
+        }
+    };
     let tight_horizon = horizon(&tight, o);
-    // When tight cover meets the bound the list schedule is dropped whether or not it finished, so
-    // the result never depends on timing.
-    let list = list.filter(|_| tight_horizon != lower_bound);
     let list_horizon = list.as_ref().map(|l| horizon(l, o));
     // Pieces cost code and compile time: the list schedule (one piece per transfer) is kept unless
     // tight cover is shorter by more than a thousandth.
@@ -50,7 +66,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         {
             (list, h, "list")
         }
-        _ => (tight, tight_horizon, "tight-cover"),
+        _ => (tight, tight_horizon, kind),
     };
     Schedule {
         pieces,
@@ -180,7 +196,7 @@ struct TightCover<'a> {
     _pattern: &'a Pattern,
 }
 
-fn tight_cover(pattern: &Pattern, o: Overheads) -> Vec<Piece> {
+fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Piece> {
     let tiles = pattern.tiles() as u32;
     let ports = 2 * tiles as usize;
     let g = u64::from(o.switch);
@@ -204,7 +220,11 @@ fn tight_cover(pattern: &Pattern, o: Overheads) -> Vec<Piece> {
     for i in order {
         let t = &pattern.transfers[i];
         let cost = u64::from(t.words) + g;
-        let affordable = (bound - load[t.source as usize]) / cost.max(1);
+        let affordable = if split_multicast {
+            (bound - load[t.source as usize]) / cost.max(1)
+        } else {
+            0
+        };
         groups[i] = (1 + affordable).min(t.destinations.len() as u64);
         load[t.source as usize] += (groups[i] - 1) * cost;
     }
