@@ -169,7 +169,7 @@ struct Flow {
     version: u32,
 }
 
-struct TightCover<'a> {
+struct TightCover {
     o: Overheads,
     tiles: u32,
     flows: Vec<Flow>,
@@ -193,7 +193,6 @@ struct TightCover<'a> {
     stamp_now: u32,
     stamp_time: u64,
     parent: Vec<(u32, u32)>,
-    _pattern: &'a Pattern,
 }
 
 fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Piece> {
@@ -301,13 +300,12 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         stamp_now: 0,
         stamp_time: u64::MAX,
         parent: vec![(0, 0); ports],
-        _pattern: pattern,
     };
     s.run();
     sorted(s.pieces)
 }
 
-impl TightCover<'_> {
+impl TightCover {
     fn g(&self) -> u64 {
         u64::from(self.o.switch)
     }

@@ -361,10 +361,6 @@ fn partitions(op: &Operator, target: &Target) -> Vec<Partition> {
         .collect()
 }
 
-pub fn round_up(v: u64, to: u64) -> u64 {
-    v.div_ceil(to) * to
-}
-
 /// The busiest tile's figures for an operator under a partition.
 fn estimate(op: &Operator, p: &Partition, target: &Target, resident: u64) -> OperatorEstimate {
     let depth = u64::from(op.k.next_multiple_of(target.amp_block_depth));
@@ -372,7 +368,7 @@ fn estimate(op: &Operator, p: &Partition, target: &Target, resident: u64) -> Ope
     let element = u64::from(target.memory_element_bytes);
     let a_panel = rows * depth * 2;
     let b_panel = depth * cols * 2;
-    let partials = round_up(rows * cols * u64::from(op.partials.bytes()), element);
+    let partials = (rows * cols * u64::from(op.partials.bytes())).next_multiple_of(element);
     let out = if op.has_epilogue() {
         rows * cols * 2
     } else {

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 pub struct Sandbox {
@@ -127,8 +127,4 @@ pub fn phases() -> Vec<&'static str> {
         .iter()
         .map(|p| p.name())
         .collect()
-}
-
-pub fn exists(p: &Path) -> bool {
-    p.exists()
 }
