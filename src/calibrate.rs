@@ -69,6 +69,7 @@ impl<'a> Micro<'a> {
             tile: TileId(tile),
             address,
             stride: v.cols * 2,
+            transposed: false,
         });
     }
 

@@ -74,6 +74,53 @@ pub enum OpKind {
     AddBias { x: ValueId, bias: ValueId },
     /// `out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
     GeluTanh { x: ValueId },
+    /// Per batch and head, `out = softmax(q · kᵀ / √d) · v`. `q: [batch · queries, heads · d]`,
+    /// `k, v: [batch · keys, heads · d]`; head `h` owns columns `h·d..(h+1)·d`. With `causal`, query `i`
+    /// sees keys `0..=i` (top-left aligned).
+    Attention {
+        q: ValueId,
+        k: ValueId,
+        v: ValueId,
+        batch: u32,
+        heads: u32,
+        causal: bool,
+    },
+}
+
+/// The shape of an attention operation, derived from its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttentionShape {
+    pub batch: u32,
+    pub heads: u32,
+    pub queries: u32,
+    pub keys: u32,
+    pub head_dim: u32,
+    pub causal: bool,
+}
+
+impl AttentionShape {
+    /// Keys query `i` sees.
+    pub fn visible_keys(&self, i: u32) -> u32 {
+        if self.causal {
+            (i + 1).min(self.keys)
+        } else {
+            self.keys
+        }
+    }
+    /// (query, key) pairs scored per batch and head, masked pairs excluded.
+    pub fn pairs(&self) -> u64 {
+        if self.causal {
+            (0..self.queries)
+                .map(|i| u64::from(self.visible_keys(i)))
+                .sum()
+        } else {
+            u64::from(self.queries) * u64::from(self.keys)
+        }
+    }
+    /// Useful flops: `2·d` for the score and `2·d` for the weighted sum of every unmasked pair.
+    pub fn flops(&self) -> u64 {
+        4 * u64::from(self.batch) * u64::from(self.heads) * u64::from(self.head_dim) * self.pairs()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,8 +149,9 @@ impl Graph {
         &self.values[id.index()]
     }
 
-    /// Useful flops: 2·m·k·n over the matmuls (what `effectiveGemmTflops` and efficiency count).
-    pub fn gemm_flops(&self) -> u64 {
+    /// Useful flops, what effective TFLOPs and efficiency count: `2·m·k·n` per matmul and
+    /// [`AttentionShape::flops`] per attention; bias, GELU and softmax count nothing.
+    pub fn useful_flops(&self) -> u64 {
         self.ops
             .iter()
             .map(|op| match op.kind {
@@ -112,9 +160,34 @@ impl Graph {
                         * u64::from(self.value(a).cols)
                         * u64::from(self.value(b).cols)
                 }
+                OpKind::Attention { .. } => self.attention_shape(op).map_or(0, |a| a.flops()),
                 _ => 0,
             })
             .sum()
+    }
+
+    /// The shape of an attention operation; `None` for other kinds.
+    pub fn attention_shape(&self, op: &Op) -> Option<AttentionShape> {
+        let OpKind::Attention {
+            q,
+            k,
+            batch,
+            heads,
+            causal,
+            ..
+        } = op.kind
+        else {
+            return None;
+        };
+        let (q, k) = (self.value(q), self.value(k));
+        Some(AttentionShape {
+            batch,
+            heads,
+            queries: q.rows / batch.max(1),
+            keys: k.rows / batch.max(1),
+            head_dim: q.cols / heads.max(1),
+            causal,
+        })
     }
 
     /// The stable text dump.
@@ -137,6 +210,14 @@ impl Graph {
                 OpKind::MatMul { a, b } => format!("matmul {a} {b}"),
                 OpKind::AddBias { x, bias } => format!("add_bias {x} {bias}"),
                 OpKind::GeluTanh { x } => format!("gelu_tanh {x}"),
+                OpKind::Attention {
+                    q,
+                    k,
+                    v,
+                    batch,
+                    heads,
+                    causal,
+                } => format!("attention {q} {k} {v} batch={batch} heads={heads} causal={causal}"),
             };
             let _ = writeln!(s, "  {} {} = {} ({})", op.id, op.out, args, op.name);
         }

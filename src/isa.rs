@@ -40,6 +40,51 @@ pub enum Instr {
         cols: u32,
         gelu: bool,
     },
+    /// Vector vertex: one step of the online softmax over `keys x queries` scoresᵀ
+    /// ([`crate::numerics::softmax_block`]): reads the scores and (unless `first`) the running max and
+    /// sum, rows `head_dim` and `head_dim + 1` of the state; writes the f16 probabilitiesᵀ, the f32
+    /// rescale factors and the new max and sum.
+    Softmax {
+        scores: u32,
+        scores_stride: u32,
+        scores_type: DType,
+        probabilities: u32,
+        probabilities_stride: u32,
+        state: u32,
+        state_stride: u32,
+        rescale: u32,
+        keys: u32,
+        queries: u32,
+        head_dim: u32,
+        /// Causal mask: (first key, first query) of the block.
+        mask: Option<(u32, u32)>,
+        first: bool,
+        scale_bits: u32,
+    },
+    /// Vector vertex: `state[r][c] = state[r][c] · rescale[c] + partials[r][c]` in f32 over the state's
+    /// `rows` accumulator rows; `first` writes the partials alone.
+    Accumulate {
+        partials: u32,
+        partials_stride: u32,
+        partials_type: DType,
+        state: u32,
+        state_stride: u32,
+        rescale: u32,
+        rows: u32,
+        cols: u32,
+        first: bool,
+    },
+    /// Vector vertex: merges flash states of `rows + 2` rows into the f16 output
+    /// ([`crate::numerics::combine`]).
+    Combine {
+        states: Vec<u32>,
+        state_stride: u32,
+        out: u32,
+        out_stride: u32,
+        rows: u32,
+        cols: u32,
+        scale_bits: u32,
+    },
     /// Starts exchange phase `phase`, which lasts `horizon` cycles.
     Exchange { phase: ExchangeId, horizon: u32 },
     /// Sends bytes `skip..skip+bytes` of the stream read from `run`, one word per cycle from cycle
@@ -119,6 +164,70 @@ impl std::fmt::Display for Instr {
                     if *gelu { " gelu" } else { "" }
                 )
             }
+            Instr::Softmax {
+                scores,
+                scores_stride,
+                scores_type,
+                probabilities,
+                probabilities_stride,
+                state,
+                state_stride,
+                rescale,
+                keys,
+                queries,
+                head_dim,
+                mask,
+                first,
+                scale_bits,
+            } => {
+                write!(
+                    f,
+                    "softmax {keys}x{queries} scores={scores:#x}/{scores_stride} {scores_type} \
+                     probabilities={probabilities:#x}/{probabilities_stride} \
+                     state={state:#x}/{state_stride}+{head_dim} rescale={rescale:#x} scale={}",
+                    f32::from_bits(*scale_bits)
+                )?;
+                if let Some((k, q)) = mask {
+                    write!(f, " causal(key{k}, query{q})")?;
+                }
+                if *first {
+                    write!(f, " first")?;
+                }
+                Ok(())
+            }
+            Instr::Accumulate {
+                partials,
+                partials_stride,
+                partials_type,
+                state,
+                state_stride,
+                rescale,
+                rows,
+                cols,
+                first,
+            } => write!(
+                f,
+                "accumulate {rows}x{cols} partials={partials:#x}/{partials_stride} {partials_type} \
+                 state={state:#x}/{state_stride} rescale={rescale:#x}{}",
+                if *first { " first" } else { "" }
+            ),
+            Instr::Combine {
+                states,
+                state_stride,
+                out,
+                out_stride,
+                rows,
+                cols,
+                scale_bits,
+            } => {
+                let states: Vec<String> = states.iter().map(|s| format!("{s:#x}")).collect();
+                write!(
+                    f,
+                    "combine {rows}x{cols} states=[{}]/{state_stride} out={out:#x}/{out_stride} scale={}",
+                    states.join(","),
+                    f32::from_bits(*scale_bits)
+                )
+            }
             Instr::Exchange { phase, horizon } => write!(f, "exchange {phase} horizon={horizon}"),
             Instr::Send {
                 start,
@@ -176,8 +285,8 @@ impl TileProgram {
     }
 }
 
-/// A rectangle the host writes into tile memory (or reads back): `rows` rows of `cols` elements of a
-/// value, from element (`row0`, `col0`), `stride` bytes apart in the tile.
+/// A rectangle of a value the host writes into tile memory (or reads back), stored rows `stride` bytes
+/// apart from `address`; `transposed` stores one row per column of the rectangle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostTransfer {
     pub value: crate::ids::ValueId,
@@ -185,6 +294,26 @@ pub struct HostTransfer {
     pub tile: TileId,
     pub address: u32,
     pub stride: u32,
+    pub transposed: bool,
+}
+
+impl HostTransfer {
+    /// The stored rows: (element indices into the row-major value of `cols` columns, tile address).
+    pub fn stored_rows(&self, cols: u32) -> impl Iterator<Item = (Vec<usize>, u32)> + '_ {
+        let r = self.rect;
+        let count = if self.transposed { r.cols() } else { r.rows() };
+        (0..count).map(move |i| {
+            let elements: Vec<usize> = if self.transposed {
+                (r.row0..r.row1)
+                    .map(|row| (row * cols + r.col0 + i) as usize)
+                    .collect()
+            } else {
+                let start = ((r.row0 + i) * cols + r.col0) as usize;
+                (start..start + r.cols() as usize).collect()
+            };
+            (elements, self.address + i * self.stride)
+        })
+    }
 }
 
 /// The host side of the package: the streaming calls.

@@ -6,7 +6,8 @@
 //! computes in f32 and rounds once to f16. Transcendentals come from `libm`, so results are bit-identical on
 //! every platform.
 
-use crate::ir::{DType, Graph, OpKind, Value, ValueRole};
+use crate::ids::ValueId;
+use crate::ir::{AttentionShape, DType, Graph, OpKind, Value, ValueRole};
 use half::f16;
 use rayon::prelude::*;
 
@@ -93,6 +94,104 @@ pub fn epilogue(partial: f32, bias: Option<f32>, gelu: bool) -> f16 {
     f16::from_f32(v)
 }
 
+/// One step of the online softmax over a block of scoresᵀ (`keys x queries`, dense, values of the
+/// partials type). Per query column `c`, with `m` the running max of the raw scores (`-inf` before the
+/// first step) and `l` the running sum:
+/// - `m' = max(m, max_r s[r][c])` over the unmasked rows;
+/// - `rescale[c] = exp(scale · (m - m'))` in f32 (0 on the first step);
+/// - `p[r][c] = f16(exp(f16(scale · (s[r][c] - m'))))`: the exponent is rounded to f16 and the exp is
+///   the vector unit's f16 transcendental; masked scores give 0;
+/// - `l' = l · rescale[c] + Σ_r p[r][c]`, summed in f32 in row order.
+///
+/// A column with every score masked so far keeps `m = -inf`, `l = 0` and rescale 1. Returns the
+/// probabilities (dense, f16 values) and the rescale factors; updates `max` and `sum`.
+#[allow(clippy::too_many_arguments)]
+pub fn softmax_block(
+    scores: &[f32],
+    keys: usize,
+    queries: usize,
+    scale: f32,
+    mask: Option<(u32, u32)>,
+    first: bool,
+    max: &mut [f32],
+    sum: &mut [f32],
+) -> (Vec<f32>, Vec<f32>) {
+    let visible = |r: usize, c: usize| {
+        mask.is_none_or(|(first_key, first_query)| {
+            first_key as usize + r <= first_query as usize + c
+        })
+    };
+    let mut probabilities = vec![0f32; keys * queries];
+    let mut rescale = vec![1f32; queries];
+    for c in 0..queries {
+        let old = if first { f32::NEG_INFINITY } else { max[c] };
+        let new = (0..keys)
+            .filter(|&r| visible(r, c))
+            .map(|r| scores[r * queries + c])
+            .fold(old, f32::max);
+        let previous_sum = if first { 0.0 } else { sum[c] };
+        if new == f32::NEG_INFINITY {
+            max[c] = new;
+            sum[c] = previous_sum;
+            continue;
+        }
+        rescale[c] = if old == f32::NEG_INFINITY {
+            0.0
+        } else {
+            libm::expf(scale * (old - new))
+        };
+        let mut total = previous_sum * rescale[c];
+        for r in (0..keys).filter(|&r| visible(r, c)) {
+            let x = f16::from_f32(scale * (scores[r * queries + c] - new)).to_f32();
+            let p = f16::from_f32(libm::expf(x)).to_f32();
+            probabilities[r * queries + c] = p;
+            total += p;
+        }
+        max[c] = new;
+        sum[c] = total;
+    }
+    (probabilities, rescale)
+}
+
+/// Merges flash states of one query block: each state is `rows` accumulator rows, its max row and its
+/// sum row, over `cols` queries (dense f32). Per query, with `M` the largest max, each state weighs
+/// `w = exp(scale · (max - M))` (0 for a state that saw no key), and the output is
+/// `f16(Σ w · accumulator / Σ w · sum)`, accumulated in f32 in state order.
+pub fn combine(states: &[Vec<f32>], rows: usize, cols: usize, scale: f32) -> Vec<f32> {
+    let mut out = vec![0f32; rows * cols];
+    for c in 0..cols {
+        let top = states
+            .iter()
+            .map(|s| s[rows * cols + c])
+            .fold(f32::NEG_INFINITY, f32::max);
+        let weights: Vec<f32> = states
+            .iter()
+            .map(|s| {
+                let m = s[rows * cols + c];
+                if m == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    libm::expf(scale * (m - top))
+                }
+            })
+            .collect();
+        let total: f32 = states
+            .iter()
+            .zip(&weights)
+            .map(|(s, w)| w * s[(rows + 1) * cols + c])
+            .sum();
+        for r in 0..rows {
+            let acc: f32 = states
+                .iter()
+                .zip(&weights)
+                .map(|(s, w)| w * s[r * cols + c])
+                .sum();
+            out[r * cols + c] = f16::from_f32(acc / total).to_f32();
+        }
+    }
+    out
+}
+
 /// SplitMix64: the seeded generator of inputs, weights and synthetic exchange patterns.
 pub struct SplitMix64(pub u64);
 
@@ -130,9 +229,21 @@ pub fn generate(value: &Value, seed: u64) -> Vec<f16> {
         .collect()
 }
 
-/// Evaluates the graph in float64 from the (f16) host data of its inputs and weights; returns every
-/// value's data, indexed by value id (empty for values never computed).
-pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Vec<Vec<f64>> {
+/// What the float64 host reference computed.
+#[derive(Clone, Debug, Default)]
+pub struct Reference {
+    /// Every value's data, indexed by value id (empty for values never computed).
+    pub data: Vec<Vec<f64>>,
+    /// Over every attention row: the largest `|scale · q·k|`, the largest spread (max − min) of the
+    /// scaled logits, and the largest `√Σ w²` of the softmax weights (how concentrated they are).
+    pub largest_logit: f64,
+    pub largest_spread: f64,
+    pub largest_concentration: f64,
+}
+
+/// Evaluates the graph in float64 from the (f16) host data of its inputs and weights.
+pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Reference {
+    let mut stats = RowStats::default();
     let mut data: Vec<Vec<f64>> = host
         .iter()
         .map(|v| v.iter().map(|x| x.to_f64()).collect())
@@ -166,10 +277,89 @@ pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Vec<Vec<f64>> {
                     .collect()
             }
             OpKind::GeluTanh { x } => data[x.index()].iter().map(|&v| gelu_tanh_f64(v)).collect(),
+            OpKind::Attention { q, k, v, .. } => {
+                let shape = graph.attention_shape(op).expect("an attention has a shape");
+                let (out, s) =
+                    attention_f64(&shape, &data[q.index()], &data[k.index()], &data[v.index()]);
+                stats = stats.max(s);
+                out
+            }
         };
         data[op.out.index()] = result;
     }
-    data
+    Reference {
+        data,
+        largest_logit: stats.logit,
+        largest_spread: stats.spread,
+        largest_concentration: stats.concentration,
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct RowStats {
+    logit: f64,
+    spread: f64,
+    concentration: f64,
+}
+
+impl RowStats {
+    fn max(self, o: RowStats) -> RowStats {
+        RowStats {
+            logit: self.logit.max(o.logit),
+            spread: self.spread.max(o.spread),
+            concentration: self.concentration.max(o.concentration),
+        }
+    }
+}
+
+/// Attention in float64: per batch, head and query, `softmax(q · kᵀ / √d) · v` over the visible keys.
+fn attention_f64(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f64>, RowStats) {
+    let (d, width) = (s.head_dim as usize, (s.heads * s.head_dim) as usize);
+    let scale = 1.0 / f64::from(s.head_dim).sqrt();
+    let rows = (s.batch * s.queries) as usize;
+    let mut out = vec![0f64; rows * width];
+    let stats = out
+        .par_chunks_mut(width)
+        .enumerate()
+        .map(|(row, o)| {
+            let mut stats = RowStats::default();
+            let (batch, i) = (row / s.queries as usize, (row % s.queries as usize) as u32);
+            let visible = s.visible_keys(i) as usize;
+            for h in 0..s.heads as usize {
+                let qv = &q[row * width + h * d..row * width + (h + 1) * d];
+                let key = |j: usize| (batch * s.keys as usize + j) * width + h * d;
+                let logits: Vec<f64> = (0..visible)
+                    .map(|j| {
+                        qv.iter()
+                            .zip(&k[key(j)..key(j) + d])
+                            .map(|(a, b)| a * b)
+                            .sum::<f64>()
+                            * scale
+                    })
+                    .collect();
+                let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let bottom = logits.iter().copied().fold(f64::INFINITY, f64::min);
+                let weights: Vec<f64> = logits.iter().map(|x| (x - top).exp()).collect();
+                let total: f64 = weights.iter().sum();
+                for (j, w) in weights.iter().enumerate() {
+                    for (oo, vv) in o[h * d..(h + 1) * d].iter_mut().zip(&v[key(j)..key(j) + d]) {
+                        *oo += w / total * vv;
+                    }
+                }
+                stats = stats.max(RowStats {
+                    logit: top.abs().max(bottom.abs()),
+                    spread: top - bottom,
+                    concentration: weights
+                        .iter()
+                        .map(|w| (w / total).powi(2))
+                        .sum::<f64>()
+                        .sqrt(),
+                });
+            }
+            stats
+        })
+        .reduce(RowStats::default, RowStats::max);
+    (out, stats)
 }
 
 /// The outcome of comparing the device's output with the host reference.
@@ -187,21 +377,45 @@ pub struct Check {
 /// partial once per 16-deep block (a random walk of `ceil(k/16)` roundings at the partials' unit roundoff)
 /// and every f16 value on the way rounds once more; four standard deviations of that, relative to the
 /// largest reference magnitude.
-pub fn tolerance(graph: &Graph, max_reference: f64) -> f64 {
+///
+/// An attention's output is a weighted mean of values, so it rounds relative to the largest value
+/// `|v|`: each weight is off by the rounding of its f16 exponent (`u16 · spread`), of its f16
+/// probability (`u16`) and of its score's partials (`up · √⌈d/16⌉ · largest logit`), and those errors
+/// reach the output through `√Σ w²` (the weights' concentration) times the largest `|v - o| ≤ 2|v|`;
+/// the weighted sum rounds its partials once per 16-deep block of keys, and the output rounds to f16.
+pub fn tolerance(graph: &Graph, reference: &Reference, max_output: f64) -> f64 {
     let u16 = unit_roundoff(DType::F16);
     let up = unit_roundoff(graph.partials);
+    let mut error = 0.0;
     let mut relative = 0.0;
     for op in &graph.ops {
-        if let OpKind::MatMul { a, .. } = op.kind {
-            relative += up * f64::from(graph.value(a).cols.div_ceil(16)).sqrt() + u16;
+        match op.kind {
+            OpKind::MatMul { a, .. } => {
+                relative += up * f64::from(graph.value(a).cols.div_ceil(16)).sqrt() + u16;
+            }
+            OpKind::Attention { v, .. } => {
+                let s = graph.attention_shape(op).expect("an attention has a shape");
+                let largest_value = reference.data[v.index()]
+                    .iter()
+                    .fold(0f64, |m, x| m.max(x.abs()));
+                let weight = u16 * (1.0 + reference.largest_spread)
+                    + up * f64::from(s.head_dim.div_ceil(16)).sqrt() * reference.largest_logit;
+                error += largest_value
+                    * (2.0 * reference.largest_concentration * weight
+                        + up * f64::from(s.keys.div_ceil(16)).sqrt());
+                relative += u16;
+            }
+            _ => {}
         }
     }
-    4.0 * relative * max_reference.max(f64::MIN_POSITIVE)
+    4.0 * (error + relative * max_output).max(f64::MIN_POSITIVE)
 }
 
-pub fn check(graph: &Graph, device: &[f16], reference: &[f64]) -> Check {
-    let max_reference = reference.iter().fold(0f64, |m, v| m.max(v.abs()));
-    let tolerance = tolerance(graph, max_reference);
+pub fn check(graph: &Graph, device: &[f16], reference: &Reference, output: ValueId) -> Check {
+    let reference_data = &reference.data[output.index()];
+    let max_reference = reference_data.iter().fold(0f64, |m, v| m.max(v.abs()));
+    let tolerance = tolerance(graph, reference, max_reference);
+    let reference = reference_data;
     let mut max_err = 0f64;
     let mut sum_sq = 0f64;
     let mut non_finite = 0;

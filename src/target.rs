@@ -156,6 +156,36 @@ impl Target {
         (ops, u64::from(gelu))
     }
 
+    /// Tile cycles of one online-softmax block over `keys x queries` scores of type `scores`: per score a
+    /// max, a scaled subtraction, a cast to f16, a sum (and a mask select when `causal`) and one exp; per
+    /// query the running max, sum and rescale factor (three f32 operations and one exp).
+    pub fn softmax_cycles(&self, keys: u32, queries: u32, scores: DType, causal: bool) -> u64 {
+        let per_query = u64::from(queries);
+        self.vector_cycles(
+            u64::from(keys) * per_query,
+            scores,
+            4 + u64::from(causal),
+            1,
+        ) + (3 * per_query).div_ceil(self.vector_f32_lanes)
+            + per_query.div_ceil(self.transcendental_f16_lanes)
+    }
+
+    /// Tile cycles of rescaling an f32 accumulator and adding a block's partials (one multiply and one
+    /// add per element; a copy for the first block).
+    pub fn accumulate_cycles(&self, elements: u64, first: bool) -> u64 {
+        self.vector_cycles(elements, DType::F32, if first { 1 } else { 2 }, 0)
+    }
+
+    /// Tile cycles of merging `parts` flash states of `elements` accumulator elements over `queries`
+    /// queries into the f16 output: per query and part a weight (one exp, two operations); per element a
+    /// multiply-add per part, a division and a cast.
+    pub fn combine_cycles(&self, parts: u32, elements: u64, queries: u32) -> u64 {
+        let weights = u64::from(parts) * u64::from(queries);
+        self.vector_cycles(elements, DType::F32, 2 * u64::from(parts) + 2, 0)
+            + (2 * weights).div_ceil(self.vector_f32_lanes)
+            + weights.div_ceil(self.transcendental_f16_lanes)
+    }
+
     /// Cycles to move `bytes` over the exchange at one tile's send rate, in whole words.
     pub fn exchange_words(&self, bytes: u64) -> u64 {
         bytes.div_ceil(u64::from(self.exchange_bytes_per_cycle))

@@ -6,11 +6,19 @@ use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
 use serde::{Deserialize, Serialize};
 
 /// Presets shipped in `workloads/`, by name.
-pub const PRESETS: [(&str, &str); 2] = [
+pub const PRESETS: [(&str, &str); 4] = [
     ("siglip-mlp", include_str!("../workloads/siglip-mlp.toml")),
     (
         "siglip-mlp-small",
         include_str!("../workloads/siglip-mlp-small.toml"),
+    ),
+    (
+        "attention-flash",
+        include_str!("../workloads/attention-flash.toml"),
+    ),
+    (
+        "attention-flash-small",
+        include_str!("../workloads/attention-flash-small.toml"),
     ),
 ];
 
@@ -18,6 +26,7 @@ pub const PRESETS: [(&str, &str); 2] = [
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WorkloadSpec {
     Mlp(MlpSpec),
+    Attention(AttentionSpec),
 }
 
 /// `y = W2 · gelu_tanh(W1 · x + b1) + b2`, repeated `blocks` times, over `batch · tokens` rows.
@@ -38,6 +47,33 @@ pub struct MlpSpec {
     pub seed: u64,
 }
 
+/// `o = softmax(q · kᵀ / √head_dim) · v` per batch and head, with an online (flash) softmax.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionSpec {
+    /// Always `attention`.
+    pub kind: String,
+    pub name: String,
+    pub batch: u32,
+    /// Query length.
+    pub tokens: u32,
+    /// Key and value length; the query length when absent.
+    #[serde(default)]
+    pub key_tokens: Option<u32>,
+    pub heads: u32,
+    pub head_dim: u32,
+    pub causal: bool,
+    pub dtype: DType,
+    pub partials: DType,
+    pub seed: u64,
+}
+
+impl AttentionSpec {
+    pub fn keys(&self) -> u32 {
+        self.key_tokens.unwrap_or(self.tokens)
+    }
+}
+
 /// Command-line overrides of a spec's parameters; `None` keeps the spec's value.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
@@ -49,12 +85,22 @@ pub struct Overrides {
     pub biases: Option<bool>,
     pub partials: Option<DType>,
     pub seed: Option<u64>,
+    pub key_tokens: Option<u32>,
+    pub heads: Option<u32>,
+    pub head_dim: Option<u32>,
+    pub causal: Option<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
     #[error("{origin}: {message}")]
     Parse { origin: String, message: String },
+    #[error("workload {id}: --{flag} does not apply to {kind} workloads")]
+    Inapplicable {
+        id: String,
+        flag: &'static str,
+        kind: &'static str,
+    },
     #[error("workload {id}: {parameter} must be positive, got 0")]
     NotPositive { id: String, parameter: &'static str },
     #[error("workload {id}: dtype {dtype} is not supported (the AMP path takes f16 inputs)")]
@@ -80,10 +126,13 @@ impl WorkloadSpec {
         let table: toml::Table = toml::from_str(text).map_err(flat)?;
         match table.get("kind").and_then(|k| k.as_str()) {
             Some("mlp") => Ok(WorkloadSpec::Mlp(toml::from_str(text).map_err(flat)?)),
+            Some("attention") => Ok(WorkloadSpec::Attention(toml::from_str(text).map_err(flat)?)),
             Some(other) => Err(error(format!(
-                "unknown workload kind {other:?}; kinds: mlp"
+                "unknown workload kind {other:?}; kinds: mlp, attention"
             ))),
-            None => Err(error("missing key `kind` (kinds: mlp)".to_string())),
+            None => Err(error(
+                "missing key `kind` (kinds: mlp, attention)".to_string(),
+            )),
         }
     }
 
@@ -94,8 +143,9 @@ impl WorkloadSpec {
             .map(|(_, text)| *text)
     }
 
-    pub fn apply(&mut self, o: &Overrides) {
-        match self {
+    /// Applies the overrides; a flag of another kind of workload is an error.
+    pub fn apply(&mut self, o: &Overrides) -> Result<(), WorkloadError> {
+        let (kind, foreign) = match self {
             WorkloadSpec::Mlp(m) => {
                 m.batch = o.batch.unwrap_or(m.batch);
                 m.tokens = o.tokens.unwrap_or(m.tokens);
@@ -105,7 +155,43 @@ impl WorkloadSpec {
                 m.biases = o.biases.unwrap_or(m.biases);
                 m.partials = o.partials.unwrap_or(m.partials);
                 m.seed = o.seed.unwrap_or(m.seed);
+                (
+                    "mlp",
+                    [
+                        ("key-tokens", o.key_tokens.is_some()),
+                        ("heads", o.heads.is_some()),
+                        ("head-dim", o.head_dim.is_some()),
+                        ("causal", o.causal.is_some()),
+                    ],
+                )
             }
+            WorkloadSpec::Attention(a) => {
+                a.batch = o.batch.unwrap_or(a.batch);
+                a.tokens = o.tokens.unwrap_or(a.tokens);
+                a.key_tokens = o.key_tokens.or(a.key_tokens);
+                a.heads = o.heads.unwrap_or(a.heads);
+                a.head_dim = o.head_dim.unwrap_or(a.head_dim);
+                a.causal = o.causal.unwrap_or(a.causal);
+                a.partials = o.partials.unwrap_or(a.partials);
+                a.seed = o.seed.unwrap_or(a.seed);
+                (
+                    "attention",
+                    [
+                        ("dimension", o.dimension.is_some()),
+                        ("hidden", o.hidden.is_some()),
+                        ("blocks", o.blocks.is_some()),
+                        ("biases", o.biases.is_some()),
+                    ],
+                )
+            }
+        };
+        match foreign.iter().find(|(_, given)| *given) {
+            Some((flag, _)) => Err(WorkloadError::Inapplicable {
+                id: self.id(),
+                flag,
+                kind,
+            }),
+            None => Ok(()),
         }
     }
 
@@ -126,6 +212,25 @@ impl WorkloadSpec {
                 }
                 if m.seed != 1 {
                     id.push_str(&format!("-s{}", m.seed));
+                }
+                id
+            }
+            WorkloadSpec::Attention(a) => {
+                let mut id = format!(
+                    "{}-{}-b{}-t{}-h{}-d{}",
+                    a.name, a.dtype, a.batch, a.tokens, a.heads, a.head_dim
+                );
+                if a.keys() != a.tokens {
+                    id.push_str(&format!("-k{}", a.keys()));
+                }
+                if a.causal {
+                    id.push_str("-causal");
+                }
+                if a.partials != DType::F32 {
+                    id.push_str(&format!("-p{}", a.partials));
+                }
+                if a.seed != 1 {
+                    id.push_str(&format!("-s{}", a.seed));
                 }
                 id
             }
@@ -166,7 +271,86 @@ impl WorkloadSpec {
                 }
                 Ok(mlp_graph(id, m, rows as u32))
             }
+            WorkloadSpec::Attention(a) => {
+                for (parameter, v) in [
+                    ("batch", a.batch),
+                    ("tokens", a.tokens),
+                    ("key_tokens", a.keys()),
+                    ("heads", a.heads),
+                    ("head_dim", a.head_dim),
+                ] {
+                    if v == 0 {
+                        return Err(WorkloadError::NotPositive { id, parameter });
+                    }
+                }
+                if a.dtype != DType::F16 {
+                    return Err(WorkloadError::DType { id, dtype: a.dtype });
+                }
+                let limit = 1u64 << 31;
+                let cols = u64::from(a.heads) * u64::from(a.head_dim);
+                let rows = u64::from(a.batch) * u64::from(a.tokens.max(a.keys()));
+                if rows * cols >= limit || rows >= limit || cols >= limit {
+                    return Err(WorkloadError::TooLarge {
+                        id,
+                        what: "a query, key or value tensor",
+                        elements: rows * cols,
+                    });
+                }
+                Ok(attention_graph(id, a))
+            }
         }
+    }
+}
+
+fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
+    let parameters = [
+        ("benchmark", format!("{}-{}", a.name, a.dtype)),
+        ("batch", a.batch.to_string()),
+        ("tokens", a.tokens.to_string()),
+        ("keyTokens", a.keys().to_string()),
+        ("heads", a.heads.to_string()),
+        ("headDimension", a.head_dim.to_string()),
+        ("causal", a.causal.to_string()),
+        ("partials", a.partials.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let cols = a.heads * a.head_dim;
+    let value = |id: usize, name: &str, rows: u32, role: ValueRole| Value {
+        id: ValueId::from_index(id),
+        name: name.to_string(),
+        rows,
+        cols,
+        dtype: a.dtype,
+        role,
+        fan_in: 0,
+    };
+    let (queries, keys) = (a.batch * a.tokens, a.batch * a.keys());
+    Graph {
+        workload,
+        values: vec![
+            value(0, "q", queries, ValueRole::Input),
+            value(1, "k", keys, ValueRole::Input),
+            value(2, "v", keys, ValueRole::Input),
+            value(3, "o", queries, ValueRole::Output),
+        ],
+        ops: vec![Op {
+            id: OpId::from_index(0),
+            name: "attention".to_string(),
+            kind: OpKind::Attention {
+                q: ValueId::from_index(0),
+                k: ValueId::from_index(1),
+                v: ValueId::from_index(2),
+                batch: a.batch,
+                heads: a.heads,
+                causal: a.causal,
+            },
+            out: ValueId::from_index(3),
+        }],
+        partials: a.partials,
+        seed: a.seed,
+        parameters,
     }
 }
 
@@ -347,7 +531,7 @@ mod tests {
         assert_eq!(spec.id(), "siglip-mlp-f16-b1-t729-d1152-h4304-n1");
         let g = spec.import().unwrap();
         assert_eq!(g.ops.len(), 3);
-        assert_eq!(g.gemm_flops(), 2 * 2 * 729 * 1152 * 4304);
+        assert_eq!(g.useful_flops(), 2 * 2 * 729 * 1152 * 4304);
     }
 
     #[test]
@@ -361,7 +545,8 @@ mod tests {
         spec.apply(&Overrides {
             hidden: Some(0),
             ..Overrides::default()
-        });
+        })
+        .unwrap();
         assert!(
             spec.import()
                 .unwrap_err()

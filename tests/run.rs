@@ -1,19 +1,7 @@
 //! End to end on the simulated device: numerical PASS for several shapes, and a corrupted output FAILs.
 
 mod common;
-use common::{SMALL, SMALL_ID, Sandbox};
-use ipu_codegen::device::{Device, host_data};
-use ipu_codegen::ir::ValueRole;
-use ipu_codegen::numerics;
-use ipu_codegen::stages::build_images::read_ipuexe;
-
-fn assert_pass(sb: &Sandbox, args: &[&str]) -> String {
-    let r = sb.run(args);
-    r.assert_ok();
-    assert!(r.stdout.contains("numericalTest=PASS"), "{}", r.stdout);
-    assert!(r.stdout.contains("hardwareTest=PASS"), "{}", r.stdout);
-    r.stdout
-}
+use common::{SMALL, SMALL_ID, Sandbox, assert_pass, corruption_fails_the_check};
 
 #[test]
 fn small_preset_passes_and_writes_package_and_profile() {
@@ -91,38 +79,7 @@ fn odd_shapes_pass() {
 
 #[test]
 fn corrupted_output_fails_the_check() {
-    let sb = Sandbox::new();
-    sb.run(&["build", SMALL]).assert_ok();
-    let bytes = std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap();
-    let (_, package) = read_ipuexe(&bytes).unwrap();
-    let host = host_data(&package.graph);
-    let mut device = Device::load(&package).unwrap();
-    device.initialize(&package, &host).unwrap();
-    let (_, mut output) = device.run(&package, &host).unwrap();
-    let reference = numerics::reference(&package.graph, &host);
-    let out = package
-        .graph
-        .values
-        .iter()
-        .find(|v| v.role == ValueRole::Output)
-        .unwrap();
-    let expected = &reference[out.id.index()];
-    assert!(numerics::check(&package.graph, &output, expected).pass);
-
-    // One element off by a few tolerances fails.
-    let check = numerics::check(&package.graph, &output, expected);
-    let i = output.len() / 2;
-    output[i] = half::f16::from_f64(output[i].to_f64() + 4.0 * check.tolerance + 0.01);
-    assert!(
-        !numerics::check(&package.graph, &output, expected).pass,
-        "a corrupted element must fail"
-    );
-    // A NaN fails.
-    output[i] = half::f16::NAN;
-    assert!(
-        !numerics::check(&package.graph, &output, expected).pass,
-        "a NaN must fail"
-    );
+    corruption_fails_the_check(SMALL, SMALL_ID);
 }
 
 #[test]

@@ -1,7 +1,7 @@
-//! Snapshots of every phase's text dump for the small preset (`ipu-codegen show <phase>`).
+//! Snapshots of every phase's text dump for the small presets (`ipu-codegen show <phase>`).
 
 mod common;
-use common::{SMALL, Sandbox, phases};
+use common::{SMALL, SMALL_ATTENTION, Sandbox, phases};
 
 #[test]
 fn every_phase_dump_matches_its_snapshot() {
@@ -10,5 +10,15 @@ fn every_phase_dump_matches_its_snapshot() {
         let r = sb.run(&["show", what, SMALL]);
         r.assert_ok();
         insta::assert_snapshot!(what, r.stdout);
+    }
+}
+
+#[test]
+fn every_attention_phase_dump_matches_its_snapshot() {
+    let sb = Sandbox::new();
+    for what in std::iter::once("graph").chain(phases()) {
+        let r = sb.run(&["show", what, SMALL_ATTENTION]);
+        r.assert_ok();
+        insta::assert_snapshot!(format!("attention_{what}"), r.stdout);
     }
 }

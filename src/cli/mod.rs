@@ -168,7 +168,8 @@ enum CacheAction {
 /// The workload, its overrides, the target and every phase's options.
 #[derive(Args, Debug, Clone)]
 pub struct BuildArgs {
-    /// A preset (`siglip-mlp`, `siglip-mlp-small`) or a TOML file.
+    /// A preset (`siglip-mlp`, `siglip-mlp-small`, `attention-flash`, `attention-flash-small`) or a TOML
+    /// file.
     workload: String,
     /// Build name (folder under the stages directory); defaults to the workload id.
     #[arg(long)]
@@ -191,6 +192,15 @@ pub struct BuildArgs {
     partials: Option<DType>,
     #[arg(long)]
     seed: Option<u64>,
+    /// Attention: key and value length (the query length by default).
+    #[arg(long)]
+    key_tokens: Option<u32>,
+    #[arg(long)]
+    heads: Option<u32>,
+    #[arg(long)]
+    head_dim: Option<u32>,
+    #[arg(long)]
+    causal: Option<bool>,
     /// lower_mid: plans kept for select_finalist.
     #[arg(long, default_value_t = 4)]
     finalists: u32,
@@ -260,7 +270,11 @@ impl BuildArgs {
             biases: self.biases,
             partials: self.partials,
             seed: self.seed,
-        });
+            key_tokens: self.key_tokens,
+            heads: self.heads,
+            head_dim: self.head_dim,
+            causal: self.causal,
+        })?;
         Ok(spec)
     }
 

@@ -3,7 +3,7 @@
 
 use super::BuildArgs;
 use crate::device::{Device, host_data};
-use crate::ir::ValueRole;
+use crate::ir::{OpKind, ValueRole};
 use crate::numerics;
 use crate::stages::build_images::read_ipuexe;
 use crate::store::{self, Store};
@@ -145,7 +145,7 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         .iter()
         .find(|v| v.role == ValueRole::Output)
         .context("the graph has no output")?;
-    let check = numerics::check(graph, &output, &reference[out_value.id.index()]);
+    let check = numerics::check(graph, &output, &reference, out_value.id);
     tracing::info!(
         simulation_ms = simulated_ms,
         reference_ms = reference_started.elapsed().as_millis(),
@@ -159,7 +159,7 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     let target = &package.target;
     let cycles = execution.cycles;
     let device_us = cycles as f64 / target.clock_hz() * 1e6;
-    let flops = graph.gemm_flops() as f64;
+    let flops = graph.useful_flops() as f64;
     let active = (0..package.tiles.len())
         .filter(|&t| execution.steps.iter().any(|s| s.tile_busy[t] > 0))
         .count();
@@ -175,10 +175,26 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         package.tiles.len(),
         package.tiles.len() * execution.steps.len()
     );
+    let attention = graph
+        .ops
+        .iter()
+        .any(|op| matches!(op.kind, OpKind::Attention { .. }));
+    if attention {
+        println!(
+            "attentionNumericalChecks={} maxError={:.6} rmsError={:.6} tolerance={:.6} numericalTest={}",
+            check.checked,
+            check.maximum_absolute_error,
+            check.rms_error,
+            check.tolerance,
+            if check.pass { "PASS" } else { "FAIL" },
+        );
+    }
+    let peak_flop_per_cycle =
+        f64::from(target.tiles) * crate::target::PEAK_FLOP_PER_TILE_CYCLE as f64;
     println!(
         "workload={} {} activeTiles={} executionTiles={} inputBytes={} weightBytes={} cycles={} minimumTileCycles={} \
-         estimatedCycles={} deviceMicroseconds={:.3} hostMicroseconds={:.3} effectiveGemmTflops={:.3} peakTflops={:.3} \
-         efficiencyPercent={:.2} maximumAbsoluteError={:.6} tolerance={:.6} numericalTest={}",
+         estimatedCycles={} peakBoundCycles={:.0} deviceMicroseconds={:.3} hostMicroseconds={:.3} {}={:.3} \
+         peakTflops={:.3} efficiencyPercent={:.2} maximumAbsoluteError={:.6} tolerance={:.6} numericalTest={}",
         graph.workload,
         params.join(" "),
         active,
@@ -188,15 +204,17 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         cycles,
         execution.minimum_tile_cycles,
         package.estimated_cycles,
+        (flops / peak_flop_per_cycle).ceil(),
         device_us,
         host_us,
+        if attention {
+            "effectiveTflops"
+        } else {
+            "effectiveGemmTflops"
+        },
         flops / (device_us * 1e-6) / 1e12,
         target.peak_tflops(),
-        flops
-            / (cycles as f64
-                * f64::from(target.tiles)
-                * crate::target::PEAK_FLOP_PER_TILE_CYCLE as f64)
-            * 100.0,
+        flops / (cycles as f64 * peak_flop_per_cycle) * 100.0,
         check.maximum_absolute_error,
         check.tolerance,
         if check.pass { "PASS" } else { "FAIL" },

@@ -194,13 +194,18 @@ impl Device {
             let v = graph.value(t.value);
             let data = &host[t.value.index()];
             let memory = &mut self.tiles[t.tile.index()].memory;
-            for r in t.rect.row0..t.rect.row1 {
-                let row =
-                    &data[(r * v.cols + t.rect.col0) as usize..(r * v.cols + t.rect.col1) as usize];
-                let raw: Vec<u8> = row.iter().flat_map(|x| x.to_le_bytes()).collect();
-                let at = t.address + (r - t.rect.row0) * t.stride;
+            for (i, (elements, at)) in t.stored_rows(v.cols).enumerate() {
+                let raw: Vec<u8> = elements
+                    .iter()
+                    .flat_map(|&e| data[e].to_le_bytes())
+                    .collect();
                 memory
-                    .write(at, &raw, None, &format!("host write of {} row {r}", v.name))
+                    .write(
+                        at,
+                        &raw,
+                        None,
+                        &format!("host write of {} stored row {i}", v.name),
+                    )
                     .map_err(|m| fault(t.tile.index(), 0, 0, m))?;
                 bytes += raw.len() as u64;
             }
@@ -294,19 +299,16 @@ impl Device {
         let step = self.supersteps();
         for t in &package.host.run_outputs {
             let memory = &self.tiles[t.tile.index()].memory;
-            for r in t.rect.row0..t.rect.row1 {
-                let at = t.address + (r - t.rect.row0) * t.stride;
+            for (i, (elements, at)) in t.stored_rows(out.cols).enumerate() {
                 let src = memory
                     .read(
                         at,
-                        t.rect.cols() * 2,
-                        &format!("host read of {} row {r}", out.name),
+                        elements.len() as u32 * 2,
+                        &format!("host read of {} stored row {i}", out.name),
                     )
                     .map_err(|m| fault(t.tile.index(), step, 0, m))?;
-                let row = &mut data
-                    [(r * out.cols + t.rect.col0) as usize..(r * out.cols + t.rect.col1) as usize];
-                for (d, s) in row.iter_mut().zip(src.chunks_exact(2)) {
-                    *d = f16::from_le_bytes([s[0], s[1]]);
+                for (&e, s) in elements.iter().zip(src.chunks_exact(2)) {
+                    data[e] = f16::from_le_bytes([s[0], s[1]]);
                 }
             }
         }
@@ -618,7 +620,12 @@ fn validate_host(package: &Package) -> Result<(), Fault> {
                     && t.rect.row1 <= v.rows
                     && t.rect.col1 <= v.cols
             })
-            && t.stride >= t.rect.cols() * 2;
+            && t.stride
+                >= 2 * if t.transposed {
+                    t.rect.rows()
+                } else {
+                    t.rect.cols()
+                };
         if !ok {
             return Err(fault(
                 tile.min(package.target.tiles as usize),
@@ -851,6 +858,146 @@ fn execute_vertex(
                 ops,
                 transcendentals,
             ))
+        }
+        Instr::Softmax {
+            scores,
+            scores_stride,
+            scores_type,
+            probabilities,
+            probabilities_stride,
+            state,
+            state_stride,
+            rescale,
+            keys,
+            queries,
+            head_dim,
+            mask,
+            first,
+            scale_bits,
+        } => {
+            let matrix = |addr, stride, rows, dtype| Matrix {
+                addr,
+                stride,
+                rows,
+                cols: queries,
+                dtype,
+            };
+            let stats = matrix(state + head_dim * state_stride, state_stride, 2, DType::F32);
+            let s = memory.load(
+                &matrix(scores, scores_stride, keys, scores_type),
+                "softmax scores",
+            )?;
+            let q = queries as usize;
+            let (mut max, mut sum) = if first {
+                (vec![0f32; q], vec![0f32; q])
+            } else {
+                let m = memory.load(&stats, "softmax running max and sum")?;
+                (m[..q].to_vec(), m[q..].to_vec())
+            };
+            let (p, r) = numerics::softmax_block(
+                &s,
+                keys as usize,
+                q,
+                f32::from_bits(scale_bits),
+                mask,
+                first,
+                &mut max,
+                &mut sum,
+            );
+            let p_matrix = matrix(probabilities, probabilities_stride, keys, DType::F16);
+            memory.store(&p_matrix, &p, step, "softmax probabilities")?;
+            memory.store(
+                &matrix(rescale, queries * 4, 1, DType::F32),
+                &r,
+                step,
+                "softmax rescale",
+            )?;
+            max.extend_from_slice(&sum);
+            memory.store(&stats, &max, step, "softmax running max and sum")?;
+            Ok(target.softmax_cycles(keys, queries, scores_type, mask.is_some()))
+        }
+        Instr::Accumulate {
+            partials,
+            partials_stride,
+            partials_type,
+            state,
+            state_stride,
+            rescale,
+            rows,
+            cols,
+            first,
+        } => {
+            let matrix = |addr, stride, rows, dtype| Matrix {
+                addr,
+                stride,
+                rows,
+                cols,
+                dtype,
+            };
+            let p = memory.load(
+                &matrix(partials, partials_stride, rows, partials_type),
+                "accumulate partials",
+            )?;
+            let acc_matrix = matrix(state, state_stride, rows, DType::F32);
+            let acc = if first {
+                p
+            } else {
+                let r = memory.load(
+                    &matrix(rescale, cols * 4, 1, DType::F32),
+                    "accumulate rescale",
+                )?;
+                let acc = memory.load(&acc_matrix, "accumulator")?;
+                acc.iter()
+                    .zip(&p)
+                    .enumerate()
+                    .map(|(i, (a, x))| a * r[i % cols as usize] + x)
+                    .collect()
+            };
+            memory.store(&acc_matrix, &acc, step, "accumulator")?;
+            Ok(target.accumulate_cycles(u64::from(rows) * u64::from(cols), first))
+        }
+        Instr::Combine {
+            ref states,
+            state_stride,
+            out,
+            out_stride,
+            rows,
+            cols,
+            scale_bits,
+        } => {
+            let parts = states
+                .iter()
+                .map(|&addr| {
+                    memory.load(
+                        &Matrix {
+                            addr,
+                            stride: state_stride,
+                            rows: rows + 2,
+                            cols,
+                            dtype: DType::F32,
+                        },
+                        "flash state",
+                    )
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            if parts.is_empty() {
+                return Err("combine of no flash state".to_string());
+            }
+            let o = numerics::combine(
+                &parts,
+                rows as usize,
+                cols as usize,
+                f32::from_bits(scale_bits),
+            );
+            let m = Matrix {
+                addr: out,
+                stride: out_stride,
+                rows,
+                cols,
+                dtype: DType::F16,
+            };
+            memory.store(&m, &o, step, "attention output")?;
+            Ok(target.combine_cycles(states.len() as u32, u64::from(rows) * u64::from(cols), cols))
         }
         ref other => Err(format!("{other:?} inside a compute step")),
     }

@@ -15,7 +15,7 @@ use crate::isa::{HostProgram, HostTransfer, Instr, PLACEHOLDER_ADDRESS, TileProg
 use crate::stages::lower_exchanges::Exchanges;
 use crate::stages::place_storage::Placement;
 use crate::stages::plan_exchange_storage::{ExchangeStorage, Run};
-use crate::stages::select_finalist::{Selected, Step, VertexKind};
+use crate::stages::select_finalist::{Operand, Selected, Step, VertexKind};
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
@@ -83,6 +83,7 @@ pub fn emit(
             tile: t.tile,
             address: address(t.buffer) + buf.offset(t.rect.row0, t.rect.col0),
             stride: buf.stride * buf.dtype.bytes(),
+            transposed: buf.transposed,
         }
     };
     let host = HostProgram {
@@ -230,31 +231,37 @@ pub fn tile_programs(
             }
             Step::Compute(c) => {
                 for v in &sel.compute_sets[*c as usize].vertices {
-                    let stride = |b: BufferId| {
-                        let buf = &sel.buffers[b.index()];
-                        buf.stride * buf.dtype.bytes()
+                    let buf = |b: BufferId| &sel.buffers[b.index()];
+                    let stride = |b: BufferId| buf(b).stride * buf(b).dtype.bytes();
+                    let operand = |o: &Operand| {
+                        let base = at(o.buffer);
+                        if base == PLACEHOLDER_ADDRESS {
+                            base
+                        } else {
+                            base + buf(o.buffer).operand_offset(o)
+                        }
                     };
-                    let instr = match v.kind {
-                        VertexKind::AmpMatMul {
-                            a,
-                            b,
+                    let instr = match &v.kind {
+                        &VertexKind::AmpMatMul {
+                            ref a,
+                            ref b,
                             partials,
                             rows,
                             depth,
                             cols,
                         } => Instr::Amp {
-                            a: at(a),
-                            a_stride: stride(a),
-                            b: at(b),
-                            b_stride: stride(b),
+                            a: operand(a),
+                            a_stride: stride(a.buffer),
+                            b: operand(b),
+                            b_stride: stride(b.buffer),
                             partials: at(partials),
                             partials_stride: stride(partials),
-                            partials_type: sel.buffers[partials.index()].dtype,
+                            partials_type: buf(partials).dtype,
                             rows,
                             depth,
                             cols,
                         },
-                        VertexKind::Epilogue {
+                        &VertexKind::Epilogue {
                             partials,
                             bias,
                             out,
@@ -264,13 +271,73 @@ pub fn tile_programs(
                         } => Instr::Epilogue {
                             partials: at(partials),
                             partials_stride: stride(partials),
-                            partials_type: sel.buffers[partials.index()].dtype,
+                            partials_type: buf(partials).dtype,
                             bias: bias.map(&at),
                             out: at(out),
                             out_stride: stride(out),
                             rows,
                             cols,
                             gelu,
+                        },
+                        &VertexKind::Softmax {
+                            scores,
+                            probabilities,
+                            state,
+                            rescale,
+                            keys,
+                            queries,
+                            head_dim,
+                            mask,
+                            first,
+                            scale_bits,
+                        } => Instr::Softmax {
+                            scores: at(scores),
+                            scores_stride: stride(scores),
+                            scores_type: buf(scores).dtype,
+                            probabilities: at(probabilities),
+                            probabilities_stride: stride(probabilities),
+                            state: at(state),
+                            state_stride: stride(state),
+                            rescale: at(rescale),
+                            keys,
+                            queries,
+                            head_dim,
+                            mask: mask.map(|m| (m.first_key, m.first_query)),
+                            first,
+                            scale_bits,
+                        },
+                        &VertexKind::Accumulate {
+                            partials,
+                            state,
+                            rescale,
+                            rows,
+                            cols,
+                            first,
+                        } => Instr::Accumulate {
+                            partials: at(partials),
+                            partials_stride: stride(partials),
+                            partials_type: buf(partials).dtype,
+                            state: at(state),
+                            state_stride: stride(state),
+                            rescale: at(rescale),
+                            rows,
+                            cols,
+                            first,
+                        },
+                        VertexKind::Combine {
+                            states,
+                            out,
+                            rows,
+                            cols,
+                            scale_bits,
+                        } => Instr::Combine {
+                            states: states.iter().map(|&b| at(b)).collect(),
+                            state_stride: stride(states[0]),
+                            out: at(*out),
+                            out_stride: stride(*out),
+                            rows: *rows,
+                            cols: *cols,
+                            scale_bits: *scale_bits,
                         },
                     };
                     instrs[v.tile.index()].push(instr);
@@ -394,6 +461,54 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                         || format!("{}: epilogue operands outside memory", p.tile),
                     );
                 }
+                Instr::Softmax {
+                    scores,
+                    scores_stride,
+                    probabilities,
+                    probabilities_stride,
+                    state,
+                    state_stride,
+                    keys,
+                    head_dim,
+                    ..
+                } => {
+                    v.check(
+                        in_memory(*scores, keys * scores_stride)
+                            && in_memory(*probabilities, keys * probabilities_stride)
+                            && in_memory(*state, (head_dim + 2) * state_stride),
+                        || format!("{}: softmax operands outside memory", p.tile),
+                    );
+                }
+                Instr::Accumulate {
+                    partials,
+                    partials_stride,
+                    state,
+                    state_stride,
+                    rows,
+                    ..
+                } => {
+                    v.check(
+                        in_memory(*partials, rows * partials_stride)
+                            && in_memory(*state, rows * state_stride),
+                        || format!("{}: accumulate operands outside memory", p.tile),
+                    );
+                }
+                Instr::Combine {
+                    states,
+                    state_stride,
+                    out,
+                    out_stride,
+                    rows,
+                    ..
+                } => {
+                    v.check(
+                        states
+                            .iter()
+                            .all(|s| in_memory(*s, (rows + 2) * state_stride))
+                            && in_memory(*out, rows * out_stride),
+                        || format!("{}: combine operands outside memory", p.tile),
+                    );
+                }
                 Instr::Sync => phase = None,
             }
         }
@@ -427,6 +542,9 @@ impl TileCode {
                 let name = match i {
                     Instr::Amp { .. } => "amp",
                     Instr::Epilogue { .. } => "epilogue",
+                    Instr::Softmax { .. } => "softmax",
+                    Instr::Accumulate { .. } => "accumulate",
+                    Instr::Combine { .. } => "combine",
                     Instr::Exchange { .. } => "exchange",
                     Instr::Send { .. } => "send",
                     Instr::Receive { .. } => "receive",

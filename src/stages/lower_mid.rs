@@ -1,17 +1,19 @@
 //! `lower_mid`: graph + target -> `mid`.
 //!
 //! Lowers the graph's operations to tileable operators (a matmul with its bias and GELU fused into the
-//! epilogue), enumerates candidate partitions of every operator over the tiles (row blocks x column
-//! blocks of the output, column blocks a multiple of the AMP block width), costs each analytically with
-//! the target model (compute, exchange, per-tile memory) and keeps the best `finalists` whole-program
-//! plans.
+//! epilogue; an attention as a flash attention), enumerates candidate partitions of every operator over
+//! the tiles, costs each analytically with the target model (compute, exchange, per-tile memory) and
+//! keeps the best `finalists` whole-program plans. A matmul is partitioned into row blocks x column
+//! blocks of its output (column blocks a multiple of the AMP block width); an attention into batch-and-
+//! head groups of query blocks x key blocks, with the key sub-block its online softmax steps by.
 //!
 //! Invariants (checked by [`verify`]): every graph operation is covered by exactly one operator; every
-//! partition covers its output (`row_blocks * block_rows >= m`, `col_blocks * block_cols >= n`) with no
-//! empty block and uses at most `target.tiles` tiles; every finalist's estimated memory fits a tile.
+//! partition covers its output (`row_blocks * block_rows >= m`, `col_blocks * block_cols >= n`; query and
+//! key blocks likewise) with no empty block and uses at most `target.tiles` tiles; every finalist's
+//! estimated memory fits a tile.
 
 use crate::ids::{OpId, ValueId};
-use crate::ir::{DType, Graph, OpKind};
+use crate::ir::{AttentionShape, DType, Graph, OpKind};
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
@@ -23,9 +25,70 @@ pub struct LowerMidConfig {
     pub finalists: u32,
 }
 
+/// A tileable operator: a matmul with its fused epilogue, or a flash attention.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Operator {
+    MatMul(MatMul),
+    Attention(Attention),
+}
+
+impl Operator {
+    pub fn id(&self) -> OpId {
+        match self {
+            Operator::MatMul(o) => o.id,
+            Operator::Attention(o) => o.id,
+        }
+    }
+    pub fn name(&self) -> &str {
+        match self {
+            Operator::MatMul(o) => &o.name,
+            Operator::Attention(o) => &o.name,
+        }
+    }
+    pub fn out(&self) -> ValueId {
+        match self {
+            Operator::MatMul(o) => o.out,
+            Operator::Attention(o) => o.out,
+        }
+    }
+    /// The graph operations this operator implements.
+    pub fn covers(&self) -> &[OpId] {
+        match self {
+            Operator::MatMul(o) => &o.covers,
+            Operator::Attention(o) => &o.covers,
+        }
+    }
+}
+
+/// Flash attention of one graph operation: per batch and head, `out = softmax(q · kᵀ · scale) · v`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attention {
+    pub id: OpId,
+    pub name: String,
+    pub q: ValueId,
+    pub k: ValueId,
+    pub v: ValueId,
+    pub out: ValueId,
+    pub shape: AttentionShape,
+    pub partials: DType,
+    /// The graph operation this operator implements.
+    pub covers: Vec<OpId>,
+}
+
+impl Attention {
+    /// Batch-and-head groups, each partitioned over its own tiles.
+    pub fn groups(&self) -> u32 {
+        self.shape.batch * self.shape.heads
+    }
+    /// The score scale `1/√head_dim`, as the device computes with it.
+    pub fn scale(&self) -> f32 {
+        1.0 / (self.shape.head_dim as f32).sqrt()
+    }
+}
+
 /// A matmul with its fused epilogue: `out = f16(gelu?(a · b + bias?))`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Operator {
+pub struct MatMul {
     pub id: OpId,
     pub name: String,
     pub a: ValueId,
@@ -41,7 +104,7 @@ pub struct Operator {
     pub covers: Vec<OpId>,
 }
 
-impl Operator {
+impl MatMul {
     /// Whether the AMP's partials need a separate epilogue pass to become the f16 output.
     pub fn has_epilogue(&self) -> bool {
         self.bias.is_some() || self.gelu || self.partials != DType::F16
@@ -53,18 +116,70 @@ impl Operator {
     }
 }
 
-/// A partition of an operator's output over `row_blocks x col_blocks` tiles.
+/// How an operator is spread over tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Partition {
+pub enum Partition {
+    Grid(Grid),
+    Attention(AttentionPartition),
+}
+
+impl Partition {
+    pub fn tiles(&self) -> u32 {
+        match self {
+            Partition::Grid(g) => g.tiles(),
+            Partition::Attention(a) => a.tiles(),
+        }
+    }
+}
+
+impl std::fmt::Display for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Partition::Grid(p) => write!(
+                f,
+                "{}x{} blocks of {}x{}",
+                p.row_blocks, p.col_blocks, p.block_rows, p.block_cols
+            ),
+            Partition::Attention(p) => write!(
+                f,
+                "{} groups of {}x{} tiles, blocks of {} queries x {} keys, key sub-blocks of {}",
+                p.groups, p.query_blocks, p.key_blocks, p.block_queries, p.block_keys, p.sub_block
+            ),
+        }
+    }
+}
+
+/// A partition of a matmul's output over `row_blocks x col_blocks` tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Grid {
     pub row_blocks: u32,
     pub block_rows: u32,
     pub col_blocks: u32,
     pub block_cols: u32,
 }
 
-impl Partition {
+impl Grid {
     pub fn tiles(&self) -> u32 {
         self.row_blocks * self.col_blocks
+    }
+}
+
+/// A partition of an attention: every batch-and-head group gets `query_blocks x key_blocks` tiles; the
+/// tile of (query block, key block) scores its queries against its keys with an online softmax over
+/// key sub-blocks of `sub_block` keys, and the key blocks of a query block are merged at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AttentionPartition {
+    pub groups: u32,
+    pub query_blocks: u32,
+    pub block_queries: u32,
+    pub key_blocks: u32,
+    pub block_keys: u32,
+    pub sub_block: u32,
+}
+
+impl AttentionPartition {
+    pub fn tiles(&self) -> u32 {
+        self.groups * self.query_blocks * self.key_blocks
     }
 }
 
@@ -133,20 +248,23 @@ pub enum LowerMidError {
         kind: &'static str,
     },
     #[error(
-        "{name} ({m}x{k} times {k}x{n}) does not fit in tile memory: its smallest partition ({partition}) needs \
+        "{name} ({shape}) does not fit in tile memory: its smallest partition ({partition}) needs \
          {needed} bytes on tile0 (and every tile of its grid), {over} bytes over the {capacity} bytes a tile has; \
-         use fewer tokens or a smaller dimension"
+         {advice}"
     )]
     DoesNotFit {
         name: String,
-        m: u32,
-        k: u32,
-        n: u32,
+        shape: String,
         partition: String,
         needed: u64,
         over: u64,
         capacity: u64,
+        advice: &'static str,
     },
+    #[error(
+        "{name}: no partition fits the target's {tiles} tiles (more batch-and-head groups than tiles)"
+    )]
+    NoPartition { name: String, tiles: u32 },
     #[error("lower_mid produced an invalid mid:\n{0}")]
     Invalid(String),
 }
@@ -163,44 +281,60 @@ pub fn lower_mid(
     let operators = lower_operators(graph)?;
     let weight_bytes: u64 = operators
         .iter()
-        .map(|o| graph.value(o.b).bytes() + o.bias.map_or(0, |b| graph.value(b).bytes()))
+        .map(|o| match o {
+            Operator::MatMul(o) => {
+                graph.value(o.b).bytes() + o.bias.map_or(0, |b| graph.value(b).bytes())
+            }
+            Operator::Attention(_) => 0,
+        })
         .sum();
     // Resident weights, spread over the tiles, with room for uneven pieces.
     let resident = 2 * weight_bytes.div_ceil(u64::from(target.tiles)) + 1024;
     let mut ranked: Vec<Vec<(Partition, OperatorEstimate)>> = Vec::new();
     for op in &operators {
-        let mut candidates = Vec::new();
-        let mut smallest: Option<(Partition, OperatorEstimate)> = None;
-        for p in partitions(op, target) {
-            let e = estimate(op, &p, target, resident);
-            if fits(&e, target) {
-                candidates.push((p, e));
-            } else if smallest
-                .as_ref()
-                .is_none_or(|(_, s)| e.total_bytes() < s.total_bytes())
-            {
-                smallest = Some((p, e));
-            }
-        }
+        let estimates: Vec<(Partition, OperatorEstimate)> = match op {
+            Operator::MatMul(o) => grid_partitions(o, target)
+                .into_iter()
+                .map(|p| (Partition::Grid(p), grid_estimate(o, &p, target, resident)))
+                .collect(),
+            Operator::Attention(a) => attention_partitions(a, target)
+                .into_iter()
+                .map(|p| (Partition::Attention(p), attention_estimate(a, &p, target)))
+                .collect(),
+        };
+        let (mut candidates, too_big): (Vec<_>, Vec<_>) =
+            estimates.into_iter().partition(|(_, e)| fits(e, target));
         if candidates.is_empty() {
-            let (p, e) = smallest.expect("every operator has at least one partition");
             let capacity = u64::from(target.memory_end - target.memory_base);
+            let Some((p, e)) = too_big.into_iter().min_by_key(|(_, e)| e.total_bytes()) else {
+                return Err(LowerMidError::NoPartition {
+                    name: op.name().to_string(),
+                    tiles: target.tiles,
+                });
+            };
             let needed = e.total_bytes() + CODE_RESERVE_BYTES;
-            return Err(LowerMidError::DoesNotFit {
-                name: op.name.clone(),
-                m: op.m,
-                k: op.k,
-                n: op.n,
-                partition: format!(
-                    "{}x{} blocks of {}x{}",
-                    p.row_blocks, p.col_blocks, p.block_rows, p.block_cols
+            let shape = match op {
+                Operator::MatMul(o) => format!("{}x{} times {}x{}", o.m, o.k, o.k, o.n),
+                Operator::Attention(a) => format!(
+                    "{} queries x {} keys, head dimension {}",
+                    a.shape.queries, a.shape.keys, a.shape.head_dim
                 ),
+            };
+            let advice = match op {
+                Operator::MatMul(_) => "use fewer tokens or a smaller dimension",
+                Operator::Attention(_) => "use a smaller head dimension",
+            };
+            return Err(LowerMidError::DoesNotFit {
+                name: op.name().to_string(),
+                shape,
+                partition: p.to_string(),
                 needed,
                 over: needed.saturating_sub(capacity),
                 capacity,
+                advice,
             });
         }
-        candidates.sort_by_key(|(p, e)| (e.cycles, p.tiles(), *p));
+        candidates.sort_by_key(|(p, e)| (e.cycles, p.tiles(), e.total_bytes(), *p));
         ranked.push(candidates);
     }
     let finalists = (0..cfg.finalists.max(1) as usize)
@@ -260,18 +394,37 @@ fn plan(chosen: &[&(Partition, OperatorEstimate)]) -> Plan {
     }
 }
 
-/// Fuses each matmul with the bias add and GELU that follow it.
+/// Fuses each matmul with the bias add and GELU that follow it; an attention is an operator of its own.
 fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     let consumers = |v: ValueId| {
         graph.ops.iter().filter(move |op| match op.kind {
             OpKind::MatMul { a, b } => a == v || b == v,
             OpKind::AddBias { x, bias } => x == v || bias == v,
             OpKind::GeluTanh { x } => x == v,
+            OpKind::Attention { q, k, v: vv, .. } => q == v || k == v || vv == v,
         })
     };
     let mut covered = vec![false; graph.ops.len()];
     let mut operators = Vec::new();
     for op in &graph.ops {
+        let id = OpId::from_index(operators.len());
+        if let (OpKind::Attention { q, k, v, .. }, Some(shape)) =
+            (&op.kind, graph.attention_shape(op))
+        {
+            covered[op.id.index()] = true;
+            operators.push(Operator::Attention(Attention {
+                id,
+                name: op.name.clone(),
+                q: *q,
+                k: *k,
+                v: *v,
+                out: op.out,
+                shape,
+                partials: graph.partials,
+                covers: vec![op.id],
+            }));
+            continue;
+        }
         let OpKind::MatMul { a, b } = op.kind else {
             continue;
         };
@@ -305,8 +458,8 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
             covered[c.index()] = true;
         }
         let (av, bv) = (graph.value(a), graph.value(b));
-        operators.push(Operator {
-            id: OpId::from_index(operators.len()),
+        operators.push(Operator::MatMul(MatMul {
+            id,
             name: op.name.clone(),
             a,
             b,
@@ -318,13 +471,14 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
             n: bv.cols,
             partials: graph.partials,
             covers,
-        });
+        }));
     }
     if let Some(op) = graph.ops.iter().find(|op| !covered[op.id.index()]) {
         let kind = match op.kind {
             OpKind::MatMul { .. } => "matmul",
             OpKind::AddBias { .. } => "add_bias",
             OpKind::GeluTanh { .. } => "gelu_tanh",
+            OpKind::Attention { .. } => "attention",
         };
         return Err(LowerMidError::Unfusable {
             op: op.id,
@@ -335,8 +489,8 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     Ok(operators)
 }
 
-/// Every distinct partition: column blocks of a multiple of the AMP width, then every row-block count.
-fn partitions(op: &Operator, target: &Target) -> Vec<Partition> {
+/// Every distinct grid: column blocks of a multiple of the AMP width, then every row-block count.
+fn grid_partitions(op: &MatMul, target: &Target) -> Vec<Grid> {
     let (width, tiles, m, n) = (target.amp_block_width, target.tiles, op.m, op.n);
     (1..=n.div_ceil(width))
         .flat_map(move |w| {
@@ -350,7 +504,7 @@ fn partitions(op: &Operator, target: &Target) -> Vec<Partition> {
             (1..=max_rows).filter_map(move |row_blocks| {
                 let block_rows = m.div_ceil(row_blocks);
                 (m.div_ceil(block_rows) == row_blocks && n.div_ceil(block_cols) == col_blocks)
-                    .then_some(Partition {
+                    .then_some(Grid {
                         row_blocks,
                         block_rows,
                         col_blocks,
@@ -361,8 +515,8 @@ fn partitions(op: &Operator, target: &Target) -> Vec<Partition> {
         .collect()
 }
 
-/// The busiest tile's figures for an operator under a partition.
-fn estimate(op: &Operator, p: &Partition, target: &Target, resident: u64) -> OperatorEstimate {
+/// The busiest tile's figures for a matmul on a grid.
+fn grid_estimate(op: &MatMul, p: &Grid, target: &Target, resident: u64) -> OperatorEstimate {
     let depth = u64::from(op.k.next_multiple_of(target.amp_block_depth));
     let (rows, cols) = (u64::from(p.block_rows), u64::from(p.block_cols));
     let element = u64::from(target.memory_element_bytes);
@@ -397,6 +551,103 @@ fn estimate(op: &Operator, p: &Partition, target: &Target, resident: u64) -> Ope
     }
 }
 
+/// Key sub-block lengths the online softmax may step by: multiples of the AMP block depth.
+const SUB_BLOCKS: [u32; 4] = [32, 64, 128, 256];
+
+/// Every distinct attention partition: query-block and key-block counts whose product fits the tiles of
+/// a group, and each sub-block length shorter than the key block (or the whole key block when short).
+fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartition> {
+    let (s, groups) = (a.shape, a.groups());
+    if groups > target.tiles {
+        return Vec::new();
+    }
+    let per_group = target.tiles / groups;
+    let mut out = Vec::new();
+    for query_blocks in 1..=per_group.min(s.queries) {
+        let block_queries = s.queries.div_ceil(query_blocks);
+        if s.queries.div_ceil(block_queries) != query_blocks {
+            continue;
+        }
+        for key_blocks in 1..=(per_group / query_blocks).min(s.keys) {
+            let block_keys = s.keys.div_ceil(key_blocks);
+            if s.keys.div_ceil(block_keys) != key_blocks {
+                continue;
+            }
+            let whole = (block_keys <= SUB_BLOCKS[SUB_BLOCKS.len() - 1]).then_some(block_keys);
+            for sub_block in SUB_BLOCKS
+                .into_iter()
+                .filter(|&b| b < block_keys)
+                .chain(whole)
+            {
+                out.push(AttentionPartition {
+                    groups,
+                    query_blocks,
+                    block_queries,
+                    key_blocks,
+                    block_keys,
+                    sub_block,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The busiest tile's figures for an attention partition: a tile with a whole query block and a whole key
+/// block (nothing masked), which also merges the states of its query block's other key blocks.
+fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) -> OperatorEstimate {
+    let (s, pt) = (a.shape, a.partials);
+    let (bq, bk, d) = (p.block_queries, p.block_keys, s.head_dim);
+    let mut compute = 0;
+    for (i, j0) in (0..bk).step_by(p.sub_block as usize).enumerate() {
+        let keys = p.sub_block.min(bk - j0);
+        compute += target.amp_cycles(keys, d, bq, pt)
+            + target.softmax_cycles(keys, bq, pt, s.causal)
+            + target.amp_cycles(d, keys, bq, pt)
+            + target.accumulate_cycles(u64::from(d * bq), i == 0);
+    }
+    compute += target.combine_cycles(p.key_blocks, u64::from(d * bq), bq);
+    let (bq, bk, d, sub) = (
+        u64::from(bq),
+        u64::from(bk),
+        u64::from(d),
+        u64::from(p.sub_block),
+    );
+    let (switch, transit) = (
+        u64::from(target.mux_switch_cycles),
+        u64::from(target.exchange_transit_cycles),
+    );
+    // The query block from its home, keys and values from a home piece on each query block's tile.
+    let panel = bk * d.next_multiple_of(4) * 2;
+    let receive_bytes = d * bq * 2 + 2 * bk * d * 2;
+    let mut exchange = target.exchange_words(receive_bytes)
+        + (1 + 2 * u64::from(p.query_blocks)) * switch
+        + transit;
+    let state = (d + 2) * bq.next_multiple_of(4) * 4;
+    let merging = u64::from(p.key_blocks - 1);
+    if merging > 0 {
+        exchange += target.exchange_words(merging * state) + merging * switch + transit;
+    }
+    let steps = if merging > 0 { 4 } else { 2 };
+    let element = u64::from(target.memory_element_bytes);
+    let scores = |rows: u64| {
+        (rows * bq.next_multiple_of(8) * u64::from(pt.bytes())).next_multiple_of(element)
+    };
+    let homes = d * bq * 2 + 2 * bk.div_ceil(u64::from(p.query_blocks)) * d.next_multiple_of(8) * 2;
+    OperatorEstimate {
+        compute_cycles: compute,
+        exchange_cycles: exchange,
+        receive_bytes: receive_bytes.max(merging * state),
+        panel_bytes: panel,
+        other_bytes: panel + (1 + merging) * state + d * bq * 2 + homes,
+        interleaved_bytes: 2 * d * bq.next_multiple_of(8)
+            + sub * bq.next_multiple_of(8) * 2
+            + scores(sub)
+            + scores(d),
+        cycles: compute + exchange + steps * target.sync_cycles,
+    }
+}
+
 /// Whether an operator's working set fits a tile: the interleaved-only buffers in interleaved memory, the
 /// A panel whole in one region, the rest in what is left of both.
 fn fits(e: &OperatorEstimate, target: &Target) -> bool {
@@ -419,7 +670,7 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
     let mut v = Verifier::default();
     let mut covered = vec![0u32; graph.ops.len()];
     for o in &mid.operators {
-        for c in &o.covers {
+        for c in o.covers() {
             covered[c.index()] += 1;
         }
     }
@@ -434,33 +685,59 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
             format!("finalist {f}: partition count")
         });
         for (o, p) in mid.operators.iter().zip(&plan.partitions) {
-            v.check(
-                p.row_blocks * p.block_rows >= o.m && (p.row_blocks - 1) * p.block_rows < o.m,
-                || {
-                    format!(
-                        "finalist {f} {}: row blocks {p:?} do not tile {} rows",
-                        o.id, o.m
-                    )
-                },
-            );
-            v.check(
-                p.col_blocks * p.block_cols >= o.n && (p.col_blocks - 1) * p.block_cols < o.n,
-                || {
-                    format!(
-                        "finalist {f} {}: column blocks {p:?} do not tile {} columns",
-                        o.id, o.n
-                    )
-                },
-            );
-            v.check(p.block_cols % target.amp_block_width == 0, || {
-                format!(
-                    "finalist {f} {}: block width {} is not a multiple of {}",
-                    o.id, p.block_cols, target.amp_block_width
-                )
-            });
+            let id = o.id();
             v.check(p.tiles() <= target.tiles, || {
-                format!("finalist {f} {}: {} tiles", o.id, p.tiles())
+                format!("finalist {f} {id}: {} tiles", p.tiles())
             });
+            match (o, p) {
+                (Operator::MatMul(o), Partition::Grid(p)) => {
+                    v.check(
+                        p.row_blocks * p.block_rows >= o.m
+                            && (p.row_blocks - 1) * p.block_rows < o.m,
+                        || {
+                            format!(
+                                "finalist {f} {id}: row blocks {p:?} do not tile {} rows",
+                                o.m
+                            )
+                        },
+                    );
+                    v.check(
+                        p.col_blocks * p.block_cols >= o.n
+                            && (p.col_blocks - 1) * p.block_cols < o.n,
+                        || {
+                            format!(
+                                "finalist {f} {id}: column blocks {p:?} do not tile {} columns",
+                                o.n
+                            )
+                        },
+                    );
+                    v.check(p.block_cols % target.amp_block_width == 0, || {
+                        format!(
+                            "finalist {f} {id}: block width {} is not a multiple of {}",
+                            p.block_cols, target.amp_block_width
+                        )
+                    });
+                }
+                (Operator::Attention(a), Partition::Attention(p)) => {
+                    let s = a.shape;
+                    v.check(
+                        p.groups == a.groups()
+                            && p.query_blocks * p.block_queries >= s.queries
+                            && (p.query_blocks - 1) * p.block_queries < s.queries
+                            && p.key_blocks * p.block_keys >= s.keys
+                            && (p.key_blocks - 1) * p.block_keys < s.keys,
+                        || format!("finalist {f} {id}: {p:?} does not tile {s:?}"),
+                    );
+                    v.check(
+                        p.sub_block > 0
+                            && p.sub_block <= p.block_keys
+                            && (p.sub_block == p.block_keys
+                                || p.sub_block % target.amp_block_depth == 0),
+                        || format!("finalist {f} {id}: key sub-block {}", p.sub_block),
+                    );
+                }
+                _ => v.error(format!("finalist {f} {id}: partition of another kind")),
+            }
         }
         for e in &plan.operators {
             v.check(fits(e, target), || {
@@ -476,7 +753,33 @@ impl Mid {
         let mut s = String::new();
         let _ = writeln!(s, "mid {}", self.workload);
         for o in &self.operators {
-            let covers: Vec<String> = o.covers.iter().map(|c| c.to_string()).collect();
+            let covers: Vec<String> = o.covers().iter().map(|c| c.to_string()).collect();
+            let o = match o {
+                Operator::MatMul(o) => o,
+                Operator::Attention(a) => {
+                    let shape = a.shape;
+                    let _ = writeln!(
+                        s,
+                        "  {} {}: {} = attention({}, {}, {}) batch={} heads={} queries={} keys={} \
+                         head_dim={} causal={} partials={} covers={}",
+                        a.id,
+                        a.name,
+                        a.out,
+                        a.q,
+                        a.k,
+                        a.v,
+                        shape.batch,
+                        shape.heads,
+                        shape.queries,
+                        shape.keys,
+                        shape.head_dim,
+                        shape.causal,
+                        a.partials,
+                        covers.join(",")
+                    );
+                    continue;
+                }
+            };
             let _ = writeln!(
                 s,
                 "  {} {}: {} = {} · {} [{}x{}x{}] bias={} gelu={} partials={} covers={}",
@@ -515,12 +818,8 @@ impl Mid {
             {
                 let _ = writeln!(
                     s,
-                    "    {}: {}x{} blocks of {}x{} compute={} exchange={} cycles={}",
-                    o.id,
-                    p.row_blocks,
-                    p.col_blocks,
-                    p.block_rows,
-                    p.block_cols,
+                    "    {}: {p} compute={} exchange={} cycles={}",
+                    o.id(),
                     oe.compute_cycles,
                     oe.exchange_cycles,
                     oe.cycles

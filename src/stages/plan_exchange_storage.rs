@@ -31,15 +31,21 @@ pub struct Run {
 
 impl Run {
     /// The run of `rect` inside `buffer`, merged into one piece when the rows are contiguous.
+    /// A transposed buffer stores the rectangle's columns as rows, so its run goes column by column.
     pub fn of(buffer: &Buffer, rect: &Rect) -> Run {
         let elem = buffer.dtype.bytes();
-        let bytes = rect.cols() * elem;
+        let (rows, cols) = if buffer.transposed {
+            (rect.cols(), rect.rows())
+        } else {
+            (rect.rows(), rect.cols())
+        };
+        let bytes = cols * elem;
         let stride = buffer.stride * elem;
         let offset = buffer.offset(rect.row0, rect.col0);
-        if bytes == stride || rect.rows() == 1 {
+        if bytes == stride || rows == 1 {
             Run {
                 offset,
-                bytes: bytes * rect.rows(),
+                bytes: bytes * rows,
                 count: 1,
                 stride: 0,
             }
@@ -47,7 +53,7 @@ impl Run {
             Run {
                 offset,
                 bytes,
-                count: rect.rows(),
+                count: rows,
                 stride,
             }
         }

@@ -18,7 +18,9 @@
 use crate::exchange::{Overheads, Pattern, PatternTransfer};
 use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
 use crate::ir::{DType, Graph, Rect, ValueRole};
-use crate::stages::lower_mid::{Mid, Operator, Partition};
+use crate::stages::lower_mid::{
+    Attention, AttentionPartition, Grid, MatMul, Mid, Operator, Partition,
+};
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
@@ -48,10 +50,20 @@ pub enum Mapping {
 }
 
 impl Mapping {
-    fn tile(self, p: &Partition, row_block: u32, col_block: u32) -> TileId {
+    fn tile(self, p: &Grid, row_block: u32, col_block: u32) -> TileId {
         TileId(match self {
             Mapping::RowMajor => row_block * p.col_blocks + col_block,
             Mapping::ColumnMajor => col_block * p.row_blocks + row_block,
+        })
+    }
+
+    /// The tile of (query block, key block) of group `group`: groups are consecutive; within a group
+    /// key blocks are adjacent (row-major) or query blocks are (column-major).
+    fn attention_tile(self, p: &AttentionPartition, group: u32, query: u32, key: u32) -> TileId {
+        let base = group * p.query_blocks * p.key_blocks;
+        TileId(match self {
+            Mapping::RowMajor => base + query * p.key_blocks + key,
+            Mapping::ColumnMajor => base + key * p.query_blocks + query,
         })
     }
 }
@@ -72,6 +84,13 @@ pub enum BufferClass {
     BiasPanel,
     /// AMP partials.
     Partials,
+    /// Attention: f16 probabilitiesᵀ of a key sub-block, the AMP's weights.
+    Probabilities,
+    /// Attention: the f32 rescale factor of each query for the current key sub-block.
+    Rescale,
+    /// Attention: a tile's f32 flash state, `head_dim` rows of accumulatorᵀ then the running max and
+    /// the running sum, one column per query.
+    FlashState,
     /// An operator's f16 output block.
     Output,
 }
@@ -82,9 +101,13 @@ pub struct Buffer {
     pub tile: TileId,
     pub value: ValueId,
     pub class: BufferClass,
+    /// The region of the value held; for tile-local scratch (scores, probabilities, rescale factors,
+    /// flash states) the shape `[0..rows, 0..cols]` of the data instead.
     pub rect: Rect,
     pub dtype: DType,
-    /// Row stride in elements: every row starts at the buffer's alignment.
+    /// Stored column-major: the rectangle's transpose, one stored row per column of the value.
+    pub transposed: bool,
+    /// Stored row stride in elements: every stored row starts at the buffer's alignment.
     pub stride: u32,
     /// First and last step the buffer is live in (inclusive). Host-written buffers are live from step 0;
     /// buffers the host reads stay live to the last step.
@@ -93,15 +116,39 @@ pub struct Buffer {
 }
 
 impl Buffer {
+    /// Stored rows and columns: the rectangle's, swapped when transposed.
+    pub fn storage_rows(&self) -> u32 {
+        if self.transposed {
+            self.rect.cols()
+        } else {
+            self.rect.rows()
+        }
+    }
+    pub fn storage_cols(&self) -> u32 {
+        if self.transposed {
+            self.rect.rows()
+        } else {
+            self.rect.cols()
+        }
+    }
     pub fn bytes(&self) -> u32 {
-        self.rect.rows() * self.stride * self.dtype.bytes()
+        self.storage_rows() * self.stride * self.dtype.bytes()
     }
     /// Byte offset of element (row, col) of the value inside this buffer.
     pub fn offset(&self, row: u32, col: u32) -> u32 {
-        ((row - self.rect.row0) * self.stride + (col - self.rect.col0)) * self.dtype.bytes()
+        let (r, c) = (row - self.rect.row0, col - self.rect.col0);
+        let (r, c) = if self.transposed { (c, r) } else { (r, c) };
+        (r * self.stride + c) * self.dtype.bytes()
+    }
+    /// Byte offset of an operand's first element.
+    pub fn operand_offset(&self, o: &Operand) -> u32 {
+        (o.row * self.stride + o.col) * self.dtype.bytes()
     }
     pub fn needs_interleaved(&self) -> bool {
-        matches!(self.class, BufferClass::Partials | BufferClass::BPanel)
+        matches!(
+            self.class,
+            BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
+        )
     }
     /// Partials own whole memory elements, so an AMP's input and output never share one.
     pub fn owns_elements(&self) -> bool {
@@ -110,8 +157,12 @@ impl Buffer {
     /// `buf12 APanel of v4 [0..23, 0..1152]`: how logs, errors and device faults name a buffer.
     pub fn describe(&self) -> String {
         format!(
-            "{} {:?} of {} {}",
-            self.id, self.class, self.value, self.rect
+            "{} {:?} of {} {}{}",
+            self.id,
+            self.class,
+            self.value,
+            self.rect,
+            if self.transposed { " transposed" } else { "" }
         )
     }
     pub fn alignment(&self) -> u32 {
@@ -145,16 +196,78 @@ pub struct ExchangePhase {
     pub lower_bound: u32,
 }
 
+/// A vertex's view of a buffer: its stored rows and columns from (`row`, `col`) on, at the buffer's
+/// stride.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operand {
+    pub buffer: BufferId,
+    pub row: u32,
+    pub col: u32,
+}
+
+impl Operand {
+    pub fn whole(buffer: BufferId) -> Operand {
+        Operand {
+            buffer,
+            row: 0,
+            col: 0,
+        }
+    }
+}
+
+/// A causal mask over a block of scoresᵀ: row `r` is key `first_key + r`, column `c` is query
+/// `first_query + c`, and a key after its query is masked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mask {
+    pub first_key: u32,
+    pub first_query: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VertexKind {
     /// `partials = a · b` on the AMP.
     AmpMatMul {
-        a: BufferId,
-        b: BufferId,
+        a: Operand,
+        b: Operand,
         partials: BufferId,
         rows: u32,
         depth: u32,
         cols: u32,
+    },
+    /// One step of the online softmax over `keys x queries` scoresᵀ (vector unit): per query, the new
+    /// running max in the state, the rescale factor of the old one, `probabilities = f16(exp(scale ·
+    /// (score - max)))` and the rescaled running sum.
+    Softmax {
+        scores: BufferId,
+        probabilities: BufferId,
+        state: BufferId,
+        rescale: BufferId,
+        keys: u32,
+        queries: u32,
+        /// Accumulator rows of the state; the max and the sum follow.
+        head_dim: u32,
+        mask: Option<Mask>,
+        first: bool,
+        /// `1/√head_dim` as f32 bits.
+        scale_bits: u32,
+    },
+    /// `accumulator = accumulator · rescale + partials` per query column (vector unit); `first` copies.
+    Accumulate {
+        partials: BufferId,
+        state: BufferId,
+        rescale: BufferId,
+        rows: u32,
+        cols: u32,
+        first: bool,
+    },
+    /// Merges flash states into the f16 output (vector unit): per query, each state weighted by
+    /// `exp(scale · (max_i - max))`, the accumulators summed and divided by the summed sums.
+    Combine {
+        states: Vec<BufferId>,
+        out: BufferId,
+        rows: u32,
+        cols: u32,
+        scale_bits: u32,
     },
     /// `out = f16(gelu?(partials + bias?))` on the vector unit.
     Epilogue {
@@ -234,6 +347,8 @@ impl crate::store::Artifact for Selected {
 pub enum SelectFinalistError {
     #[error("mid has no finalist")]
     NoFinalist,
+    #[error("the mid does not fit its graph and target:\n{0}")]
+    InvalidMid(String),
     #[error("select_finalist produced an invalid selection:\n{0}")]
     Invalid(String),
 }
@@ -249,6 +364,10 @@ pub fn select_finalist(
         MappingChoice::RowMajor => &[Mapping::RowMajor],
         MappingChoice::ColumnMajor => &[Mapping::ColumnMajor],
     };
+    let errors = crate::stages::lower_mid::verify(mid, graph, target);
+    if !errors.is_empty() {
+        return Err(SelectFinalistError::InvalidMid(errors.join("\n")));
+    }
     let mut best: Option<Selected> = None;
     for (f, plan) in mid.finalists.iter().enumerate() {
         for &mapping in mappings {
@@ -287,13 +406,28 @@ pub fn select_finalist(
 /// Home pieces of a value: (row block, column block, rectangle) on the operator's grid.
 type HomePieces = Vec<(u32, u32, Rect)>;
 
-struct Builder {
+/// Transfers of a phase being built, grouped by (source buffer, rectangle).
+type Groups = BTreeMap<(BufferId, Rect), Vec<Destination>>;
+
+/// The program under construction.
+struct Builder<'a> {
+    graph: &'a Graph,
+    target: &'a Target,
+    mapping: Mapping,
     buffers: Vec<Buffer>,
     /// Buffers holding each value's data that transfers may read, by value.
     holders: BTreeMap<ValueId, Vec<BufferId>>,
+    initialize: Vec<HostTransfer>,
+    run_inputs: Vec<HostTransfer>,
+    run_outputs: Vec<HostTransfer>,
+    steps: Vec<Step>,
+    exchanges: Vec<ExchangePhase>,
+    compute_sets: Vec<ComputeSet>,
+    last_step: u32,
 }
 
-impl Builder {
+impl Builder<'_> {
+    #[allow(clippy::too_many_arguments)]
     fn buffer(
         &mut self,
         tile: TileId,
@@ -301,6 +435,7 @@ impl Builder {
         class: BufferClass,
         rect: Rect,
         dtype: DType,
+        transposed: bool,
         [first, last]: [u32; 2],
     ) -> BufferId {
         let id = BufferId::from_index(self.buffers.len());
@@ -311,27 +446,44 @@ impl Builder {
             class,
             rect,
             dtype,
+            transposed,
             stride: 0,
             first_step: StepId(first),
             last_step: StepId(last),
         };
         // Every row starts at the buffer's alignment, so row-by-row loads stay aligned.
-        buffer.stride = rect
-            .cols()
+        buffer.stride = buffer
+            .storage_cols()
             .next_multiple_of(buffer.alignment() / dtype.bytes());
         self.buffers.push(buffer);
         id
     }
 
+    /// A home piece of an input or weight, written by the host.
+    fn home(&mut self, tile: TileId, value: ValueId, rect: Rect, transposed: bool) -> BufferId {
+        let v = self.graph.value(value);
+        let (class, last) = match v.role {
+            ValueRole::Weight => (BufferClass::WeightHome, self.last_step),
+            _ => (BufferClass::InputHome, 0),
+        };
+        let id = self.buffer(tile, value, class, rect, v.dtype, transposed, [0, last]);
+        self.holders.entry(value).or_default().push(id);
+        let t = HostTransfer {
+            value,
+            rect,
+            tile,
+            buffer: id,
+        };
+        if v.role == ValueRole::Weight {
+            self.initialize.push(t)
+        } else {
+            self.run_inputs.push(t)
+        }
+        id
+    }
+
     /// Transfers that fill `dest` (on `tile`) with `rect` of `value`, from every holder intersecting it.
-    fn gather(
-        &mut self,
-        value: ValueId,
-        rect: Rect,
-        dest: BufferId,
-        step: u32,
-        out: &mut BTreeMap<(BufferId, Rect), Vec<Destination>>,
-    ) {
+    fn gather(&mut self, value: ValueId, rect: Rect, dest: BufferId, step: u32, out: &mut Groups) {
         let tile = self.buffers[dest.index()].tile;
         for &h in self.holders.get(&value).map(Vec::as_slice).unwrap_or(&[]) {
             if let Some(piece) = self.buffers[h.index()].rect.intersect(&rect) {
@@ -343,188 +495,197 @@ impl Builder {
             }
         }
     }
-}
 
-/// Column chunk boundaries: `parts` chunks of a multiple of 16 columns covering `cols`.
-fn chunks(len: u32, parts: u32, multiple: u32) -> Vec<(u32, u32)> {
-    let width = len.div_ceil(parts).next_multiple_of(multiple).max(multiple);
-    (0..parts)
-        .map(|i| (i * width, ((i + 1) * width).min(len)))
-        .filter(|(a, b)| a < b)
-        .collect()
-}
-
-fn build(
-    graph: &Graph,
-    mid: &Mid,
-    partitions: &[Partition],
-    finalist: u32,
-    mapping: Mapping,
-    target: &Target,
-) -> Selected {
-    let mut b = Builder {
-        buffers: Vec::new(),
-        holders: BTreeMap::new(),
-    };
-    let ops = &mid.operators;
-    let last_step = 2 * ops.len() as u32 - 1;
-    let mut initialize = Vec::new();
-    let mut run_inputs = Vec::new();
-    let mut run_outputs = Vec::new();
-    let mut steps = Vec::new();
-    let mut exchanges = Vec::new();
-    let mut compute_sets = Vec::new();
-
-    // Home pieces of weights and inputs, on the grid of the operator that first reads them.
-    for (op, p) in ops.iter().zip(partitions) {
-        let homes: Vec<(ValueId, HomePieces)> = {
-            let mut h = Vec::new();
-            let bv = graph.value(op.b);
-            if bv.role == ValueRole::Weight {
-                let mut pieces = Vec::new();
-                for cb in 0..p.col_blocks {
-                    let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
-                    for (rb, (r0, r1)) in chunks(op.k, p.row_blocks, 1).into_iter().enumerate() {
-                        pieces.push((rb as u32, cb, Rect::new(r0, r1, cols.0, cols.1)));
-                    }
+    /// Appends an exchange phase made of `groups` as the next step.
+    fn exchange(&mut self, groups: Groups) {
+        let id = ExchangeId::from_index(self.exchanges.len());
+        let transfers: Vec<Transfer> = groups
+            .into_iter()
+            .map(|((h, rect), mut destinations)| {
+                destinations.sort_by_key(|d| (d.tile, d.buffer));
+                let src = &self.buffers[h.index()];
+                Transfer {
+                    source: src.tile,
+                    source_buffer: h,
+                    value: src.value,
+                    rect,
+                    destinations,
+                    bytes: rect.rows() * rect.cols() * src.dtype.bytes(),
                 }
-                h.push((op.b, pieces));
-            }
-            if let Some(bias) = op.bias {
-                let pieces = (0..p.col_blocks)
-                    .map(|cb| {
-                        (
-                            0,
-                            cb,
-                            Rect::new(0, 1, cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n)),
-                        )
-                    })
-                    .collect();
-                h.push((bias, pieces));
-            }
-            let av = graph.value(op.a);
-            if av.role == ValueRole::Input && !b.holders.contains_key(&op.a) {
-                let mut pieces = Vec::new();
-                for rb in 0..p.row_blocks {
-                    let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
-                    for (cb, (c0, c1)) in chunks(op.k, p.col_blocks, target.amp_block_width)
-                        .into_iter()
-                        .enumerate()
-                    {
-                        pieces.push((rb, cb as u32, Rect::new(rows.0, rows.1, c0, c1)));
-                    }
-                }
-                h.push((op.a, pieces));
-            }
-            h
+            })
+            .collect();
+        let mut phase = ExchangePhase {
+            id,
+            step: StepId(self.steps.len() as u32),
+            transfers,
+            lower_bound: 0,
         };
-        for (value, pieces) in homes {
-            let role = graph.value(value).role;
-            for (rb, cb, rect) in pieces {
-                let tile = mapping.tile(p, rb, cb);
-                let (class, last) = match role {
-                    ValueRole::Weight => (BufferClass::WeightHome, last_step),
-                    _ => (BufferClass::InputHome, 0),
-                };
-                let id = b.buffer(
-                    tile,
+        phase.lower_bound = phase
+            .pattern(self.target)
+            .lower_bound(Overheads::of(self.target));
+        self.exchanges.push(phase);
+        self.steps.push(Step::Exchange(id));
+    }
+
+    /// Appends a compute set as the next step.
+    fn compute(&mut self, operator: OpId, name: &str, vertices: Vec<Vertex>) {
+        self.steps
+            .push(Step::Compute(self.compute_sets.len() as u32));
+        self.compute_sets.push(ComputeSet {
+            step: StepId(self.steps.len() as u32 - 1),
+            operator,
+            name: name.to_string(),
+            vertices,
+        });
+    }
+
+    /// Marks an operator's result buffers: they hold its value, and the host reads them when it is
+    /// the graph's output.
+    fn outputs(&mut self, value: ValueId, outputs: Vec<BufferId>) {
+        if self.graph.value(value).role == ValueRole::Output {
+            for &o in &outputs {
+                let buf = &mut self.buffers[o.index()];
+                buf.last_step = StepId(self.last_step);
+                self.run_outputs.push(HostTransfer {
                     value,
-                    class,
-                    rect,
-                    graph.value(value).dtype,
-                    [0, last],
-                );
-                b.holders.entry(value).or_default().push(id);
-                let t = HostTransfer {
-                    value,
-                    rect,
-                    tile,
-                    buffer: id,
-                };
-                if role == ValueRole::Weight {
-                    initialize.push(t)
-                } else {
-                    run_inputs.push(t)
+                    rect: buf.rect,
+                    tile: buf.tile,
+                    buffer: o,
+                });
+            }
+        }
+        self.holders.insert(value, outputs);
+    }
+
+    /// Home pieces of a matmul's weights, bias and (first-read) input, on its grid.
+    fn matmul_homes(&mut self, op: &MatMul, p: &Grid) {
+        let mut homes: Vec<(ValueId, HomePieces)> = Vec::new();
+        let bv = self.graph.value(op.b);
+        if bv.role == ValueRole::Weight {
+            let mut pieces = Vec::new();
+            for cb in 0..p.col_blocks {
+                let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
+                for (rb, (r0, r1)) in chunks(op.k, p.row_blocks, 1).into_iter().enumerate() {
+                    pieces.push((rb as u32, cb, Rect::new(r0, r1, cols.0, cols.1)));
                 }
+            }
+            homes.push((op.b, pieces));
+        }
+        if let Some(bias) = op.bias {
+            let pieces = (0..p.col_blocks)
+                .map(|cb| {
+                    let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
+                    (0, cb, Rect::new(0, 1, cols.0, cols.1))
+                })
+                .collect();
+            homes.push((bias, pieces));
+        }
+        let av = self.graph.value(op.a);
+        if av.role == ValueRole::Input && !self.holders.contains_key(&op.a) {
+            let mut pieces = Vec::new();
+            for rb in 0..p.row_blocks {
+                let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
+                for (cb, (c0, c1)) in chunks(op.k, p.col_blocks, self.target.amp_block_width)
+                    .into_iter()
+                    .enumerate()
+                {
+                    pieces.push((rb, cb as u32, Rect::new(rows.0, rows.1, c0, c1)));
+                }
+            }
+            homes.push((op.a, pieces));
+        }
+        for (value, pieces) in homes {
+            for (rb, cb, rect) in pieces {
+                let tile = self.mapping.tile(p, rb, cb);
+                self.home(tile, value, rect, false);
             }
         }
     }
 
-    for (j, (op, p)) in ops.iter().zip(partitions).enumerate() {
-        let ex_step = 2 * j as u32;
+    /// A matmul: an exchange gathering every tile's A and B panels (and bias), then the AMP and the
+    /// epilogue.
+    fn matmul(&mut self, op: &MatMul, p: &Grid) {
+        let target = self.target;
+        let ex_step = self.steps.len() as u32;
         let cs_step = ex_step + 1;
-        let mut groups: BTreeMap<(BufferId, Rect), Vec<Destination>> = BTreeMap::new();
+        let mut groups = Groups::new();
         let mut vertices = Vec::new();
         let mut outputs = Vec::new();
         for rb in 0..p.row_blocks {
             for cb in 0..p.col_blocks {
-                let tile = mapping.tile(p, rb, cb);
+                let tile = self.mapping.tile(p, rb, cb);
                 let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
                 let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
                 let (nr, nc) = (rows.1 - rows.0, cols.1 - cols.0);
+                let live = [ex_step, cs_step];
                 let a_rect = Rect::new(rows.0, rows.1, 0, op.k);
-                let a = b.buffer(
+                let a = self.buffer(
                     tile,
                     op.a,
                     BufferClass::APanel,
                     a_rect,
                     DType::F16,
-                    [ex_step, cs_step],
+                    false,
+                    live,
                 );
-                b.gather(op.a, a_rect, a, ex_step, &mut groups);
+                self.gather(op.a, a_rect, a, ex_step, &mut groups);
                 let b_rect = Rect::new(0, op.k, cols.0, cols.1);
-                let bp = b.buffer(
+                let bp = self.buffer(
                     tile,
                     op.b,
                     BufferClass::BPanel,
                     b_rect,
                     DType::F16,
-                    [ex_step, cs_step],
+                    false,
+                    live,
                 );
-                b.gather(op.b, b_rect, bp, ex_step, &mut groups);
+                self.gather(op.b, b_rect, bp, ex_step, &mut groups);
                 let bias = op.bias.map(|bias| {
                     let rect = Rect::new(0, 1, cols.0, cols.1);
-                    let id = b.buffer(
+                    let id = self.buffer(
                         tile,
                         bias,
                         BufferClass::BiasPanel,
                         rect,
                         DType::F16,
-                        [ex_step, cs_step],
+                        false,
+                        live,
                     );
-                    b.gather(bias, rect, id, ex_step, &mut groups);
+                    self.gather(bias, rect, id, ex_step, &mut groups);
                     id
                 });
                 let out_rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
-                let partials = b.buffer(
+                let here = [cs_step, cs_step];
+                let partials = self.buffer(
                     tile,
                     op.out,
                     BufferClass::Partials,
                     out_rect,
                     op.partials,
-                    [cs_step, cs_step],
+                    false,
+                    here,
                 );
-                let amp = VertexKind::AmpMatMul {
-                    a,
-                    b: bp,
-                    partials,
-                    rows: nr,
-                    depth: op.k,
-                    cols: nc,
-                };
                 vertices.push(Vertex {
                     tile,
                     estimated_cycles: target.amp_cycles(nr, op.k, nc, op.partials),
-                    kind: amp,
+                    kind: VertexKind::AmpMatMul {
+                        a: Operand::whole(a),
+                        b: Operand::whole(bp),
+                        partials,
+                        rows: nr,
+                        depth: op.k,
+                        cols: nc,
+                    },
                 });
                 let out = if op.has_epilogue() {
-                    let out = b.buffer(
+                    let out = self.buffer(
                         tile,
                         op.out,
                         BufferClass::Output,
                         out_rect,
                         DType::F16,
-                        [cs_step, cs_step],
+                        false,
+                        here,
                     );
                     let (ops_per, trans) = op.epilogue_ops();
                     vertices.push(Vertex {
@@ -551,71 +712,399 @@ fn build(
                 outputs.push(out);
             }
         }
-        let id = ExchangeId::from_index(exchanges.len());
-        let transfers: Vec<Transfer> = groups
-            .into_iter()
-            .map(|((h, rect), mut destinations)| {
-                destinations.sort_by_key(|d| (d.tile, d.buffer));
-                let src = &b.buffers[h.index()];
-                Transfer {
-                    source: src.tile,
-                    source_buffer: h,
-                    value: src.value,
-                    rect,
-                    destinations,
-                    bytes: rect.rows() * rect.cols() * src.dtype.bytes(),
-                }
-            })
-            .collect();
-        let mut phase = ExchangePhase {
-            id,
-            step: StepId(ex_step),
-            transfers,
-            lower_bound: 0,
-        };
-        phase.lower_bound = phase.pattern(target).lower_bound(Overheads::of(target));
-        exchanges.push(phase);
-        steps.push(Step::Exchange(id));
-        steps.push(Step::Compute(compute_sets.len() as u32));
-        compute_sets.push(ComputeSet {
-            step: StepId(cs_step),
-            operator: op.id,
-            name: op.name.clone(),
-            vertices,
-        });
-        // The operator's outputs become the holders of its value.
-        let is_output = graph.value(op.out).role == ValueRole::Output;
-        for &o in &outputs {
-            let buf = &mut b.buffers[o.index()];
-            if is_output {
-                buf.last_step = StepId(last_step);
-                run_outputs.push(HostTransfer {
-                    value: op.out,
-                    rect: buf.rect,
-                    tile: buf.tile,
-                    buffer: o,
-                });
-            }
-        }
-        b.holders.insert(op.out, outputs);
+        self.exchange(groups);
+        self.compute(op.id, &op.name, vertices);
+        self.outputs(op.out, outputs);
     }
 
-    let estimate = estimate(&steps, &exchanges, &compute_sets, target);
+    /// A flash attention. Per batch-and-head group, tile (query block, key block):
+    /// - exchange: gathers its queries (stored transposed, the AMP's weights), its keys and its values
+    ///   (transposed) from home pieces spread over the group;
+    /// - compute: per key sub-block, scoresᵀ = keys · queriesᵀ on the AMP, the online softmax (running
+    ///   max, rescale, sum) writing probabilitiesᵀ, valuesᵀ · probabilitiesᵀ on the AMP, and the
+    ///   rescaled accumulation into its flash state (accumulatorᵀ, max, sum);
+    /// - with several key blocks, an exchange sends each state to the query block's first tile, which
+    ///   merges them into the output block (stored transposed).
+    ///
+    /// Under a causal mask, keys past a query block's last query are neither sent nor scored, and a tile
+    /// whose keys are all masked does no work.
+    fn attention(&mut self, a: &Attention, p: &AttentionPartition) {
+        let (target, s) = (self.target, a.shape);
+        let d = s.head_dim;
+        let ex_step = self.steps.len() as u32;
+        let cs_step = ex_step + 1;
+        let merged = p.key_blocks > 1;
+        let (merge_ex, merge_cs) = if merged {
+            (cs_step + 1, cs_step + 2)
+        } else {
+            (cs_step, cs_step)
+        };
+        let query_range = |qb: u32| {
+            (
+                qb * p.block_queries,
+                ((qb + 1) * p.block_queries).min(s.queries),
+            )
+        };
+        let key_range = |kb: u32| (kb * p.block_keys, ((kb + 1) * p.block_keys).min(s.keys));
+        // Home pieces: the query block on its first tile; each key block's keys and values in chunks
+        // over the tiles of its column.
+        for g in 0..p.groups {
+            let (batch, head) = (g / s.heads, g % s.heads);
+            let cols = (head * d, (head + 1) * d);
+            for qb in 0..p.query_blocks {
+                let (q0, q1) = query_range(qb);
+                let rect = Rect::new(
+                    batch * s.queries + q0,
+                    batch * s.queries + q1,
+                    cols.0,
+                    cols.1,
+                );
+                self.home(self.mapping.attention_tile(p, g, qb, 0), a.q, rect, true);
+            }
+            for kb in 0..p.key_blocks {
+                let (k0, k1) = key_range(kb);
+                for (i, (r0, r1)) in chunks(k1 - k0, p.query_blocks, 1).into_iter().enumerate() {
+                    let tile = self.mapping.attention_tile(p, g, i as u32, kb);
+                    let rows = (batch * s.keys + k0 + r0, batch * s.keys + k0 + r1);
+                    let rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
+                    self.home(tile, a.k, rect, false);
+                    self.home(tile, a.v, rect, true);
+                }
+            }
+        }
+        let mut groups = Groups::new();
+        let mut merges = Groups::new();
+        let mut vertices = Vec::new();
+        let mut merge_vertices = Vec::new();
+        let mut outputs = Vec::new();
+        let scale_bits = a.scale().to_bits();
+        for g in 0..p.groups {
+            let (batch, head) = (g / s.heads, g % s.heads);
+            let cols = (head * d, (head + 1) * d);
+            for qb in 0..p.query_blocks {
+                let (q0, q1) = query_range(qb);
+                let nq = q1 - q0;
+                let q_rect = Rect::new(
+                    batch * s.queries + q0,
+                    batch * s.queries + q1,
+                    cols.0,
+                    cols.1,
+                );
+                let mut states = Vec::new();
+                for kb in 0..p.key_blocks {
+                    let (k0, k1) = key_range(kb);
+                    // Keys any query of the block sees.
+                    let k1 = k1.min(s.visible_keys(q1 - 1));
+                    if k0 >= k1 {
+                        continue;
+                    }
+                    let nk = k1 - k0;
+                    let tile = self.mapping.attention_tile(p, g, qb, kb);
+                    let live = [ex_step, cs_step];
+                    let queries = self.buffer(
+                        tile,
+                        a.q,
+                        BufferClass::BPanel,
+                        q_rect,
+                        DType::F16,
+                        true,
+                        live,
+                    );
+                    self.gather(a.q, q_rect, queries, ex_step, &mut groups);
+                    let kv_rect =
+                        Rect::new(batch * s.keys + k0, batch * s.keys + k1, cols.0, cols.1);
+                    let keys = self.buffer(
+                        tile,
+                        a.k,
+                        BufferClass::APanel,
+                        kv_rect,
+                        DType::F16,
+                        false,
+                        live,
+                    );
+                    self.gather(a.k, kv_rect, keys, ex_step, &mut groups);
+                    let values = self.buffer(
+                        tile,
+                        a.v,
+                        BufferClass::APanel,
+                        kv_rect,
+                        DType::F16,
+                        true,
+                        live,
+                    );
+                    self.gather(a.v, kv_rect, values, ex_step, &mut groups);
+                    let here = [cs_step, cs_step];
+                    let sub = p.sub_block.min(nk);
+                    let scratch = |b: &mut Self, class, rows, dtype| {
+                        b.buffer(
+                            tile,
+                            a.out,
+                            class,
+                            Rect::new(0, rows, 0, nq),
+                            dtype,
+                            false,
+                            here,
+                        )
+                    };
+                    let scores = scratch(self, BufferClass::Partials, sub, a.partials);
+                    let probabilities = scratch(self, BufferClass::Probabilities, sub, DType::F16);
+                    let weighted = scratch(self, BufferClass::Partials, d, a.partials);
+                    let rescale = scratch(self, BufferClass::Rescale, 1, DType::F32);
+                    let state_live = [cs_step, if kb == 0 { merge_cs } else { merge_ex }];
+                    let state = self.buffer(
+                        tile,
+                        a.out,
+                        BufferClass::FlashState,
+                        Rect::new(0, d + 2, 0, nq),
+                        DType::F32,
+                        false,
+                        state_live,
+                    );
+                    for (i, j0) in (0..nk).step_by(sub as usize).enumerate() {
+                        let nj = sub.min(nk - j0);
+                        let first = i == 0;
+                        vertices.push(Vertex {
+                            tile,
+                            estimated_cycles: target.amp_cycles(nj, d, nq, a.partials),
+                            kind: VertexKind::AmpMatMul {
+                                a: Operand {
+                                    buffer: keys,
+                                    row: j0,
+                                    col: 0,
+                                },
+                                b: Operand::whole(queries),
+                                partials: scores,
+                                rows: nj,
+                                depth: d,
+                                cols: nq,
+                            },
+                        });
+                        vertices.push(Vertex {
+                            tile,
+                            estimated_cycles: target.softmax_cycles(nj, nq, a.partials, s.causal),
+                            kind: VertexKind::Softmax {
+                                scores,
+                                probabilities,
+                                state,
+                                rescale,
+                                keys: nj,
+                                queries: nq,
+                                head_dim: d,
+                                mask: s.causal.then_some(Mask {
+                                    first_key: k0 + j0,
+                                    first_query: q0,
+                                }),
+                                first,
+                                scale_bits,
+                            },
+                        });
+                        vertices.push(Vertex {
+                            tile,
+                            estimated_cycles: target.amp_cycles(d, nj, nq, a.partials),
+                            kind: VertexKind::AmpMatMul {
+                                a: Operand {
+                                    buffer: values,
+                                    row: 0,
+                                    col: j0,
+                                },
+                                b: Operand::whole(probabilities),
+                                partials: weighted,
+                                rows: d,
+                                depth: nj,
+                                cols: nq,
+                            },
+                        });
+                        vertices.push(Vertex {
+                            tile,
+                            estimated_cycles: target.accumulate_cycles(u64::from(d * nq), first),
+                            kind: VertexKind::Accumulate {
+                                partials: weighted,
+                                state,
+                                rescale,
+                                rows: d,
+                                cols: nq,
+                                first,
+                            },
+                        });
+                    }
+                    states.push((tile, state));
+                }
+                // Merge on the query block's first tile.
+                let Some(&(home_tile, own)) = states.first() else {
+                    continue;
+                };
+                let mut parts = vec![own];
+                for &(tile, state) in &states[1..] {
+                    let copy = self.buffer(
+                        home_tile,
+                        a.out,
+                        BufferClass::FlashState,
+                        Rect::new(0, d + 2, 0, nq),
+                        DType::F32,
+                        false,
+                        [merge_ex, merge_cs],
+                    );
+                    let _ = tile;
+                    merges
+                        .entry((state, Rect::new(0, d + 2, 0, nq)))
+                        .or_default()
+                        .push(Destination {
+                            tile: home_tile,
+                            buffer: copy,
+                        });
+                    parts.push(copy);
+                }
+                let out = self.buffer(
+                    home_tile,
+                    a.out,
+                    BufferClass::Output,
+                    q_rect,
+                    DType::F16,
+                    true,
+                    [merge_cs, merge_cs],
+                );
+                let combine = Vertex {
+                    tile: home_tile,
+                    estimated_cycles: target.combine_cycles(
+                        parts.len() as u32,
+                        u64::from(d * nq),
+                        nq,
+                    ),
+                    kind: VertexKind::Combine {
+                        states: parts,
+                        out,
+                        rows: d,
+                        cols: nq,
+                        scale_bits,
+                    },
+                };
+                if merged {
+                    merge_vertices.push(combine);
+                } else {
+                    vertices.push(combine);
+                }
+                outputs.push(out);
+            }
+        }
+        self.exchange(groups);
+        self.compute(a.id, &a.name, vertices);
+        if merged {
+            self.exchange(merges);
+            self.compute(a.id, &format!("{}.merge", a.name), merge_vertices);
+        }
+        self.outputs(a.out, outputs);
+    }
+}
+
+/// Column chunk boundaries: `parts` chunks of a multiple of 16 columns covering `cols`.
+fn chunks(len: u32, parts: u32, multiple: u32) -> Vec<(u32, u32)> {
+    let width = len.div_ceil(parts).next_multiple_of(multiple).max(multiple);
+    (0..parts)
+        .map(|i| (i * width, ((i + 1) * width).min(len)))
+        .filter(|(a, b)| a < b)
+        .collect()
+}
+
+/// Supersteps an operator takes under a partition.
+fn steps_of(p: &Partition) -> u32 {
+    match p {
+        Partition::Attention(a) if a.key_blocks > 1 => 4,
+        _ => 2,
+    }
+}
+
+fn build(
+    graph: &Graph,
+    mid: &Mid,
+    partitions: &[Partition],
+    finalist: u32,
+    mapping: Mapping,
+    target: &Target,
+) -> Selected {
+    let mut b = Builder {
+        graph,
+        target,
+        mapping,
+        buffers: Vec::new(),
+        holders: BTreeMap::new(),
+        initialize: Vec::new(),
+        run_inputs: Vec::new(),
+        run_outputs: Vec::new(),
+        steps: Vec::new(),
+        exchanges: Vec::new(),
+        compute_sets: Vec::new(),
+        last_step: partitions.iter().map(steps_of).sum::<u32>() - 1,
+    };
+    // Home pieces of weights and inputs, on the grid of the matmul that first reads them.
+    for (op, p) in mid.operators.iter().zip(partitions) {
+        if let (Operator::MatMul(op), Partition::Grid(p)) = (op, p) {
+            b.matmul_homes(op, p);
+        }
+    }
+    for (op, p) in mid.operators.iter().zip(partitions) {
+        match (op, p) {
+            (Operator::MatMul(op), Partition::Grid(p)) => b.matmul(op, p),
+            (Operator::Attention(a), Partition::Attention(p)) => b.attention(a, p),
+            // lower_mid's verifier pairs every operator with a partition of its kind.
+            _ => unreachable!("{}: partition of another kind", op.id()),
+        }
+    }
+    let estimate = estimate(&b.steps, &b.exchanges, &b.compute_sets, target);
     Selected {
         workload: graph.workload.clone(),
         graph: graph.clone(),
-        operators: ops.clone(),
+        operators: mid.operators.clone(),
         finalist,
         mapping,
         partitions: partitions.to_vec(),
         buffers: b.buffers,
-        steps,
-        exchanges,
-        compute_sets,
-        initialize,
-        run_inputs,
-        run_outputs,
+        steps: b.steps,
+        exchanges: b.exchanges,
+        compute_sets: b.compute_sets,
+        initialize: b.initialize,
+        run_inputs: b.run_inputs,
+        run_outputs: b.run_outputs,
         estimate,
+    }
+}
+
+impl VertexKind {
+    /// The buffers a vertex reads and those it writes.
+    pub fn buffers(&self) -> (Vec<BufferId>, Vec<BufferId>) {
+        match self {
+            VertexKind::AmpMatMul { a, b, partials, .. } => {
+                (vec![a.buffer, b.buffer], vec![*partials])
+            }
+            VertexKind::Epilogue {
+                partials,
+                bias,
+                out,
+                ..
+            } => (
+                std::iter::once(*partials).chain(*bias).collect(),
+                vec![*out],
+            ),
+            VertexKind::Softmax {
+                scores,
+                probabilities,
+                state,
+                rescale,
+                first,
+                ..
+            } => {
+                let reads = std::iter::once(*scores)
+                    .chain((!first).then_some(*state))
+                    .collect();
+                (reads, vec![*probabilities, *state, *rescale])
+            }
+            VertexKind::Accumulate {
+                partials,
+                state,
+                rescale,
+                ..
+            } => (vec![*partials, *rescale, *state], vec![*state]),
+            VertexKind::Combine { states, out, .. } => (states.clone(), vec![*out]),
+        }
     }
 }
 
@@ -694,7 +1183,7 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
         });
         v.check(
             (buf.stride * buf.dtype.bytes()).is_multiple_of(buf.alignment())
-                && buf.stride >= buf.rect.cols(),
+                && buf.stride >= buf.storage_cols(),
             || {
                 format!(
                     "{}: stride {} elements breaks its {}-byte row alignment",
@@ -740,6 +1229,12 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
             );
             for d in &t.destinations {
                 let dst = &s.buffers[d.buffer.index()];
+                v.check(dst.transposed == src.transposed, || {
+                    format!(
+                        "{} transfer {} -> {}: {} and {} are stored in different orders",
+                        ex.id, t.source, d.tile, src.id, dst.id
+                    )
+                });
                 v.check(
                     dst.tile == d.tile && dst.value == t.value && dst.rect.contains(&t.rect),
                     || {
@@ -786,18 +1281,7 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     }
     for cs in &s.compute_sets {
         for vx in &cs.vertices {
-            let (reads, writes): (Vec<BufferId>, Vec<BufferId>) = match &vx.kind {
-                VertexKind::AmpMatMul { a, b, partials, .. } => (vec![*a, *b], vec![*partials]),
-                VertexKind::Epilogue {
-                    partials,
-                    bias,
-                    out,
-                    ..
-                } => (
-                    std::iter::once(*partials).chain(*bias).collect(),
-                    vec![*out],
-                ),
-            };
+            let (reads, writes) = vx.kind.buffers();
             for r in reads.iter().chain(&writes) {
                 let buf = &s.buffers[r.index()];
                 v.check(buf.tile == vx.tile, || {
@@ -816,10 +1300,18 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
                     },
                 );
             }
-            if let VertexKind::AmpMatMul { partials, b, .. } = &vx.kind {
+            if let VertexKind::AmpMatMul {
+                a,
+                b,
+                partials,
+                rows,
+                depth,
+                cols,
+            } = &vx.kind
+            {
                 v.check(
                     s.buffers[partials.index()].needs_interleaved()
-                        && s.buffers[b.index()].needs_interleaved(),
+                        && s.buffers[b.buffer.index()].needs_interleaved(),
                     || {
                         format!(
                             "{}: AMP on {} has operands outside interleaved memory",
@@ -827,6 +1319,29 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
                         )
                     },
                 );
+                let p = Operand::whole(*partials);
+                for (what, o, r, c) in [
+                    ("a", a, rows, depth),
+                    ("b", b, depth, cols),
+                    ("partials", &p, rows, cols),
+                ] {
+                    let buf = &s.buffers[o.buffer.index()];
+                    v.check(
+                        o.row + r <= buf.storage_rows() && o.col + c <= buf.storage_cols(),
+                        || {
+                            format!(
+                                "{}: AMP on {} reads {what} {r}x{c} from ({}, {}) of {}, stored {}x{}",
+                                cs.step,
+                                vx.tile,
+                                o.row,
+                                o.col,
+                                buf.id,
+                                buf.storage_rows(),
+                                buf.storage_cols()
+                            )
+                        },
+                    );
+                }
             }
         }
     }
@@ -849,11 +1364,7 @@ impl Selected {
             e.sync_cycles
         );
         for (o, p) in self.operators.iter().zip(&self.partitions) {
-            let _ = writeln!(
-                s,
-                "  {} {}: {}x{} blocks of {}x{}",
-                o.id, o.name, p.row_blocks, p.col_blocks, p.block_rows, p.block_cols
-            );
+            let _ = writeln!(s, "  {} {}: {p}", o.id(), o.name());
         }
         let mut by_class: BTreeMap<BufferClass, (u64, u64)> = BTreeMap::new();
         for b in &self.buffers {

@@ -119,7 +119,59 @@ pub fn ran(out: Output) -> Ran {
     }
 }
 
+/// Runs `args`, which must print numericalTest=PASS and hardwareTest=PASS; returns stdout.
+pub fn assert_pass(sb: &Sandbox, args: &[&str]) -> String {
+    let r = sb.run(args);
+    r.assert_ok();
+    assert!(r.stdout.contains("numericalTest=PASS"), "{}", r.stdout);
+    assert!(r.stdout.contains("hardwareTest=PASS"), "{}", r.stdout);
+    r.stdout
+}
+
+/// Builds `workload` (id `id`), runs it on the device in-process, and checks that its output passes
+/// while the same output with one element pushed past the tolerance, or made NaN, fails.
+pub fn corruption_fails_the_check(workload: &str, id: &str) {
+    use ipu_codegen::device::{Device, host_data};
+    use ipu_codegen::ir::ValueRole;
+    use ipu_codegen::numerics;
+    use ipu_codegen::stages::build_images::read_ipuexe;
+    let sb = Sandbox::new();
+    sb.run(&["build", workload]).assert_ok();
+    let bytes = std::fs::read(sb.stages().join(id).join("model.ipuexe")).unwrap();
+    let (_, package) = read_ipuexe(&bytes).unwrap();
+    let host = host_data(&package.graph);
+    let mut device = Device::load(&package).unwrap();
+    device.initialize(&package, &host).unwrap();
+    let (_, mut output) = device.run(&package, &host).unwrap();
+    let reference = numerics::reference(&package.graph, &host);
+    let out = package
+        .graph
+        .values
+        .iter()
+        .find(|v| v.role == ValueRole::Output)
+        .unwrap()
+        .id;
+    let check = numerics::check(&package.graph, &output, &reference, out);
+    assert!(check.pass, "{check:?}");
+
+    // One element off by a little more than the tolerance fails.
+    let i = output.len() / 2;
+    output[i] = half::f16::from_f64(output[i].to_f64() + 1.5 * check.tolerance + 0.001);
+    assert!(
+        !numerics::check(&package.graph, &output, &reference, out).pass,
+        "a corrupted element must fail"
+    );
+    // A NaN fails.
+    output[i] = half::f16::NAN;
+    assert!(
+        !numerics::check(&package.graph, &output, &reference, out).pass,
+        "a NaN must fail"
+    );
+}
+
 pub const SMALL: &str = "siglip-mlp-small";
+pub const SMALL_ATTENTION: &str = "attention-flash-small";
+pub const SMALL_ATTENTION_ID: &str = "attention-flash-f16-b1-t37-h2-d24-k45-s3";
 pub const SMALL_ID: &str = "siglip-mlp-f16-b1-t21-d40-h72-n2-bias-s7";
 
 pub fn phases() -> Vec<&'static str> {

@@ -1,0 +1,85 @@
+//! Flash attention end to end on the simulated device: PASS for small, causal, non-multiple-of-16,
+//! multi-batch and other shapes; a corrupted output FAILs; bad shapes are refused with clear errors.
+
+mod common;
+use common::{
+    SMALL_ATTENTION, SMALL_ATTENTION_ID, Sandbox, assert_pass, corruption_fails_the_check,
+};
+
+#[test]
+fn small_attention_passes_with_the_seed_check_line() {
+    let sb = Sandbox::new();
+    let out = assert_pass(&sb, &["run", SMALL_ATTENTION]);
+    assert!(
+        out.contains("attentionNumericalChecks=1776 "),
+        "37 queries x 2 heads x 24 checked: {out}"
+    );
+    assert!(
+        out.contains(&format!("workload={SMALL_ATTENTION_ID} ")),
+        "{out}"
+    );
+    assert!(out.contains("effectiveTflops="), "{out}");
+}
+
+#[test]
+fn attention_shapes_pass() {
+    let sb = Sandbox::new();
+    for args in [
+        // Causal, queries and keys of different lengths, neither a multiple of 16.
+        &["--causal", "true"][..],
+        &["--tokens", "50", "--key-tokens", "20", "--causal", "true"],
+        // Several batches.
+        &["--batch", "3", "--tokens", "19", "--key-tokens", "19"],
+        // f16 partials, long keys: several key sub-blocks and key blocks per query block.
+        &["--partials", "f16", "--key-tokens", "600", "--heads", "3"],
+        // The smallest shape.
+        &[
+            "--tokens",
+            "1",
+            "--key-tokens",
+            "1",
+            "--heads",
+            "1",
+            "--head-dim",
+            "1",
+        ],
+    ] {
+        let mut full = vec!["run", SMALL_ATTENTION];
+        full.extend_from_slice(args);
+        assert_pass(&sb, &full);
+    }
+}
+
+#[test]
+fn corrupted_attention_output_fails_the_check() {
+    corruption_fails_the_check(SMALL_ATTENTION, SMALL_ATTENTION_ID);
+}
+
+#[test]
+fn bad_attention_shapes_are_refused() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL_ATTENTION]).assert_ok();
+    for (args, expected) in [
+        (&["--heads", "0"][..], "heads must be positive"),
+        (&["--head-dim", "0"], "head_dim must be positive"),
+        (&["--key-tokens", "0"], "key_tokens must be positive"),
+        (
+            &["--head-dim", "60000", "--heads", "1"],
+            "does not fit in tile memory",
+        ),
+        (&["--heads", "1500"], "no partition fits"),
+        (&["--dimension", "64"], "--dimension does not apply"),
+    ] {
+        let mut full = vec!["build", SMALL_ATTENTION];
+        full.extend_from_slice(args);
+        let r = sb.run(&full);
+        r.assert_clean_failure();
+        assert!(r.stderr.contains(expected), "{args:?}: {}", r.stderr);
+    }
+    // Nothing stored was lost: the store verifies and the good build is still warm.
+    let verify = sb.run(&["cache", "verify"]);
+    verify.assert_ok();
+    assert!(verify.stdout.contains("damaged=0"), "{}", verify.stdout);
+    let ran = sb.run(&["build", SMALL_ATTENTION]).assert_ok().phases_run();
+    assert!(ran.is_empty(), "the rebuild ran {ran:?}");
+}
