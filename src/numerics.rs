@@ -440,3 +440,86 @@ pub fn check(graph: &Graph, device: &[f16], reference: &Reference, output: Value
         pass,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Scores in two blocks, stepped with the online softmax, accumulated and merged, agree with a
+    /// one-pass float64 softmax-weighted sum; a masked column stays empty until its first key.
+    #[test]
+    fn online_softmax_over_blocks_matches_one_pass() {
+        let (keys, queries, scale) = (40usize, 3usize, 0.3f32);
+        let mut rng = SplitMix64(5);
+        let scores: Vec<f32> = (0..keys * queries)
+            .map(|_| (rng.uniform() * 8.0) as f32)
+            .collect();
+        let values: Vec<f32> = (0..keys).map(|_| rng.uniform() as f32).collect();
+        let (mut max, mut sum) = (vec![0f32; queries], vec![0f32; queries]);
+        // One accumulator row (a head dimension of 1) per query.
+        let mut acc = vec![0f32; queries];
+        for (first, rows) in [(true, 0..25), (false, 25..keys)] {
+            let block = &scores[rows.start * queries..rows.end * queries];
+            let n = rows.len();
+            let (p, rescale) =
+                softmax_block(block, n, queries, scale, None, first, &mut max, &mut sum);
+            for c in 0..queries {
+                let weighted: f32 = (0..n)
+                    .map(|r| p[r * queries + c] * values[rows.start + r])
+                    .sum();
+                acc[c] = if first {
+                    weighted
+                } else {
+                    acc[c] * rescale[c] + weighted
+                };
+            }
+        }
+        let mut state = acc.clone();
+        state.extend_from_slice(&max);
+        state.extend_from_slice(&sum);
+        let out = combine(&[state], 1, queries, scale);
+        for c in 0..queries {
+            let logits: Vec<f64> = (0..keys)
+                .map(|r| f64::from(scale) * f64::from(scores[r * queries + c]))
+                .collect();
+            let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = logits.iter().map(|x| (x - top).exp()).collect();
+            let expected: f64 = w
+                .iter()
+                .zip(&values)
+                .map(|(w, v)| w * f64::from(*v))
+                .sum::<f64>()
+                / w.iter().sum::<f64>();
+            let error = (f64::from(out[c]) - expected).abs();
+            assert!(error < 4e-3, "query {c}: {} against {expected}", out[c]);
+        }
+
+        // Causal: key r is visible to query c when r <= c; query 0 sees key 0 only.
+        let (mut max, mut sum) = (vec![0f32; queries], vec![0f32; queries]);
+        let (p, _) = softmax_block(
+            &scores,
+            keys,
+            queries,
+            scale,
+            Some((0, 0)),
+            true,
+            &mut max,
+            &mut sum,
+        );
+        assert_eq!(p[0], 1.0, "query 0 sees only key 0");
+        assert!((0..keys).skip(1).all(|r| p[r * queries] == 0.0));
+        // A block whose keys all come after every query leaves the state empty.
+        let (mut max, mut sum) = (vec![0f32; queries], vec![0f32; queries]);
+        softmax_block(
+            &scores,
+            keys,
+            queries,
+            scale,
+            Some((10, 0)),
+            true,
+            &mut max,
+            &mut sum,
+        );
+        assert!(max.iter().all(|m| *m == f32::NEG_INFINITY) && sum.iter().all(|s| *s == 0.0));
+    }
+}

@@ -226,7 +226,7 @@ impl WorkloadSpec {
                 if a.causal {
                     id.push_str("-causal");
                 }
-                if a.partials != DType::F32 {
+                if a.partials != a.dtype {
                     id.push_str(&format!("-p{}", a.partials));
                 }
                 if a.seed != 1 {

@@ -5,7 +5,7 @@ use common::{Sandbox, phases};
 
 #[test]
 fn artifact_hashes_do_not_depend_on_thread_count() {
-    let args = [
+    let mlp = [
         "build",
         "siglip-mlp-small",
         "--tokens",
@@ -15,13 +15,21 @@ fn artifact_hashes_do_not_depend_on_thread_count() {
         "--hidden",
         "200",
     ];
-    let id = "siglip-mlp-f16-b1-t70-d96-h200-n2-bias-s7";
+    same_artifacts_on_one_and_two_threads(&mlp, "siglip-mlp-f16-b1-t70-d96-h200-n2-bias-s7");
+    let attention = ["build", "attention-flash-small", "--causal", "true"];
+    same_artifacts_on_one_and_two_threads(
+        &attention,
+        "attention-flash-f16-b1-t37-h2-d24-k45-causal-pf32-s3",
+    );
+}
+
+fn same_artifacts_on_one_and_two_threads(args: &[&str], id: &str) {
     let runs: Vec<(Sandbox, Vec<String>)> = ["1", "2"]
         .into_iter()
         .map(|threads| {
             let sb = Sandbox::new();
             let out = common::ran(
-                sb.command(&args)
+                sb.command(args)
                     .env("RAYON_NUM_THREADS", threads)
                     .output()
                     .unwrap(),

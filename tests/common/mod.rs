@@ -171,7 +171,7 @@ pub fn corruption_fails_the_check(workload: &str, id: &str) {
 
 pub const SMALL: &str = "siglip-mlp-small";
 pub const SMALL_ATTENTION: &str = "attention-flash-small";
-pub const SMALL_ATTENTION_ID: &str = "attention-flash-f16-b1-t37-h2-d24-k45-s3";
+pub const SMALL_ATTENTION_ID: &str = "attention-flash-f16-b1-t37-h2-d24-k45-pf32-s3";
 pub const SMALL_ID: &str = "siglip-mlp-f16-b1-t21-d40-h72-n2-bias-s7";
 
 pub fn phases() -> Vec<&'static str> {
