@@ -74,11 +74,10 @@ pub enum Instr {
         cols: u32,
         first: bool,
     },
-    /// Vector vertex: merges flash states of `rows + 2` rows into the f16 output
-    /// ([`crate::numerics::combine`]).
+    /// Vector vertex: merges flash states of `rows + 2` rows, each at (address, row stride), into the
+    /// f16 output ([`crate::numerics::combine`]).
     Combine {
-        states: Vec<u32>,
-        state_stride: u32,
+        states: Vec<(u32, u32)>,
         out: u32,
         out_stride: u32,
         rows: u32,
@@ -213,17 +212,19 @@ impl std::fmt::Display for Instr {
             ),
             Instr::Combine {
                 states,
-                state_stride,
                 out,
                 out_stride,
                 rows,
                 cols,
                 scale_bits,
             } => {
-                let states: Vec<String> = states.iter().map(|s| format!("{s:#x}")).collect();
+                let states: Vec<String> = states
+                    .iter()
+                    .map(|(a, stride)| format!("{a:#x}/{stride}"))
+                    .collect();
                 write!(
                     f,
-                    "combine {rows}x{cols} states=[{}]/{state_stride} out={out:#x}/{out_stride} scale={}",
+                    "combine {rows}x{cols} states=[{}] out={out:#x}/{out_stride} scale={}",
                     states.join(","),
                     f32::from_bits(*scale_bits)
                 )

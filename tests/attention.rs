@@ -51,6 +51,41 @@ fn attention_shapes_pass() {
 }
 
 #[test]
+fn long_keys_step_the_online_softmax_through_several_sub_blocks() {
+    let sb = Sandbox::new();
+    // 800 batch-and-head groups leave one tile per group: 600 keys in sub-blocks of at most 256.
+    let shape = [
+        "--batch",
+        "2",
+        "--heads",
+        "400",
+        "--head-dim",
+        "8",
+        "--tokens",
+        "20",
+        "--key-tokens",
+        "600",
+    ];
+    let mut run = vec!["run", SMALL_ATTENTION];
+    run.extend_from_slice(&shape);
+    assert_pass(&sb, &run);
+    let mut show = vec!["show", "emit", SMALL_ATTENTION];
+    show.extend_from_slice(&shape);
+    let r = sb.run(&show);
+    r.assert_ok();
+    let steps: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("softmax "))
+        .collect();
+    assert_eq!(steps.len(), 3, "{}", r.stdout);
+    assert!(
+        steps[0].ends_with(" first") && !steps[1].ends_with(" first"),
+        "{steps:?}"
+    );
+}
+
+#[test]
 fn corrupted_attention_output_fails_the_check() {
     corruption_fails_the_check(SMALL_ATTENTION, SMALL_ATTENTION_ID);
 }

@@ -958,7 +958,6 @@ fn execute_vertex(
         }
         Instr::Combine {
             ref states,
-            state_stride,
             out,
             out_stride,
             rows,
@@ -967,11 +966,11 @@ fn execute_vertex(
         } => {
             let parts = states
                 .iter()
-                .map(|&addr| {
+                .map(|&(addr, stride)| {
                     memory.load(
                         &Matrix {
                             addr,
-                            stride: state_stride,
+                            stride,
                             rows: rows + 2,
                             cols,
                             dtype: DType::F32,

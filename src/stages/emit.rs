@@ -331,8 +331,10 @@ pub fn tile_programs(
                             cols,
                             scale_bits,
                         } => Instr::Combine {
-                            states: states.iter().map(|&b| at(b)).collect(),
-                            state_stride: stride(states[0]),
+                            states: states
+                                .iter()
+                                .map(|o| (operand(o), stride(o.buffer)))
+                                .collect(),
                             out: at(*out),
                             out_stride: stride(*out),
                             rows: *rows,
@@ -495,7 +497,6 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                 }
                 Instr::Combine {
                     states,
-                    state_stride,
                     out,
                     out_stride,
                     rows,
@@ -504,7 +505,7 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                     v.check(
                         states
                             .iter()
-                            .all(|s| in_memory(*s, (rows + 2) * state_stride))
+                            .all(|&(s, stride)| in_memory(s, (rows + 2) * stride))
                             && in_memory(*out, rows * out_stride),
                         || format!("{}: combine operands outside memory", p.tile),
                     );

@@ -594,7 +594,7 @@ fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartitio
 }
 
 /// The busiest tile's figures for an attention partition: a tile with a whole query block and a whole key
-/// block (nothing masked), which also merges the states of its query block's other key blocks.
+/// block (nothing masked), which also merges its share of the queries from the other key blocks' states.
 fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) -> OperatorEstimate {
     let (s, pt) = (a.shape, a.partials);
     let (bq, bk, d) = (p.block_queries, p.block_keys, s.head_dim);
@@ -606,7 +606,9 @@ fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) ->
             + target.amp_cycles(d, keys, bq, pt)
             + target.accumulate_cycles(u64::from(d * bq), i == 0);
     }
-    compute += target.combine_cycles(p.key_blocks, u64::from(d * bq), bq);
+    // Each of a query block's tiles merges its share of the queries from every key block's state.
+    let share = bq.div_ceil(p.key_blocks);
+    compute += target.combine_cycles(p.key_blocks, u64::from(d * share), share);
     let (bq, bk, d, sub) = (
         u64::from(bq),
         u64::from(bk),
@@ -623,10 +625,11 @@ fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) ->
     let mut exchange = target.exchange_words(receive_bytes)
         + (1 + 2 * u64::from(p.query_blocks)) * switch
         + transit;
-    let state = (d + 2) * bq.next_multiple_of(4) * 4;
+    let state = (d + 2) * bq.next_multiple_of(2) * 4;
+    let share_state = (d + 2) * u64::from(share).next_multiple_of(2) * 4;
     let merging = u64::from(p.key_blocks - 1);
     if merging > 0 {
-        exchange += target.exchange_words(merging * state) + merging * switch + transit;
+        exchange += target.exchange_words(merging * share_state) + merging * switch + transit;
     }
     let steps = if merging > 0 { 4 } else { 2 };
     let element = u64::from(target.memory_element_bytes);
@@ -637,9 +640,9 @@ fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) ->
     OperatorEstimate {
         compute_cycles: compute,
         exchange_cycles: exchange,
-        receive_bytes: receive_bytes.max(merging * state),
+        receive_bytes: receive_bytes.max(merging * share_state),
         panel_bytes: panel,
-        other_bytes: panel + (1 + merging) * state + d * bq * 2 + homes,
+        other_bytes: panel + state + merging * share_state + d * bq * 2 + homes,
         interleaved_bytes: 2 * d * bq.next_multiple_of(8)
             + sub * bq.next_multiple_of(8) * 2
             + scores(sub)

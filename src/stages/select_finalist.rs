@@ -260,10 +260,11 @@ pub enum VertexKind {
         cols: u32,
         first: bool,
     },
-    /// Merges flash states into the f16 output (vector unit): per query, each state weighted by
-    /// `exp(scale · (max_i - max))`, the accumulators summed and divided by the summed sums.
+    /// Merges flash states (`rows` accumulator rows, the max and the sum, from each operand's column on)
+    /// into the f16 output (vector unit): per query, each state weighted by `exp(scale · (max_i -
+    /// max))`, the accumulators summed and divided by the summed sums.
     Combine {
-        states: Vec<BufferId>,
+        states: Vec<Operand>,
         out: BufferId,
         rows: u32,
         cols: u32,
@@ -723,8 +724,9 @@ impl Builder<'_> {
     /// - compute: per key sub-block, scoresᵀ = keys · queriesᵀ on the AMP, the online softmax (running
     ///   max, rescale, sum) writing probabilitiesᵀ, valuesᵀ · probabilitiesᵀ on the AMP, and the
     ///   rescaled accumulation into its flash state (accumulatorᵀ, max, sum);
-    /// - with several key blocks, an exchange sends each state to the query block's first tile, which
-    ///   merges them into the output block (stored transposed).
+    /// - with several key blocks, the query block's queries are shared out among its tiles, an exchange
+    ///   sends each tile the other tiles' states for its share, and each merges its share into the
+    ///   output (stored transposed).
     ///
     /// Under a causal mask, keys past a query block's last query are neither sent nor scored, and a tile
     /// whose keys are all masked does no work.
@@ -850,7 +852,7 @@ impl Builder<'_> {
                     let probabilities = scratch(self, BufferClass::Probabilities, sub, DType::F16);
                     let weighted = scratch(self, BufferClass::Partials, d, a.partials);
                     let rescale = scratch(self, BufferClass::Rescale, 1, DType::F32);
-                    let state_live = [cs_step, if kb == 0 { merge_cs } else { merge_ex }];
+                    let state_live = [cs_step, merge_cs];
                     let state = self.buffer(
                         tile,
                         a.out,
@@ -929,61 +931,67 @@ impl Builder<'_> {
                     }
                     states.push((tile, state));
                 }
-                // Merge on the query block's first tile.
-                let Some(&(home_tile, own)) = states.first() else {
-                    continue;
-                };
-                let mut parts = vec![own];
-                for &(tile, state) in &states[1..] {
-                    let copy = self.buffer(
-                        home_tile,
+                // The block's queries are shared out among its tiles; each merges its share of
+                // every tile's state (its own in place, the others' sent to it).
+                let shares = chunks(nq, states.len() as u32, 1);
+                for (&(tile, own), &(c0, c1)) in states.iter().zip(&shares) {
+                    let share = Rect::new(0, d + 2, c0, c1);
+                    let mut parts = vec![Operand {
+                        buffer: own,
+                        row: 0,
+                        col: c0,
+                    }];
+                    for &(other, state) in &states {
+                        if other == tile {
+                            continue;
+                        }
+                        let copy = self.buffer(
+                            tile,
+                            a.out,
+                            BufferClass::FlashState,
+                            share,
+                            DType::F32,
+                            false,
+                            [merge_ex, merge_cs],
+                        );
+                        merges
+                            .entry((state, share))
+                            .or_default()
+                            .push(Destination { tile, buffer: copy });
+                        parts.push(Operand::whole(copy));
+                    }
+                    let rows = batch * s.queries + q0;
+                    let out = self.buffer(
+                        tile,
                         a.out,
-                        BufferClass::FlashState,
-                        Rect::new(0, d + 2, 0, nq),
-                        DType::F32,
-                        false,
-                        [merge_ex, merge_cs],
+                        BufferClass::Output,
+                        Rect::new(rows + c0, rows + c1, cols.0, cols.1),
+                        DType::F16,
+                        true,
+                        [merge_cs, merge_cs],
                     );
-                    let _ = tile;
-                    merges
-                        .entry((state, Rect::new(0, d + 2, 0, nq)))
-                        .or_default()
-                        .push(Destination {
-                            tile: home_tile,
-                            buffer: copy,
-                        });
-                    parts.push(copy);
+                    let combine = Vertex {
+                        tile,
+                        estimated_cycles: target.combine_cycles(
+                            parts.len() as u32,
+                            u64::from(d * (c1 - c0)),
+                            c1 - c0,
+                        ),
+                        kind: VertexKind::Combine {
+                            states: parts,
+                            out,
+                            rows: d,
+                            cols: c1 - c0,
+                            scale_bits,
+                        },
+                    };
+                    if merged {
+                        merge_vertices.push(combine);
+                    } else {
+                        vertices.push(combine);
+                    }
+                    outputs.push(out);
                 }
-                let out = self.buffer(
-                    home_tile,
-                    a.out,
-                    BufferClass::Output,
-                    q_rect,
-                    DType::F16,
-                    true,
-                    [merge_cs, merge_cs],
-                );
-                let combine = Vertex {
-                    tile: home_tile,
-                    estimated_cycles: target.combine_cycles(
-                        parts.len() as u32,
-                        u64::from(d * nq),
-                        nq,
-                    ),
-                    kind: VertexKind::Combine {
-                        states: parts,
-                        out,
-                        rows: d,
-                        cols: nq,
-                        scale_bits,
-                    },
-                };
-                if merged {
-                    merge_vertices.push(combine);
-                } else {
-                    vertices.push(combine);
-                }
-                outputs.push(out);
             }
         }
         self.exchange(groups);
@@ -1103,7 +1111,9 @@ impl VertexKind {
                 rescale,
                 ..
             } => (vec![*partials, *rescale, *state], vec![*state]),
-            VertexKind::Combine { states, out, .. } => (states.clone(), vec![*out]),
+            VertexKind::Combine { states, out, .. } => {
+                (states.iter().map(|o| o.buffer).collect(), vec![*out])
+            }
         }
     }
 }
