@@ -142,7 +142,7 @@ pub fn exchange_programs(
                 skip,
                 bytes,
                 run: t.source_run,
-                wide: false,
+                wide: piece.wide,
             },
         ));
         let served = match piece.destinations {
@@ -160,7 +160,7 @@ pub fn exchange_programs(
                     skip,
                     bytes,
                     run,
-                    wide: false,
+                    wide: piece.wide,
                 },
             ));
         }
