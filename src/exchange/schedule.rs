@@ -1,6 +1,7 @@
 //! Scheduling an exchange pattern: two strategies, keep the shorter.
 //!
-//! - `list`: earliest-fit list scheduling, largest transfers first, one piece per transfer.
+//! - `list`: earliest-fit list scheduling, largest transfers first, one piece per transfer; narrow only,
+//!   so it runs only without supertile pairs.
 //! - `tight-cover`: an event loop over sender and receiver ports (the critical-line method of the
 //!   preemptive open shop). A multicast transfer is sent once per group of its destinations, in as many
 //!   groups as the sender's slack pays for without raising the bound (one group per destination at most);
@@ -12,6 +13,11 @@
 //!   the time left: it is *tight*) takes a partner along an alternating path, preempting pieces of ports
 //!   with slack. A preempted transfer needs one more switch later, so `H` may grow by that switch. With no
 //!   overheads and no multicast the result is exactly the bound.
+//! - Supertile pairs: `H` starts at the pair-inclusive bound. A flow starts wide (`ceil(words/2) + switch`
+//!   cycles, holding the mates of its ports too) when those mates are free and stay within `H`
+//!   meanwhile; a port with nothing to start lends its bus to its mate, whose narrow run restarts wide
+//!   when that saves more than the extra switch. Wide runs are not part of alternating paths; a tight
+//!   port may stop them like multicast pieces.
 //!
 //! Deterministic: ties break on ids, no hashing.
 
@@ -26,34 +32,58 @@ const NONE: u32 = u32::MAX;
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let lower_bound = pattern.lower_bound(o);
     let at_bound = |pieces: &[Piece]| horizon(pieces, o) == lower_bound;
-    // Tight cover with multicast split by the senders' slack first: it meets the bound on most
-    // patterns. Otherwise tight cover with whole multicasts and the list schedule run at once; the list
-    // stops early when whole tight cover meets the bound (it cannot do better).
-    let split = tight_cover(pattern, o, true);
-    let (tight, list, kind) = if at_bound(&split) {
-        (split, None, "tight-cover")
-    } else {
+    let better = |a: &[Piece], b: &[Piece]| (horizon(a, o), a.len()) <= (horizon(b, o), b.len());
+    // With pairs, the strategies run at once: with multicast both tight covers (the list schedule,
+    // narrow only, never competes), else tight cover and the list schedule, which stops early when
+    // tight cover meets the bound. Without pairs, tight cover with multicast split by the senders'
+    // slack runs first: it meets the bound on most patterns. Otherwise tight cover with whole
+    // multicasts and the list schedule run at once, the list stopping early as above.
+    let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
+    let (split, whole, list) = if o.pairs && multicast {
+        let (split, whole) = rayon::join(
+            || tight_cover(pattern, o, true),
+            || tight_cover(pattern, o, false),
+        );
+        (split, Some(whole), None)
+    } else if o.pairs {
         let stop = AtomicBool::new(false);
-        let (list, whole) = rayon::join(
+        let (list, split) = rayon::join(
             || list_schedule(pattern, o, &stop),
             || {
-                let whole = tight_cover(pattern, o, false);
-                if at_bound(&whole) {
+                let split = tight_cover(pattern, o, true);
+                if at_bound(&split) {
                     stop.store(true, Ordering::Relaxed);
                 }
-                whole
+                split
             },
         );
-        // When a tight cover meets the bound the list schedule is dropped whether or not it finished,
-        // so the result never depends on timing.
-        let list = list.filter(|_| !at_bound(&whole));
-        let better =
-            |a: &[Piece], b: &[Piece]| (horizon(a, o), a.len()) <= (horizon(b, o), b.len());
-        if better(&whole, &split) {
-            (whole, list, "tight-cover-whole")
+        let list = list.filter(|_| !at_bound(&split));
+        (split, None, list)
+    } else {
+        let split = tight_cover(pattern, o, true);
+        if at_bound(&split) {
+            (split, None, None)
         } else {
-            (split, list, "tight-cover")
+            let stop = AtomicBool::new(false);
+            let (list, whole) = rayon::join(
+                || list_schedule(pattern, o, &stop),
+                || {
+                    let whole = tight_cover(pattern, o, false);
+                    if at_bound(&whole) {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    whole
+                },
+            );
+            // When a tight cover meets the bound the list schedule is dropped whether or not it
+            // finished, so the result never depends on timing.
+            let list = list.filter(|_| !at_bound(&whole));
+            (split, Some(whole), list)
         }
+    };
+    let (tight, kind) = match whole {
+        Some(whole) if better(&whole, &split) => (whole, "tight-cover-whole"),
+        _ => (split, "tight-cover"),
     };
     let tight_horizon = horizon(&tight, o);
     let list_horizon = list.as_ref().map(|l| horizon(l, o));
