@@ -200,14 +200,12 @@ fn vector_case(
 }
 
 /// Schedules `pattern`, runs it on the device (every source holds its words; every destination has a
-/// receive buffer per transfer), and compares with the pattern's lower bound. With `wide`, every send
-/// and receive uses the supertile pair's shared bus, and the model is one transfer at 8 B/cycle.
+/// receive buffer per transfer), and compares with the pattern's lower bound, supertile pairs included.
 fn exchange_case(
     target: &Target,
     name: &str,
     pattern: Pattern,
     note: &str,
-    wide: bool,
 ) -> Result<Calibration, Fault> {
     let o = Overheads::of(target);
     let s = schedule(&pattern, o);
@@ -250,27 +248,16 @@ fn exchange_case(
             destinations,
         });
     }
-    for (tile, mut program) in exchange_programs(ExchangeId(0), &s, &bound, target) {
-        for i in &mut program {
-            if let Instr::Send { wide: w, .. } | Instr::Receive { wide: w, .. } = i {
-                *w = wide;
-            }
-        }
+    for (tile, program) in exchange_programs(ExchangeId(0), &s, &bound, target) {
         m.programs[tile.index()] = program;
     }
     let e = m.run()?;
     let gap = s.horizon - s.lower_bound;
-    let model = if wide {
-        let words = pattern.transfers.iter().map(|t| t.words).max().unwrap_or(0);
-        u64::from(words.div_ceil(2) + target.exchange_transit_cycles)
-    } else {
-        u64::from(s.lower_bound)
-    };
     Ok(Calibration {
         case: format!("exchange {name}"),
         simulated: e.steps[0].cycles,
-        model,
-        note: if gap == 0 || wide {
+        model: u64::from(s.lower_bound),
+        note: if gap == 0 {
             note.to_string()
         } else {
             format!("{note}; scheduler {gap} cycles above the bound")
@@ -310,8 +297,8 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
     ] {
         rows.push(vector_case(target, r, c, bias, gelu)?);
     }
-    let bound_note =
-        "bound: transit + max(words sent, words received + switches between transfers)";
+    let bound_note = "bound: transit + the busiest tile or supertile pair, words at 2 per cycle over \
+         the pair's bus, plus switches between transfers";
     let patterns = [
         (
             "one-to-one 256 words",
@@ -355,25 +342,14 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
                     .collect(),
             },
         ),
-    ];
-    for (name, pattern) in patterns {
-        let note = if name.starts_with("supertile") {
-            format!("{bound_note}; each tile of a pair at 4 B/cycle, as the compiler emits it")
-        } else {
-            bound_note.to_string()
-        };
-        rows.push(exchange_case(target, name, pattern, &note, false)?);
-    }
-    let wide_note = "closed form: transit + words/2 over the pair's shared bus";
-    let wide = [
         (
-            "wide tile0->tile2 256 words, mates idle",
+            "tile0->tile2 256 words, mates idle (wide)",
             Pattern {
                 transfers: vec![unicast(0, 2, 256)],
             },
         ),
         (
-            "wide tile0->tiles 2,3 256 words, mates receive the same",
+            "tile0->tiles 2,3 256 words, mates receive the same (wide)",
             Pattern {
                 transfers: vec![PatternTransfer {
                     source: 0,
@@ -383,8 +359,8 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
             },
         ),
     ];
-    for (name, pattern) in wide {
-        rows.push(exchange_case(target, name, pattern, wide_note, true)?);
+    for (name, pattern) in patterns {
+        rows.push(exchange_case(target, name, pattern, bound_note)?);
     }
     Ok(rows)
 }

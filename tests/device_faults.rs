@@ -132,7 +132,24 @@ fn two_senders_reaching_one_receiver_at_once() {
                     }
                     _ => false,
                 });
-            if clash {
+            // Nor may B's send be wide, or land on a wide send of B's pair mate.
+            let mate = program(&p, b.index() ^ 1);
+            let wide_clash = sender.instrs.iter().zip(&sender_phases).any(|(i, sp)| {
+                matches!(i, Instr::Send { start, wide: true, .. } if *sp == ph && *start == s2)
+            }) || mate
+                .instrs
+                .iter()
+                .zip(phases_of(&mate))
+                .any(|(i, sp)| match i {
+                    Instr::Send {
+                        start,
+                        bytes,
+                        wide: true,
+                        ..
+                    } => sp == ph && *start < s1 + len && s1 < start + bytes.div_ceil(8),
+                    _ => false,
+                });
+            if clash || wide_clash {
                 continue;
             }
             for (i, sp) in sender.instrs.iter_mut().zip(&sender_phases) {

@@ -1,5 +1,6 @@
-//! Property tests of the exchange scheduler: random small patterns always pass the independent checker;
-//! without overheads, unicast patterns are scheduled exactly at the lower bound.
+//! Property tests of the exchange scheduler: random small patterns, with and without multicast and
+//! supertile pairs, always pass the independent checker; without overheads and pairs, unicast patterns
+//! are scheduled exactly at the lower bound.
 
 use ipu_codegen::exchange::check::check;
 use ipu_codegen::exchange::schedule::schedule;
@@ -30,17 +31,19 @@ fn random_patterns_pass_the_checker() {
     for case in 0..600 {
         let multicast = case % 2 == 1;
         let pattern = random_pattern(&mut rng, multicast);
-        for o in [
-            Overheads::ZERO,
-            Overheads {
-                switch: 1,
-                transit: 10,
-            },
-            Overheads {
-                switch: 3,
-                transit: 4,
-            },
+        for (switch, transit, pairs) in [
+            (0, 0, false),
+            (0, 0, true),
+            (1, 10, false),
+            (1, 10, true),
+            (3, 4, false),
+            (3, 4, true),
         ] {
+            let o = Overheads {
+                switch,
+                transit,
+                pairs,
+            };
             let s = schedule(&pattern, o);
             let errors = check(&pattern, o, &s);
             assert!(
@@ -66,6 +69,7 @@ fn the_checker_sees_collisions_gaps_and_late_arrivals() {
     let o = Overheads {
         switch: 1,
         transit: 10,
+        pairs: false,
     };
     let pattern = Pattern {
         transfers: vec![
@@ -89,6 +93,7 @@ fn the_checker_sees_collisions_gaps_and_late_arrivals() {
         destinations: None,
         word: 0,
         words: 5,
+        wide: false,
     };
     let broken = |pieces: Vec<Piece>, horizon| Schedule {
         pieces,
@@ -116,6 +121,7 @@ fn the_checker_does_not_wrap_around_or_trust_a_recorded_bound() {
     let o = Overheads {
         switch: 1,
         transit: 10,
+        pairs: false,
     };
     let pattern = Pattern {
         transfers: vec![PatternTransfer {
@@ -131,6 +137,7 @@ fn the_checker_does_not_wrap_around_or_trust_a_recorded_bound() {
             destinations: None,
             word: 0,
             words: 2,
+            wide: false,
         },
         Piece {
             start: u32::MAX - 10,
@@ -138,6 +145,7 @@ fn the_checker_does_not_wrap_around_or_trust_a_recorded_bound() {
             destinations: None,
             word: 2,
             words: 2,
+            wide: false,
         },
     ];
     let forged = Schedule {
@@ -156,4 +164,106 @@ fn the_checker_does_not_wrap_around_or_trust_a_recorded_bound() {
         errors.iter().any(|e| e.contains("the pattern's is 14")),
         "{errors:?}"
     );
+}
+
+#[test]
+fn the_checker_sees_wide_pieces_against_their_pair_mates() {
+    let o = Overheads {
+        switch: 1,
+        transit: 10,
+        pairs: true,
+    };
+    // tile0 -> tile2 (8 words) and tile1 -> tile4 (4 words): tile1 is tile0's mate.
+    let pattern = Pattern {
+        transfers: vec![
+            PatternTransfer {
+                source: 0,
+                destinations: vec![2],
+                words: 8,
+            },
+            PatternTransfer {
+                source: 1,
+                destinations: vec![4],
+                words: 4,
+            },
+            PatternTransfer {
+                source: 6,
+                destinations: vec![3],
+                words: 4,
+            },
+        ],
+    };
+    let good = schedule(&pattern, o);
+    assert!(check(&pattern, o, &good).is_empty(), "{good:?}");
+    let piece = |start, transfer, words, wide| Piece {
+        start,
+        transfer,
+        destinations: None,
+        word: 0,
+        words,
+        wide,
+    };
+    let with = |pieces: Vec<Piece>| Schedule {
+        pieces,
+        horizon: 100,
+        lower_bound: good.lower_bound,
+        kind: "t".into(),
+        list_horizon: None,
+    };
+    // A wide send from tile0 while its mate tile1 sends.
+    let e = check(
+        &pattern,
+        o,
+        &with(vec![
+            piece(0, 0, 8, true),
+            piece(2, 1, 4, false),
+            piece(20, 2, 4, false),
+        ]),
+    );
+    assert!(e.iter().any(|e| e.contains("tile1 sends")), "{e:?}");
+    // A wide receive at tile2 while its mate tile3 receives other data.
+    let e = check(
+        &pattern,
+        o,
+        &with(vec![
+            piece(0, 0, 8, true),
+            piece(20, 1, 4, false),
+            piece(1, 2, 4, false),
+        ]),
+    );
+    assert!(e.iter().any(|e| e.contains("tile3 receives")), "{e:?}");
+    // Apart in time, both are fine; wide pieces need pairs.
+    let apart = with(vec![
+        piece(0, 0, 8, true),
+        piece(20, 1, 4, false),
+        piece(20, 2, 4, false),
+    ]);
+    assert!(check(&pattern, o, &apart).is_empty());
+    let narrow = Overheads { pairs: false, ..o };
+    let e = check(&pattern, narrow, &apart);
+    assert!(
+        e.iter().any(|e| e.contains("without supertile pairs")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_multicast_to_both_mates_goes_wide_at_the_pair_bound() {
+    let o = Overheads {
+        switch: 1,
+        transit: 10,
+        pairs: true,
+    };
+    let pattern = Pattern {
+        transfers: vec![PatternTransfer {
+            source: 0,
+            destinations: vec![2, 3],
+            words: 256,
+        }],
+    };
+    let s = schedule(&pattern, o);
+    assert!(check(&pattern, o, &s).is_empty());
+    assert_eq!(s.lower_bound, 10 + 128);
+    assert_eq!(s.horizon, s.lower_bound, "{s:?}");
+    assert!(s.pieces.iter().all(|p| p.wide));
 }

@@ -1,5 +1,5 @@
 //! The independent checker of a schedule against its pattern: it re-derives every port's occupancy from
-//! the pieces alone and shares no code with the schedulers.
+//! the pieces alone, supertile pair mates included, and shares no code with the schedulers.
 
 use super::{Overheads, Pattern, Schedule};
 use crate::verify::Verifier;
@@ -7,7 +7,8 @@ use crate::verify::Verifier;
 /// Every problem of `schedule` for `pattern`, each naming transfer, tile or cycle.
 pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String> {
     let mut v = Verifier::default();
-    let n = pattern.tiles();
+    // Every tile with its pair mate.
+    let n = pattern.tiles().next_multiple_of(2);
     // Cycles in u64: a damaged stored schedule must not wrap around.
     let mut send: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); n];
     let mut recv: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); n];
@@ -38,14 +39,29 @@ pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String
             ));
             continue;
         }
-        let end = start + words + u64::from(o.transit);
+        if p.wide && !o.pairs {
+            v.error(format!(
+                "transfer {}: wide piece at cycle {} without supertile pairs",
+                p.transfer, p.start
+            ));
+            continue;
+        }
+        // A wide piece moves two words per cycle and holds the pair mates' ports too.
+        let cycles = if p.wide { words.div_ceil(2) } else { words };
+        let end = start + cycles + u64::from(o.transit);
         v.check(end <= u64::from(schedule.horizon), || {
             format!(
                 "transfer {}: piece at cycle {} arrives until {end}, after the horizon {}",
                 p.transfer, p.start, schedule.horizon
             )
         });
-        send[t.source as usize].push((start, start + words, p.transfer));
+        let mut senders = vec![t.source as usize];
+        if p.wide {
+            senders.push(t.source as usize ^ 1);
+        }
+        for s in senders {
+            send[s].push((start, start + cycles, p.transfer));
+        }
         let destinations: Vec<usize> = match p.destinations {
             None => (0..t.destinations.len()).collect(),
             Some((a, b)) if a < b && (b as usize) <= t.destinations.len() => {
@@ -60,11 +76,21 @@ pub fn check(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String
                 continue;
             }
         };
+        let listen = (start + u64::from(o.transit)).saturating_sub(u64::from(o.switch));
+        let mut receivers: Vec<usize> = Vec::new();
         for k in destinations {
             let d = t.destinations[k] as usize;
-            let listen = (start + u64::from(o.transit)).saturating_sub(u64::from(o.switch));
-            recv[d].push((listen, start + u64::from(o.transit) + words, p.transfer));
+            receivers.push(d);
+            if p.wide {
+                receivers.push(d ^ 1);
+            }
             delivered[p.transfer as usize][k].push((word, word + words));
+        }
+        // A mate that receives the piece itself is held once.
+        receivers.sort_unstable();
+        receivers.dedup();
+        for d in receivers {
+            recv[d].push((listen, start + u64::from(o.transit) + cycles, p.transfer));
         }
     }
     for (what, ports) in [("sends", &mut send), ("receives", &mut recv)] {

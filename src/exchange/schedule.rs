@@ -1,6 +1,7 @@
 //! Scheduling an exchange pattern: two strategies, keep the shorter.
 //!
-//! - `list`: earliest-fit list scheduling, largest transfers first, one piece per transfer.
+//! - `list`: earliest-fit list scheduling, largest transfers first, one piece per transfer; narrow only,
+//!   so it runs only without supertile pairs.
 //! - `tight-cover`: an event loop over sender and receiver ports (the critical-line method of the
 //!   preemptive open shop). A multicast transfer is sent once per group of its destinations, in as many
 //!   groups as the sender's slack pays for without raising the bound (one group per destination at most);
@@ -12,6 +13,11 @@
 //!   the time left: it is *tight*) takes a partner along an alternating path, preempting pieces of ports
 //!   with slack. A preempted transfer needs one more switch later, so `H` may grow by that switch. With no
 //!   overheads and no multicast the result is exactly the bound.
+//! - Supertile pairs: `H` starts at the pair-inclusive bound. A flow starts wide (`ceil(words/2) + switch`
+//!   cycles, holding the mates of its ports too) when those mates are free and stay within `H`
+//!   meanwhile; a port with nothing to start lends its bus to its mate, whose narrow run restarts wide
+//!   when that saves more than the extra switch. Wide runs are not part of alternating paths; a tight
+//!   port may stop them like multicast pieces.
 //!
 //! Deterministic: ties break on ids, no hashing.
 
@@ -26,34 +32,58 @@ const NONE: u32 = u32::MAX;
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let lower_bound = pattern.lower_bound(o);
     let at_bound = |pieces: &[Piece]| horizon(pieces, o) == lower_bound;
-    // Tight cover with multicast split by the senders' slack first: it meets the bound on most
-    // patterns. Otherwise tight cover with whole multicasts and the list schedule run at once; the list
-    // stops early when whole tight cover meets the bound (it cannot do better).
-    let split = tight_cover(pattern, o, true);
-    let (tight, list, kind) = if at_bound(&split) {
-        (split, None, "tight-cover")
-    } else {
+    let better = |a: &[Piece], b: &[Piece]| (horizon(a, o), a.len()) <= (horizon(b, o), b.len());
+    // With pairs, the strategies run at once: with multicast both tight covers (the list schedule,
+    // narrow only, never competes), else tight cover and the list schedule, which stops early when
+    // tight cover meets the bound. Without pairs, tight cover with multicast split by the senders'
+    // slack runs first: it meets the bound on most patterns. Otherwise tight cover with whole
+    // multicasts and the list schedule run at once, the list stopping early as above.
+    let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
+    let (split, whole, list) = if o.pairs && multicast {
+        let (split, whole) = rayon::join(
+            || tight_cover(pattern, o, true),
+            || tight_cover(pattern, o, false),
+        );
+        (split, Some(whole), None)
+    } else if o.pairs {
         let stop = AtomicBool::new(false);
-        let (list, whole) = rayon::join(
+        let (list, split) = rayon::join(
             || list_schedule(pattern, o, &stop),
             || {
-                let whole = tight_cover(pattern, o, false);
-                if at_bound(&whole) {
+                let split = tight_cover(pattern, o, true);
+                if at_bound(&split) {
                     stop.store(true, Ordering::Relaxed);
                 }
-                whole
+                split
             },
         );
-        // When a tight cover meets the bound the list schedule is dropped whether or not it finished,
-        // so the result never depends on timing.
-        let list = list.filter(|_| !at_bound(&whole));
-        let better =
-            |a: &[Piece], b: &[Piece]| (horizon(a, o), a.len()) <= (horizon(b, o), b.len());
-        if better(&whole, &split) {
-            (whole, list, "tight-cover-whole")
+        let list = list.filter(|_| !at_bound(&split));
+        (split, None, list)
+    } else {
+        let split = tight_cover(pattern, o, true);
+        if at_bound(&split) {
+            (split, None, None)
         } else {
-            (split, list, "tight-cover")
+            let stop = AtomicBool::new(false);
+            let (list, whole) = rayon::join(
+                || list_schedule(pattern, o, &stop),
+                || {
+                    let whole = tight_cover(pattern, o, false);
+                    if at_bound(&whole) {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    whole
+                },
+            );
+            // When a tight cover meets the bound the list schedule is dropped whether or not it
+            // finished, so the result never depends on timing.
+            let list = list.filter(|_| !at_bound(&whole));
+            (split, Some(whole), list)
         }
+    };
+    let (tight, kind) = match whole {
+        Some(whole) if better(&whole, &split) => (whole, "tight-cover-whole"),
+        _ => (split, "tight-cover"),
     };
     let tight_horizon = horizon(&tight, o);
     let list_horizon = list.as_ref().map(|l| horizon(l, o));
@@ -80,7 +110,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
 fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
     pieces
         .iter()
-        .map(|p| p.start + p.words + o.transit)
+        .map(|p| p.start + p.cycles() + o.transit)
         .max()
         .unwrap_or(0)
 }
@@ -151,6 +181,7 @@ fn list_schedule(pattern: &Pattern, o: Overheads, stop: &AtomicBool) -> Option<V
             destinations: None,
             word: 0,
             words: t.words,
+            wide: false,
         });
     }
     Some(sorted(pieces))
@@ -162,9 +193,13 @@ struct Flow {
     destinations: Option<(u32, u32)>,
     /// Ports: the sender port first, then receiver ports.
     ports: Vec<u32>,
+    /// The pair mates of the ports that are not ports themselves: a wide run holds them too.
+    mates: Vec<u32>,
     done: u32,
     rem: u32,
     running: bool,
+    /// Whether the current run is wide.
+    wide: bool,
     start: u64,
     version: u32,
 }
@@ -196,7 +231,8 @@ struct TightCover {
 }
 
 fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Piece> {
-    let tiles = pattern.tiles() as u32;
+    // Every tile with its pair mate, so the mate of port `p` is `p ^ 1`.
+    let tiles = pattern.tiles().next_multiple_of(2) as u32;
     let ports = 2 * tiles as usize;
     let g = u64::from(o.switch);
     // Symmetric port loads, then split multicasts where the sender keeps within the busiest port's load.
@@ -232,15 +268,30 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         if t.words == 0 {
             continue;
         }
-        let flow = |destination: Option<(u32, u32)>, ports: Vec<u32>| Flow {
-            transfer: i as u32,
-            destinations: destination,
-            ports,
-            done: 0,
-            rem: t.words,
-            running: false,
-            start: 0,
-            version: 0,
+        let flow = |destination: Option<(u32, u32)>, ports: Vec<u32>| {
+            let mut mates: Vec<u32> = if o.pairs {
+                ports
+                    .iter()
+                    .map(|&p| p ^ 1)
+                    .filter(|m| !ports.contains(m))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            mates.sort_unstable();
+            mates.dedup();
+            Flow {
+                transfer: i as u32,
+                destinations: destination,
+                ports,
+                mates,
+                done: 0,
+                rem: t.words,
+                running: false,
+                wide: false,
+                start: 0,
+                version: 0,
+            }
         };
         let n = t.destinations.len() as u64;
         if groups[i] == 1 {
@@ -280,7 +331,13 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         }
     }
     let rem = flows.iter().map(|f| f.rem).collect();
-    let target = rest.iter().copied().max().unwrap_or(0);
+    // With pairs the busiest ports must run wide to meet the bound: aim at the bound itself.
+    let target = if o.pairs {
+        let bound = u64::from(pattern.lower_bound(o));
+        (bound + g).saturating_sub(u64::from(o.transit))
+    } else {
+        rest.iter().copied().max().unwrap_or(0)
+    };
     let mut s = TightCover {
         o,
         tiles,
@@ -314,6 +371,10 @@ impl TightCover {
         u64::from(self.flows[f as usize].rem) + self.g()
     }
 
+    fn wide_cost(&self, f: u32) -> u64 {
+        u64::from(self.flows[f as usize].rem.div_ceil(2)) + self.g()
+    }
+
     /// Remaining load of a port at the current time.
     fn remaining(&self, p: u32) -> u64 {
         let p = p as usize;
@@ -325,23 +386,57 @@ impl TightCover {
             }
     }
 
+    /// The time port `p` still needs at best: with pairs, half its load, and half its pair's.
+    fn needed(&self, p: u32) -> u64 {
+        if self.o.pairs {
+            (self.remaining(p) + self.remaining(p ^ 1)).div_ceil(2)
+        } else {
+            self.remaining(p)
+        }
+    }
+
     fn free(&self, p: u32) -> bool {
         self.running[p as usize].is_none()
     }
 
-    fn start(&mut self, f: u32) {
-        let cost = self.cost(f);
+    /// The ports a running flow holds: its own, and its mates' when wide.
+    fn held(&self, f: u32) -> Vec<u32> {
+        let flow = &self.flows[f as usize];
+        let mut held = flow.ports.clone();
+        if flow.wide {
+            held.extend(&flow.mates);
+        }
+        held
+    }
+
+    /// Whether `f` may run wide now: every mate port is free and stays within the target meanwhile.
+    fn can_widen(&self, f: u32) -> bool {
+        let flow = &self.flows[f as usize];
+        let cost = self.wide_cost(f);
+        self.o.pairs
+            && flow.rem >= 2
+            && flow
+                .mates
+                .iter()
+                .all(|&m| self.free(m) && self.remaining(m) + self.t + cost <= self.target)
+    }
+
+    fn start(&mut self, f: u32, wide: bool) {
+        let narrow = self.cost(f);
+        let cost = if wide { self.wide_cost(f) } else { narrow };
         let t = self.t;
         let flow = &mut self.flows[f as usize];
         flow.running = true;
+        flow.wide = wide;
         flow.start = t;
         flow.version += 1;
         let version = flow.version;
-        for i in 0..self.flows[f as usize].ports.len() {
-            let p = self.flows[f as usize].ports[i] as usize;
-            self.rest[p] -= cost;
-            self.running[p] = Some(f);
-            self.end[p] = t + cost;
+        for &p in &self.flows[f as usize].ports {
+            self.rest[p as usize] -= narrow;
+        }
+        for p in self.held(f) {
+            self.running[p as usize] = Some(f);
+            self.end[p as usize] = t + cost;
         }
         self.events.push(Reverse((t + cost, f, version)));
     }
@@ -349,8 +444,10 @@ impl TightCover {
     /// Ends the running piece of `f` at the current time; what was sent becomes a piece.
     fn stop(&mut self, f: u32) {
         let (t, g) = (self.t, self.g());
+        let held = self.held(f);
         let flow = &mut self.flows[f as usize];
-        let sent = (t.saturating_sub(flow.start + g)).min(u64::from(flow.rem)) as u32;
+        let cycles = t.saturating_sub(flow.start + g);
+        let sent = (cycles << u32::from(flow.wide)).min(u64::from(flow.rem)) as u32;
         if sent > 0 {
             self.pieces.push(Piece {
                 start: flow.start as u32,
@@ -358,22 +455,25 @@ impl TightCover {
                 destinations: flow.destinations,
                 word: flow.done,
                 words: sent,
+                wide: flow.wide,
             });
         }
         flow.done += sent;
         flow.rem -= sent;
         self.rem[f as usize] = flow.rem;
         flow.running = false;
+        flow.wide = false;
         flow.version += 1;
         let rem_cost = if flow.rem > 0 {
             u64::from(flow.rem) + g
         } else {
             0
         };
-        for i in 0..self.flows[f as usize].ports.len() {
-            let p = self.flows[f as usize].ports[i] as usize;
-            self.rest[p] += rem_cost;
-            self.running[p] = None;
+        for &p in &self.flows[f as usize].ports {
+            self.rest[p as usize] += rem_cost;
+        }
+        for p in held {
+            self.running[p as usize] = None;
         }
     }
 
@@ -416,11 +516,37 @@ impl TightCover {
         self.port_flows[p as usize] = list;
         match best {
             Some((_, _, Reverse(f))) => {
-                self.start(f);
+                self.start(f, self.can_widen(f));
                 true
             }
             None => false,
         }
+    }
+
+    /// Idle port `p` lends its pair's bus: the narrow run holding its mate goes on wide when every
+    /// mate port of the flow is free and can wait, and the wide run saves more than the restart's switch.
+    fn widen_mate(&mut self, p: u32) -> bool {
+        let Some(f) = self.running[(p ^ 1) as usize] else {
+            return false;
+        };
+        let (g, flow) = (self.g(), &self.flows[f as usize]);
+        // A run started now is not restarted at once: cover may have just stopped it.
+        if !self.o.pairs || flow.wide || flow.start == self.t {
+            return false;
+        }
+        let sent = self.t.saturating_sub(flow.start + g);
+        let rem = u64::from(flow.rem).saturating_sub(sent);
+        let cost = rem.div_ceil(2) + g;
+        let widen = rem / 2 > 2 * g
+            && flow
+                .mates
+                .iter()
+                .all(|&m| self.free(m) && self.remaining(m) + self.t + cost <= self.target);
+        if widen {
+            self.stop(f);
+            self.start(f, true);
+        }
+        widen
     }
 
     fn is_tight(&self, p: u32) -> bool {
@@ -459,7 +585,7 @@ impl TightCover {
                     return true;
                 };
                 let other = &self.flows[busy as usize];
-                if other.ports.len() != 2 {
+                if other.ports.len() != 2 || other.wide {
                     continue;
                 }
                 let b = if other.ports[0] == x {
@@ -515,13 +641,13 @@ impl TightCover {
         let mut touched = Vec::new();
         for q in self.flows[f as usize].ports.clone() {
             if let Some(r) = self.running[q as usize] {
-                touched.extend(self.flows[r as usize].ports.iter().copied());
+                touched.extend(self.held(r));
                 self.stop(r);
             }
         }
-        self.start(f);
+        self.start(f, false);
         for p in touched {
-            self.target = self.target.max(self.t + self.remaining(p));
+            self.target = self.target.max(self.t + self.needed(p));
             if self.free(p) {
                 self.freed.push(p);
             }
@@ -547,16 +673,16 @@ impl TightCover {
             let ports = self.flows[f as usize].ports.clone();
             for p in ports {
                 if let Some(r) = self.running[p as usize] {
-                    touched.extend(self.flows[r as usize].ports.iter().copied());
+                    touched.extend(self.held(r));
                     self.stop(r);
                 }
             }
         }
         for &f in &path {
-            self.start(f);
+            self.start(f, false);
         }
         for p in touched {
-            self.target = self.target.max(self.t + self.remaining(p));
+            self.target = self.target.max(self.t + self.needed(p));
             if self.free(p) {
                 self.freed.push(p);
             }
@@ -572,20 +698,24 @@ impl TightCover {
             let mut queue: VecDeque<u32> = candidates.drain(..).collect();
             while let Some(p) = queue.pop_front() {
                 queue.extend(self.freed.drain(..));
-                if !self.free(p) || self.rest[p as usize] == 0 {
+                if !self.free(p) {
                     continue;
                 }
-                if self.try_start(p) {
+                if self.rest[p as usize] == 0 {
+                    self.widen_mate(p);
+                    continue;
+                }
+                if self.try_start(p) || self.widen_mate(p) {
                     continue;
                 }
                 if self.is_tight(p) {
-                    self.target = self.target.max(self.t + self.remaining(p));
+                    self.target = self.target.max(self.t + self.needed(p));
                     if self.cover(p) || self.cover_multicast(p) {
                         queue.extend(self.freed.drain(..));
                         continue;
                     }
                 }
-                let deadline = self.target - self.remaining(p);
+                let deadline = self.target.saturating_sub(self.remaining(p));
                 if deadline > self.t {
                     self.deadlines.push(Reverse((deadline, p)));
                 }
@@ -605,7 +735,7 @@ impl TightCover {
                 if self.flows[f as usize].version != version || !self.flows[f as usize].running {
                     continue;
                 }
-                candidates.extend(self.flows[f as usize].ports.iter().copied());
+                candidates.extend(self.held(f));
                 self.stop(f);
             }
             while let Some(&Reverse((td, p))) = self.deadlines.peek() {

@@ -143,7 +143,7 @@ pub fn exchange_programs(
                 skip,
                 bytes,
                 run: t.source_run,
-                wide: false,
+                wide: piece.wide,
             },
         ));
         let served = match piece.destinations {
@@ -161,7 +161,7 @@ pub fn exchange_programs(
                     skip,
                     bytes,
                     run,
-                    wide: false,
+                    wide: piece.wide,
                 },
             ));
         }

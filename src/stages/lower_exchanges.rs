@@ -11,7 +11,7 @@
 //! everything the scheduler reads, a reused schedule is byte-identical to a recomputed one.
 //!
 //! Invariants (checked by `crate::exchange::check`): no tile sends or receives two words in one cycle,
-//! mux switches included; every word of every transfer arrives exactly once at every destination; the
+//! mux switches and supertile pair mates' wide pieces included; every word of every transfer arrives exactly once at every destination; the
 //! horizon covers every arrival and is at least the lower bound; exchange storage matches the selection.
 
 use crate::exchange::check::check;
@@ -45,12 +45,12 @@ pub struct Exchanges {
 
 impl crate::store::Artifact for Exchanges {
     const KIND: &'static str = "exchanges";
-    const SCHEMA: u32 = 2;
+    const SCHEMA: u32 = 3;
 }
 
 impl crate::store::Artifact for Schedule {
     const KIND: &'static str = "exchange_schedule";
-    const SCHEMA: u32 = 1;
+    const SCHEMA: u32 = 2;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -5,6 +5,7 @@
 //! first-fit: weight panels and AMP partials in interleaved memory (16-byte aligned; partials own whole
 //! memory elements so an AMP's input and output never share one), placed first; everything else in
 //! standard memory when it fits, else interleaved. Buffers whose lifetimes are disjoint share memory.
+//! Buffers go in the configured order; a tile whose memory that order fragments goes in the other.
 //!
 //! Invariants (checked by [`verify`]): every buffer lies in tile memory, in interleaved memory when it
 //! needs to, aligned; no two buffers of a tile with overlapping lifetimes overlap in memory, nor any buffer
@@ -29,6 +30,15 @@ pub enum PlacementOrder {
     Lifetime,
     /// Place the largest buffers first.
     Size,
+}
+
+impl PlacementOrder {
+    fn other(self) -> PlacementOrder {
+        match self {
+            PlacementOrder::Lifetime => PlacementOrder::Size,
+            PlacementOrder::Size => PlacementOrder::Lifetime,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -109,13 +119,12 @@ pub fn place_storage(
         .par_iter()
         .enumerate()
         .map(|(t, buffers)| {
-            place_tile(
-                TileId::from_index(t),
-                buffers,
-                code_bytes[t],
-                target,
-                cfg.order,
-            )
+            let place =
+                |order| place_tile(TileId::from_index(t), buffers, code_bytes[t], target, order);
+            place(cfg.order).or_else(|e| match e {
+                PlaceStorageError::Fragmented { .. } => place(cfg.order.other()).map_err(|_| e),
+                e => Err(e),
+            })
         })
         .collect();
     let mut addresses = vec![0u32; sel.buffers.len()];
