@@ -86,6 +86,28 @@ fn long_keys_step_the_online_softmax_through_several_sub_blocks() {
 }
 
 #[test]
+fn a_causal_plan_gives_tiles_only_to_cells_its_queries_see() {
+    let sb = Sandbox::new();
+    let r = sb.run(&[
+        "show",
+        "select_finalist",
+        SMALL_ATTENTION,
+        "--causal",
+        "true",
+    ]);
+    r.assert_ok();
+    // "  op0 attention: G groups of N tiles: Q query blocks of _ x K key blocks of _, ..."
+    let line = r.stdout.lines().nth(1).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let number = |i: usize| words[i].trim_end_matches(':').parse::<u32>().unwrap();
+    let (tiles, query_blocks, key_blocks) = (number(5), number(7), number(13));
+    assert!(
+        key_blocks > 1 && tiles < query_blocks * key_blocks,
+        "{line}"
+    );
+}
+
+#[test]
 fn corrupted_attention_output_fails_the_check() {
     corruption_fails_the_check(SMALL_ATTENTION, SMALL_ATTENTION_ID);
 }

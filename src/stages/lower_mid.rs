@@ -142,8 +142,14 @@ impl std::fmt::Display for Partition {
             ),
             Partition::Attention(p) => write!(
                 f,
-                "{} groups of {}x{} tiles, blocks of {} queries x {} keys, key sub-blocks of {}",
-                p.groups, p.query_blocks, p.key_blocks, p.block_queries, p.block_keys, p.sub_block
+                "{} groups of {} tiles: {} query blocks of {} x {} key blocks of {}, key sub-blocks of {}",
+                p.groups,
+                p.tiles_per_group,
+                p.query_blocks,
+                p.block_queries,
+                p.key_blocks,
+                p.block_keys,
+                p.sub_block
             ),
         }
     }
@@ -164,9 +170,10 @@ impl Grid {
     }
 }
 
-/// A partition of an attention: every batch-and-head group gets `query_blocks x key_blocks` tiles; the
-/// tile of (query block, key block) scores its queries against its keys with an online softmax over
-/// key sub-blocks of `sub_block` keys, and the key blocks of a query block are merged at the end.
+/// A partition of an attention: every batch-and-head group gets one tile per (query block, key block)
+/// cell its queries see (all `query_blocks x key_blocks` cells, or under a causal mask those at or
+/// below the diagonal); the tile scores its queries against its keys with an online softmax over key
+/// sub-blocks of `sub_block` keys, and the key blocks of a query block are merged at the end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AttentionPartition {
     pub groups: u32,
@@ -175,11 +182,29 @@ pub struct AttentionPartition {
     pub key_blocks: u32,
     pub block_keys: u32,
     pub sub_block: u32,
+    /// The visible cells of a group.
+    pub tiles_per_group: u32,
 }
 
 impl AttentionPartition {
     pub fn tiles(&self) -> u32 {
-        self.groups * self.query_blocks * self.key_blocks
+        self.groups * self.tiles_per_group
+    }
+
+    /// Key blocks query block `q` sees: all, or under a causal mask those starting at or before its
+    /// last query.
+    pub fn visible_blocks(&self, shape: &AttentionShape, q: u32) -> u32 {
+        let last = ((q + 1) * self.block_queries).min(shape.queries) - 1;
+        shape
+            .visible_keys(last)
+            .div_ceil(self.block_keys)
+            .min(self.key_blocks)
+    }
+
+    fn cells(&self, shape: &AttentionShape) -> u32 {
+        (0..self.query_blocks)
+            .map(|q| self.visible_blocks(shape, q))
+            .sum()
     }
 }
 
@@ -554,8 +579,9 @@ fn grid_estimate(op: &MatMul, p: &Grid, target: &Target, resident: u64) -> Opera
 /// Key sub-block lengths the online softmax may step by: multiples of the AMP block depth.
 const SUB_BLOCKS: [u32; 4] = [32, 64, 128, 256];
 
-/// Every distinct attention partition: query-block and key-block counts whose product fits the tiles of
-/// a group, and each sub-block length shorter than the key block (or the whole key block when short).
+/// Every distinct attention partition: query-block and key-block counts whose visible cells fit the
+/// tiles of a group, and each sub-block length shorter than the key block (or the whole key block when
+/// short).
 fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartition> {
     let (s, groups) = (a.shape, a.groups());
     if groups > target.tiles {
@@ -568,10 +594,24 @@ fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartitio
         if s.queries.div_ceil(block_queries) != query_blocks {
             continue;
         }
-        for key_blocks in 1..=(per_group / query_blocks).min(s.keys) {
+        for key_blocks in 1..=s.keys {
             let block_keys = s.keys.div_ceil(key_blocks);
             if s.keys.div_ceil(block_keys) != key_blocks {
                 continue;
+            }
+            let mut p = AttentionPartition {
+                groups,
+                query_blocks,
+                block_queries,
+                key_blocks,
+                block_keys,
+                sub_block: 0,
+                tiles_per_group: 0,
+            };
+            // Cells only grow with the key-block count.
+            p.tiles_per_group = p.cells(&s);
+            if p.tiles_per_group > per_group {
+                break;
             }
             let whole = (block_keys <= SUB_BLOCKS[SUB_BLOCKS.len() - 1]).then_some(block_keys);
             for sub_block in SUB_BLOCKS
@@ -579,14 +619,7 @@ fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartitio
                 .filter(|&b| b < block_keys)
                 .chain(whole)
             {
-                out.push(AttentionPartition {
-                    groups,
-                    query_blocks,
-                    block_queries,
-                    key_blocks,
-                    block_keys,
-                    sub_block,
-                });
+                out.push(AttentionPartition { sub_block, ..p });
             }
         }
     }
@@ -731,6 +764,9 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
                             && (p.key_blocks - 1) * p.block_keys < s.keys,
                         || format!("finalist {f} {id}: {p:?} does not tile {s:?}"),
                     );
+                    v.check(p.tiles_per_group == p.cells(&s), || {
+                        format!("finalist {f} {id}: {p:?} miscounts its cells")
+                    });
                     v.check(
                         p.sub_block > 0
                             && p.sub_block <= p.block_keys

@@ -17,7 +17,7 @@
 
 use crate::exchange::{Overheads, Pattern, PatternTransfer};
 use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
-use crate::ir::{DType, Graph, Rect, ValueRole};
+use crate::ir::{AttentionShape, DType, Graph, Rect, ValueRole};
 use crate::stages::lower_mid::{
     Attention, AttentionPartition, Grid, MatMul, Mid, Operator, Partition,
 };
@@ -57,14 +57,30 @@ impl Mapping {
         })
     }
 
-    /// The tile of (query block, key block) of group `group`: groups are consecutive; within a group
-    /// key blocks are adjacent (row-major) or query blocks are (column-major).
-    fn attention_tile(self, p: &AttentionPartition, group: u32, query: u32, key: u32) -> TileId {
-        let base = group * p.query_blocks * p.key_blocks;
-        TileId(match self {
-            Mapping::RowMajor => base + query * p.key_blocks + key,
-            Mapping::ColumnMajor => base + key * p.query_blocks + query,
-        })
+    /// Where each visible (query block, key block) cell of an attention group sits among the group's
+    /// tiles (`[query][key]`): key blocks adjacent (row-major) or query blocks adjacent (column-major).
+    fn attention_cells(self, p: &AttentionPartition, shape: &AttentionShape) -> Vec<Vec<u32>> {
+        let visible: Vec<u32> = (0..p.query_blocks)
+            .map(|q| p.visible_blocks(shape, q))
+            .collect();
+        let order: Vec<(u32, u32)> = match self {
+            Mapping::RowMajor => (0..p.query_blocks)
+                .flat_map(|q| (0..visible[q as usize]).map(move |k| (q, k)))
+                .collect(),
+            Mapping::ColumnMajor => (0..p.key_blocks)
+                .flat_map(|k| {
+                    let visible = &visible;
+                    (0..p.query_blocks)
+                        .filter(move |&q| k < visible[q as usize])
+                        .map(move |q| (q, k))
+                })
+                .collect(),
+        };
+        let mut cells: Vec<Vec<u32>> = visible.iter().map(|&n| vec![0; n as usize]).collect();
+        for (i, (q, k)) in order.into_iter().enumerate() {
+            cells[q as usize][k as usize] = i as u32;
+        }
+        cells
     }
 }
 
@@ -747,7 +763,12 @@ impl Builder<'_> {
                 ((qb + 1) * p.block_queries).min(s.queries),
             )
         };
-        let key_range = |kb: u32| (kb * p.block_keys, ((kb + 1) * p.block_keys).min(s.keys));
+        // Keys no query sees are neither stored nor sent.
+        let seen = s.visible_keys(s.queries - 1);
+        let key_range = |kb: u32| (kb * p.block_keys, ((kb + 1) * p.block_keys).min(seen));
+        let cells = self.mapping.attention_cells(p, &s);
+        let tile_of =
+            |g: u32, q: u32, k: u32| TileId(g * p.tiles_per_group + cells[q as usize][k as usize]);
         // Home pieces: the query block on its first tile; each key block's keys and values in chunks
         // over the tiles of its column.
         for g in 0..p.groups {
@@ -761,12 +782,18 @@ impl Builder<'_> {
                     cols.0,
                     cols.1,
                 );
-                self.home(self.mapping.attention_tile(p, g, qb, 0), a.q, rect, true);
+                self.home(tile_of(g, qb, 0), a.q, rect, true);
             }
             for kb in 0..p.key_blocks {
                 let (k0, k1) = key_range(kb);
-                for (i, (r0, r1)) in chunks(k1 - k0, p.query_blocks, 1).into_iter().enumerate() {
-                    let tile = self.mapping.attention_tile(p, g, i as u32, kb);
+                let column: Vec<u32> = (0..p.query_blocks)
+                    .filter(|&q| (kb as usize) < cells[q as usize].len())
+                    .collect();
+                if k0 >= k1 || column.is_empty() {
+                    continue;
+                }
+                for (&q, (r0, r1)) in column.iter().zip(chunks(k1 - k0, column.len() as u32, 1)) {
+                    let tile = tile_of(g, q, kb);
                     let rows = (batch * s.keys + k0 + r0, batch * s.keys + k0 + r1);
                     let rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
                     self.home(tile, a.k, rect, false);
@@ -793,7 +820,7 @@ impl Builder<'_> {
                     cols.1,
                 );
                 let mut states = Vec::new();
-                for kb in 0..p.key_blocks {
+                for kb in 0..p.visible_blocks(&s, qb) {
                     let (k0, k1) = key_range(kb);
                     // Keys any query of the block sees.
                     let k1 = k1.min(s.visible_keys(q1 - 1));
@@ -801,7 +828,7 @@ impl Builder<'_> {
                         continue;
                     }
                     let nk = k1 - k0;
-                    let tile = self.mapping.attention_tile(p, g, qb, kb);
+                    let tile = tile_of(g, qb, kb);
                     let live = [ex_step, cs_step];
                     let queries = self.buffer(
                         tile,
