@@ -235,10 +235,16 @@ pub struct Reference {
     /// Every value's data, indexed by value id (empty for values never computed).
     pub data: Vec<Vec<f64>>,
     /// Over every attention row: the largest `|scale · q·k|`, the largest spread (max − min) of the
-    /// scaled logits, and the largest `√Σ w²` of the softmax weights (how concentrated they are).
+    /// scaled logits, the largest `√Σ w²` of the softmax weights (how concentrated they are), and over
+    /// every output element the largest `√Σ_j w_j² (v_j − o)²` (how much independent relative errors
+    /// of the weights move it).
     pub largest_logit: f64,
     pub largest_spread: f64,
     pub largest_concentration: f64,
+    pub largest_sensitivity: f64,
+    /// Over every attention row: `√⌈keys/16⌉ · (|o| + 2 |v| √Σ w²)`, the size of the rounding walk of
+    /// its weighted sum's partials in units of the partials' roundoff.
+    pub largest_partials_walk: f64,
 }
 
 /// Evaluates the graph in float64 from the (f16) host data of its inputs and weights.
@@ -292,6 +298,8 @@ pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Reference {
         largest_logit: stats.logit,
         largest_spread: stats.spread,
         largest_concentration: stats.concentration,
+        largest_sensitivity: stats.sensitivity,
+        largest_partials_walk: stats.partials_walk,
     }
 }
 
@@ -300,6 +308,8 @@ struct RowStats {
     logit: f64,
     spread: f64,
     concentration: f64,
+    sensitivity: f64,
+    partials_walk: f64,
 }
 
 impl RowStats {
@@ -308,6 +318,8 @@ impl RowStats {
             logit: self.logit.max(o.logit),
             spread: self.spread.max(o.spread),
             concentration: self.concentration.max(o.concentration),
+            sensitivity: self.sensitivity.max(o.sensitivity),
+            partials_walk: self.partials_walk.max(o.partials_walk),
         }
     }
 }
@@ -318,6 +330,23 @@ fn attention_f64(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f6
     let scale = 1.0 / f64::from(s.head_dim).sqrt();
     let rows = (s.batch * s.queries) as usize;
     let mut out = vec![0f64; rows * width];
+    // The largest |v| among keys 0..=j, per batch and head: `[batch][head][j]`.
+    let largest_values: Vec<Vec<Vec<f64>>> = (0..s.batch as usize)
+        .map(|b| {
+            (0..s.heads as usize)
+                .map(|h| {
+                    let mut m = 0f64;
+                    (0..s.keys as usize)
+                        .map(|j| {
+                            let at = (b * s.keys as usize + j) * width + h * d;
+                            m = v[at..at + d].iter().fold(m, |m, x| m.max(x.abs()));
+                            m
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
     let stats = out
         .par_chunks_mut(width)
         .enumerate()
@@ -341,19 +370,34 @@ fn attention_f64(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f6
                 let bottom = logits.iter().copied().fold(f64::INFINITY, f64::min);
                 let weights: Vec<f64> = logits.iter().map(|x| (x - top).exp()).collect();
                 let total: f64 = weights.iter().sum();
+                let o = &mut o[h * d..(h + 1) * d];
                 for (j, w) in weights.iter().enumerate() {
-                    for (oo, vv) in o[h * d..(h + 1) * d].iter_mut().zip(&v[key(j)..key(j) + d]) {
+                    for (oo, vv) in o.iter_mut().zip(&v[key(j)..key(j) + d]) {
                         *oo += w / total * vv;
                     }
                 }
+                let mut moved = vec![0f64; d];
+                for (j, w) in weights.iter().enumerate() {
+                    let w2 = (w / total).powi(2);
+                    for ((m, oo), vv) in moved.iter_mut().zip(o.iter()).zip(&v[key(j)..key(j) + d])
+                    {
+                        *m += w2 * (vv - oo).powi(2);
+                    }
+                }
+                let concentration = weights
+                    .iter()
+                    .map(|w| (w / total).powi(2))
+                    .sum::<f64>()
+                    .sqrt();
+                let largest_value = largest_values[batch][h][visible - 1];
+                let largest_output = o.iter().fold(0f64, |m, x| m.max(x.abs()));
                 stats = stats.max(RowStats {
+                    sensitivity: moved.iter().copied().fold(0f64, f64::max).sqrt(),
                     logit: top.abs().max(bottom.abs()),
                     spread: top - bottom,
-                    concentration: weights
-                        .iter()
-                        .map(|w| (w / total).powi(2))
-                        .sum::<f64>()
-                        .sqrt(),
+                    concentration,
+                    partials_walk: (visible.div_ceil(16) as f64).sqrt()
+                        * (largest_output + 2.0 * largest_value * concentration),
                 });
             }
             stats
@@ -378,11 +422,13 @@ pub struct Check {
 /// and every f16 value on the way rounds once more; four standard deviations of that, relative to the
 /// largest reference magnitude.
 ///
-/// An attention's output is a weighted mean of values, so it rounds relative to the largest value
-/// `|v|`: each weight is off by the rounding of its f16 exponent (`u16 · spread`), of its f16
-/// probability (`u16`) and of its score's partials (`up · √⌈d/16⌉ · largest logit`), and those errors
-/// reach the output through `√Σ w²` (the weights' concentration) times the largest `|v - o| ≤ 2|v|`;
-/// the weighted sum rounds its partials once per 16-deep block of keys, and the output rounds to f16.
+/// An attention's output is a weighted mean of values. Each weight is off by the rounding of its f16
+/// exponent (`u16 · spread`), of its f16 probability (`u16`) and of its score's partials
+/// (`up · √⌈d/16⌉ · largest logit`); independent relative errors `ε_j` of the weights move an output
+/// element by `Σ_j w_j ε_j (v_j − o)`, whose standard deviation is at most the error times the
+/// reference's largest sensitivity `√Σ_j w_j² (v_j − o)²`. The weighted sum rounds its partials once
+/// per 16-deep block of keys, relative to partial sums of size `|o| + 2 |v| √Σ w²` (the reference's
+/// largest partials walk), and the output rounds to f16.
 pub fn tolerance(graph: &Graph, reference: &Reference, max_output: f64) -> f64 {
     let u16 = unit_roundoff(DType::F16);
     let up = unit_roundoff(graph.partials);
@@ -393,16 +439,12 @@ pub fn tolerance(graph: &Graph, reference: &Reference, max_output: f64) -> f64 {
             OpKind::MatMul { a, .. } => {
                 relative += up * f64::from(graph.value(a).cols.div_ceil(16)).sqrt() + u16;
             }
-            OpKind::Attention { v, .. } => {
+            OpKind::Attention { .. } => {
                 let s = graph.attention_shape(op).expect("an attention has a shape");
-                let largest_value = reference.data[v.index()]
-                    .iter()
-                    .fold(0f64, |m, x| m.max(x.abs()));
                 let weight = u16 * (1.0 + reference.largest_spread)
                     + up * f64::from(s.head_dim.div_ceil(16)).sqrt() * reference.largest_logit;
-                error += largest_value
-                    * (2.0 * reference.largest_concentration * weight
-                        + up * f64::from(s.keys.div_ceil(16)).sqrt());
+                error +=
+                    reference.largest_sensitivity * weight + up * reference.largest_partials_walk;
                 relative += u16;
             }
             _ => {}
