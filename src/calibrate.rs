@@ -175,8 +175,7 @@ fn vector_case(
         m.value(1, cols, 0, bias_at);
     }
     m.programs[0].push(Instr::Epilogue {
-        partials,
-        partials_stride: cols * 2,
+        partials: vec![(partials, cols * 2)],
         partials_type: DType::F16,
         bias: bias.then_some(bias_at),
         out,
@@ -186,7 +185,7 @@ fn vector_case(
         gelu,
     });
     let e = m.run()?;
-    let (ops, transcendentals) = Target::epilogue_ops(DType::F16, bias, gelu);
+    let (ops, transcendentals) = Target::epilogue_ops(DType::F16, 1, bias, gelu);
     Ok(Calibration {
         case: format!(
             "vector {rows}x{cols}{}{}",

@@ -28,10 +28,10 @@ pub enum Instr {
         depth: u32,
         cols: u32,
     },
-    /// Vector vertex: `out[r][c] = f16(gelu?(partials[r][c] + bias?[c]))`.
+    /// Vector vertex: `out[r][c] = f16(gelu?(Σ_i partials_i[r][c] + bias?[c]))`, the partials at
+    /// (address, row stride), summed in f32 in order.
     Epilogue {
-        partials: u32,
-        partials_stride: u32,
+        partials: Vec<(u32, u32)>,
         partials_type: DType,
         bias: Option<u32>,
         out: u32,
@@ -141,7 +141,6 @@ impl std::fmt::Display for Instr {
             ),
             Instr::Epilogue {
                 partials,
-                partials_stride,
                 partials_type,
                 bias,
                 out,
@@ -150,10 +149,15 @@ impl std::fmt::Display for Instr {
                 cols,
                 gelu,
             } => {
-                write!(
-                    f,
-                    "epilogue {rows}x{cols} partials={partials:#x}/{partials_stride} {partials_type}"
-                )?;
+                let parts: Vec<String> = partials
+                    .iter()
+                    .map(|(a, stride)| format!("{a:#x}/{stride}"))
+                    .collect();
+                let parts = match parts.as_slice() {
+                    [one] => one.clone(),
+                    many => format!("[{}]", many.join(",")),
+                };
+                write!(f, "epilogue {rows}x{cols} partials={parts} {partials_type}")?;
                 if let Some(b) = bias {
                     write!(f, " bias={b:#x}")?;
                 }

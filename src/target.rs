@@ -149,10 +149,13 @@ impl Target {
             + (elements * transcendentals).div_ceil(self.transcendental_f16_lanes)
     }
 
-    /// Lane operations and transcendentals per element of a matmul epilogue: a cast from f32 partials,
-    /// a bias add, and GELU (seven lane operations and one tanh).
-    pub fn epilogue_ops(partials: DType, bias: bool, gelu: bool) -> (u64, u64) {
-        let ops = u64::from(partials != DType::F16) + u64::from(bias) + if gelu { 7 } else { 0 };
+    /// Lane operations and transcendentals per element of a matmul epilogue over `parts` partials (the
+    /// depth blocks of a split reduction): an add per extra part, a cast unless one f16 part is the
+    /// sum, a bias add, and GELU (seven lane operations and one tanh).
+    pub fn epilogue_ops(partials: DType, parts: u32, bias: bool, gelu: bool) -> (u64, u64) {
+        let parts = u64::from(parts.max(1));
+        let cast = u64::from(partials != DType::F16 || parts > 1);
+        let ops = parts - 1 + cast + u64::from(bias) + if gelu { 7 } else { 0 };
         (ops, u64::from(gelu))
     }
 

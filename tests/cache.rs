@@ -171,13 +171,22 @@ fn gc_removes_by_size() {
 #[test]
 fn exchange_schedules_are_reused_after_placement_changes_and_across_builds() {
     let sb = Sandbox::new();
-    sb.run(&["build", SMALL]).assert_ok();
-    let phases = sb.record(SMALL_ID, "lower_exchanges")["headline"]["horizons"]
+    // A shape whose buffers differ in size, so the size order moves them.
+    let shape = ["--tokens", "70", "--dimension", "96", "--hidden", "200"];
+    let build = |extra: &[&str]| {
+        let mut args = vec!["build", SMALL];
+        args.extend_from_slice(&shape);
+        args.extend_from_slice(extra);
+        sb.run(&args)
+    };
+    build(&[]).assert_ok();
+    let id = "siglip-mlp-f16-b1-t70-d96-h200-n2-bias-s7";
+    let phases = sb.record(id, "lower_exchanges")["headline"]["horizons"]
         .as_array()
         .unwrap()
         .len();
     // Another placement: lower_exchanges does not run; emit binds every schedule to the moved rows.
-    let r = sb.run(&["build", SMALL, "--placement-order", "size"]);
+    let r = build(&["--placement-order", "size"]);
     r.assert_ok();
     assert!(
         !r.phases_run().contains(&"lower_exchanges".to_string()),
@@ -191,7 +200,7 @@ fn exchange_schedules_are_reused_after_placement_changes_and_across_builds() {
     }
     // Another build with the same shapes (other data): lower_exchanges runs, and takes every schedule
     // from the store by its pattern.
-    let r = sb.run(&["build", SMALL, "--seed", "9"]);
+    let r = build(&["--seed", "9"]);
     r.assert_ok();
     assert!(r.phases_run().contains(&"lower_exchanges".to_string()));
     for phase in 0..phases {

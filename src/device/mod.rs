@@ -799,8 +799,7 @@ fn execute_vertex(
             Ok(target.amp_cycles(rows, depth, cols, partials_type))
         }
         Instr::Epilogue {
-            partials,
-            partials_stride,
+            ref partials,
             partials_type,
             bias,
             out,
@@ -809,16 +808,25 @@ fn execute_vertex(
             cols,
             gelu,
         } => {
-            let p = memory.load(
-                &Matrix {
-                    addr: partials,
-                    stride: partials_stride,
-                    rows,
-                    cols,
-                    dtype: partials_type,
-                },
-                "epilogue partials",
-            )?;
+            let mut p = vec![0f32; rows as usize * cols as usize];
+            if partials.is_empty() {
+                return Err("epilogue of no partials".to_string());
+            }
+            for &(addr, stride) in partials {
+                let part = memory.load(
+                    &Matrix {
+                        addr,
+                        stride,
+                        rows,
+                        cols,
+                        dtype: partials_type,
+                    },
+                    "epilogue partials",
+                )?;
+                for (sum, x) in p.iter_mut().zip(part) {
+                    *sum += x;
+                }
+            }
             let bv = match bias {
                 Some(addr) => Some(memory.load(
                     &Matrix {
@@ -851,7 +859,8 @@ fn execute_vertex(
                 step,
                 "epilogue output",
             )?;
-            let (ops, transcendentals) = Target::epilogue_ops(partials_type, bias.is_some(), gelu);
+            let (ops, transcendentals) =
+                Target::epilogue_ops(partials_type, partials.len() as u32, bias.is_some(), gelu);
             Ok(target.vector_cycles(
                 u64::from(rows) * u64::from(cols),
                 DType::F16,

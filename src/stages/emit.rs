@@ -261,7 +261,7 @@ pub fn tile_programs(
                             depth,
                             cols,
                         },
-                        &VertexKind::Epilogue {
+                        VertexKind::Epilogue {
                             partials,
                             bias,
                             out,
@@ -269,15 +269,17 @@ pub fn tile_programs(
                             rows,
                             cols,
                         } => Instr::Epilogue {
-                            partials: at(partials),
-                            partials_stride: stride(partials),
-                            partials_type: buf(partials).dtype,
+                            partials: partials
+                                .iter()
+                                .map(|o| (operand(o), stride(o.buffer)))
+                                .collect(),
+                            partials_type: buf(partials[0].buffer).dtype,
                             bias: bias.map(&at),
-                            out: at(out),
-                            out_stride: stride(out),
-                            rows,
-                            cols,
-                            gelu,
+                            out: at(*out),
+                            out_stride: stride(*out),
+                            rows: *rows,
+                            cols: *cols,
+                            gelu: *gelu,
                         },
                         &VertexKind::Softmax {
                             scores,
@@ -453,12 +455,13 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                     partials,
                     out,
                     rows,
-                    partials_stride,
                     out_stride,
                     ..
                 } => {
                     v.check(
-                        in_memory(*partials, rows * partials_stride)
+                        partials
+                            .iter()
+                            .all(|&(p, stride)| in_memory(p, rows * stride))
                             && in_memory(*out, rows * out_stride),
                         || format!("{}: epilogue operands outside memory", p.tile),
                     );

@@ -105,14 +105,15 @@ pub struct MatMul {
 }
 
 impl MatMul {
-    /// Whether the AMP's partials need a separate epilogue pass to become the f16 output.
-    pub fn has_epilogue(&self) -> bool {
-        self.bias.is_some() || self.gelu || self.partials != DType::F16
+    /// Whether the AMP's partials need a separate epilogue pass to become the f16 output: a bias, GELU,
+    /// f32 partials, or partials of several depth blocks to sum.
+    pub fn has_epilogue(&self, depth_blocks: u32) -> bool {
+        self.bias.is_some() || self.gelu || self.partials != DType::F16 || depth_blocks > 1
     }
 
     /// Lane operations and transcendentals per output element of the epilogue.
-    pub fn epilogue_ops(&self) -> (u64, u64) {
-        Target::epilogue_ops(self.partials, self.bias.is_some(), self.gelu)
+    pub fn epilogue_ops(&self, depth_blocks: u32) -> (u64, u64) {
+        Target::epilogue_ops(self.partials, depth_blocks, self.bias.is_some(), self.gelu)
     }
 }
 
@@ -135,11 +136,21 @@ impl Partition {
 impl std::fmt::Display for Partition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Partition::Grid(p) => write!(
-                f,
-                "{}x{} blocks of {}x{}",
-                p.row_blocks, p.col_blocks, p.block_rows, p.block_cols
-            ),
+            Partition::Grid(p) => {
+                write!(
+                    f,
+                    "{}x{} blocks of {}x{}",
+                    p.row_blocks, p.col_blocks, p.block_rows, p.block_cols
+                )?;
+                if p.depth_blocks > 1 {
+                    write!(
+                        f,
+                        ", depth in {} blocks of {}",
+                        p.depth_blocks, p.block_depth
+                    )?;
+                }
+                Ok(())
+            }
             Partition::Attention(p) => write!(
                 f,
                 "{} groups of {} tiles: {} query blocks of {} x {} key blocks of {}, key sub-blocks of {}",
@@ -155,18 +166,23 @@ impl std::fmt::Display for Partition {
     }
 }
 
-/// A partition of a matmul's output over `row_blocks x col_blocks` tiles.
+/// A partition of a matmul over `row_blocks x col_blocks x depth_blocks` tiles: blocks of the output,
+/// and of the reduction dimension when `depth_blocks > 1` (each tile then multiplies one depth block
+/// and the tiles of an output block sum their partials, each a share of its rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Grid {
     pub row_blocks: u32,
     pub block_rows: u32,
     pub col_blocks: u32,
     pub block_cols: u32,
+    pub depth_blocks: u32,
+    /// A multiple of the AMP block depth unless it is the whole depth.
+    pub block_depth: u32,
 }
 
 impl Grid {
     pub fn tiles(&self) -> u32 {
-        self.row_blocks * self.col_blocks
+        self.row_blocks * self.col_blocks * self.depth_blocks
     }
 }
 
@@ -514,65 +530,95 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     Ok(operators)
 }
 
-/// Every distinct grid: column blocks of a multiple of the AMP width, then every row-block count.
+/// Every distinct grid: column blocks of a multiple of the AMP width, every row-block count, and every
+/// split of the depth into blocks of a multiple of the AMP block depth.
 fn grid_partitions(op: &MatMul, target: &Target) -> Vec<Grid> {
-    let (width, tiles, m, n) = (target.amp_block_width, target.tiles, op.m, op.n);
-    (1..=n.div_ceil(width))
-        .flat_map(move |w| {
-            let block_cols = w * width;
-            let col_blocks = n.div_ceil(block_cols);
-            let max_rows = if col_blocks > tiles {
-                0
-            } else {
-                (tiles / col_blocks).min(m)
-            };
-            (1..=max_rows).filter_map(move |row_blocks| {
-                let block_rows = m.div_ceil(row_blocks);
-                (m.div_ceil(block_rows) == row_blocks && n.div_ceil(block_cols) == col_blocks)
-                    .then_some(Grid {
-                        row_blocks,
-                        block_rows,
-                        col_blocks,
-                        block_cols,
-                    })
-            })
-        })
-        .collect()
+    let (width, depth, tiles) = (target.amp_block_width, target.amp_block_depth, target.tiles);
+    let (m, k, n) = (op.m, op.k, op.n);
+    let mut out = Vec::new();
+    for w in 1..=n.div_ceil(width) {
+        let block_cols = w * width;
+        let col_blocks = n.div_ceil(block_cols);
+        if col_blocks > tiles {
+            continue;
+        }
+        for row_blocks in 1..=(tiles / col_blocks).min(m) {
+            let block_rows = m.div_ceil(row_blocks);
+            if m.div_ceil(block_rows) != row_blocks {
+                continue;
+            }
+            let most = (tiles / (col_blocks * row_blocks)).min(k.div_ceil(depth));
+            for depth_blocks in 1..=most {
+                let block_depth = if depth_blocks == 1 {
+                    k
+                } else {
+                    k.div_ceil(depth_blocks).next_multiple_of(depth)
+                };
+                if k.div_ceil(block_depth) != depth_blocks {
+                    continue;
+                }
+                out.push(Grid {
+                    row_blocks,
+                    block_rows,
+                    col_blocks,
+                    block_cols,
+                    depth_blocks,
+                    block_depth,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The busiest tile's figures for a matmul on a grid.
 fn grid_estimate(op: &MatMul, p: &Grid, target: &Target, resident: u64) -> OperatorEstimate {
-    let depth = u64::from(op.k.next_multiple_of(target.amp_block_depth));
+    let depth = u64::from(p.block_depth.next_multiple_of(target.amp_block_depth));
     let (rows, cols) = (u64::from(p.block_rows), u64::from(p.block_cols));
     let element = u64::from(target.memory_element_bytes);
     let a_panel = rows * depth * 2;
     let b_panel = depth * cols * 2;
-    let partials = (rows * cols * u64::from(op.partials.bytes())).next_multiple_of(element);
-    let out = if op.has_epilogue() {
-        rows * cols * 2
+    let partials_bytes = u64::from(op.partials.bytes());
+    let partials = (rows * cols * partials_bytes).next_multiple_of(element);
+    // With a split depth, each tile of an output block sums a share of its rows from every depth block.
+    let share = rows.div_ceil(u64::from(p.depth_blocks));
+    let epilogue_rows = if p.depth_blocks > 1 { share } else { rows };
+    let epilogue = op.has_epilogue(p.depth_blocks);
+    let out = if epilogue {
+        epilogue_rows * cols * 2
     } else {
         0
     };
-    let (ops, transcendentals) = op.epilogue_ops();
+    let (ops, transcendentals) = op.epilogue_ops(p.depth_blocks);
     let mut compute = target.amp_cycles(p.block_rows, depth as u32, p.block_cols, op.partials);
-    if op.has_epilogue() {
-        compute += target.vector_cycles(rows * cols, DType::F16, ops, transcendentals);
+    if epilogue {
+        compute += target.vector_cycles(epilogue_rows * cols, DType::F16, ops, transcendentals);
     }
+    let block_depth = u64::from(p.block_depth);
     let receive_bytes =
-        rows * u64::from(op.k) * 2 + u64::from(op.k) * cols * 2 + op.bias.map_or(0, |_| cols * 2);
+        rows * block_depth * 2 + block_depth * cols * 2 + op.bias.map_or(0, |_| cols * 2);
     // Pieces: the A panel arrives from up to `col_blocks` producers, the B panel from `row_blocks` homes.
     let pieces = u64::from(p.col_blocks + p.row_blocks);
-    let exchange = target.exchange_words(receive_bytes)
-        + pieces * u64::from(target.mux_switch_cycles)
-        + u64::from(target.exchange_transit_cycles);
+    let (switch, transit) = (
+        u64::from(target.mux_switch_cycles),
+        u64::from(target.exchange_transit_cycles),
+    );
+    let mut exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
+    let others = u64::from(p.depth_blocks - 1);
+    let shares = others * share * cols.next_multiple_of(4) * partials_bytes;
+    let mut steps = 2;
+    if others > 0 {
+        exchange += target.exchange_words(shares) + others * switch + transit;
+        steps = 4;
+    }
     OperatorEstimate {
         compute_cycles: compute,
         exchange_cycles: exchange,
-        receive_bytes,
+        receive_bytes: receive_bytes.max(shares),
         panel_bytes: a_panel,
-        other_bytes: out + resident,
+        other_bytes: out + resident + shares,
         interleaved_bytes: b_panel + partials,
-        cycles: compute + exchange + 2 * target.sync_cycles,
+        cycles: compute + exchange + steps * target.sync_cycles,
     }
 }
 
@@ -753,6 +799,12 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
                             p.block_cols, target.amp_block_width
                         )
                     });
+                    v.check(
+                        p.depth_blocks * p.block_depth >= o.k
+                            && (p.depth_blocks - 1) * p.block_depth < o.k
+                            && (p.depth_blocks == 1 || p.block_depth % target.amp_block_depth == 0),
+                        || format!("finalist {f} {id}: depth blocks {p:?} do not tile {}", o.k),
+                    );
                 }
                 (Operator::Attention(a), Partition::Attention(p)) => {
                     let s = a.shape;

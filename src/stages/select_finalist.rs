@@ -50,11 +50,13 @@ pub enum Mapping {
 }
 
 impl Mapping {
-    fn tile(self, p: &Grid, row_block: u32, col_block: u32) -> TileId {
-        TileId(match self {
+    /// The tile of a grid cell; the depth blocks of an output block are adjacent.
+    fn tile(self, p: &Grid, row_block: u32, col_block: u32, depth_block: u32) -> TileId {
+        let block = match self {
             Mapping::RowMajor => row_block * p.col_blocks + col_block,
             Mapping::ColumnMajor => col_block * p.row_blocks + row_block,
-        })
+        };
+        TileId(block * p.depth_blocks + depth_block)
     }
 
     /// Where each visible (query block, key block) cell of an attention group sits among the group's
@@ -100,6 +102,8 @@ pub enum BufferClass {
     BiasPanel,
     /// AMP partials.
     Partials,
+    /// A share of the rows of another depth block's partials, to be summed by the epilogue.
+    PartialsShare,
     /// Attention: f16 probabilitiesᵀ of a key sub-block, the AMP's weights.
     Probabilities,
     /// Attention: the f32 rescale factor of each query for the current key sub-block.
@@ -286,9 +290,9 @@ pub enum VertexKind {
         cols: u32,
         scale_bits: u32,
     },
-    /// `out = f16(gelu?(partials + bias?))` on the vector unit.
+    /// `out = f16(gelu?(Σ partials + bias?))` on the vector unit: the partials of every depth block.
     Epilogue {
-        partials: BufferId,
+        partials: Vec<Operand>,
         bias: Option<BufferId>,
         out: BufferId,
         gelu: bool,
@@ -420,8 +424,8 @@ pub fn select_finalist(
     Ok(selected)
 }
 
-/// Home pieces of a value: (row block, column block, rectangle) on the operator's grid.
-type HomePieces = Vec<(u32, u32, Rect)>;
+/// Home pieces of a value: (row block, column block, depth block, rectangle) on the operator's grid.
+type HomePieces = Vec<(u32, u32, u32, Rect)>;
 
 /// Transfers of a phase being built, grouped by (source buffer, rectangle).
 type Groups = BTreeMap<(BufferId, Rect), Vec<Destination>>;
@@ -574,16 +578,18 @@ impl Builder<'_> {
         self.holders.insert(value, outputs);
     }
 
-    /// Home pieces of a matmul's weights, bias and (first-read) input, on its grid.
+    /// Home pieces of a matmul's weights, bias and (first-read) input, spread over its grid.
     fn matmul_homes(&mut self, op: &MatMul, p: &Grid) {
+        let db = p.depth_blocks;
         let mut homes: Vec<(ValueId, HomePieces)> = Vec::new();
         let bv = self.graph.value(op.b);
         if bv.role == ValueRole::Weight {
             let mut pieces = Vec::new();
             for cb in 0..p.col_blocks {
                 let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
-                for (rb, (r0, r1)) in chunks(op.k, p.row_blocks, 1).into_iter().enumerate() {
-                    pieces.push((rb as u32, cb, Rect::new(r0, r1, cols.0, cols.1)));
+                for (i, (r0, r1)) in chunks(op.k, p.row_blocks * db, 1).into_iter().enumerate() {
+                    let i = i as u32;
+                    pieces.push((i / db, cb, i % db, Rect::new(r0, r1, cols.0, cols.1)));
                 }
             }
             homes.push((op.b, pieces));
@@ -592,7 +598,7 @@ impl Builder<'_> {
             let pieces = (0..p.col_blocks)
                 .map(|cb| {
                     let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
-                    (0, cb, Rect::new(0, 1, cols.0, cols.1))
+                    (0, cb, 0, Rect::new(0, 1, cols.0, cols.1))
                 })
                 .collect();
             homes.push((bias, pieces));
@@ -602,135 +608,194 @@ impl Builder<'_> {
             let mut pieces = Vec::new();
             for rb in 0..p.row_blocks {
                 let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
-                for (cb, (c0, c1)) in chunks(op.k, p.col_blocks, self.target.amp_block_width)
+                let width = self.target.amp_block_width;
+                for (i, (c0, c1)) in chunks(op.k, p.col_blocks * db, width)
                     .into_iter()
                     .enumerate()
                 {
-                    pieces.push((rb, cb as u32, Rect::new(rows.0, rows.1, c0, c1)));
+                    let i = i as u32;
+                    pieces.push((rb, i / db, i % db, Rect::new(rows.0, rows.1, c0, c1)));
                 }
             }
             homes.push((op.a, pieces));
         }
         for (value, pieces) in homes {
-            for (rb, cb, rect) in pieces {
-                let tile = self.mapping.tile(p, rb, cb);
+            for (rb, cb, kb, rect) in pieces {
+                let tile = self.mapping.tile(p, rb, cb, kb);
                 self.home(tile, value, rect, false);
             }
         }
     }
 
     /// A matmul: an exchange gathering every tile's A and B panels (and bias), then the AMP and the
-    /// epilogue.
+    /// epilogue. With a split depth, each tile multiplies its depth block; a second exchange sends
+    /// each tile of an output block the others' partials for its share of the rows, and its epilogue
+    /// sums them.
     fn matmul(&mut self, op: &MatMul, p: &Grid) {
         let target = self.target;
         let ex_step = self.steps.len() as u32;
         let cs_step = ex_step + 1;
+        let split = p.depth_blocks > 1;
+        let (reduce_ex, reduce_cs) = if split {
+            (cs_step + 1, cs_step + 2)
+        } else {
+            (cs_step, cs_step)
+        };
+        let epilogue = op.has_epilogue(p.depth_blocks);
+        let (ops_per, trans) = op.epilogue_ops(p.depth_blocks);
         let mut groups = Groups::new();
+        let mut reductions = Groups::new();
         let mut vertices = Vec::new();
+        let mut reduce_vertices = Vec::new();
         let mut outputs = Vec::new();
         for rb in 0..p.row_blocks {
             for cb in 0..p.col_blocks {
-                let tile = self.mapping.tile(p, rb, cb);
                 let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
                 let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
                 let (nr, nc) = (rows.1 - rows.0, cols.1 - cols.0);
-                let live = [ex_step, cs_step];
-                let a_rect = Rect::new(rows.0, rows.1, 0, op.k);
-                let a = self.buffer(
-                    tile,
-                    op.a,
-                    BufferClass::APanel,
-                    a_rect,
-                    DType::F16,
-                    false,
-                    live,
-                );
-                self.gather(op.a, a_rect, a, ex_step, &mut groups);
-                let b_rect = Rect::new(0, op.k, cols.0, cols.1);
-                let bp = self.buffer(
-                    tile,
-                    op.b,
-                    BufferClass::BPanel,
-                    b_rect,
-                    DType::F16,
-                    false,
-                    live,
-                );
-                self.gather(op.b, b_rect, bp, ex_step, &mut groups);
-                let bias = op.bias.map(|bias| {
-                    let rect = Rect::new(0, 1, cols.0, cols.1);
-                    let id = self.buffer(
+                let out_rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
+                // Per depth block: its tile, partials and bias.
+                let mut blocks = Vec::new();
+                for kb in 0..p.depth_blocks {
+                    let depth = (kb * p.block_depth, ((kb + 1) * p.block_depth).min(op.k));
+                    if depth.0 >= depth.1 {
+                        continue;
+                    }
+                    let tile = self.mapping.tile(p, rb, cb, kb);
+                    let live = [ex_step, cs_step];
+                    let a_rect = Rect::new(rows.0, rows.1, depth.0, depth.1);
+                    let a = self.buffer(
                         tile,
-                        bias,
-                        BufferClass::BiasPanel,
-                        rect,
+                        op.a,
+                        BufferClass::APanel,
+                        a_rect,
                         DType::F16,
                         false,
                         live,
                     );
-                    self.gather(bias, rect, id, ex_step, &mut groups);
-                    id
-                });
-                let out_rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
-                let here = [cs_step, cs_step];
-                let partials = self.buffer(
-                    tile,
-                    op.out,
-                    BufferClass::Partials,
-                    out_rect,
-                    op.partials,
-                    false,
-                    here,
-                );
-                vertices.push(Vertex {
-                    tile,
-                    estimated_cycles: target.amp_cycles(nr, op.k, nc, op.partials),
-                    kind: VertexKind::AmpMatMul {
-                        a: Operand::whole(a),
-                        b: Operand::whole(bp),
-                        partials,
-                        rows: nr,
-                        depth: op.k,
-                        cols: nc,
-                    },
-                });
-                let out = if op.has_epilogue() {
+                    self.gather(op.a, a_rect, a, ex_step, &mut groups);
+                    let b_rect = Rect::new(depth.0, depth.1, cols.0, cols.1);
+                    let bp = self.buffer(
+                        tile,
+                        op.b,
+                        BufferClass::BPanel,
+                        b_rect,
+                        DType::F16,
+                        false,
+                        live,
+                    );
+                    self.gather(op.b, b_rect, bp, ex_step, &mut groups);
+                    let bias = op.bias.map(|bias| {
+                        let rect = Rect::new(0, 1, cols.0, cols.1);
+                        let id = self.buffer(
+                            tile,
+                            bias,
+                            BufferClass::BiasPanel,
+                            rect,
+                            DType::F16,
+                            false,
+                            [ex_step, reduce_cs],
+                        );
+                        self.gather(bias, rect, id, ex_step, &mut groups);
+                        id
+                    });
+                    let partials = self.buffer(
+                        tile,
+                        op.out,
+                        BufferClass::Partials,
+                        out_rect,
+                        op.partials,
+                        false,
+                        [cs_step, reduce_cs],
+                    );
+                    let depth = depth.1 - depth.0;
+                    vertices.push(Vertex {
+                        tile,
+                        estimated_cycles: target.amp_cycles(nr, depth, nc, op.partials),
+                        kind: VertexKind::AmpMatMul {
+                            a: Operand::whole(a),
+                            b: Operand::whole(bp),
+                            partials,
+                            rows: nr,
+                            depth,
+                            cols: nc,
+                        },
+                    });
+                    blocks.push((tile, partials, bias));
+                }
+                if !epilogue {
+                    outputs.push(blocks[0].1);
+                    continue;
+                }
+                // Each depth block's tile finishes a share of the rows.
+                let shares = chunks(nr, blocks.len() as u32, 1);
+                for (&(tile, own, bias), &(r0, r1)) in blocks.iter().zip(&shares) {
+                    let share = Rect::new(rows.0 + r0, rows.0 + r1, cols.0, cols.1);
+                    let mut parts = vec![Operand {
+                        buffer: own,
+                        row: r0,
+                        col: 0,
+                    }];
+                    for &(other, partials, _) in &blocks {
+                        if other == tile {
+                            continue;
+                        }
+                        let copy = self.buffer(
+                            tile,
+                            op.out,
+                            BufferClass::PartialsShare,
+                            share,
+                            op.partials,
+                            false,
+                            [reduce_ex, reduce_cs],
+                        );
+                        reductions
+                            .entry((partials, share))
+                            .or_default()
+                            .push(Destination { tile, buffer: copy });
+                        parts.push(Operand::whole(copy));
+                    }
                     let out = self.buffer(
                         tile,
                         op.out,
                         BufferClass::Output,
-                        out_rect,
+                        share,
                         DType::F16,
                         false,
-                        here,
+                        [reduce_cs, reduce_cs],
                     );
-                    let (ops_per, trans) = op.epilogue_ops();
-                    vertices.push(Vertex {
+                    let vertex = Vertex {
                         tile,
                         estimated_cycles: target.vector_cycles(
-                            u64::from(nr * nc),
+                            u64::from((r1 - r0) * nc),
                             DType::F16,
                             ops_per,
                             trans,
                         ),
                         kind: VertexKind::Epilogue {
-                            partials,
+                            partials: parts,
                             bias,
                             out,
                             gelu: op.gelu,
-                            rows: nr,
+                            rows: r1 - r0,
                             cols: nc,
                         },
-                    });
-                    out
-                } else {
-                    partials
-                };
-                outputs.push(out);
+                    };
+                    if split {
+                        reduce_vertices.push(vertex);
+                    } else {
+                        vertices.push(vertex);
+                    }
+                    outputs.push(out);
+                }
             }
         }
         self.exchange(groups);
         self.compute(op.id, &op.name, vertices);
+        if split {
+            self.exchange(reductions);
+            self.compute(op.id, &format!("{}.reduce", op.name), reduce_vertices);
+        }
         self.outputs(op.out, outputs);
     }
 
@@ -1044,6 +1109,7 @@ fn chunks(len: u32, parts: u32, multiple: u32) -> Vec<(u32, u32)> {
 fn steps_of(p: &Partition) -> u32 {
     match p {
         Partition::Attention(a) if a.key_blocks > 1 => 4,
+        Partition::Grid(g) if g.depth_blocks > 1 => 4,
         _ => 2,
     }
 }
@@ -1116,7 +1182,7 @@ impl VertexKind {
                 out,
                 ..
             } => (
-                std::iter::once(*partials).chain(*bias).collect(),
+                partials.iter().map(|o| o.buffer).chain(*bias).collect(),
                 vec![*out],
             ),
             VertexKind::Softmax {
