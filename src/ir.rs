@@ -107,6 +107,10 @@ impl AttentionShape {
             self.keys
         }
     }
+    /// Keys some query sees: under a causal mask none past the last query.
+    pub fn seen_keys(&self) -> u32 {
+        self.visible_keys(self.queries - 1)
+    }
     /// (query, key) pairs scored per batch and head, masked pairs excluded.
     pub fn pairs(&self) -> u64 {
         if self.causal {

@@ -424,11 +424,13 @@ pub struct Check {
 ///
 /// An attention's output is a weighted mean of values. Each weight is off by the rounding of its f16
 /// exponent (`u16 · spread`), of its f16 probability (`u16`) and of its score's partials
-/// (`up · √⌈d/16⌉ · largest logit`); independent relative errors `ε_j` of the weights move an output
-/// element by `Σ_j w_j ε_j (v_j − o)`, whose standard deviation is at most the error times the
-/// reference's largest sensitivity `√Σ_j w_j² (v_j − o)²`. The weighted sum rounds its partials once
-/// per 16-deep block of keys, relative to partial sums of size `|o| + 2 |v| √Σ w²` (the reference's
-/// largest partials walk), and the output rounds to f16.
+/// (`up · √⌈d/16⌉ · largest logit`), each taken at its worst; treating those relative errors `ε_j` as
+/// independent, they move an output element by `Σ_j w_j ε_j (v_j − o)`, whose standard deviation is at
+/// most the error times the reference's largest sensitivity `√Σ_j w_j² (v_j − o)²`. The weighted sum
+/// rounds its partials once per 16-deep block of keys, relative to partial sums estimated at
+/// `|o| + 2 |v| √Σ w²` (values of random sign; the reference's largest partials walk), and the output
+/// rounds to f16. Like the matmul's, this is a statistical estimate for the seeded data, not a worst
+/// case: data with structure (long runs of values of one sign) could exceed it.
 pub fn tolerance(graph: &Graph, reference: &Reference, max_output: f64) -> f64 {
     let u16 = unit_roundoff(DType::F16);
     let up = unit_roundoff(graph.partials);

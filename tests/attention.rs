@@ -112,6 +112,57 @@ fn corrupted_attention_output_fails_the_check() {
     corruption_fails_the_check(SMALL_ATTENTION, SMALL_ATTENTION_ID);
 }
 
+/// A mask bug fails: the device's unmasked output against the reference of the causal attention, and
+/// the device's output against the reference with one key dropped.
+#[test]
+fn attention_bugs_fail_the_check() {
+    use ipu_codegen::device::{Device, host_data};
+    use ipu_codegen::ir::{OpKind, ValueRole};
+    use ipu_codegen::numerics;
+    use ipu_codegen::stages::build_images::read_ipuexe;
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL_ATTENTION]).assert_ok();
+    let bytes = std::fs::read(sb.stages().join(SMALL_ATTENTION_ID).join("model.ipuexe")).unwrap();
+    let (_, package) = read_ipuexe(&bytes).unwrap();
+    let host = host_data(&package.graph);
+    let mut device = Device::load(&package).unwrap();
+    device.initialize(&package, &host).unwrap();
+    let (_, output) = device.run(&package, &host).unwrap();
+    let graph = &package.graph;
+    let out = graph
+        .values
+        .iter()
+        .find(|v| v.role == ValueRole::Output)
+        .unwrap()
+        .id;
+    assert!(numerics::check(graph, &output, &numerics::reference(graph, &host), out).pass);
+
+    let mut causal = graph.clone();
+    if let OpKind::Attention { causal: c, .. } = &mut causal.ops[0].kind {
+        *c = true;
+    }
+    let check = numerics::check(&causal, &output, &numerics::reference(&causal, &host), out);
+    assert!(
+        !check.pass,
+        "an unmasked output must fail the causal check: {check:?}"
+    );
+
+    // The last key's values made to match the first's: the same as dropping one key and counting
+    // another twice, about one part in 45 of every output.
+    let mut shifted = host.clone();
+    let v = graph.ops[0].kind.clone();
+    let OpKind::Attention { v, .. } = v else {
+        unreachable!()
+    };
+    let cols = graph.value(v).cols as usize;
+    let keys = graph.value(v).rows as usize;
+    let (first, last) = (0..cols, (keys - 1) * cols..keys * cols);
+    let copy: Vec<_> = shifted[v.index()][first].to_vec();
+    shifted[v.index()][last].copy_from_slice(&copy);
+    let check = numerics::check(graph, &output, &numerics::reference(graph, &shifted), out);
+    assert!(!check.pass, "a wrong key must fail: {check:?}");
+}
+
 #[test]
 fn bad_attention_shapes_are_refused() {
     let sb = Sandbox::new();

@@ -217,6 +217,19 @@ impl AttentionPartition {
             .min(self.key_blocks)
     }
 
+    /// The fewest tiles any key block's column has (those of the query blocks that see it).
+    pub fn smallest_column(&self, shape: &AttentionShape) -> u32 {
+        (0..self.key_blocks)
+            .map(|k| {
+                (0..self.query_blocks)
+                    .filter(|&q| self.visible_blocks(shape, q) > k)
+                    .count() as u32
+            })
+            .min()
+            .unwrap_or(1)
+            .max(1)
+    }
+
     fn cells(&self, shape: &AttentionShape) -> u32 {
         (0..self.query_blocks)
             .map(|q| self.visible_blocks(shape, q))
@@ -289,9 +302,9 @@ pub enum LowerMidError {
         kind: &'static str,
     },
     #[error(
-        "{name} ({shape}) does not fit in tile memory: its smallest partition ({partition}) needs \
-         {needed} bytes on tile0 (and every tile of its grid), {over} bytes over the {capacity} bytes a tile has; \
-         {advice}"
+        "{name} ({shape}) does not fit in tile memory: its leanest partition ({partition}) needs \
+         {needed} bytes on its busiest tile (tile0 and every tile of its grid alike), {over} bytes over the \
+         {capacity} bytes a tile has; {advice}"
     )]
     DoesNotFit {
         name: String,
@@ -363,7 +376,7 @@ pub fn lower_mid(
             };
             let advice = match op {
                 Operator::MatMul(_) => "use fewer tokens or a smaller dimension",
-                Operator::Attention(_) => "use a smaller head dimension",
+                Operator::Attention(_) => "use shorter queries or keys or a smaller head dimension",
             };
             return Err(LowerMidError::DoesNotFit {
                 name: op.name().to_string(),
@@ -625,9 +638,9 @@ fn grid_estimate(op: &MatMul, p: &Grid, target: &Target, resident: u64) -> Opera
 /// Key sub-block lengths the online softmax may step by: multiples of the AMP block depth.
 const SUB_BLOCKS: [u32; 4] = [32, 64, 128, 256];
 
-/// Every distinct attention partition: query-block and key-block counts whose visible cells fit the
-/// tiles of a group, and each sub-block length shorter than the key block (or the whole key block when
-/// short).
+/// Every distinct attention partition: query-block and key-block counts (over the keys some query
+/// sees) whose visible cells fit the tiles of a group, and each sub-block length shorter than the key
+/// block (or the whole key block when short).
 fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartition> {
     let (s, groups) = (a.shape, a.groups());
     if groups > target.tiles {
@@ -640,9 +653,10 @@ fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartitio
         if s.queries.div_ceil(block_queries) != query_blocks {
             continue;
         }
-        for key_blocks in 1..=s.keys {
-            let block_keys = s.keys.div_ceil(key_blocks);
-            if s.keys.div_ceil(block_keys) != key_blocks {
+        let seen = s.seen_keys();
+        for key_blocks in 1..=seen {
+            let block_keys = seen.div_ceil(key_blocks);
+            if seen.div_ceil(block_keys) != key_blocks {
                 continue;
             }
             let mut p = AttentionPartition {
@@ -676,36 +690,48 @@ fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartitio
 /// block (nothing masked), which also merges its share of the queries from the other key blocks' states.
 fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) -> OperatorEstimate {
     let (s, pt) = (a.shape, a.partials);
-    let (bq, bk, d) = (p.block_queries, p.block_keys, s.head_dim);
-    let mut compute = 0;
-    for (i, j0) in (0..bk).step_by(p.sub_block as usize).enumerate() {
-        let keys = p.sub_block.min(bk - j0);
-        compute += target.amp_cycles(keys, d, bq, pt)
+    let (bq, bk, d, sub) = (p.block_queries, p.block_keys, s.head_dim, p.sub_block);
+    // One step of the online softmax over `keys` keys.
+    let step = |keys: u32, first: bool| {
+        target.amp_cycles(keys, d, bq, pt)
             + target.softmax_cycles(keys, bq, pt, s.causal)
             + target.amp_cycles(d, keys, bq, pt)
-            + target.accumulate_cycles(u64::from(d * bq), i == 0);
-    }
+            + target.accumulate_cycles(u64::from(d * bq), first)
+    };
+    let (full, rest) = (bk / sub, bk % sub);
+    let mut compute = if full == 0 {
+        step(rest, true)
+    } else {
+        step(sub, true)
+            + u64::from(full - 1) * step(sub, false)
+            + if rest > 0 { step(rest, false) } else { 0 }
+    };
     // Each of a query block's tiles merges its share of the queries from every key block's state.
-    let share = bq.div_ceil(p.key_blocks);
+    let share = bq.div_ceil(p.key_blocks).next_multiple_of(2);
     compute += target.combine_cycles(p.key_blocks, u64::from(d * share), share);
-    let (bq, bk, d, sub) = (
-        u64::from(bq),
-        u64::from(bk),
-        u64::from(d),
-        u64::from(p.sub_block),
-    );
     let (switch, transit) = (
         u64::from(target.mux_switch_cycles),
         u64::from(target.exchange_transit_cycles),
     );
-    // The query block from its home, keys and values from a home piece on each query block's tile.
-    let panel = bk * d.next_multiple_of(4) * 2;
+    // Stored rows as `select_finalist` lays them out: f16 rows of a multiple of 4 elements (8 bytes),
+    // 8 for the AMP's weights (16 bytes), f32 rows of a multiple of 2.
+    let (bq, bk, d, sub, share) = (
+        u64::from(bq),
+        u64::from(bk),
+        u64::from(d),
+        u64::from(sub),
+        u64::from(share),
+    );
+    let keys_panel = bk * d.next_multiple_of(4) * 2;
+    let values_panel = d * bk.next_multiple_of(4) * 2;
+    // The queries from their home, keys and values from a home piece on each tile of the key block's
+    // column: the fewest tiles of any column hold the largest pieces.
     let receive_bytes = d * bq * 2 + 2 * bk * d * 2;
     let mut exchange = target.exchange_words(receive_bytes)
         + (1 + 2 * u64::from(p.query_blocks)) * switch
         + transit;
     let state = (d + 2) * bq.next_multiple_of(2) * 4;
-    let share_state = (d + 2) * u64::from(share).next_multiple_of(2) * 4;
+    let share_state = (d + 2) * share * 4;
     let merging = u64::from(p.key_blocks - 1);
     if merging > 0 {
         exchange += target.exchange_words(merging * share_state) + merging * switch + transit;
@@ -715,14 +741,23 @@ fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) ->
     let scores = |rows: u64| {
         (rows * bq.next_multiple_of(8) * u64::from(pt.bytes())).next_multiple_of(element)
     };
-    let homes = d * bq * 2 + 2 * bk.div_ceil(u64::from(p.query_blocks)) * d.next_multiple_of(8) * 2;
+    let chunk = bk.div_ceil(u64::from(p.smallest_column(&s)));
+    let homes = d * bq.next_multiple_of(4) * 2
+        + chunk * d.next_multiple_of(4) * 2
+        + d * chunk.next_multiple_of(4) * 2;
+    let output = d * share.next_multiple_of(4) * 2;
     OperatorEstimate {
         compute_cycles: compute,
         exchange_cycles: exchange,
         receive_bytes: receive_bytes.max(merging * share_state),
-        panel_bytes: panel,
-        other_bytes: panel + state + merging * share_state + d * bq * 2 + homes,
-        interleaved_bytes: 2 * d * bq.next_multiple_of(8)
+        panel_bytes: keys_panel.max(values_panel),
+        other_bytes: keys_panel.min(values_panel)
+            + state
+            + merging * share_state
+            + output
+            + homes
+            + bq * 4,
+        interleaved_bytes: d * bq.next_multiple_of(8) * 2
             + sub * bq.next_multiple_of(8) * 2
             + scores(sub)
             + scores(d),
@@ -812,8 +847,8 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
                         p.groups == a.groups()
                             && p.query_blocks * p.block_queries >= s.queries
                             && (p.query_blocks - 1) * p.block_queries < s.queries
-                            && p.key_blocks * p.block_keys >= s.keys
-                            && (p.key_blocks - 1) * p.block_keys < s.keys,
+                            && p.key_blocks * p.block_keys >= s.seen_keys()
+                            && (p.key_blocks - 1) * p.block_keys < s.seen_keys(),
                         || format!("finalist {f} {id}: {p:?} does not tile {s:?}"),
                     );
                     v.check(p.tiles_per_group == p.cells(&s), || {

@@ -1,14 +1,16 @@
 //! `select_finalist`: graph + mid + target -> `selected`.
 //!
 //! For every finalist plan and every tile mapping (grid cell to tile, row- or column-major), builds the
-//! whole program: buffers on tiles with their lifetimes, supersteps (an exchange phase then a compute set
-//! per operator), the exchange phases as transfer lists and the host streams; then costs it with the more
-//! exact model (per-tile exchange load of the actual transfers, compute per tile) and keeps the cheapest.
+//! whole program: buffers on tiles with their lifetimes, supersteps (per operator an exchange phase then
+//! a compute set, and a second pair when a matmul's depth or an attention's keys are split over tiles),
+//! the exchange phases as transfer lists and the host streams; then costs it with the more exact model
+//! (per-tile exchange load of the actual transfers, compute per tile) and keeps the cheapest.
 //!
-//! Storage layout: every buffer holds a rectangle of one value, row-major, every row at the buffer's
-//! alignment (8 bytes; 16 for weight panels and partials). Weights and the input live in *home* pieces spread over the grid (weights persist across
-//! runs); each operator gathers its A panel (its rows, all of `k`) and its B panel (all of `k`, its
-//! columns) with multicast transfers from wherever those rectangles live.
+//! Storage layout: every buffer holds a rectangle of one value, row-major or transposed, every stored row
+//! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities and partials). Weights and
+//! inputs live in *home* pieces spread over the grid (weights persist across runs); each operator
+//! gathers its operands (a matmul's A and B panels, an attention's queries, keys and values) with
+//! multicast transfers from wherever those rectangles live.
 //!
 //! Invariants (checked by [`verify`]): every transfer's rectangle lies inside its source buffer and every
 //! destination buffer; every panel is covered exactly once by its incoming transfers; every buffer read
@@ -829,7 +831,7 @@ impl Builder<'_> {
             )
         };
         // Keys no query sees are neither stored nor sent.
-        let seen = s.visible_keys(s.queries - 1);
+        let seen = s.seen_keys();
         let key_range = |kb: u32| (kb * p.block_keys, ((kb + 1) * p.block_keys).min(seen));
         let cells = self.mapping.attention_cells(p, &s);
         let tile_of =
@@ -1025,7 +1027,8 @@ impl Builder<'_> {
                 }
                 // The block's queries are shared out among its tiles; each merges its share of
                 // every tile's state (its own in place, the others' sent to it).
-                let shares = chunks(nq, states.len() as u32, 1);
+                // Shares of an even number of queries keep every f32 state operand 8-byte aligned.
+                let shares = chunks(nq, states.len() as u32, 2);
                 for (&(tile, own), &(c0, c1)) in states.iter().zip(&shares) {
                     let share = Rect::new(0, d + 2, c0, c1);
                     let mut parts = vec![Operand {
@@ -1096,7 +1099,7 @@ impl Builder<'_> {
     }
 }
 
-/// Column chunk boundaries: `parts` chunks of a multiple of 16 columns covering `cols`.
+/// At most `parts` chunks of `0..len`, each a multiple of `multiple` long but the last.
 fn chunks(len: u32, parts: u32, multiple: u32) -> Vec<(u32, u32)> {
     let width = len.div_ceil(parts).next_multiple_of(multiple).max(multiple);
     (0..parts)
