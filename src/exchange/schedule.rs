@@ -26,8 +26,15 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// No partner port: the flow is multicast.
-const NONE: u32 = u32::MAX;
+/// A flow in a port's list, kept compact for the scan in `try_start`.
+#[derive(Clone, Copy)]
+struct PortFlow {
+    flow: u32,
+    /// Unicast: the partner port. Multicast: a port of the flow last seen busy (any port at first), so
+    /// the scan rejects the flow without looking at its ports while that port stays busy.
+    other: u32,
+    multicast: bool,
+}
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let lower_bound = pattern.lower_bound(o);
@@ -208,11 +215,12 @@ struct TightCover {
     o: Overheads,
     tiles: u32,
     flows: Vec<Flow>,
-    /// Flows of each port (sender ports `0..tiles`, receiver ports `tiles..2·tiles`), each with its
-    /// partner port (`NONE` for a multicast flow), kept compact for the scan in `try_start`.
-    port_flows: Vec<Vec<(u32, u32)>>,
+    /// Flows of each port (sender ports `0..tiles`, receiver ports `tiles..2·tiles`).
+    port_flows: Vec<Vec<PortFlow>>,
     /// Words left of each flow (0 when finished), apart from `flows` for the same reason.
     rem: Vec<u32>,
+    /// One bit per flow, set when it has finished: small enough to stay in cache for the scan.
+    finished: Vec<u64>,
     running: Vec<Option<u32>>,
     end: Vec<u64>,
     /// Cost of the port's flows that are not running.
@@ -316,21 +324,24 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
     let mut rest = vec![0u64; ports];
     for (f, flow) in flows.iter().enumerate() {
         for &p in &flow.ports {
-            let partner = match flow.ports[..] {
-                [a, b] => {
-                    if a == p {
-                        b
-                    } else {
-                        a
-                    }
-                }
-                _ => NONE,
+            let entry = match flow.ports[..] {
+                [a, b] => PortFlow {
+                    flow: f as u32,
+                    other: if a == p { b } else { a },
+                    multicast: false,
+                },
+                _ => PortFlow {
+                    flow: f as u32,
+                    other: p,
+                    multicast: true,
+                },
             };
-            port_flows[p as usize].push((f as u32, partner));
+            port_flows[p as usize].push(entry);
             rest[p as usize] += u64::from(flow.rem) + g;
         }
     }
     let rem = flows.iter().map(|f| f.rem).collect();
+    let s_flows = flows.len();
     // With pairs the busiest ports must run wide to meet the bound: aim at the bound itself.
     let target = if o.pairs {
         let bound = u64::from(pattern.lower_bound(o));
@@ -343,6 +354,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         tiles,
         flows,
         port_flows,
+        finished: vec![0; s_flows.div_ceil(64)],
         rem,
         running: vec![None; ports],
         end: vec![0; ports],
@@ -461,6 +473,9 @@ impl TightCover {
         flow.done += sent;
         flow.rem -= sent;
         self.rem[f as usize] = flow.rem;
+        if flow.rem == 0 {
+            self.finished[f as usize / 64] |= 1 << (f % 64);
+        }
         flow.running = false;
         flow.wide = false;
         flow.version += 1;
@@ -477,28 +492,34 @@ impl TightCover {
         }
     }
 
-    /// Starts the startable flow of `p` with the most critical partner. Finished flows leave `p`'s list.
+    /// Starts the startable flow of free port `p` with the most critical partner. Finished flows leave
+    /// `p`'s list. A flow whose partner (or watched port) is busy is passed over without looking further,
+    /// which keeps the scan within `p`'s list and a few small arrays.
     fn try_start(&mut self, p: u32) -> bool {
+        debug_assert!(self.free(p));
         let mut best: Option<(u64, u32, Reverse<u32>)> = None;
         let mut list = std::mem::take(&mut self.port_flows[p as usize]);
         let mut i = 0;
         while i < list.len() {
-            let (f, partner) = list[i];
-            let rem = self.rem[f as usize];
-            if rem == 0 {
+            let PortFlow {
+                flow: f,
+                other,
+                multicast,
+            } = list[i];
+            if self.finished[f as usize / 64] & (1 << (f % 64)) != 0 {
                 list.swap_remove(i);
                 continue;
             }
             i += 1;
-            let critical = if partner != NONE {
-                // A unicast flow is running exactly when its partner port runs it.
-                if !self.free(partner) || !self.free(p) {
-                    continue;
-                }
-                self.remaining(partner)
-            } else {
+            // A running flow holds its ports: a busy partner or watched port rules the flow out.
+            if !self.free(other) {
+                continue;
+            }
+            let rem = self.rem[f as usize];
+            let critical = if multicast {
                 let flow = &self.flows[f as usize];
-                if flow.running || !flow.ports.iter().all(|&q| self.free(q)) {
+                if let Some(&busy) = flow.ports.iter().find(|&&q| !self.free(q)) {
+                    list[i - 1].other = busy;
                     continue;
                 }
                 flow.ports
@@ -507,6 +528,8 @@ impl TightCover {
                     .map(|&q| self.remaining(q))
                     .max()
                     .unwrap_or(0)
+            } else {
+                self.remaining(other)
             };
             let key = (critical, rem, Reverse(f));
             if best.is_none_or(|b| key > b) {
@@ -571,8 +594,12 @@ impl TightCover {
         let mut queue = VecDeque::from([v]);
         while let Some(a) = queue.pop_front() {
             for i in 0..self.port_flows[a as usize].len() {
-                let (f, x) = self.port_flows[a as usize][i];
-                if x == NONE || self.rem[f as usize] == 0 || self.flows[f as usize].running {
+                let PortFlow {
+                    flow: f,
+                    other: x,
+                    multicast,
+                } = self.port_flows[a as usize][i];
+                if multicast || self.rem[f as usize] == 0 || self.flows[f as usize].running {
                     continue;
                 }
                 if self.stamp[x as usize] == now {
@@ -612,9 +639,12 @@ impl TightCover {
     fn cover_multicast(&mut self, v: u32) -> bool {
         let g = self.g();
         let mut chosen: Option<(u32, u32)> = None;
-        for &(f, partner) in &self.port_flows[v as usize] {
+        for &PortFlow {
+            flow: f, multicast, ..
+        } in &self.port_flows[v as usize]
+        {
             let flow = &self.flows[f as usize];
-            if partner != NONE || self.rem[f as usize] == 0 || flow.running {
+            if !multicast || self.rem[f as usize] == 0 || flow.running {
                 continue;
             }
             let affordable =
