@@ -33,7 +33,15 @@ struct PortFlow {
     /// Unicast: the partner port. Multicast: a port of the flow last seen busy (any port at first), so
     /// the scan rejects the flow without looking at its ports while that port stays busy.
     other: u32,
-    multicast: bool,
+    /// Multicast: the flow's ports, `TightCover::multicast_ports[a..b]`, so that checking them touches
+    /// one small run of memory. Unicast: empty.
+    ports: (u32, u32),
+}
+
+impl PortFlow {
+    fn multicast(&self) -> bool {
+        self.ports.0 < self.ports.1
+    }
 }
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
@@ -217,6 +225,8 @@ struct TightCover {
     flows: Vec<Flow>,
     /// Flows of each port (sender ports `0..tiles`, receiver ports `tiles..2·tiles`).
     port_flows: Vec<Vec<PortFlow>>,
+    /// The ports of every multicast flow, one after another (`PortFlow::ports`).
+    multicast_ports: Vec<u32>,
     /// Words left of each flow (0 when finished), apart from `flows` for the same reason.
     rem: Vec<u32>,
     /// One bit per flow, set when it has finished: small enough to stay in cache for the scan.
@@ -321,19 +331,24 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         }
     }
     let mut port_flows = vec![Vec::new(); ports];
+    let mut multicast_ports = Vec::new();
     let mut rest = vec![0u64; ports];
     for (f, flow) in flows.iter().enumerate() {
+        let at = multicast_ports.len() as u32;
+        if flow.ports.len() != 2 {
+            multicast_ports.extend(&flow.ports);
+        }
         for &p in &flow.ports {
             let entry = match flow.ports[..] {
                 [a, b] => PortFlow {
                     flow: f as u32,
                     other: if a == p { b } else { a },
-                    multicast: false,
+                    ports: (0, 0),
                 },
                 _ => PortFlow {
                     flow: f as u32,
                     other: p,
-                    multicast: true,
+                    ports: (at, at + flow.ports.len() as u32),
                 },
             };
             port_flows[p as usize].push(entry);
@@ -341,7 +356,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         }
     }
     let rem = flows.iter().map(|f| f.rem).collect();
-    let s_flows = flows.len();
+    let flow_count = flows.len();
     // With pairs the busiest ports must run wide to meet the bound: aim at the bound itself.
     let target = if o.pairs {
         let bound = u64::from(pattern.lower_bound(o));
@@ -354,7 +369,8 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         tiles,
         flows,
         port_flows,
-        finished: vec![0; s_flows.div_ceil(64)],
+        finished: vec![0; flow_count.div_ceil(64)],
+        multicast_ports,
         rem,
         running: vec![None; ports],
         end: vec![0; ports],
@@ -501,11 +517,8 @@ impl TightCover {
         let mut list = std::mem::take(&mut self.port_flows[p as usize]);
         let mut i = 0;
         while i < list.len() {
-            let PortFlow {
-                flow: f,
-                other,
-                multicast,
-            } = list[i];
+            let entry = list[i];
+            let (f, other) = (entry.flow, entry.other);
             if self.finished[f as usize / 64] & (1 << (f % 64)) != 0 {
                 list.swap_remove(i);
                 continue;
@@ -516,13 +529,13 @@ impl TightCover {
                 continue;
             }
             let rem = self.rem[f as usize];
-            let critical = if multicast {
-                let flow = &self.flows[f as usize];
-                if let Some(&busy) = flow.ports.iter().find(|&&q| !self.free(q)) {
+            let critical = if entry.multicast() {
+                let ports = &self.multicast_ports[entry.ports.0 as usize..entry.ports.1 as usize];
+                if let Some(&busy) = ports.iter().find(|&&q| !self.free(q)) {
                     list[i - 1].other = busy;
                     continue;
                 }
-                flow.ports
+                ports
                     .iter()
                     .filter(|&&q| q != p)
                     .map(|&q| self.remaining(q))
@@ -594,12 +607,10 @@ impl TightCover {
         let mut queue = VecDeque::from([v]);
         while let Some(a) = queue.pop_front() {
             for i in 0..self.port_flows[a as usize].len() {
-                let PortFlow {
-                    flow: f,
-                    other: x,
-                    multicast,
-                } = self.port_flows[a as usize][i];
-                if multicast || self.rem[f as usize] == 0 || self.flows[f as usize].running {
+                let entry = self.port_flows[a as usize][i];
+                let (f, x) = (entry.flow, entry.other);
+                if entry.multicast() || self.rem[f as usize] == 0 || self.flows[f as usize].running
+                {
                     continue;
                 }
                 if self.stamp[x as usize] == now {
@@ -639,12 +650,10 @@ impl TightCover {
     fn cover_multicast(&mut self, v: u32) -> bool {
         let g = self.g();
         let mut chosen: Option<(u32, u32)> = None;
-        for &PortFlow {
-            flow: f, multicast, ..
-        } in &self.port_flows[v as usize]
-        {
+        for entry in &self.port_flows[v as usize] {
+            let f = entry.flow;
             let flow = &self.flows[f as usize];
-            if !multicast || self.rem[f as usize] == 0 || flow.running {
+            if !entry.multicast() || self.rem[f as usize] == 0 || flow.running {
                 continue;
             }
             let affordable =
