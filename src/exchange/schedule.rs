@@ -17,7 +17,10 @@
 //!   cycles, holding the mates of its ports too) when those mates are free and stay within `H`
 //!   meanwhile; a port with nothing to start lends its bus to its mate, whose narrow run restarts wide
 //!   when that saves more than the extra switch. Wide runs are not part of alternating paths; a tight
-//!   port may stop them like multicast pieces.
+//!   port may stop them like multicast pieces. A run widens when its mate ports can still finish
+//!   their flows, run narrow, within `H`; on patterns of at most [`SECOND_PASS_TRANSFERS`] transfers
+//!   that miss the bound, a second pass counts the mates' flows run wide (they may widen in turn), and
+//!   the shorter schedule is kept.
 //!
 //! Deterministic: ties break on ids, no hashing.
 
@@ -44,6 +47,9 @@ impl PortFlow {
     }
 }
 
+/// Patterns up to this many transfers get the second tight-cover pass (`schedule`).
+const SECOND_PASS_TRANSFERS: usize = 20_000;
+
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let lower_bound = pattern.lower_bound(o);
     let at_bound = |pieces: &[Piece]| horizon(pieces, o) == lower_bound;
@@ -56,8 +62,8 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
     let (split, whole, list) = if o.pairs && multicast {
         let (split, whole) = rayon::join(
-            || tight_cover(pattern, o, true),
-            || tight_cover(pattern, o, false),
+            || tight_cover(pattern, o, true, false),
+            || tight_cover(pattern, o, false, false),
         );
         (split, Some(whole), None)
     } else if o.pairs {
@@ -65,7 +71,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         let (list, split) = rayon::join(
             || list_schedule(pattern, o, &stop),
             || {
-                let split = tight_cover(pattern, o, true);
+                let split = tight_cover(pattern, o, true, false);
                 if at_bound(&split) {
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -75,7 +81,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         let list = list.filter(|_| !at_bound(&split));
         (split, None, list)
     } else {
-        let split = tight_cover(pattern, o, true);
+        let split = tight_cover(pattern, o, true, false);
         if at_bound(&split) {
             (split, None, None)
         } else {
@@ -83,7 +89,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
             let (list, whole) = rayon::join(
                 || list_schedule(pattern, o, &stop),
                 || {
-                    let whole = tight_cover(pattern, o, false);
+                    let whole = tight_cover(pattern, o, false, false);
                     if at_bound(&whole) {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -113,6 +119,28 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         }
         _ => (tight, tight_horizon, kind),
     };
+    // A second pass for patterns small enough that it costs little: runs widen when their mates' flows
+    // fit the target running wide too, which suits phases where a pair's two tiles send one after the
+    // other (the kept schedule is the shorter, then the one with fewer pieces, the first on ties).
+    let (pieces, horizon, kind) =
+        if o.pairs && horizon > lower_bound && pattern.transfers.len() <= SECOND_PASS_TRANSFERS {
+            let (split, whole) = rayon::join(
+                || tight_cover(pattern, o, true, true),
+                || multicast.then(|| tight_cover(pattern, o, false, true)),
+            );
+            let (second, second_kind) = match whole {
+                Some(whole) if better(&whole, &split) => (whole, "tight-cover-whole-mates-wide"),
+                _ => (split, "tight-cover-mates-wide"),
+            };
+            let h = self::horizon(&second, o);
+            if (h, second.len()) < (horizon, pieces.len()) {
+                (second, h, second_kind)
+            } else {
+                (pieces, horizon, kind)
+            }
+        } else {
+            (pieces, horizon, kind)
+        };
     Schedule {
         pieces,
         horizon,
@@ -221,6 +249,7 @@ struct Flow {
 
 struct TightCover {
     o: Overheads,
+    mates_wide: bool,
     tiles: u32,
     flows: Vec<Flow>,
     /// Flows of each port (sender ports `0..tiles`, receiver ports `tiles..2·tiles`).
@@ -235,6 +264,8 @@ struct TightCover {
     end: Vec<u64>,
     /// Cost of the port's flows that are not running.
     rest: Vec<u64>,
+    /// The same if every one of those flows ran wide: what a pair mate needs at best.
+    rest_wide: Vec<u64>,
     target: u64,
     t: u64,
     events: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -248,7 +279,14 @@ struct TightCover {
     parent: Vec<(u32, u32)>,
 }
 
-fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Piece> {
+/// `mates_wide`: a run widens when its mate ports' flows fit the target if they run wide too (else, if
+/// they run narrow).
+fn tight_cover(
+    pattern: &Pattern,
+    o: Overheads,
+    split_multicast: bool,
+    mates_wide: bool,
+) -> Vec<Piece> {
     // Every tile with its pair mate, so the mate of port `p` is `p ^ 1`.
     let tiles = pattern.tiles().next_multiple_of(2) as u32;
     let ports = 2 * tiles as usize;
@@ -333,6 +371,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
     let mut port_flows = vec![Vec::new(); ports];
     let mut multicast_ports = Vec::new();
     let mut rest = vec![0u64; ports];
+    let mut rest_wide = vec![0u64; ports];
     for (f, flow) in flows.iter().enumerate() {
         let at = multicast_ports.len() as u32;
         if flow.ports.len() != 2 {
@@ -353,6 +392,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
             };
             port_flows[p as usize].push(entry);
             rest[p as usize] += u64::from(flow.rem) + g;
+            rest_wide[p as usize] += u64::from(flow.rem.div_ceil(2)) + g;
         }
     }
     let rem = flows.iter().map(|f| f.rem).collect();
@@ -366,6 +406,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
     };
     let mut s = TightCover {
         o,
+        mates_wide,
         tiles,
         flows,
         port_flows,
@@ -375,6 +416,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         running: vec![None; ports],
         end: vec![0; ports],
         rest,
+        rest_wide,
         target,
         t: 0,
         events: BinaryHeap::new(),
@@ -437,6 +479,15 @@ impl TightCover {
         held
     }
 
+    /// What free mate port `m` still needs (`mates_wide`: if all its flows ran wide).
+    fn mate_needs(&self, m: u32) -> u64 {
+        if self.mates_wide {
+            self.rest_wide[m as usize]
+        } else {
+            self.rest[m as usize]
+        }
+    }
+
     /// Whether `f` may run wide now: every mate port is free and stays within the target meanwhile.
     fn can_widen(&self, f: u32) -> bool {
         let flow = &self.flows[f as usize];
@@ -446,7 +497,7 @@ impl TightCover {
             && flow
                 .mates
                 .iter()
-                .all(|&m| self.free(m) && self.remaining(m) + self.t + cost <= self.target)
+                .all(|&m| self.free(m) && self.mate_needs(m) + self.t + cost <= self.target)
     }
 
     fn start(&mut self, f: u32, wide: bool) {
@@ -459,8 +510,10 @@ impl TightCover {
         flow.start = t;
         flow.version += 1;
         let version = flow.version;
+        let narrow_wide = self.wide_cost(f);
         for &p in &self.flows[f as usize].ports {
             self.rest[p as usize] -= narrow;
+            self.rest_wide[p as usize] -= narrow_wide;
         }
         for p in self.held(f) {
             self.running[p as usize] = Some(f);
@@ -500,8 +553,14 @@ impl TightCover {
         } else {
             0
         };
+        let rem_wide_cost = if flow.rem > 0 {
+            u64::from(flow.rem.div_ceil(2)) + g
+        } else {
+            0
+        };
         for &p in &self.flows[f as usize].ports {
             self.rest[p as usize] += rem_cost;
+            self.rest_wide[p as usize] += rem_wide_cost;
         }
         for p in held {
             self.running[p as usize] = None;
@@ -577,7 +636,7 @@ impl TightCover {
             && flow
                 .mates
                 .iter()
-                .all(|&m| self.free(m) && self.remaining(m) + self.t + cost <= self.target);
+                .all(|&m| self.free(m) && self.mate_needs(m) + self.t + cost <= self.target);
         if widen {
             self.stop(f);
             self.start(f, true);
