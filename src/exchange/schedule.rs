@@ -19,7 +19,7 @@
 //!   when that saves more than the extra switch. Wide runs are not part of alternating paths; a tight
 //!   port may stop them like multicast pieces. A run widens when its mate ports can still finish
 //!   their flows, run narrow, within `H`; on patterns of at most [`SECOND_PASS_TRANSFERS`] transfers
-//!   that miss the bound, a second pass counts the mates' flows run wide (they may widen in turn), and
+//!   more than 1 % above the bound, a second pass counts the mates' flows run wide (they may widen in turn), and
 //!   the shorter schedule is kept.
 //!
 //! Deterministic: ties break on ids, no hashing.
@@ -119,28 +119,31 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         }
         _ => (tight, tight_horizon, kind),
     };
-    // A second pass for patterns small enough that it costs little: runs widen when their mates' flows
-    // fit the target running wide too, which suits phases where a pair's two tiles send one after the
-    // other (the kept schedule is the shorter, then the one with fewer pieces, the first on ties).
-    let (pieces, horizon, kind) =
-        if o.pairs && horizon > lower_bound && pattern.transfers.len() <= SECOND_PASS_TRANSFERS {
-            let (split, whole) = rayon::join(
-                || tight_cover(pattern, o, true, true),
-                || multicast.then(|| tight_cover(pattern, o, false, true)),
-            );
-            let (second, second_kind) = match whole {
-                Some(whole) if better(&whole, &split) => (whole, "tight-cover-whole-mates-wide"),
-                _ => (split, "tight-cover-mates-wide"),
-            };
-            let h = self::horizon(&second, o);
-            if (h, second.len()) < (horizon, pieces.len()) {
-                (second, h, second_kind)
-            } else {
-                (pieces, horizon, kind)
-            }
+    // A second pass for patterns more than 1 % above the bound and small enough that it costs little:
+    // runs widen when their mates' flows fit the target running wide too, which suits phases where a
+    // pair's two tiles send one after the other (the kept schedule is the shorter, then the one with
+    // fewer pieces, the first on ties).
+    let (pieces, horizon, kind) = if o.pairs
+        && horizon - lower_bound > lower_bound / 100
+        && pattern.transfers.len() <= SECOND_PASS_TRANSFERS
+    {
+        let (split, whole) = rayon::join(
+            || tight_cover(pattern, o, true, true),
+            || multicast.then(|| tight_cover(pattern, o, false, true)),
+        );
+        let (second, second_kind) = match whole {
+            Some(whole) if better(&whole, &split) => (whole, "tight-cover-whole-mates-wide"),
+            _ => (split, "tight-cover-mates-wide"),
+        };
+        let h = self::horizon(&second, o);
+        if (h, second.len()) < (horizon, pieces.len()) {
+            (second, h, second_kind)
         } else {
             (pieces, horizon, kind)
-        };
+        }
+    } else {
+        (pieces, horizon, kind)
+    };
     Schedule {
         pieces,
         horizon,
