@@ -17,7 +17,10 @@
 //!   cycles, holding the mates of its ports too) when those mates are free and stay within `H`
 //!   meanwhile; a port with nothing to start lends its bus to its mate, whose narrow run restarts wide
 //!   when that saves more than the extra switch. Wide runs are not part of alternating paths; a tight
-//!   port may stop them like multicast pieces.
+//!   port may stop them like multicast pieces. A run widens when its mate ports can still finish
+//!   their flows, run narrow, within `H`; on patterns of at most [`SECOND_PASS_TRANSFERS`] transfers
+//!   more than 1 % above the bound, a second pass counts the mates' flows run wide (they may widen in turn), and
+//!   the shorter schedule is kept.
 //!
 //! Deterministic: ties break on ids, no hashing.
 
@@ -26,8 +29,26 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// No partner port: the flow is multicast.
-const NONE: u32 = u32::MAX;
+/// A flow in a port's list, kept compact for the scan in `try_start`.
+#[derive(Clone, Copy)]
+struct PortFlow {
+    flow: u32,
+    /// Unicast: the partner port. Multicast: a port of the flow last seen busy (any port at first), so
+    /// the scan rejects the flow without looking at its ports while that port stays busy.
+    other: u32,
+    /// Multicast: the flow's ports, `TightCover::multicast_ports[a..b]`, so that checking them touches
+    /// one small run of memory. Unicast: empty.
+    ports: (u32, u32),
+}
+
+impl PortFlow {
+    fn multicast(&self) -> bool {
+        self.ports.0 < self.ports.1
+    }
+}
+
+/// Patterns up to this many transfers get the second tight-cover pass (`schedule`).
+const SECOND_PASS_TRANSFERS: usize = 20_000;
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let lower_bound = pattern.lower_bound(o);
@@ -41,8 +62,8 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
     let (split, whole, list) = if o.pairs && multicast {
         let (split, whole) = rayon::join(
-            || tight_cover(pattern, o, true),
-            || tight_cover(pattern, o, false),
+            || tight_cover(pattern, o, true, false),
+            || tight_cover(pattern, o, false, false),
         );
         (split, Some(whole), None)
     } else if o.pairs {
@@ -50,7 +71,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         let (list, split) = rayon::join(
             || list_schedule(pattern, o, &stop),
             || {
-                let split = tight_cover(pattern, o, true);
+                let split = tight_cover(pattern, o, true, false);
                 if at_bound(&split) {
                     stop.store(true, Ordering::Relaxed);
                 }
@@ -60,7 +81,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         let list = list.filter(|_| !at_bound(&split));
         (split, None, list)
     } else {
-        let split = tight_cover(pattern, o, true);
+        let split = tight_cover(pattern, o, true, false);
         if at_bound(&split) {
             (split, None, None)
         } else {
@@ -68,7 +89,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
             let (list, whole) = rayon::join(
                 || list_schedule(pattern, o, &stop),
                 || {
-                    let whole = tight_cover(pattern, o, false);
+                    let whole = tight_cover(pattern, o, false, false);
                     if at_bound(&whole) {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -97,6 +118,31 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
             (list, h, "list")
         }
         _ => (tight, tight_horizon, kind),
+    };
+    // A second pass for patterns more than 1 % above the bound and small enough that it costs little:
+    // runs widen when their mates' flows fit the target running wide too, which suits phases where a
+    // pair's two tiles send one after the other (the kept schedule is the shorter, then the one with
+    // fewer pieces, the first on ties).
+    let (pieces, horizon, kind) = if o.pairs
+        && horizon - lower_bound > lower_bound / 100
+        && pattern.transfers.len() <= SECOND_PASS_TRANSFERS
+    {
+        let (split, whole) = rayon::join(
+            || tight_cover(pattern, o, true, true),
+            || multicast.then(|| tight_cover(pattern, o, false, true)),
+        );
+        let (second, second_kind) = match whole {
+            Some(whole) if better(&whole, &split) => (whole, "tight-cover-whole-mates-wide"),
+            _ => (split, "tight-cover-mates-wide"),
+        };
+        let h = self::horizon(&second, o);
+        if (h, second.len()) < (horizon, pieces.len()) {
+            (second, h, second_kind)
+        } else {
+            (pieces, horizon, kind)
+        }
+    } else {
+        (pieces, horizon, kind)
     };
     Schedule {
         pieces,
@@ -206,17 +252,23 @@ struct Flow {
 
 struct TightCover {
     o: Overheads,
+    mates_wide: bool,
     tiles: u32,
     flows: Vec<Flow>,
-    /// Flows of each port (sender ports `0..tiles`, receiver ports `tiles..2·tiles`), each with its
-    /// partner port (`NONE` for a multicast flow), kept compact for the scan in `try_start`.
-    port_flows: Vec<Vec<(u32, u32)>>,
+    /// Flows of each port (sender ports `0..tiles`, receiver ports `tiles..2·tiles`).
+    port_flows: Vec<Vec<PortFlow>>,
+    /// The ports of every multicast flow, one after another (`PortFlow::ports`).
+    multicast_ports: Vec<u32>,
     /// Words left of each flow (0 when finished), apart from `flows` for the same reason.
     rem: Vec<u32>,
+    /// One bit per flow, set when it has finished: small enough to stay in cache for the scan.
+    finished: Vec<u64>,
     running: Vec<Option<u32>>,
     end: Vec<u64>,
     /// Cost of the port's flows that are not running.
     rest: Vec<u64>,
+    /// The same if every one of those flows ran wide: what a pair mate needs at best.
+    rest_wide: Vec<u64>,
     target: u64,
     t: u64,
     events: BinaryHeap<Reverse<(u64, u32, u32)>>,
@@ -230,7 +282,14 @@ struct TightCover {
     parent: Vec<(u32, u32)>,
 }
 
-fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Piece> {
+/// `mates_wide`: a run widens when its mate ports' flows fit the target if they run wide too (else, if
+/// they run narrow).
+fn tight_cover(
+    pattern: &Pattern,
+    o: Overheads,
+    split_multicast: bool,
+    mates_wide: bool,
+) -> Vec<Piece> {
     // Every tile with its pair mate, so the mate of port `p` is `p ^ 1`.
     let tiles = pattern.tiles().next_multiple_of(2) as u32;
     let ports = 2 * tiles as usize;
@@ -313,24 +372,34 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
         }
     }
     let mut port_flows = vec![Vec::new(); ports];
+    let mut multicast_ports = Vec::new();
     let mut rest = vec![0u64; ports];
+    let mut rest_wide = vec![0u64; ports];
     for (f, flow) in flows.iter().enumerate() {
+        let at = multicast_ports.len() as u32;
+        if flow.ports.len() != 2 {
+            multicast_ports.extend(&flow.ports);
+        }
         for &p in &flow.ports {
-            let partner = match flow.ports[..] {
-                [a, b] => {
-                    if a == p {
-                        b
-                    } else {
-                        a
-                    }
-                }
-                _ => NONE,
+            let entry = match flow.ports[..] {
+                [a, b] => PortFlow {
+                    flow: f as u32,
+                    other: if a == p { b } else { a },
+                    ports: (0, 0),
+                },
+                _ => PortFlow {
+                    flow: f as u32,
+                    other: p,
+                    ports: (at, at + flow.ports.len() as u32),
+                },
             };
-            port_flows[p as usize].push((f as u32, partner));
+            port_flows[p as usize].push(entry);
             rest[p as usize] += u64::from(flow.rem) + g;
+            rest_wide[p as usize] += u64::from(flow.rem.div_ceil(2)) + g;
         }
     }
     let rem = flows.iter().map(|f| f.rem).collect();
+    let flow_count = flows.len();
     // With pairs the busiest ports must run wide to meet the bound: aim at the bound itself.
     let target = if o.pairs {
         let bound = u64::from(pattern.lower_bound(o));
@@ -340,13 +409,17 @@ fn tight_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pi
     };
     let mut s = TightCover {
         o,
+        mates_wide,
         tiles,
         flows,
         port_flows,
+        finished: vec![0; flow_count.div_ceil(64)],
+        multicast_ports,
         rem,
         running: vec![None; ports],
         end: vec![0; ports],
         rest,
+        rest_wide,
         target,
         t: 0,
         events: BinaryHeap::new(),
@@ -409,6 +482,15 @@ impl TightCover {
         held
     }
 
+    /// What free mate port `m` still needs (`mates_wide`: if all its flows ran wide).
+    fn mate_needs(&self, m: u32) -> u64 {
+        if self.mates_wide {
+            self.rest_wide[m as usize]
+        } else {
+            self.rest[m as usize]
+        }
+    }
+
     /// Whether `f` may run wide now: every mate port is free and stays within the target meanwhile.
     fn can_widen(&self, f: u32) -> bool {
         let flow = &self.flows[f as usize];
@@ -418,7 +500,7 @@ impl TightCover {
             && flow
                 .mates
                 .iter()
-                .all(|&m| self.free(m) && self.remaining(m) + self.t + cost <= self.target)
+                .all(|&m| self.free(m) && self.mate_needs(m) + self.t + cost <= self.target)
     }
 
     fn start(&mut self, f: u32, wide: bool) {
@@ -431,8 +513,10 @@ impl TightCover {
         flow.start = t;
         flow.version += 1;
         let version = flow.version;
+        let narrow_wide = self.wide_cost(f);
         for &p in &self.flows[f as usize].ports {
             self.rest[p as usize] -= narrow;
+            self.rest_wide[p as usize] -= narrow_wide;
         }
         for p in self.held(f) {
             self.running[p as usize] = Some(f);
@@ -461,6 +545,9 @@ impl TightCover {
         flow.done += sent;
         flow.rem -= sent;
         self.rem[f as usize] = flow.rem;
+        if flow.rem == 0 {
+            self.finished[f as usize / 64] |= 1 << (f % 64);
+        }
         flow.running = false;
         flow.wide = false;
         flow.version += 1;
@@ -469,44 +556,55 @@ impl TightCover {
         } else {
             0
         };
+        let rem_wide_cost = if flow.rem > 0 {
+            u64::from(flow.rem.div_ceil(2)) + g
+        } else {
+            0
+        };
         for &p in &self.flows[f as usize].ports {
             self.rest[p as usize] += rem_cost;
+            self.rest_wide[p as usize] += rem_wide_cost;
         }
         for p in held {
             self.running[p as usize] = None;
         }
     }
 
-    /// Starts the startable flow of `p` with the most critical partner. Finished flows leave `p`'s list.
+    /// Starts the startable flow of free port `p` with the most critical partner. Finished flows leave
+    /// `p`'s list. A flow whose partner (or watched port) is busy is passed over without looking further,
+    /// which keeps the scan within `p`'s list and a few small arrays.
     fn try_start(&mut self, p: u32) -> bool {
+        debug_assert!(self.free(p));
         let mut best: Option<(u64, u32, Reverse<u32>)> = None;
         let mut list = std::mem::take(&mut self.port_flows[p as usize]);
         let mut i = 0;
         while i < list.len() {
-            let (f, partner) = list[i];
-            let rem = self.rem[f as usize];
-            if rem == 0 {
+            let entry = list[i];
+            let (f, other) = (entry.flow, entry.other);
+            if self.finished[f as usize / 64] & (1 << (f % 64)) != 0 {
                 list.swap_remove(i);
                 continue;
             }
             i += 1;
-            let critical = if partner != NONE {
-                // A unicast flow is running exactly when its partner port runs it.
-                if !self.free(partner) || !self.free(p) {
+            // A running flow holds its ports: a busy partner or watched port rules the flow out.
+            if !self.free(other) {
+                continue;
+            }
+            let rem = self.rem[f as usize];
+            let critical = if entry.multicast() {
+                let ports = &self.multicast_ports[entry.ports.0 as usize..entry.ports.1 as usize];
+                if let Some(&busy) = ports.iter().find(|&&q| !self.free(q)) {
+                    list[i - 1].other = busy;
                     continue;
                 }
-                self.remaining(partner)
-            } else {
-                let flow = &self.flows[f as usize];
-                if flow.running || !flow.ports.iter().all(|&q| self.free(q)) {
-                    continue;
-                }
-                flow.ports
+                ports
                     .iter()
                     .filter(|&&q| q != p)
                     .map(|&q| self.remaining(q))
                     .max()
                     .unwrap_or(0)
+            } else {
+                self.remaining(other)
             };
             let key = (critical, rem, Reverse(f));
             if best.is_none_or(|b| key > b) {
@@ -541,7 +639,7 @@ impl TightCover {
             && flow
                 .mates
                 .iter()
-                .all(|&m| self.free(m) && self.remaining(m) + self.t + cost <= self.target);
+                .all(|&m| self.free(m) && self.mate_needs(m) + self.t + cost <= self.target);
         if widen {
             self.stop(f);
             self.start(f, true);
@@ -571,8 +669,10 @@ impl TightCover {
         let mut queue = VecDeque::from([v]);
         while let Some(a) = queue.pop_front() {
             for i in 0..self.port_flows[a as usize].len() {
-                let (f, x) = self.port_flows[a as usize][i];
-                if x == NONE || self.rem[f as usize] == 0 || self.flows[f as usize].running {
+                let entry = self.port_flows[a as usize][i];
+                let (f, x) = (entry.flow, entry.other);
+                if entry.multicast() || self.rem[f as usize] == 0 || self.flows[f as usize].running
+                {
                     continue;
                 }
                 if self.stamp[x as usize] == now {
@@ -612,9 +712,10 @@ impl TightCover {
     fn cover_multicast(&mut self, v: u32) -> bool {
         let g = self.g();
         let mut chosen: Option<(u32, u32)> = None;
-        for &(f, partner) in &self.port_flows[v as usize] {
+        for entry in &self.port_flows[v as usize] {
+            let f = entry.flow;
             let flow = &self.flows[f as usize];
-            if partner != NONE || self.rem[f as usize] == 0 || flow.running {
+            if !entry.multicast() || self.rem[f as usize] == 0 || flow.running {
                 continue;
             }
             let affordable =
