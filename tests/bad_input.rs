@@ -92,6 +92,27 @@ fn a_shape_too_large_for_tile_memory_names_tile_and_bytes_over_and_keeps_the_sto
         "{}",
         r.stderr
     );
+    // A shape whose operand panels sit beside the pieces they are gathered from is refused by
+    // lower_mid's estimate, not later by place_storage.
+    let r = sb.run(&[
+        "build",
+        SMALL,
+        "--tokens",
+        "20729",
+        "--dimension",
+        "100",
+        "--hidden",
+        "8000",
+        "--blocks",
+        "1",
+    ]);
+    r.assert_clean_failure();
+    assert!(
+        r.stderr.contains("does not fit in tile memory")
+            && !r.phases_run().contains(&"place_storage".to_string()),
+        "{}",
+        r.stderr
+    );
     // Nothing stored was lost or damaged.
     assert_eq!(
         std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap(),

@@ -4,13 +4,14 @@
 //! epilogue; an attention as a flash attention), enumerates candidate partitions of every operator over
 //! the tiles, costs each analytically with the target model (compute, exchange, per-tile memory) and
 //! keeps the best `finalists` whole-program plans. A matmul is partitioned into row blocks x column
-//! blocks of its output (column blocks a multiple of the AMP block width); an attention into batch-and-
-//! head groups of query blocks x key blocks, with the key sub-block its online softmax steps by.
+//! blocks of its output (column blocks a multiple of the AMP block width) x depth blocks of its
+//! reduction (a multiple of the AMP block depth); an attention into batch-and-head groups of query
+//! blocks x key blocks, with the key sub-block its online softmax steps by.
 //!
 //! Invariants (checked by [`verify`]): every graph operation is covered by exactly one operator; every
-//! partition covers its output (`row_blocks * block_rows >= m`, `col_blocks * block_cols >= n`; query and
-//! key blocks likewise) with no empty block and uses at most `target.tiles` tiles; every finalist's
-//! estimated memory fits a tile.
+//! partition covers its output and its reduction (`row_blocks * block_rows >= m`, `col_blocks *
+//! block_cols >= n`, `depth_blocks * block_depth >= k`; query and key blocks likewise) with no empty
+//! block and uses at most `target.tiles` tiles; every finalist's estimated memory fits a tile.
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{AttentionShape, DType, Graph, OpKind};
@@ -552,7 +553,8 @@ fn grid_partitions(op: &MatMul, target: &Target) -> Vec<Grid> {
     for w in 1..=n.div_ceil(width) {
         let block_cols = w * width;
         let col_blocks = n.div_ceil(block_cols);
-        if col_blocks > tiles {
+        // The narrowest width of each column-block count: wider ones only waste columns.
+        if col_blocks > tiles || (w > 1 && n.div_ceil((w - 1) * width) == col_blocks) {
             continue;
         }
         for row_blocks in 1..=(tiles / col_blocks).min(m) {
@@ -610,7 +612,8 @@ fn grid_estimate(op: &MatMul, p: &Grid, target: &Target, resident: u64) -> Opera
     let block_depth = u64::from(p.block_depth);
     let receive_bytes =
         rows * block_depth * 2 + block_depth * cols * 2 + op.bias.map_or(0, |_| cols * 2);
-    // Pieces: the A panel arrives from up to `col_blocks` producers, the B panel from `row_blocks` homes.
+    // Pieces: the A panel arrives from the pieces of its rows (input homes or the producer's blocks),
+    // the B panel from the weight's homes down its depth block.
     let pieces = u64::from(p.col_blocks + p.row_blocks);
     let (switch, transit) = (
         u64::from(target.mux_switch_cycles),
@@ -629,7 +632,9 @@ fn grid_estimate(op: &MatMul, p: &Grid, target: &Target, resident: u64) -> Opera
         exchange_cycles: exchange,
         receive_bytes: receive_bytes.max(shares),
         panel_bytes: a_panel,
-        other_bytes: out + resident + shares,
+        // The holder the A panel is gathered from (an input home or the producer's output) may sit on
+        // the same tile, as large as the panel.
+        other_bytes: out + resident + shares + a_panel,
         interleaved_bytes: b_panel + partials,
         cycles: compute + exchange + steps * target.sync_cycles,
     }

@@ -1363,7 +1363,10 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     for buf in &s.buffers {
         if !matches!(
             buf.class,
-            BufferClass::APanel | BufferClass::BPanel | BufferClass::BiasPanel
+            BufferClass::APanel
+                | BufferClass::BPanel
+                | BufferClass::BiasPanel
+                | BufferClass::PartialsShare
         ) {
             continue;
         }
@@ -1406,15 +1409,7 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
                     },
                 );
             }
-            if let VertexKind::AmpMatMul {
-                a,
-                b,
-                partials,
-                rows,
-                depth,
-                cols,
-            } = &vx.kind
-            {
+            if let VertexKind::AmpMatMul { b, partials, .. } = &vx.kind {
                 v.check(
                     s.buffers[partials.index()].needs_interleaved()
                         && s.buffers[b.buffer.index()].needs_interleaved(),
@@ -1425,29 +1420,62 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
                         )
                     },
                 );
-                let p = Operand::whole(*partials);
-                for (what, o, r, c) in [
-                    ("a", a, rows, depth),
-                    ("b", b, depth, cols),
-                    ("partials", &p, rows, cols),
-                ] {
-                    let buf = &s.buffers[o.buffer.index()];
-                    v.check(
-                        o.row + r <= buf.storage_rows() && o.col + c <= buf.storage_cols(),
-                        || {
-                            format!(
-                                "{}: AMP on {} reads {what} {r}x{c} from ({}, {}) of {}, stored {}x{}",
-                                cs.step,
-                                vx.tile,
-                                o.row,
-                                o.col,
-                                buf.id,
-                                buf.storage_rows(),
-                                buf.storage_cols()
-                            )
-                        },
-                    );
-                }
+            }
+            // Every operand window lies inside its buffer's storage.
+            let windows: Vec<(&str, Operand, u32, u32)> = match &vx.kind {
+                VertexKind::AmpMatMul {
+                    a,
+                    b,
+                    partials,
+                    rows,
+                    depth,
+                    cols,
+                } => vec![
+                    ("AMP input a", *a, *rows, *depth),
+                    ("AMP weights b", *b, *depth, *cols),
+                    ("AMP partials", Operand::whole(*partials), *rows, *cols),
+                ],
+                VertexKind::Epilogue {
+                    partials,
+                    out,
+                    rows,
+                    cols,
+                    ..
+                } => partials
+                    .iter()
+                    .map(|o| ("epilogue partials", *o, *rows, *cols))
+                    .chain([("epilogue output", Operand::whole(*out), *rows, *cols)])
+                    .collect(),
+                VertexKind::Combine {
+                    states,
+                    out,
+                    rows,
+                    cols,
+                    ..
+                } => states
+                    .iter()
+                    .map(|o| ("flash state", *o, rows + 2, *cols))
+                    .chain([("attention output", Operand::whole(*out), *rows, *cols)])
+                    .collect(),
+                VertexKind::Softmax { .. } | VertexKind::Accumulate { .. } => Vec::new(),
+            };
+            for (what, o, r, c) in windows {
+                let buf = &s.buffers[o.buffer.index()];
+                v.check(
+                    o.row + r <= buf.storage_rows() && o.col + c <= buf.storage_cols(),
+                    || {
+                        format!(
+                            "{}: {what} on {} takes {r}x{c} from ({}, {}) of {}, stored {}x{}",
+                            cs.step,
+                            vx.tile,
+                            o.row,
+                            o.col,
+                            buf.id,
+                            buf.storage_rows(),
+                            buf.storage_cols()
+                        )
+                    },
+                );
             }
         }
     }
