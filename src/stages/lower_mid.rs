@@ -787,6 +787,12 @@ fn fits(e: &OperatorEstimate, target: &Target) -> bool {
     in_standard || in_interleaved
 }
 
+/// Whether `blocks` blocks of `size` cover `len` with none empty.
+fn tiles_exactly(blocks: u32, size: u32, len: u32) -> bool {
+    let (blocks, size, len) = (u64::from(blocks), u64::from(size), u64::from(len));
+    blocks > 0 && blocks * size >= len && (blocks - 1) * size < len
+}
+
 /// Checks a mid against its graph and target; returns every problem found.
 pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
     let mut v = Verifier::default();
@@ -813,26 +819,18 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
             });
             match (o, p) {
                 (Operator::MatMul(o), Partition::Grid(p)) => {
-                    v.check(
-                        p.row_blocks * p.block_rows >= o.m
-                            && (p.row_blocks - 1) * p.block_rows < o.m,
-                        || {
-                            format!(
-                                "finalist {f} {id}: row blocks {p:?} do not tile {} rows",
-                                o.m
-                            )
-                        },
-                    );
-                    v.check(
-                        p.col_blocks * p.block_cols >= o.n
-                            && (p.col_blocks - 1) * p.block_cols < o.n,
-                        || {
-                            format!(
-                                "finalist {f} {id}: column blocks {p:?} do not tile {} columns",
-                                o.n
-                            )
-                        },
-                    );
+                    v.check(tiles_exactly(p.row_blocks, p.block_rows, o.m), || {
+                        format!(
+                            "finalist {f} {id}: row blocks {p:?} do not tile {} rows",
+                            o.m
+                        )
+                    });
+                    v.check(tiles_exactly(p.col_blocks, p.block_cols, o.n), || {
+                        format!(
+                            "finalist {f} {id}: column blocks {p:?} do not tile {} columns",
+                            o.n
+                        )
+                    });
                     v.check(p.block_cols % target.amp_block_width == 0, || {
                         format!(
                             "finalist {f} {id}: block width {} is not a multiple of {}",
@@ -840,8 +838,7 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
                         )
                     });
                     v.check(
-                        p.depth_blocks * p.block_depth >= o.k
-                            && (p.depth_blocks - 1) * p.block_depth < o.k
+                        tiles_exactly(p.depth_blocks, p.block_depth, o.k)
                             && (p.depth_blocks == 1 || p.block_depth % target.amp_block_depth == 0),
                         || format!("finalist {f} {id}: depth blocks {p:?} do not tile {}", o.k),
                     );
@@ -850,10 +847,8 @@ pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
                     let s = a.shape;
                     v.check(
                         p.groups == a.groups()
-                            && p.query_blocks * p.block_queries >= s.queries
-                            && (p.query_blocks - 1) * p.block_queries < s.queries
-                            && p.key_blocks * p.block_keys >= s.seen_keys()
-                            && (p.key_blocks - 1) * p.block_keys < s.seen_keys(),
+                            && tiles_exactly(p.query_blocks, p.block_queries, s.queries)
+                            && tiles_exactly(p.key_blocks, p.block_keys, s.seen_keys()),
                         || format!("finalist {f} {id}: {p:?} does not tile {s:?}"),
                     );
                     v.check(p.tiles_per_group == p.cells(&s), || {
