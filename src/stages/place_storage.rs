@@ -86,7 +86,8 @@ pub enum PlaceStorageError {
         capacity: u64,
     },
     #[error(
-        "{tile}: {buffer} ({what}, {bytes} bytes) does not fit although {free} bytes are free: memory is fragmented"
+        "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {free} bytes of the tile are free while it is live, \
+         but no hole of the regions it may use (interleaved memory only, for AMP weights and partials) is large enough"
     )]
     Fragmented {
         tile: TileId,
