@@ -234,22 +234,13 @@ pub fn generate(value: &Value, seed: u64) -> Vec<f16> {
 pub struct Reference {
     /// Every value's data, indexed by value id (empty for values never computed).
     pub data: Vec<Vec<f64>>,
-    /// Over every attention row: the largest `|scale · q·k|`, the largest spread (max − min) of the
-    /// scaled logits, the largest `√Σ w²` of the softmax weights (how concentrated they are), and over
-    /// every output element the largest `√Σ_j w_j² (v_j − o)²` (how much independent relative errors
-    /// of the weights move it).
-    pub largest_logit: f64,
-    pub largest_spread: f64,
-    pub largest_concentration: f64,
-    pub largest_sensitivity: f64,
-    /// Over every attention row: `√⌈keys/16⌉ · (|o| + 2 |v| √Σ w²)`, the size of the rounding walk of
-    /// its weighted sum's partials in units of the partials' roundoff.
-    pub largest_partials_walk: f64,
+    /// The attention's softmax, at its largest over every row.
+    pub softmax: SoftmaxStatistics,
 }
 
 /// Evaluates the graph in float64 from the (f16) host data of its inputs and weights.
 pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Reference {
-    let mut stats = RowStats::default();
+    let mut softmax = SoftmaxStatistics::default();
     let mut data: Vec<Vec<f64>> = host
         .iter()
         .map(|v| v.iter().map(|x| x.to_f64()).collect())
@@ -287,37 +278,35 @@ pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Reference {
                 let shape = graph.attention_shape(op).expect("an attention has a shape");
                 let (out, s) =
                     attention_f64(&shape, &data[q.index()], &data[k.index()], &data[v.index()]);
-                stats = stats.max(s);
+                softmax = softmax.max(s);
                 out
             }
         };
         data[op.out.index()] = result;
     }
-    Reference {
-        data,
-        largest_logit: stats.logit,
-        largest_spread: stats.spread,
-        largest_concentration: stats.concentration,
-        largest_sensitivity: stats.sensitivity,
-        largest_partials_walk: stats.partials_walk,
-    }
+    Reference { data, softmax }
 }
 
+/// What the attention tolerance needs from the reference's softmax, per row (or output element).
 #[derive(Clone, Copy, Debug, Default)]
-struct RowStats {
-    logit: f64,
-    spread: f64,
-    concentration: f64,
-    sensitivity: f64,
-    partials_walk: f64,
+pub struct SoftmaxStatistics {
+    /// `|scale · q·k|`.
+    pub logit: f64,
+    /// The spread (max − min) of the scaled logits.
+    pub spread: f64,
+    /// `√Σ_j w_j² (v_j − o)²` of an output element: how much independent relative errors of the
+    /// weights move it.
+    pub sensitivity: f64,
+    /// `√⌈keys/16⌉ · (|o| + 2 |v| √Σ w²)`: the rounding walk of the weighted sum's partials in units
+    /// of the partials' roundoff.
+    pub partials_walk: f64,
 }
 
-impl RowStats {
-    fn max(self, o: RowStats) -> RowStats {
-        RowStats {
+impl SoftmaxStatistics {
+    fn max(self, o: SoftmaxStatistics) -> SoftmaxStatistics {
+        SoftmaxStatistics {
             logit: self.logit.max(o.logit),
             spread: self.spread.max(o.spread),
-            concentration: self.concentration.max(o.concentration),
             sensitivity: self.sensitivity.max(o.sensitivity),
             partials_walk: self.partials_walk.max(o.partials_walk),
         }
@@ -325,7 +314,12 @@ impl RowStats {
 }
 
 /// Attention in float64: per batch, head and query, `softmax(q · kᵀ / √d) · v` over the visible keys.
-fn attention_f64(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f64>, RowStats) {
+fn attention_f64(
+    s: &AttentionShape,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+) -> (Vec<f64>, SoftmaxStatistics) {
     let (d, width) = (s.head_dim as usize, (s.heads * s.head_dim) as usize);
     let scale = 1.0 / f64::from(s.head_dim).sqrt();
     let rows = (s.batch * s.queries) as usize;
@@ -351,7 +345,7 @@ fn attention_f64(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f6
         .par_chunks_mut(width)
         .enumerate()
         .map(|(row, o)| {
-            let mut stats = RowStats::default();
+            let mut stats = SoftmaxStatistics::default();
             let (batch, i) = (row / s.queries as usize, (row % s.queries as usize) as u32);
             let visible = s.visible_keys(i) as usize;
             for h in 0..s.heads as usize {
@@ -391,18 +385,17 @@ fn attention_f64(s: &AttentionShape, q: &[f64], k: &[f64], v: &[f64]) -> (Vec<f6
                     .sqrt();
                 let largest_value = largest_values[batch][h][visible - 1];
                 let largest_output = o.iter().fold(0f64, |m, x| m.max(x.abs()));
-                stats = stats.max(RowStats {
+                stats = stats.max(SoftmaxStatistics {
                     sensitivity: moved.iter().copied().fold(0f64, f64::max).sqrt(),
                     logit: top.abs().max(bottom.abs()),
                     spread: top - bottom,
-                    concentration,
                     partials_walk: (visible.div_ceil(16) as f64).sqrt()
                         * (largest_output + 2.0 * largest_value * concentration),
                 });
             }
             stats
         })
-        .reduce(RowStats::default, RowStats::max);
+        .reduce(SoftmaxStatistics::default, SoftmaxStatistics::max);
     (out, stats)
 }
 
@@ -443,10 +436,10 @@ pub fn tolerance(graph: &Graph, reference: &Reference, max_output: f64) -> f64 {
             }
             OpKind::Attention { .. } => {
                 let s = graph.attention_shape(op).expect("an attention has a shape");
-                let weight = u16 * (1.0 + reference.largest_spread)
-                    + up * f64::from(s.head_dim.div_ceil(16)).sqrt() * reference.largest_logit;
+                let weight = u16 * (1.0 + reference.softmax.spread)
+                    + up * f64::from(s.head_dim.div_ceil(16)).sqrt() * reference.softmax.logit;
                 error +=
-                    reference.largest_sensitivity * weight + up * reference.largest_partials_walk;
+                    reference.softmax.sensitivity * weight + up * reference.softmax.partials_walk;
                 relative += u16;
             }
             _ => {}

@@ -241,18 +241,18 @@ pub fn tile_programs(
                             base + buf(o.buffer).operand_offset(o)
                         }
                     };
-                    let instr = match &v.kind {
-                        &VertexKind::AmpMatMul {
-                            ref a,
-                            ref b,
+                    let instr = match v.kind.clone() {
+                        VertexKind::AmpMatMul {
+                            a,
+                            b,
                             partials,
                             rows,
                             depth,
                             cols,
                         } => Instr::Amp {
-                            a: operand(a),
+                            a: operand(&a),
                             a_stride: stride(a.buffer),
-                            b: operand(b),
+                            b: operand(&b),
                             b_stride: stride(b.buffer),
                             partials: at(partials),
                             partials_stride: stride(partials),
@@ -275,13 +275,13 @@ pub fn tile_programs(
                                 .collect(),
                             partials_type: buf(partials[0].buffer).dtype,
                             bias: bias.map(&at),
-                            out: at(*out),
-                            out_stride: stride(*out),
-                            rows: *rows,
-                            cols: *cols,
-                            gelu: *gelu,
+                            out: at(out),
+                            out_stride: stride(out),
+                            rows,
+                            cols,
+                            gelu,
                         },
-                        &VertexKind::Softmax {
+                        VertexKind::Softmax {
                             scores,
                             probabilities,
                             state,
@@ -308,7 +308,7 @@ pub fn tile_programs(
                             first,
                             scale_bits,
                         },
-                        &VertexKind::Accumulate {
+                        VertexKind::Accumulate {
                             partials,
                             state,
                             rescale,
@@ -337,11 +337,11 @@ pub fn tile_programs(
                                 .iter()
                                 .map(|o| (operand(o), stride(o.buffer)))
                                 .collect(),
-                            out: at(*out),
-                            out_stride: stride(*out),
-                            rows: *rows,
-                            cols: *cols,
-                            scale_bits: *scale_bits,
+                            out: at(out),
+                            out_stride: stride(out),
+                            rows,
+                            cols,
+                            scale_bits,
                         },
                     };
                     instrs[v.tile.index()].push(instr);
