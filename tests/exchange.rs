@@ -100,7 +100,7 @@ fn the_checker_sees_collisions_gaps_and_late_arrivals() {
         horizon,
         lower_bound: good.lower_bound,
         kind: "t".into(),
-        list_horizon: None,
+        initial_horizon: 0,
     };
     // Two senders reach tile2 at once.
     let e = check(&pattern, o, &broken(vec![piece(0, 0), piece(0, 1)], 100));
@@ -153,7 +153,7 @@ fn the_checker_does_not_wrap_around_or_trust_a_recorded_bound() {
         horizon: 12,
         lower_bound: 12,
         kind: "forged".into(),
-        list_horizon: None,
+        initial_horizon: 0,
     };
     let errors = check(&pattern, o, &forged);
     assert!(
@@ -208,7 +208,7 @@ fn the_checker_sees_wide_pieces_against_their_pair_mates() {
         horizon: 100,
         lower_bound: good.lower_bound,
         kind: "t".into(),
-        list_horizon: None,
+        initial_horizon: 0,
     };
     // A wide send from tile0 while its mate tile1 sends.
     let e = check(

@@ -25,13 +25,13 @@ pub fn bench_one(name: &str, p: &Pattern, o: Overheads) -> Result<()> {
     }
     let gap = s.horizon - s.lower_bound;
     println!(
-        "{name:<36} transfers={:>7} lower_bound={:>6} horizon={:>6} gap={:>5} ({:>5.2}%) list_horizon={:>6} kind={:<11} pieces_per_transfer={:.3} ms={:.1} check_ms={:.1}",
+        "{name:<36} transfers={:>7} lower_bound={:>6} horizon={:>6} gap={:>5} ({:>5.2}%) initial_horizon={:>6} kind={:<16} pieces_per_transfer={:.3} ms={:.1} check_ms={:.1}",
         p.transfers.len(),
         s.lower_bound,
         s.horizon,
         gap,
         100.0 * f64::from(gap) / f64::from(s.lower_bound.max(1)),
-        s.list_horizon.map_or("-".to_string(), |h| h.to_string()),
+        s.initial_horizon,
         s.kind,
         s.pieces_per_transfer(p.transfers.len()),
         ms,

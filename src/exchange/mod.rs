@@ -188,9 +188,8 @@ pub struct Schedule {
     pub lower_bound: u32,
     /// The strategy whose schedule was kept.
     pub kind: String,
-    /// The horizon of the list schedule, for comparison; `None` when tight cover met the bound first
-    /// and the list schedule stopped.
-    pub list_horizon: Option<u32>,
+    /// The horizon of the first strategy tried, for comparison.
+    pub initial_horizon: u32,
 }
 
 impl Schedule {

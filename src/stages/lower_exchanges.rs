@@ -45,12 +45,12 @@ pub struct Exchanges {
 
 impl crate::store::Artifact for Exchanges {
     const KIND: &'static str = "exchanges";
-    const SCHEMA: u32 = 3;
+    const SCHEMA: u32 = 4;
 }
 
 impl crate::store::Artifact for Schedule {
     const KIND: &'static str = "exchange_schedule";
-    const SCHEMA: u32 = 2;
+    const SCHEMA: u32 = 3;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -167,7 +167,7 @@ pub fn lower_exchanges(
         };
         tracing::info!(
             phase = ex.id.0,
-            initial_horizon = schedule.list_horizon.unwrap_or(schedule.horizon),
+            initial_horizon = schedule.initial_horizon,
             selected_horizon = schedule.horizon,
             endpoint_lower_bound = schedule.lower_bound,
             lower_bound_gap = schedule.horizon - schedule.lower_bound,
@@ -197,13 +197,13 @@ impl Exchanges {
             let sc = &p.schedule;
             let _ = writeln!(
                 s,
-                "{}: pieces={} horizon={} endpoint_lower_bound={} gap={} list_horizon={} strategy={}",
+                "{}: pieces={} horizon={} endpoint_lower_bound={} gap={} initial_horizon={} strategy={}",
                 p.id,
                 sc.pieces.len(),
                 sc.horizon,
                 sc.lower_bound,
                 sc.horizon - sc.lower_bound,
-                sc.list_horizon.map_or("-".to_string(), |h| h.to_string()),
+                sc.initial_horizon,
                 sc.kind
             );
         }
