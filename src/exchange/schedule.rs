@@ -1,16 +1,18 @@
 //! Scheduling an exchange pattern: several strategies, keep the shortest.
 //!
 //! - `tight-cover`: an event loop over sender and receiver ports (the critical-line method of the
-//!   preemptive open shop). A multicast transfer is sent once per group of its destinations, in as many
-//!   groups as the sender's slack pays for without raising the bound (one group per destination at most);
-//!   `-whole` variants keep every multicast whole, which suits gathers along the rows and columns of
-//!   tile grids, where splitting costs more switches than it saves. Every piece occupies both its ports for
-//!   `switch + words` cycles (a receiver's mux switch comes first), so the loop is a symmetric open shop
-//!   with the target horizon `H` = the busiest port's load. Ports start the transfer with the most critical
-//!   partner whenever both ends are free; a port that would otherwise miss `H` (its remaining load equals
-//!   the time left: it is *tight*) takes a partner along an alternating path, preempting pieces of ports
-//!   with slack. A preempted transfer needs one more switch later, so `H` may grow by that switch. With no
-//!   overheads and no multicast the result is exactly the bound.
+//!   preemptive open shop). A multicast transfer is sent once per group of its destinations, in as
+//!   many groups as the sender's slack pays for without raising the bound (one group per destination
+//!   at most); `-whole` variants keep every multicast whole, which suits gathers along the rows and
+//!   columns of tile grids, where splitting costs more switches than it saves (patterns of more than
+//!   [`WHOLE_MULTICAST_TRANSFERS`] transfers skip them). Every piece occupies both its ports for
+//!   `switch + words` cycles (a receiver's mux switch comes first), so the loop is a symmetric open
+//!   shop with the target horizon `H` = the busiest port's load. Whenever both ends are free, a port
+//!   starts the transfer whose partners have the most load besides it; a port that would otherwise
+//!   miss `H` (its remaining load equals the time left: it is *tight*) takes a partner along an
+//!   alternating path, preempting pieces of ports with slack. A preempted transfer needs one more
+//!   switch later, so `H` may grow by that switch. With no overheads and no multicast the result is
+//!   exactly the bound.
 //! - Supertile pairs, three ways:
 //!   - `narrow-cover`: tight cover with no wide piece. It meets the bound when no pair needs its bus
 //!     doubled, as in shifted all-to-all phases.
@@ -37,26 +39,31 @@ use super::{Overheads, Pattern, Piece, Schedule};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-/// A flow in a port's list, kept compact for the scan in `try_start`.
+/// A flow in a port's list: eight bytes, because `try_start` streams through whole lists.
 #[derive(Clone, Copy)]
 struct PortFlow {
-    flow: u32,
+    /// The flow, with [`PortFlow::MULTICAST`] set for a flow of more than two ports.
+    tagged: u32,
     /// Unicast: the partner port. Multicast: a port of the flow last seen busy (any port at first), so
     /// the scan rejects the flow without looking at its ports while that port stays busy.
     other: u32,
-    /// Multicast: the flow's ports, `TightCover::multicast_ports[a..b]`, so that checking them touches
-    /// one small run of memory. Unicast: empty.
-    ports: (u32, u32),
 }
 
 impl PortFlow {
+    const MULTICAST: u32 = 1 << 31;
+    fn flow(&self) -> u32 {
+        self.tagged & !Self::MULTICAST
+    }
     fn multicast(&self) -> bool {
-        self.ports.0 < self.ports.1
+        self.tagged & Self::MULTICAST != 0
     }
 }
 
 /// Patterns up to this many transfers get the mates-wide pass (`schedule`).
 const SECOND_PASS_TRANSFERS: usize = 20_000;
+
+/// Patterns up to this many transfers also try their multicasts whole (`schedule`).
+const WHOLE_MULTICAST_TRANSFERS: usize = 50_000;
 
 /// One way to schedule a pattern.
 #[derive(Clone, Copy, Debug)]
@@ -139,9 +146,11 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
     // Splitting multicasts suits scattered destinations; whole multicasts suit gathers along the
     // rows and columns of tile grids, where splitting costs more switches than it saves.
+    // Whole multicasts pay off on gathers, whose phases have few transfers; large phases skip them.
+    let whole_too = multicast && pattern.transfers.len() <= WHOLE_MULTICAST_TRANSFERS;
     let variants = |make: fn(bool) -> Strategy| {
         let mut v = vec![make(true)];
-        if multicast {
+        if whole_too {
             v.push(make(false));
         }
         v
@@ -186,7 +195,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         // Without pairs, tight cover with multicasts split meets the bound on most patterns.
         let split = cover(true).run(pattern, o);
         let initial = split.horizon;
-        if split.horizon > lower_bound && multicast {
+        if split.horizon > lower_bound && whole_too {
             (initial, best([split, cover(false).run(pattern, o)]))
         } else {
             (initial, split)
@@ -218,10 +227,9 @@ fn sorted(mut pieces: Vec<Piece>) -> Vec<Piece> {
 struct Flow {
     transfer: u32,
     destinations: Option<(u32, u32)>,
-    /// Ports: the sender port first, then receiver ports.
-    ports: Vec<u32>,
-    /// The pair mates of the ports that are not ports themselves: a wide run holds them too.
-    mates: Vec<u32>,
+    /// `TightCover::flow_ports[a..b]` are its ports, the sender port first, then receiver ports;
+    /// `[b..c]` the pair mates of those ports that are not ports themselves: a wide run holds them too.
+    span: (u32, u32, u32),
     done: u32,
     rem: u32,
     running: bool,
@@ -238,8 +246,8 @@ struct TightCover {
     flows: Vec<Flow>,
     /// Flows of each port (sender ports `0..tiles`, receiver ports `tiles..2·tiles`).
     port_flows: Vec<Vec<PortFlow>>,
-    /// The ports of every multicast flow, one after another (`PortFlow::ports`).
-    multicast_ports: Vec<u32>,
+    /// The ports and mates of every flow, one flow after another (`Flow::span`).
+    flow_ports: Vec<u32>,
     /// Words left of each flow (0 when finished), apart from `flows` for the same reason.
     rem: Vec<u32>,
     /// One bit per flow, set when it has finished: small enough to stay in cache for the scan.
@@ -305,27 +313,28 @@ fn tight_cover(
         load[t.source as usize] += (groups[i] - 1) * cost;
     }
     let mut flows = Vec::new();
+    let mut flow_ports: Vec<u32> = Vec::new();
     for (i, t) in pattern.transfers.iter().enumerate() {
         if t.words == 0 {
             continue;
         }
-        let flow = |destination: Option<(u32, u32)>, ports: Vec<u32>| {
-            let mut mates: Vec<u32> = if o.pairs {
-                ports
-                    .iter()
-                    .map(|&p| p ^ 1)
-                    .filter(|m| !ports.contains(m))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            mates.sort_unstable();
-            mates.dedup();
+        let mut flow = |destination: Option<(u32, u32)>, ports: &mut dyn Iterator<Item = u32>| {
+            let a = flow_ports.len();
+            flow_ports.extend(ports);
+            let b = flow_ports.len();
+            if o.pairs {
+                for k in a..b {
+                    let m = flow_ports[k] ^ 1;
+                    if !flow_ports[a..].contains(&m) {
+                        flow_ports.push(m);
+                    }
+                }
+                flow_ports[b..].sort_unstable();
+            }
             Flow {
                 transfer: i as u32,
                 destinations: destination,
-                ports,
-                mates,
+                span: (a as u32, b as u32, flow_ports.len() as u32),
                 done: 0,
                 rem: t.words,
                 running: false,
@@ -336,43 +345,36 @@ fn tight_cover(
         };
         let n = t.destinations.len() as u64;
         if groups[i] == 1 {
-            let ports = std::iter::once(t.source)
-                .chain(t.destinations.iter().map(|&d| tiles + d))
-                .collect();
-            flows.push(flow(None, ports));
+            let mut ports =
+                std::iter::once(t.source).chain(t.destinations.iter().map(|&d| tiles + d));
+            flows.push(flow(None, &mut ports));
         } else {
             for k in 0..groups[i] {
                 let (a, b) = (
                     (k * n / groups[i]) as usize,
                     ((k + 1) * n / groups[i]) as usize,
                 );
-                let ports = std::iter::once(t.source)
-                    .chain(t.destinations[a..b].iter().map(|&d| tiles + d))
-                    .collect();
-                flows.push(flow(Some((a as u32, b as u32)), ports));
+                let mut ports = std::iter::once(t.source)
+                    .chain(t.destinations[a..b].iter().map(|&d| tiles + d));
+                flows.push(flow(Some((a as u32, b as u32)), &mut ports));
             }
         }
     }
     let mut port_flows = vec![Vec::new(); ports];
-    let mut multicast_ports = Vec::new();
     let mut rest = vec![0u64; ports];
     let mut rest_wide = vec![0u64; ports];
     for (f, flow) in flows.iter().enumerate() {
-        let at = multicast_ports.len() as u32;
-        if flow.ports.len() != 2 {
-            multicast_ports.extend(&flow.ports);
-        }
-        for &p in &flow.ports {
-            let entry = match flow.ports[..] {
-                [a, b] => PortFlow {
-                    flow: f as u32,
-                    other: if a == p { b } else { a },
-                    ports: (0, 0),
+        let (a, b, _) = flow.span;
+        let flow_ports_of = &flow_ports[a as usize..b as usize];
+        for &p in flow_ports_of {
+            let entry = match flow_ports_of {
+                &[x, y] => PortFlow {
+                    tagged: f as u32,
+                    other: if x == p { y } else { x },
                 },
                 _ => PortFlow {
-                    flow: f as u32,
+                    tagged: f as u32 | PortFlow::MULTICAST,
                     other: p,
-                    ports: (at, at + flow.ports.len() as u32),
                 },
             };
             port_flows[p as usize].push(entry);
@@ -396,7 +398,7 @@ fn tight_cover(
         flows,
         port_flows,
         finished: vec![0; flow_count.div_ceil(64)],
-        multicast_ports,
+        flow_ports,
         rem,
         running: vec![None; ports],
         end: vec![0; ports],
@@ -455,13 +457,33 @@ impl TightCover {
     }
 
     /// The ports a running flow holds: its own, and its mates' when wide.
-    fn held(&self, f: u32) -> Vec<u32> {
+    fn held(&self, f: u32) -> &[u32] {
         let flow = &self.flows[f as usize];
-        let mut held = flow.ports.clone();
-        if flow.wide {
-            held.extend(&flow.mates);
+        let (a, b, c) = flow.span;
+        &self.flow_ports[a as usize..if flow.wide { c } else { b } as usize]
+    }
+
+    /// The ports of flow `f`.
+    fn ports(&self, f: u32) -> &[u32] {
+        let (a, b, _) = self.flows[f as usize].span;
+        &self.flow_ports[a as usize..b as usize]
+    }
+
+    /// The mates of flow `f`'s ports that are not its ports.
+    fn mates(&self, f: u32) -> &[u32] {
+        let (_, b, c) = self.flows[f as usize].span;
+        &self.flow_ports[b as usize..c as usize]
+    }
+
+    /// Marks the ports `f` holds as running `holder` (until `end`).
+    fn hold(&mut self, f: u32, holder: Option<u32>, end: u64) {
+        let flow = &self.flows[f as usize];
+        let (a, b, c) = flow.span;
+        let held = &self.flow_ports[a as usize..if flow.wide { c } else { b } as usize];
+        for &p in held {
+            self.running[p as usize] = holder;
+            self.end[p as usize] = end;
         }
-        held
     }
 
     /// What free mate port `m` still needs (`mates_wide`: if all its flows ran wide).
@@ -479,8 +501,8 @@ impl TightCover {
         let cost = self.wide_cost(f);
         self.o.pairs
             && flow.rem >= 2
-            && flow
-                .mates
+            && self
+                .mates(f)
                 .iter()
                 .all(|&m| self.free(m) && self.mate_needs(m) + self.t + cost <= self.target)
     }
@@ -496,21 +518,19 @@ impl TightCover {
         flow.version += 1;
         let version = flow.version;
         let narrow_wide = self.wide_cost(f);
-        for &p in &self.flows[f as usize].ports {
+        let (a, b, _) = self.flows[f as usize].span;
+        for &p in &self.flow_ports[a as usize..b as usize] {
             self.rest[p as usize] -= narrow;
             self.rest_wide[p as usize] -= narrow_wide;
         }
-        for p in self.held(f) {
-            self.running[p as usize] = Some(f);
-            self.end[p as usize] = t + cost;
-        }
+        self.hold(f, Some(f), t + cost);
         self.events.push(Reverse((t + cost, f, version)));
     }
 
     /// Ends the running piece of `f` at the current time; what was sent becomes a piece.
     fn stop(&mut self, f: u32) {
         let (t, g) = (self.t, self.g());
-        let held = self.held(f);
+        self.hold(f, None, t);
         let flow = &mut self.flows[f as usize];
         let cycles = t.saturating_sub(flow.start + g);
         let sent = (cycles << u32::from(flow.wide)).min(u64::from(flow.rem)) as u32;
@@ -543,16 +563,15 @@ impl TightCover {
         } else {
             0
         };
-        for &p in &self.flows[f as usize].ports {
+        let (a, b, _) = self.flows[f as usize].span;
+        for &p in &self.flow_ports[a as usize..b as usize] {
             self.rest[p as usize] += rem_cost;
             self.rest_wide[p as usize] += rem_wide_cost;
         }
-        for p in held {
-            self.running[p as usize] = None;
-        }
     }
 
-    /// Starts the startable flow of free port `p` with the most critical partner. Finished flows leave
+    /// Starts the startable flow of free port `p` whose partners have the most load besides it: they
+    /// have the least slack once it is done. Finished flows leave
     /// `p`'s list. A flow whose partner (or watched port) is busy is passed over without looking further,
     /// which keeps the scan within `p`'s list and a few small arrays.
     fn try_start(&mut self, p: u32) -> bool {
@@ -562,7 +581,7 @@ impl TightCover {
         let mut i = 0;
         while i < list.len() {
             let entry = list[i];
-            let (f, other) = (entry.flow, entry.other);
+            let (f, other) = (entry.flow(), entry.other);
             if self.finished[f as usize / 64] & (1 << (f % 64)) != 0 {
                 list.swap_remove(i);
                 continue;
@@ -574,7 +593,7 @@ impl TightCover {
             }
             let rem = self.rem[f as usize];
             let critical = if entry.multicast() {
-                let ports = &self.multicast_ports[entry.ports.0 as usize..entry.ports.1 as usize];
+                let ports = self.ports(f);
                 if let Some(&busy) = ports.iter().find(|&&q| !self.free(q)) {
                     list[i - 1].other = busy;
                     continue;
@@ -588,7 +607,9 @@ impl TightCover {
             } else {
                 self.remaining(other)
             };
-            let key = (critical, rem, Reverse(f));
+            // The partner with the most load besides this flow goes first: it has the least slack
+            // once this flow is done.
+            let key = (critical.saturating_sub(u64::from(rem)), rem, Reverse(f));
             if best.is_none_or(|b| key > b) {
                 best = Some(key);
             }
@@ -618,8 +639,8 @@ impl TightCover {
         let rem = u64::from(flow.rem).saturating_sub(sent);
         let cost = rem.div_ceil(2) + g;
         let widen = rem / 2 > 2 * g
-            && flow
-                .mates
+            && self
+                .mates(f)
                 .iter()
                 .all(|&m| self.free(m) && self.mate_needs(m) + self.t + cost <= self.target);
         if widen {
@@ -652,7 +673,7 @@ impl TightCover {
         while let Some(a) = queue.pop_front() {
             for i in 0..self.port_flows[a as usize].len() {
                 let entry = self.port_flows[a as usize][i];
-                let (f, x) = (entry.flow, entry.other);
+                let (f, x) = (entry.flow(), entry.other);
                 if entry.multicast() || self.rem[f as usize] == 0 || self.flows[f as usize].running
                 {
                     continue;
@@ -666,15 +687,13 @@ impl TightCover {
                     self.augment(v, x);
                     return true;
                 };
-                let other = &self.flows[busy as usize];
-                if other.ports.len() != 2 || other.wide {
+                let &[p0, p1] = self.ports(busy) else {
+                    continue;
+                };
+                if self.flows[busy as usize].wide {
                     continue;
                 }
-                let b = if other.ports[0] == x {
-                    other.ports[1]
-                } else {
-                    other.ports[0]
-                };
+                let b = if p0 == x { p1 } else { p0 };
                 if self.remaining(b) + self.g() + self.t < self.target {
                     self.augment(v, x);
                     return true;
@@ -695,26 +714,24 @@ impl TightCover {
         let g = self.g();
         let mut chosen: Option<(u32, u32)> = None;
         for entry in &self.port_flows[v as usize] {
-            let f = entry.flow;
+            let f = entry.flow();
             let flow = &self.flows[f as usize];
             if !entry.multicast() || self.rem[f as usize] == 0 || flow.running {
                 continue;
             }
-            let affordable =
-                flow.ports
-                    .iter()
-                    .filter(|&&q| q != v)
-                    .all(|&q| match self.running[q as usize] {
-                        None => true,
-                        Some(r) => self.flows[r as usize].ports.iter().all(|&u| {
-                            let after = self.remaining(u) + g + self.t;
-                            if u == q {
-                                after <= self.target
-                            } else {
-                                after < self.target
-                            }
-                        }),
-                    });
+            let affordable = self.ports(f).iter().filter(|&&q| q != v).all(|&q| {
+                match self.running[q as usize] {
+                    None => true,
+                    Some(r) => self.ports(r).iter().all(|&u| {
+                        let after = self.remaining(u) + g + self.t;
+                        if u == q {
+                            after <= self.target
+                        } else {
+                            after < self.target
+                        }
+                    }),
+                }
+            });
             if affordable && chosen.is_none_or(|(_, rem)| self.rem[f as usize] > rem) {
                 chosen = Some((f, self.rem[f as usize]));
             }
@@ -722,9 +739,9 @@ impl TightCover {
         let Some((f, _)) = chosen else { return false };
         self.stamp_now += 1;
         let mut touched = Vec::new();
-        for q in self.flows[f as usize].ports.clone() {
-            if let Some(r) = self.running[q as usize] {
-                touched.extend(self.held(r));
+        for i in 0..self.ports(f).len() {
+            if let Some(r) = self.running[self.ports(f)[i] as usize] {
+                touched.extend_from_slice(self.held(r));
                 self.stop(r);
             }
         }
@@ -753,10 +770,9 @@ impl TightCover {
         }
         let mut touched = Vec::new();
         for &f in &path {
-            let ports = self.flows[f as usize].ports.clone();
-            for p in ports {
-                if let Some(r) = self.running[p as usize] {
-                    touched.extend(self.held(r));
+            for i in 0..self.ports(f).len() {
+                if let Some(r) = self.running[self.ports(f)[i] as usize] {
+                    touched.extend_from_slice(self.held(r));
                     self.stop(r);
                 }
             }
@@ -776,8 +792,9 @@ impl TightCover {
         let ports = 2 * self.tiles;
         let mut candidates: Vec<u32> = (0..ports).filter(|&p| self.rest[p as usize] > 0).collect();
         loop {
-            candidates.sort_by_key(|&p| (Reverse(self.remaining(p)), p));
+            candidates.sort_unstable();
             candidates.dedup();
+            candidates.sort_by_cached_key(|&p| (Reverse(self.remaining(p)), p));
             let mut queue: VecDeque<u32> = candidates.drain(..).collect();
             while let Some(p) = queue.pop_front() {
                 queue.extend(self.freed.drain(..));
