@@ -38,6 +38,9 @@ fn random_patterns_pass_the_checker() {
             (1, 10, true),
             (3, 4, false),
             (3, 4, true),
+            // A switch longer than the transit: receivers switch before the sender starts.
+            (5, 2, false),
+            (5, 2, true),
         ] {
             let o = Overheads {
                 switch,

@@ -237,6 +237,8 @@ struct Flow {
     wide: bool,
     start: u64,
     version: u32,
+    /// Whether the current run was started by a cover, for a tight port.
+    covering: bool,
 }
 
 struct TightCover {
@@ -341,6 +343,7 @@ fn tight_cover(
                 wide: false,
                 start: 0,
                 version: 0,
+                covering: false,
             }
         };
         let n = t.destinations.len() as u64;
@@ -513,6 +516,7 @@ impl TightCover {
         let t = self.t;
         let flow = &mut self.flows[f as usize];
         flow.running = true;
+        flow.covering = false;
         flow.wide = wide;
         flow.start = t;
         flow.version += 1;
@@ -650,6 +654,19 @@ impl TightCover {
         widen
     }
 
+    /// Whether a cover may stop running flow `f`. At the cycle it started, stopping it costs nothing,
+    /// unless a cover started it for another tight port: the two could take it from each other
+    /// forever. Later, only once it has moved a word: covers could trade flows that are still
+    /// switching forever too.
+    fn preemptible(&self, f: u32) -> bool {
+        let flow = &self.flows[f as usize];
+        if flow.start == self.t {
+            !flow.covering
+        } else {
+            self.t > flow.start + self.g()
+        }
+    }
+
     fn is_tight(&self, p: u32) -> bool {
         self.remaining(p) + self.t >= self.target
     }
@@ -687,6 +704,9 @@ impl TightCover {
                     self.augment(v, x);
                     return true;
                 };
+                if !self.preemptible(busy) {
+                    continue;
+                }
                 let &[p0, p1] = self.ports(busy) else {
                     continue;
                 };
@@ -722,14 +742,17 @@ impl TightCover {
             let affordable = self.ports(f).iter().filter(|&&q| q != v).all(|&q| {
                 match self.running[q as usize] {
                     None => true,
-                    Some(r) => self.ports(r).iter().all(|&u| {
-                        let after = self.remaining(u) + g + self.t;
-                        if u == q {
-                            after <= self.target
-                        } else {
-                            after < self.target
-                        }
-                    }),
+                    Some(r) => {
+                        self.preemptible(r)
+                            && self.ports(r).iter().all(|&u| {
+                                let after = self.remaining(u) + g + self.t;
+                                if u == q {
+                                    after <= self.target
+                                } else {
+                                    after < self.target
+                                }
+                            })
+                    }
                 }
             });
             if affordable && chosen.is_none_or(|(_, rem)| self.rem[f as usize] > rem) {
@@ -746,6 +769,7 @@ impl TightCover {
             }
         }
         self.start(f, false);
+        self.flows[f as usize].covering = true;
         for p in touched {
             self.target = self.target.max(self.t + self.needed(p));
             if self.free(p) {
@@ -779,6 +803,7 @@ impl TightCover {
         }
         for &f in &path {
             self.start(f, false);
+            self.flows[f as usize].covering = true;
         }
         for p in touched {
             self.target = self.target.max(self.t + self.needed(p));
