@@ -219,7 +219,8 @@ fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
 }
 
 fn sorted(mut pieces: Vec<Piece>) -> Vec<Piece> {
-    pieces.sort();
+    // No two pieces are equal (each covers other words of its transfer), so this order is total.
+    pieces.sort_unstable();
     pieces
 }
 
@@ -264,6 +265,8 @@ struct TightCover {
     t: u64,
     events: BinaryHeap<Reverse<(u64, u32, u32)>>,
     deadlines: BinaryHeap<Reverse<(u64, u32)>>,
+    /// The last deadline queued for each port, so that the same one is not queued twice.
+    deadline: Vec<u64>,
     pieces: Vec<Piece>,
     /// Ports freed by a cover at the current time, still to be looked at.
     freed: Vec<u32>,
@@ -363,7 +366,13 @@ fn tight_cover(
             }
         }
     }
-    let mut port_flows = vec![Vec::new(); ports];
+    let mut per_port = vec![0usize; ports];
+    for flow in &flows {
+        for &p in &flow_ports[flow.span.0 as usize..flow.span.1 as usize] {
+            per_port[p as usize] += 1;
+        }
+    }
+    let mut port_flows: Vec<Vec<PortFlow>> = per_port.into_iter().map(Vec::with_capacity).collect();
     let mut rest = vec![0u64; ports];
     let mut rest_wide = vec![0u64; ports];
     for (f, flow) in flows.iter().enumerate() {
@@ -411,6 +420,7 @@ fn tight_cover(
         t: 0,
         events: BinaryHeap::new(),
         deadlines: BinaryHeap::new(),
+        deadline: vec![0; ports],
         pieces: Vec::new(),
         freed: Vec::new(),
         stamp: vec![0; ports],
@@ -841,7 +851,8 @@ impl TightCover {
                     }
                 }
                 let deadline = self.target.saturating_sub(self.remaining(p));
-                if deadline > self.t {
+                if deadline > self.t && self.deadline[p as usize] != deadline {
+                    self.deadline[p as usize] = deadline;
                     self.deadlines.push(Reverse((deadline, p)));
                 }
             }
