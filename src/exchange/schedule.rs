@@ -2,7 +2,7 @@
 //!
 //! - `tight-cover`: an event loop over sender and receiver ports (the critical-line method of the
 //!   preemptive open shop). A multicast transfer is sent once per group of its destinations, in as
-//!   many groups as the sender's slack pays for without raising the bound (one group per destination
+//!   many groups as the sender's slack below the target pays for (one group per destination
 //!   at most); `-whole` variants keep every multicast whole, which suits gathers along the rows and
 //!   columns of tile grids, where splitting costs more switches than it saves (patterns of more than
 //!   [`WHOLE_MULTICAST_TRANSFERS`] transfers skip them). Every piece occupies both its ports for
@@ -298,9 +298,16 @@ fn tight_cover(
             load[(tiles + d) as usize] += c;
         }
     }
-    let bound = load.iter().copied().max().unwrap_or(0);
+    // The target horizon `H` (module docs). With pairs the busiest ports must run wide to meet the
+    // bound: aim at the bound itself.
+    let target = if o.pairs {
+        let bound = u64::from(pattern.lower_bound(o));
+        (bound + g).saturating_sub(u64::from(o.transit))
+    } else {
+        load.iter().copied().max().unwrap_or(0)
+    };
     // Groups per transfer: a multicast goes out once per group of destinations, as many groups as the
-    // sender's slack pays for.
+    // sender's slack below the target pays for.
     let mut groups = vec![1u64; pattern.transfers.len()];
     let mut order: Vec<usize> = (0..pattern.transfers.len())
         .filter(|&i| pattern.transfers[i].destinations.len() > 1)
@@ -310,7 +317,7 @@ fn tight_cover(
         let t = &pattern.transfers[i];
         let cost = u64::from(t.words) + g;
         let affordable = if split_multicast && !whole.get(i).copied().unwrap_or(false) {
-            (bound - load[t.source as usize]) / cost.max(1)
+            target.saturating_sub(load[t.source as usize]) / cost.max(1)
         } else {
             0
         };
@@ -396,13 +403,6 @@ fn tight_cover(
     }
     let rem = flows.iter().map(|f| f.rem).collect();
     let flow_count = flows.len();
-    // With pairs the busiest ports must run wide to meet the bound: aim at the bound itself.
-    let target = if o.pairs {
-        let bound = u64::from(pattern.lower_bound(o));
-        (bound + g).saturating_sub(u64::from(o.transit))
-    } else {
-        rest.iter().copied().max().unwrap_or(0)
-    };
     let mut s = TightCover {
         o,
         mates_wide,
