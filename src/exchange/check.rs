@@ -378,9 +378,8 @@ fn delivery_problems(endpoints: &Endpoints, schedule: &Schedule, reach: &[Reach]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exchange::PatternTransfer;
     use crate::exchange::schedule::schedule;
-    use crate::exchange::synthetic::Rng;
+    use crate::exchange::synthetic::{Rng, random_small};
 
     /// The checker as first written, one port at a time with nested vectors: the definition the fast
     /// one must agree with message for message.
@@ -524,28 +523,6 @@ mod tests {
         v.finish()
     }
 
-    fn random_pattern(rng: &mut Rng) -> Pattern {
-        let tiles = 2 + rng.below(10);
-        let transfers = (0..1 + rng.below(30))
-            .map(|_| {
-                // In no order, so that mates are not next to each other.
-                let mut destinations: Vec<u32> = Vec::new();
-                for _ in 0..1 + rng.below(4) {
-                    let d = rng.below(tiles) as u32;
-                    if !destinations.contains(&d) {
-                        destinations.push(d);
-                    }
-                }
-                PatternTransfer {
-                    source: rng.below(tiles) as u32,
-                    destinations,
-                    words: rng.below(20) as u32,
-                }
-            })
-            .collect();
-        Pattern { transfers }
-    }
-
     /// `s` with a few random faults: pieces moved, dropped, doubled, resized, widened or narrowed,
     /// sent to other destinations or naming other transfers; horizon and bound misrecorded.
     fn damage(rng: &mut Rng, s: &mut Schedule, transfers: u32) {
@@ -583,7 +560,7 @@ mod tests {
     fn agrees_with_the_reference_on_damaged_schedules() {
         let mut rng = Rng(7);
         for case in 0..1000 {
-            let pattern = random_pattern(&mut rng);
+            let pattern = random_small(&mut rng, 4, 20);
             let o = Overheads {
                 switch: rng.below(3) as u32,
                 transit: 2 + rng.below(10) as u32,

@@ -960,9 +960,8 @@ fn pair_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Pie
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exchange::PatternTransfer;
     use crate::exchange::check::check;
-    use crate::exchange::synthetic::Rng;
+    use crate::exchange::synthetic::{Rng, random_small};
 
     /// Every strategy, kept or not, passes the checker, also when a multicast's destinations are in
     /// no order, so that mates are not next to each other.
@@ -985,24 +984,7 @@ mod tests {
         });
         let strategies: Vec<Strategy> = strategies.collect();
         for case in 0..300 {
-            let tiles = 2 + rng.below(10);
-            let transfers = (0..1 + rng.below(30))
-                .map(|_| {
-                    let mut destinations: Vec<u32> = Vec::new();
-                    for _ in 0..1 + rng.below(5) {
-                        let d = rng.below(tiles) as u32;
-                        if !destinations.contains(&d) {
-                            destinations.push(d);
-                        }
-                    }
-                    PatternTransfer {
-                        source: rng.below(tiles) as u32,
-                        destinations,
-                        words: rng.below(25) as u32,
-                    }
-                })
-                .collect();
-            let pattern = Pattern { transfers };
+            let pattern = random_small(&mut rng, 5, 25);
             let o = Overheads {
                 switch: 1 + case as u32 % 3,
                 transit: 10,

@@ -105,6 +105,30 @@ pub fn pattern(
     }
 }
 
+/// A small random pattern for property tests: up to 11 tiles and 30 transfers of fewer than
+/// `words` words (some of none), each to 1..=`fanout` distinct destinations in no order, so that pair
+/// mates are not next to each other.
+pub fn random_small(rng: &mut Rng, fanout: u64, words: u64) -> Pattern {
+    let tiles = 2 + rng.below(10);
+    let transfers = (0..1 + rng.below(30))
+        .map(|_| {
+            let mut destinations: Vec<u32> = Vec::new();
+            for _ in 0..1 + rng.below(fanout) {
+                let d = rng.below(tiles) as u32;
+                if !destinations.contains(&d) {
+                    destinations.push(d);
+                }
+            }
+            PatternTransfer {
+                source: rng.below(tiles) as u32,
+                destinations,
+                words: rng.below(words) as u32,
+            }
+        })
+        .collect();
+    Pattern { transfers }
+}
+
 /// The seed system's three phase shapes: (name, transfers, mean words per transfer).
 pub const SEED_PHASES: [(&str, usize, u32); 3] = [
     ("phase1", 12_105, 580),
