@@ -145,8 +145,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let lower_bound = pattern.lower_bound(o);
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
     // Splitting multicasts suits scattered destinations; whole multicasts suit gathers along the
-    // rows and columns of tile grids, where splitting costs more switches than it saves.
-    // Whole multicasts pay off on gathers, whose phases have few transfers; large phases skip them.
+    // rows and columns of tile grids, whose phases have few transfers: large phases skip them.
     let whole_too = multicast && pattern.transfers.len() <= WHOLE_MULTICAST_TRANSFERS;
     let variants = |make: fn(bool) -> Strategy| {
         let mut v = vec![make(true)];
