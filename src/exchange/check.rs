@@ -124,14 +124,11 @@ struct Endpoints {
 impl Endpoints {
     fn of(pattern: &Pattern) -> Endpoints {
         let mut destinations = Vec::new();
-        let mut highest = None;
         let transfers = pattern
             .transfers
             .iter()
             .map(|t| {
                 let first = destinations.len();
-                let named = t.destinations.iter().chain([&t.source]);
-                highest = highest.max(named.copied().max());
                 destinations.extend(
                     t.destinations
                         .iter()
@@ -148,7 +145,7 @@ impl Endpoints {
         Endpoints {
             transfers,
             destinations,
-            tiles: highest.map_or(0, |h| h as usize + 1).next_multiple_of(2),
+            tiles: pattern.tiles().next_multiple_of(2),
         }
     }
 }

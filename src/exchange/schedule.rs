@@ -77,8 +77,32 @@ enum Strategy {
     NarrowCover { split: bool },
 }
 
+/// A pattern to schedule, its overheads, and its pattern over supertile pairs, built once when a
+/// strategy first asks for it.
+struct Instance<'a> {
+    pattern: &'a Pattern,
+    o: Overheads,
+    over_pairs: std::sync::OnceLock<(Pattern, Vec<bool>)>,
+}
+
+impl<'a> Instance<'a> {
+    fn new(pattern: &'a Pattern, o: Overheads) -> Instance<'a> {
+        Instance {
+            pattern,
+            o,
+            over_pairs: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// [`over_pairs`] of the pattern.
+    fn over_pairs(&self) -> &(Pattern, Vec<bool>) {
+        self.over_pairs.get_or_init(|| over_pairs(self.pattern))
+    }
+}
+
 impl Strategy {
-    fn run(self, pattern: &Pattern, o: Overheads) -> Candidate {
+    fn run(self, x: &Instance) -> Candidate {
+        let (pattern, o) = (x.pattern, x.o);
         let (pieces, kind) = match self {
             Strategy::Cover { split, mates_wide } => (
                 tight_cover(pattern, o, split, mates_wide, &[]),
@@ -98,7 +122,7 @@ impl Strategy {
                 },
             ),
             Strategy::PairCover { split } => (
-                pair_cover(pattern, o, split),
+                pair_cover(x, split),
                 if split {
                     "pair-cover"
                 } else {
@@ -121,9 +145,9 @@ struct Candidate {
 }
 
 /// Runs `strategies` in parallel, results in the same order.
-fn run_all(pattern: &Pattern, o: Overheads, strategies: &[Strategy]) -> Vec<Candidate> {
+fn run_all(x: &Instance, strategies: &[Strategy]) -> Vec<Candidate> {
     use rayon::prelude::*;
-    strategies.par_iter().map(|s| s.run(pattern, o)).collect()
+    strategies.par_iter().map(|s| s.run(x)).collect()
 }
 
 /// The best candidate: the shortest, then the one with fewest pieces, then the first. Never the one
@@ -142,6 +166,7 @@ fn best(candidates: impl IntoIterator<Item = Candidate>) -> Candidate {
 }
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
+    let x = Instance::new(pattern, o);
     let lower_bound = pattern.lower_bound(o);
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
     // Splitting multicasts suits scattered destinations; whole multicasts suit gathers along the
@@ -164,7 +189,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         // tight cover over tiles with wide pieces too when that bound lies above the pattern's.
         let narrow = Overheads { pairs: false, ..o };
         let narrow_bound = pattern.lower_bound(narrow);
-        let pair_bound = over_pairs(pattern).0.lower_bound(narrow);
+        let pair_bound = x.over_pairs().0.lower_bound(narrow);
         let mut strategies = if narrow_bound <= pair_bound {
             variants(|split| Strategy::NarrowCover { split })
         } else {
@@ -173,7 +198,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         if narrow_bound.min(pair_bound) > lower_bound {
             strategies.extend(variants(cover));
         }
-        let first = run_all(pattern, o, &strategies);
+        let first = run_all(&x, &strategies);
         let initial = first[0].horizon;
         let mut best = self::best(first);
         // A second pass for patterns more than 1 % above the bound and small enough that it costs
@@ -186,16 +211,16 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
                 split,
                 mates_wide: true,
             };
-            let second = run_all(pattern, o, &variants(mates_wide));
+            let second = run_all(&x, &variants(mates_wide));
             best = self::best(std::iter::once(best).chain(second));
         }
         (initial, best)
     } else {
         // Without pairs, tight cover with multicasts split meets the bound on most patterns.
-        let split = cover(true).run(pattern, o);
+        let split = cover(true).run(&x);
         let initial = split.horizon;
         if split.horizon > lower_bound && whole_too {
-            (initial, best([split, cover(false).run(pattern, o)]))
+            (initial, best([split, cover(false).run(&x)]))
         } else {
             (initial, split)
         }
@@ -470,15 +495,18 @@ impl TightCover {
 
     /// The ports a running flow holds: its own, and its mates' when wide.
     fn held(&self, f: u32) -> &[u32] {
-        let flow = &self.flows[f as usize];
-        let (a, b, c) = flow.span;
-        &self.flow_ports[a as usize..if flow.wide { c } else { b } as usize]
+        &self.flow_ports[self.span(f, self.flows[f as usize].wide)]
+    }
+
+    /// Where in `flow_ports` flow `f`'s ports are, with their mates if `mates`.
+    fn span(&self, f: u32, mates: bool) -> std::ops::Range<usize> {
+        let (a, b, c) = self.flows[f as usize].span;
+        a as usize..(if mates { c } else { b }) as usize
     }
 
     /// The ports of flow `f`.
     fn ports(&self, f: u32) -> &[u32] {
-        let (a, b, _) = self.flows[f as usize].span;
-        &self.flow_ports[a as usize..b as usize]
+        &self.flow_ports[self.span(f, false)]
     }
 
     /// The mates of flow `f`'s ports that are not its ports.
@@ -489,10 +517,8 @@ impl TightCover {
 
     /// Marks the ports `f` holds as running `holder` (until `end`).
     fn hold(&mut self, f: u32, holder: Option<u32>, end: u64) {
-        let flow = &self.flows[f as usize];
-        let (a, b, c) = flow.span;
-        let held = &self.flow_ports[a as usize..if flow.wide { c } else { b } as usize];
-        for &p in held {
+        let held = self.span(f, self.flows[f as usize].wide);
+        for &p in &self.flow_ports[held] {
             self.running[p as usize] = holder;
             self.end[p as usize] = end;
         }
@@ -531,8 +557,8 @@ impl TightCover {
         flow.version += 1;
         let version = flow.version;
         let narrow_wide = self.wide_cost(f);
-        let (a, b, _) = self.flows[f as usize].span;
-        for &p in &self.flow_ports[a as usize..b as usize] {
+        let ports = self.span(f, false);
+        for &p in &self.flow_ports[ports] {
             self.rest[p as usize] -= narrow;
             self.rest_wide[p as usize] -= narrow_wide;
         }
@@ -576,8 +602,8 @@ impl TightCover {
         } else {
             0
         };
-        let (a, b, _) = self.flows[f as usize].span;
-        for &p in &self.flow_ports[a as usize..b as usize] {
+        let ports = self.span(f, false);
+        for &p in &self.flow_ports[ports] {
             self.rest[p as usize] += rem_cost;
             self.rest_wide[p as usize] += rem_wide_cost;
         }
@@ -947,12 +973,15 @@ fn widen_pieces(pattern: &Pattern, pieces: Vec<Piece>) -> Vec<Piece> {
 }
 
 /// Tight cover over supertile pairs, every piece wide.
-fn pair_cover(pattern: &Pattern, o: Overheads, split_multicast: bool) -> Vec<Piece> {
-    let (pairs, whole) = over_pairs(pattern);
-    let narrow = Overheads { pairs: false, ..o };
+fn pair_cover(x: &Instance, split_multicast: bool) -> Vec<Piece> {
+    let (pairs, whole) = x.over_pairs();
+    let narrow = Overheads {
+        pairs: false,
+        ..x.o
+    };
     sorted(widen_pieces(
-        pattern,
-        tight_cover(&pairs, narrow, split_multicast, false, &whole),
+        x.pattern,
+        tight_cover(pairs, narrow, split_multicast, false, whole),
     ))
 }
 
@@ -990,7 +1019,7 @@ mod tests {
                 pairs: true,
             };
             for &strategy in &strategies {
-                let c = strategy.run(&pattern, o);
+                let c = strategy.run(&Instance::new(&pattern, o));
                 let s = Schedule {
                     pieces: c.pieces,
                     horizon: c.horizon,
