@@ -290,3 +290,56 @@ fn a_multicast_to_both_mates_goes_wide_at_the_pair_bound() {
     assert_eq!(s.horizon, s.lower_bound, "{s:?}");
     assert!(s.pieces.iter().all(|p| p.wide));
 }
+
+/// Tile 0 receives four transfers of 4 words, its mate tile 1 one. The pair's ports hold 14 cycles
+/// each at best: tile 0's wide pieces hold tile 1's port too, switch included. Counting each
+/// switch once for the pair would allow 13; a schedule meets 14.
+#[test]
+fn a_hot_tiles_wide_pieces_cost_its_mate_their_switches() {
+    let o = Overheads {
+        switch: 1,
+        transit: 1,
+        pairs: true,
+    };
+    let unicast = |source, destination| PatternTransfer {
+        source,
+        destinations: vec![destination],
+        words: 4,
+    };
+    let pattern = Pattern {
+        transfers: vec![
+            unicast(2, 0),
+            unicast(4, 0),
+            unicast(6, 0),
+            unicast(8, 0),
+            unicast(10, 1),
+        ],
+    };
+    assert_eq!(pattern.lower_bound(o), 14);
+    // Tile 0 and tile 1 take one transfer each narrow, side by side; then tile 0 the rest wide.
+    let piece = |start, transfer, wide| Piece {
+        start,
+        transfer,
+        destinations: None,
+        word: 0,
+        words: 4,
+        wide,
+    };
+    let hand = Schedule {
+        pieces: vec![
+            piece(0, 0, false),
+            piece(0, 4, false),
+            piece(5, 1, true),
+            piece(8, 2, true),
+            piece(11, 3, true),
+        ],
+        horizon: 14,
+        lower_bound: 14,
+        kind: "hand".into(),
+        initial_horizon: 14,
+    };
+    assert_eq!(check(&pattern, o, &hand), Vec::<String>::new());
+    let s = schedule(&pattern, o);
+    assert!(check(&pattern, o, &s).is_empty(), "{s:?}");
+    assert_eq!(s.horizon, 14, "{s:?}");
+}

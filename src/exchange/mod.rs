@@ -22,12 +22,22 @@
 //! With pairs, a port moves at most two words per cycle and a pair's bus two words per cycle in all:
 //! - senders, per pair `(a, b)`: `H >= transit + ceil((words(a) + words(b)) / 2)` (a tile's own
 //!   `ceil(words/2)` is never more);
-//! - receivers, per tile: `H >= transit + ceil(words(d)/2) + switch·transfers(d) - switch`;
-//! - receivers, per pair `(a, b)`: both ports are busy only within `[transit - switch, H)`, each piece
-//!   holds its receiver's port for its switch, and every word that reaches the pair holds at least one
-//!   port-cycle (a wide piece two ports for two words, shared when both mates receive it), so
-//!   `2·(H - transit + switch) >= words(a ∪ b) + switch·(transfers(a) + transfers(b))`, where
-//!   `words(a ∪ b)` counts a transfer to both once.
+//! - receivers, per pair `(a, b)`: both ports are busy only within `[transit - switch, H)`, so each
+//!   holds at most `P = H - transit + switch` port-cycles. A piece holds its receiver's port for a
+//!   switch, then a cycle per word narrow or half a cycle per word wide; a wide piece holds the
+//!   receiver's mate for as long, switch included (a mate that receives the piece too is not held
+//!   twice). Say `a` takes `x` words of its transfers to `a` alone wide, in pieces of `k` of those
+//!   transfers at least, and `b` nothing of its own wide (the other way round is symmetric; wide words
+//!   on both sides only cancel). Then, with `S_a` the words of transfers to `a` alone, `S_ab` those of
+//!   transfers to both, `n_a` the transfers to `a` (to both included), and so on:
+//!   `P >= S_a - x/2 + S_ab/2 + switch·n_a` (port `a`) and
+//!   `P >= S_b + x/2 + S_ab/2 + switch·(n_b + k)` (port `b`),
+//!   where `x` is at most the words of `a`'s `k` largest transfers to it alone. The bound is the
+//!   least `P` over every `k` and `x` (`PairIntake::cycles`), and `H >= transit - switch + P`. It
+//!   implies a tile's own
+//!   `ceil(words/2) + switch·transfers` and the pair's `(words(a ∪ b) + switch·(n_a + n_b)) / 2`.
+//!
+//! A destination named twice in one transfer is one receiver: one piece reaches both names.
 //!
 //! The checker ([`check`]) re-derives every port's occupancy from the pieces, pair mates included.
 
@@ -103,56 +113,107 @@ impl Pattern {
 
     /// The overhead-inclusive lower bound on the horizon (module docs).
     pub fn lower_bound(&self, o: Overheads) -> u32 {
-        // Per tile: words sent; words received and transfers received. Per pair: words received by
-        // either tile (a transfer counted once), for the shared receive bus.
+        // Per tile: words sent; words received and transfers received. With pairs, what each pair
+        // receives (`PairIntake`).
         let n = self.tiles().next_multiple_of(2);
         let (mut send, mut recv, mut count) = (vec![0u64; n], vec![0u64; n], vec![0u64; n]);
-        let mut pair_recv = vec![0u64; n / 2];
+        let mut intake = vec![PairIntake::default(); if o.pairs { n / 2 } else { 0 }];
+        let mut receivers: Vec<u32> = Vec::new();
         // A transfer of no words is never sent and costs nothing.
         for t in self.transfers.iter().filter(|t| t.words > 0) {
             let w = u64::from(t.words);
             send[t.source as usize] += w;
-            for (i, &d) in t.destinations.iter().enumerate() {
+            receivers.clear();
+            receivers.extend(&t.destinations);
+            receivers.sort_unstable();
+            receivers.dedup();
+            for (i, &d) in receivers.iter().enumerate() {
                 recv[d as usize] += w;
                 count[d as usize] += 1;
-                let counted = t.destinations[..i].iter().any(|&e| e / 2 == d / 2);
-                if !counted {
-                    pair_recv[d as usize / 2] += w;
+                if o.pairs {
+                    let pair = &mut intake[d as usize / 2];
+                    // Sorted: a mate of `d` in the list is next to it.
+                    let mate_too = [i.wrapping_sub(1), i + 1]
+                        .iter()
+                        .any(|&j| receivers.get(j) == Some(&mate(d)));
+                    if !mate_too {
+                        pair.alone[d as usize % 2].push(t.words);
+                    } else if d % 2 == 0 {
+                        pair.both_words += w;
+                        pair.both += 1;
+                    }
                 }
             }
         }
         let g = u64::from(o.switch);
-        // Cycles a port needs for `words` words: one word per cycle, two over a pair's bus.
-        let cycles = |words: u64| if o.pairs { words.div_ceil(2) } else { words };
         let senders = if o.pairs {
             (0..n / 2)
-                .map(|k| cycles(send[2 * k] + send[2 * k + 1]))
+                .map(|k| (send[2 * k] + send[2 * k + 1]).div_ceil(2))
                 .max()
         } else {
             send.iter().copied().max()
         };
         // The first switch of a receiver overlaps the first word's transit.
-        let receivers = (0..n)
-            .filter(|&d| count[d] > 0)
-            .map(|d| cycles(recv[d]) + g * count[d] - g);
-        let pairs = (0..n / 2)
-            .filter(|&k| o.pairs && pair_recv[k] > 0)
-            .map(|k| {
-                (pair_recv[k] + g * (count[2 * k] + count[2 * k + 1]))
-                    .div_ceil(2)
-                    .saturating_sub(g)
-            });
-        let busiest = senders
-            .into_iter()
-            .chain(receivers)
-            .chain(pairs)
-            .max()
-            .unwrap_or(0);
+        let receivers = if o.pairs {
+            intake
+                .iter_mut()
+                .map(|pair| pair.cycles(g).saturating_sub(g))
+                .max()
+        } else {
+            (0..n)
+                .filter(|&d| count[d] > 0)
+                .map(|d| recv[d] + g * count[d] - g)
+                .max()
+        };
+        let busiest = senders.into_iter().chain(receivers).max().unwrap_or(0);
         if busiest == 0 {
             0
         } else {
             (busiest + u64::from(o.transit)) as u32
         }
+    }
+}
+
+/// What a supertile pair receives: the words of each transfer to one mate alone, per mate, and the
+/// words and number of transfers to both.
+#[derive(Clone, Default)]
+struct PairIntake {
+    alone: [Vec<u32>; 2],
+    both_words: u64,
+    both: u64,
+}
+
+impl PairIntake {
+    /// The fewest port-cycles `P` each of the pair's receive ports must hold (module docs), or 0 if
+    /// the pair receives nothing.
+    fn cycles(&mut self, g: u64) -> u64 {
+        // In half cycles: what each port needs with nothing wide.
+        let narrow = |m: usize| {
+            let words: u64 = self.alone[m].iter().map(|&w| u64::from(w)).sum();
+            let transfers = self.alone[m].len() as u64 + self.both;
+            2 * (words + g * transfers) + self.both_words
+        };
+        let need = [narrow(0), narrow(1)];
+        if need == [0, 0] {
+            return 0;
+        }
+        let mut least = u64::MAX;
+        for m in 0..2 {
+            // Mate `m` takes its `k` largest transfers to it alone wide, `x` words of them: its port
+            // needs `need[m] - x` half cycles, its mate's `need[1 - m] + x + 2·g·k`. The least of the
+            // larger over `x` in `[0, top]` is the largest of three terms.
+            self.alone[m].sort_unstable_by(|a, b| b.cmp(a));
+            let mut top = 0;
+            for k in 0..=self.alone[m].len() {
+                if k > 0 {
+                    top += u64::from(self.alone[m][k - 1]);
+                }
+                let (a, b) = (need[m], need[1 - m] + 2 * g * k as u64);
+                let half_cycles = (a + b).div_ceil(2).max(b).max(a.saturating_sub(top));
+                least = least.min(half_cycles.div_ceil(2));
+            }
+        }
+        least
     }
 }
 

@@ -5,7 +5,7 @@
 //!   many groups as the sender's slack below the target pays for (one group per destination
 //!   at most); `-whole` variants keep every multicast whole, which suits gathers along the rows and
 //!   columns of tile grids, where splitting costs more switches than it saves (patterns of more than
-//!   [`WHOLE_MULTICAST_TRANSFERS`] transfers skip them). Every piece occupies both its ports for
+//!   [`EVERY_STRATEGY_TRANSFERS`] transfers skip them). Every piece occupies both its ports for
 //!   `switch + words` cycles (a receiver's mux switch comes first), so the loop is a symmetric open
 //!   shop with the target horizon `H` = the busiest port's load. Whenever both ends are free, a port
 //!   starts the transfer whose partners have the most load besides it; a port that would otherwise
@@ -13,13 +13,18 @@
 //!   alternating path, preempting pieces of ports with slack. A preempted transfer needs one more
 //!   switch later, so `H` may grow by that switch. With no overheads and no multicast the result is
 //!   exactly the bound.
-//! - Supertile pairs, three ways:
+//! - Supertile pairs, four ways:
 //!   - `narrow-cover`: tight cover with no wide piece. It meets the bound when no pair needs its bus
 //!     doubled, as in shifted all-to-all phases.
 //!   - `pair-cover`: tight cover over the pairs themselves ([`over_pairs`]): a pair is one port moving
 //!     two words per cycle, and every piece is wide. Its bound charges each piece's switch to the whole
 //!     pair where the pattern's bound charges it to one tile, so it meets the pattern's bound when
 //!     transfers are few and large.
+//!   - `planned-cover`: tight cover over tiles where, at each receiving pair that cannot meet the
+//!     bound narrow, the busier tile's largest unicast transfers run wide throughout, as many as
+//!     the pair term of the bound takes ([`wide_plan`]). A planned transfer's ports include their
+//!     mates, so the mates' loads count it from the start, and it costs `ceil(words/2) + switch`.
+//!     Other flows may still run wide as in `tight-cover`.
 //!   - `tight-cover` with wide runs: `H` starts at the pair-inclusive bound. A flow starts wide
 //!     (`ceil(words/2) + switch` cycles, holding the mates of its ports too) when those mates are free
 //!     and stay within `H` meanwhile; a port with nothing to start lends its bus to its mate, whose narrow
@@ -29,8 +34,9 @@
 //!     [`SECOND_PASS_TRANSFERS`] transfers more than 1 % above the bound, a second pass counts the mates'
 //!     flows run wide (`-mates-wide`).
 //!
-//!   Of narrow and pair cover, the one whose own bound is lower runs; tight cover with wide runs joins
-//!   when that bound lies above the pattern's.
+//!   Of narrow and pair cover, the one whose own bound is lower runs; planned cover joins when that
+//!   bound lies above the pattern's, and so does tight cover with wide runs on patterns of at most
+//!   [`EVERY_STRATEGY_TRANSFERS`] transfers.
 //!
 //! Strategies run in parallel; the kept schedule is the shortest, then the one with fewest pieces, then
 //! the first in a fixed order. Deterministic: ties break on ids, no hashing, no timing.
@@ -62,8 +68,10 @@ impl PortFlow {
 /// Patterns up to this many transfers get the mates-wide pass (`schedule`).
 const SECOND_PASS_TRANSFERS: usize = 20_000;
 
-/// Patterns up to this many transfers also try their multicasts whole (`schedule`).
-const WHOLE_MULTICAST_TRANSFERS: usize = 50_000;
+/// Patterns up to this many transfers try every strategy that may win (`schedule`); larger ones skip
+/// whole multicasts, tight cover with wide runs, and pair cover unless it can meet the bound: on the
+/// seed's large phases those never beat planned cover by more than 0.05 %, and each costs as much.
+const EVERY_STRATEGY_TRANSFERS: usize = 50_000;
 
 /// One way to schedule a pattern.
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +83,8 @@ enum Strategy {
     PairCover { split: bool },
     /// Tight cover over tiles, no piece wide.
     NarrowCover { split: bool },
+    /// Tight cover over tiles, the transfers of [`wide_plan`] always wide.
+    PlannedCover,
 }
 
 /// A pattern to schedule, its overheads, and its pattern over supertile pairs, built once when a
@@ -105,7 +115,7 @@ impl Strategy {
         let (pattern, o) = (x.pattern, x.o);
         let (pieces, kind) = match self {
             Strategy::Cover { split, mates_wide } => (
-                tight_cover(pattern, o, split, mates_wide, &[]),
+                tight_cover(pattern, o, split, mates_wide, &[], &[]),
                 match (split, mates_wide) {
                     (true, false) => "tight-cover",
                     (false, false) => "tight-cover-whole",
@@ -114,12 +124,23 @@ impl Strategy {
                 },
             ),
             Strategy::NarrowCover { split } => (
-                tight_cover(pattern, Overheads { pairs: false, ..o }, split, false, &[]),
+                tight_cover(
+                    pattern,
+                    Overheads { pairs: false, ..o },
+                    split,
+                    false,
+                    &[],
+                    &[],
+                ),
                 if split {
                     "narrow-cover"
                 } else {
                     "narrow-cover-whole"
                 },
+            ),
+            Strategy::PlannedCover => (
+                tight_cover(pattern, o, true, false, &[], &wide_plan(pattern, o)),
+                "planned-cover",
             ),
             Strategy::PairCover { split } => (
                 pair_cover(x, split),
@@ -147,7 +168,21 @@ struct Candidate {
 /// Runs `strategies` in parallel, results in the same order.
 fn run_all(x: &Instance, strategies: &[Strategy]) -> Vec<Candidate> {
     use rayon::prelude::*;
-    strategies.par_iter().map(|s| s.run(x)).collect()
+    strategies
+        .par_iter()
+        .map(|s| {
+            let started = std::time::Instant::now();
+            let c = s.run(x);
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            tracing::debug!(
+                kind = c.kind,
+                horizon = c.horizon,
+                ms,
+                "exchange strategy finished"
+            );
+            c
+        })
+        .collect()
 }
 
 /// The best candidate: the shortest, then the one with fewest pieces, then the first. Never the one
@@ -171,7 +206,8 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
     // Splitting multicasts suits scattered destinations; whole multicasts suit gathers along the
     // rows and columns of tile grids, whose phases have few transfers: large phases skip them.
-    let whole_too = multicast && pattern.transfers.len() <= WHOLE_MULTICAST_TRANSFERS;
+    let large = pattern.transfers.len() > EVERY_STRATEGY_TRANSFERS;
+    let whole_too = multicast && !large;
     let variants = |make: fn(bool) -> Strategy| {
         let mut v = vec![make(true)];
         if whole_too {
@@ -185,18 +221,24 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     };
     let (initial_horizon, best) = if o.pairs {
         // Tight cover without wide pieces and tight cover over pairs meet their own bounds on most
-        // patterns, and each bound is at least the pattern's: the one with the lower bound runs, and
-        // tight cover over tiles with wide pieces too when that bound lies above the pattern's.
+        // patterns, and each bound is at least the pattern's: the one with the lower bound runs.
+        // When that bound lies above the pattern's, tight cover over tiles with planned wide
+        // transfers runs too, and on patterns that are not large, tight cover with wide runs.
         let narrow = Overheads { pairs: false, ..o };
         let narrow_bound = pattern.lower_bound(narrow);
         let pair_bound = x.over_pairs().0.lower_bound(narrow);
-        let mut strategies = if narrow_bound <= pair_bound {
-            variants(|split| Strategy::NarrowCover { split })
-        } else {
-            variants(|split| Strategy::PairCover { split })
-        };
-        if narrow_bound.min(pair_bound) > lower_bound {
-            strategies.extend(variants(cover));
+        let reachable = narrow_bound.min(pair_bound) == lower_bound;
+        let mut strategies = Vec::new();
+        if narrow_bound <= pair_bound {
+            strategies.extend(variants(|split| Strategy::NarrowCover { split }));
+        } else if reachable || !large {
+            strategies.extend(variants(|split| Strategy::PairCover { split }));
+        }
+        if !reachable {
+            strategies.push(Strategy::PlannedCover);
+            if !large {
+                strategies.extend(variants(cover));
+            }
         }
         let first = run_all(&x, &strategies);
         let initial = first[0].horizon;
@@ -257,6 +299,8 @@ struct Flow {
     span: (u32, u32, u32),
     done: u32,
     rem: u32,
+    /// Whether the flow always runs wide: its ports include their mates.
+    planned: bool,
     running: bool,
     /// Whether the current run is wide.
     wide: bool,
@@ -264,6 +308,18 @@ struct Flow {
     version: u32,
     /// Whether the current run was started by a cover, for a tight port.
     covering: bool,
+}
+
+impl Flow {
+    /// What the rest of the flow holds each of its ports for: a switch, then its words, run wide if
+    /// planned so.
+    fn cost(&self, g: u64) -> u64 {
+        u64::from(if self.planned {
+            self.rem.div_ceil(2)
+        } else {
+            self.rem
+        }) + g
+    }
 }
 
 struct TightCover {
@@ -301,13 +357,15 @@ struct TightCover {
 }
 
 /// `mates_wide`: a run widens when its mate ports' flows fit the target if they run wide too (else, if
-/// they run narrow).
+/// they run narrow). `whole[i]`: transfer `i` stays whole. `wide[i]`: transfer `i` runs wide
+/// throughout, its ports' mates among its ports.
 fn tight_cover(
     pattern: &Pattern,
     o: Overheads,
     split_multicast: bool,
     mates_wide: bool,
     whole: &[bool],
+    wide: &[bool],
 ) -> Vec<Piece> {
     // Every tile with its pair mate, so the mate of port `p` is `p ^ 1`.
     let tiles = pattern.tiles().next_multiple_of(2) as u32;
@@ -322,6 +380,7 @@ fn tight_cover(
             load[(tiles + d) as usize] += c;
         }
     }
+    let always_wide = |i: usize| o.pairs && wide.get(i).copied().unwrap_or(false);
     // The target horizon `H` (module docs). With pairs the busiest ports must run wide to meet the
     // bound: aim at the bound itself.
     let target = if o.pairs {
@@ -354,11 +413,20 @@ fn tight_cover(
         if t.words == 0 {
             continue;
         }
+        let planned = always_wide(i);
         let mut flow = |destination: Option<(u32, u32)>, ports: &mut dyn Iterator<Item = u32>| {
             let a = flow_ports.len();
             flow_ports.extend(ports);
+            if planned {
+                for k in a..flow_ports.len() {
+                    let m = flow_ports[k] ^ 1;
+                    if !flow_ports[a..].contains(&m) {
+                        flow_ports.push(m);
+                    }
+                }
+            }
             let b = flow_ports.len();
-            if o.pairs {
+            if o.pairs && !planned {
                 for k in a..b {
                     let m = flow_ports[k] ^ 1;
                     if !flow_ports[a..].contains(&m) {
@@ -373,6 +441,7 @@ fn tight_cover(
                 span: (a as u32, b as u32, flow_ports.len() as u32),
                 done: 0,
                 rem: t.words,
+                planned,
                 running: false,
                 wide: false,
                 start: 0,
@@ -421,7 +490,7 @@ fn tight_cover(
                 },
             };
             port_flows[p as usize].push(entry);
-            rest[p as usize] += u64::from(flow.rem) + g;
+            rest[p as usize] += flow.cost(g);
             rest_wide[p as usize] += u64::from(flow.rem.div_ceil(2)) + g;
         }
     }
@@ -462,7 +531,7 @@ impl TightCover {
     }
 
     fn cost(&self, f: u32) -> u64 {
-        u64::from(self.flows[f as usize].rem) + self.g()
+        self.flows[f as usize].cost(self.g())
     }
 
     fn wide_cost(&self, f: u32) -> u64 {
@@ -546,6 +615,7 @@ impl TightCover {
     }
 
     fn start(&mut self, f: u32, wide: bool) {
+        let wide = wide || self.flows[f as usize].planned;
         let narrow = self.cost(f);
         let cost = if wide { self.wide_cost(f) } else { narrow };
         let t = self.t;
@@ -592,11 +662,7 @@ impl TightCover {
         flow.running = false;
         flow.wide = false;
         flow.version += 1;
-        let rem_cost = if flow.rem > 0 {
-            u64::from(flow.rem) + g
-        } else {
-            0
-        };
+        let rem_cost = if flow.rem > 0 { flow.cost(g) } else { 0 };
         let rem_wide_cost = if flow.rem > 0 {
             u64::from(flow.rem.div_ceil(2)) + g
         } else {
@@ -972,6 +1038,56 @@ fn widen_pieces(pattern: &Pattern, pieces: Vec<Piece>) -> Vec<Piece> {
         .collect()
 }
 
+/// The unicast transfers that run wide throughout in `planned-cover`: at each receiving pair whose
+/// busier tile would miss the bound receiving narrow, the number of that tile's largest transfers
+/// to it alone that leaves the less to its busier port. Every such transfer runs wide, holding the
+/// mate's port too (the pair term of [`Pattern::lower_bound`]).
+fn wide_plan(pattern: &Pattern, o: Overheads) -> Vec<bool> {
+    let mut wide = vec![false; pattern.transfers.len()];
+    if !o.pairs {
+        return wide;
+    }
+    let g = u64::from(o.switch);
+    let tiles = pattern.tiles().next_multiple_of(2);
+    // What each receive port holds with every transfer narrow, and its unicast transfers.
+    let mut need = vec![0u64; tiles];
+    let mut alone: Vec<Vec<(u32, usize)>> = vec![Vec::new(); tiles];
+    for (i, t) in pattern.transfers.iter().enumerate() {
+        if t.words == 0 {
+            continue;
+        }
+        for &d in &t.destinations {
+            need[d as usize] += u64::from(t.words) + g;
+        }
+        if let &[d] = t.destinations.as_slice() {
+            alone[d as usize].push((t.words, i));
+        }
+    }
+    let bound = u64::from(pattern.lower_bound(o)) + g - u64::from(o.transit);
+    for pair in 0..tiles / 2 {
+        let (a, b) = (2 * pair, 2 * pair + 1);
+        let (m, other) = if need[a] >= need[b] { (a, b) } else { (b, a) };
+        if need[m] <= bound {
+            continue;
+        }
+        let mut largest = std::mem::take(&mut alone[m]);
+        largest.sort_unstable_by_key(|&(w, i)| (Reverse(w), i));
+        let (mut busy, mut mate) = (need[m], need[other]);
+        let (mut best, mut best_k) = (busy.max(mate), 0);
+        for (k, &(w, _)) in largest.iter().enumerate() {
+            busy -= u64::from(w / 2);
+            mate += u64::from(w.div_ceil(2)) + g;
+            if busy.max(mate) < best {
+                (best, best_k) = (busy.max(mate), k + 1);
+            }
+        }
+        for &(_, i) in &largest[..best_k] {
+            wide[i] = true;
+        }
+    }
+    wide
+}
+
 /// Tight cover over supertile pairs, every piece wide.
 fn pair_cover(x: &Instance, split_multicast: bool) -> Vec<Piece> {
     let (pairs, whole) = x.over_pairs();
@@ -981,7 +1097,7 @@ fn pair_cover(x: &Instance, split_multicast: bool) -> Vec<Piece> {
     };
     sorted(widen_pieces(
         x.pattern,
-        tight_cover(pairs, narrow, split_multicast, false, whole),
+        tight_cover(pairs, narrow, split_multicast, false, whole, &[]),
     ))
 }
 
@@ -1008,6 +1124,7 @@ mod tests {
                 },
                 Strategy::PairCover { split },
                 Strategy::NarrowCover { split },
+                Strategy::PlannedCover,
             ]
         });
         let strategies: Vec<Strategy> = strategies.collect();
@@ -1033,6 +1150,36 @@ mod tests {
                     "case {case} {strategy:?}: {errors:?}\n{pattern:?}"
                 );
             }
+        }
+    }
+
+    /// Transfers planned wide run wide in every piece, holding their mates, and the schedule passes
+    /// the checker; with every transfer planned so, multicasts included.
+    #[test]
+    fn planned_wide_transfers_run_wide_and_pass_the_checker() {
+        let mut rng = Rng(7);
+        for case in 0..300 {
+            let pattern = random_small(&mut rng, 1 + case % 4, 25);
+            let o = Overheads {
+                switch: 1 + case as u32 % 3,
+                transit: 10,
+                pairs: true,
+            };
+            let wide: Vec<bool> = (0..pattern.transfers.len())
+                .map(|i| i % 2 == case as usize % 2)
+                .collect();
+            let pieces = tight_cover(&pattern, o, case % 3 != 0, false, &[], &wide);
+            assert!(pieces.iter().all(|p| !wide[p.transfer as usize] || p.wide));
+            let horizon = horizon(&pieces, o);
+            let s = Schedule {
+                pieces,
+                horizon,
+                lower_bound: pattern.lower_bound(o),
+                kind: "planned".to_string(),
+                initial_horizon: horizon,
+            };
+            let errors = check(&pattern, o, &s);
+            assert!(errors.is_empty(), "case {case}: {errors:?}\n{pattern:?}");
         }
     }
 }
