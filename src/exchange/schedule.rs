@@ -92,6 +92,7 @@ enum Strategy {
 struct Instance<'a> {
     pattern: &'a Pattern,
     o: Overheads,
+    lower_bound: u32,
     over_pairs: std::sync::OnceLock<(Pattern, Vec<bool>)>,
 }
 
@@ -100,6 +101,7 @@ impl<'a> Instance<'a> {
         Instance {
             pattern,
             o,
+            lower_bound: pattern.lower_bound(o),
             over_pairs: std::sync::OnceLock::new(),
         }
     }
@@ -112,10 +114,19 @@ impl<'a> Instance<'a> {
 
 impl Strategy {
     fn run(self, x: &Instance) -> Candidate {
-        let (pattern, o) = (x.pattern, x.o);
+        let (pattern, o, bound) = (x.pattern, x.o, x.lower_bound);
         let (pieces, kind) = match self {
             Strategy::Cover { split, mates_wide } => (
-                tight_cover(pattern, o, split, mates_wide, &[], &[]),
+                tight_cover(
+                    pattern,
+                    o,
+                    &CoverOptions {
+                        split,
+                        mates_wide,
+                        bound,
+                        ..CoverOptions::default()
+                    },
+                ),
                 match (split, mates_wide) {
                     (true, false) => "tight-cover",
                     (false, false) => "tight-cover-whole",
@@ -127,10 +138,10 @@ impl Strategy {
                 tight_cover(
                     pattern,
                     Overheads { pairs: false, ..o },
-                    split,
-                    false,
-                    &[],
-                    &[],
+                    &CoverOptions {
+                        split,
+                        ..CoverOptions::default()
+                    },
                 ),
                 if split {
                     "narrow-cover"
@@ -139,7 +150,16 @@ impl Strategy {
                 },
             ),
             Strategy::PlannedCover => (
-                tight_cover(pattern, o, true, false, &[], &wide_plan(pattern, o)),
+                tight_cover(
+                    pattern,
+                    o,
+                    &CoverOptions {
+                        split: true,
+                        wide: &wide_plan(pattern, o, bound),
+                        bound,
+                        ..CoverOptions::default()
+                    },
+                ),
                 "planned-cover",
             ),
             Strategy::PairCover { split } => (
@@ -202,7 +222,7 @@ fn best(candidates: impl IntoIterator<Item = Candidate>) -> Candidate {
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let x = Instance::new(pattern, o);
-    let lower_bound = pattern.lower_bound(o);
+    let lower_bound = x.lower_bound;
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
     // Splitting multicasts suits scattered destinations; whole multicasts suit gathers along the
     // rows and columns of tile grids, whose phases have few transfers: large phases skip them.
@@ -225,8 +245,10 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         // When that bound lies above the pattern's, tight cover over tiles with planned wide
         // transfers runs too, and on patterns that are not large, tight cover with wide runs.
         let narrow = Overheads { pairs: false, ..o };
-        let narrow_bound = pattern.lower_bound(narrow);
-        let pair_bound = x.over_pairs().0.lower_bound(narrow);
+        let (narrow_bound, pair_bound) = rayon::join(
+            || pattern.lower_bound(narrow),
+            || x.over_pairs().0.lower_bound(narrow),
+        );
         let reachable = narrow_bound.min(pair_bound) == lower_bound;
         let mut strategies = Vec::new();
         if narrow_bound <= pair_bound {
@@ -286,7 +308,7 @@ fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
 
 fn sorted(mut pieces: Vec<Piece>) -> Vec<Piece> {
     // No two pieces are equal (each covers other words of its transfer), so this order is total.
-    pieces.sort_unstable();
+    rayon::slice::ParallelSliceMut::par_sort_unstable(&mut pieces[..]);
     pieces
 }
 
@@ -356,17 +378,30 @@ struct TightCover {
     parent: Vec<(u32, u32)>,
 }
 
-/// `mates_wide`: a run widens when its mate ports' flows fit the target if they run wide too (else, if
-/// they run narrow). `whole[i]`: transfer `i` stays whole. `wide[i]`: transfer `i` runs wide
-/// throughout, its ports' mates among its ports.
-fn tight_cover(
-    pattern: &Pattern,
-    o: Overheads,
-    split_multicast: bool,
+/// How [`tight_cover`] runs.
+#[derive(Default)]
+struct CoverOptions<'a> {
+    /// Multicasts split into as many groups as their sender's slack pays for.
+    split: bool,
+    /// A run widens when its mate ports' flows fit the target if they run wide too (else, if they
+    /// run narrow).
     mates_wide: bool,
-    whole: &[bool],
-    wide: &[bool],
-) -> Vec<Piece> {
+    /// `whole[i]`: transfer `i` stays whole.
+    whole: &'a [bool],
+    /// `wide[i]`: transfer `i` runs wide throughout, its ports' mates among its ports.
+    wide: &'a [bool],
+    /// With pairs, the pattern's lower bound, where the target starts.
+    bound: u32,
+}
+
+fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<Piece> {
+    let CoverOptions {
+        split: split_multicast,
+        mates_wide,
+        whole,
+        wide,
+        bound,
+    } = *options;
     // Every tile with its pair mate, so the mate of port `p` is `p ^ 1`.
     let tiles = pattern.tiles().next_multiple_of(2) as u32;
     let ports = 2 * tiles as usize;
@@ -384,8 +419,7 @@ fn tight_cover(
     // The target horizon `H` (module docs). With pairs the busiest ports must run wide to meet the
     // bound: aim at the bound itself.
     let target = if o.pairs {
-        let bound = u64::from(pattern.lower_bound(o));
-        (bound + g).saturating_sub(u64::from(o.transit))
+        (u64::from(bound) + g).saturating_sub(u64::from(o.transit))
     } else {
         load.iter().copied().max().unwrap_or(0)
     };
@@ -1042,7 +1076,7 @@ fn widen_pieces(pattern: &Pattern, pieces: Vec<Piece>) -> Vec<Piece> {
 /// busier tile would miss the bound receiving narrow, the number of that tile's largest transfers
 /// to it alone that leaves the less to its busier port. Every such transfer runs wide, holding the
 /// mate's port too (the pair term of [`Pattern::lower_bound`]).
-fn wide_plan(pattern: &Pattern, o: Overheads) -> Vec<bool> {
+fn wide_plan(pattern: &Pattern, o: Overheads, bound: u32) -> Vec<bool> {
     let mut wide = vec![false; pattern.transfers.len()];
     if !o.pairs {
         return wide;
@@ -1063,7 +1097,7 @@ fn wide_plan(pattern: &Pattern, o: Overheads) -> Vec<bool> {
             alone[d as usize].push((t.words, i));
         }
     }
-    let bound = u64::from(pattern.lower_bound(o)) + g - u64::from(o.transit);
+    let bound = (u64::from(bound) + g).saturating_sub(u64::from(o.transit));
     for pair in 0..tiles / 2 {
         let (a, b) = (2 * pair, 2 * pair + 1);
         let (m, other) = if need[a] >= need[b] { (a, b) } else { (b, a) };
@@ -1097,7 +1131,15 @@ fn pair_cover(x: &Instance, split_multicast: bool) -> Vec<Piece> {
     };
     sorted(widen_pieces(
         x.pattern,
-        tight_cover(pairs, narrow, split_multicast, false, whole, &[]),
+        tight_cover(
+            pairs,
+            narrow,
+            &CoverOptions {
+                split: split_multicast,
+                whole,
+                ..CoverOptions::default()
+            },
+        ),
     ))
 }
 
@@ -1168,7 +1210,13 @@ mod tests {
             let wide: Vec<bool> = (0..pattern.transfers.len())
                 .map(|i| i % 2 == case as usize % 2)
                 .collect();
-            let pieces = tight_cover(&pattern, o, case % 3 != 0, false, &[], &wide);
+            let options = CoverOptions {
+                split: case % 3 != 0,
+                wide: &wide,
+                bound: pattern.lower_bound(o),
+                ..CoverOptions::default()
+            };
+            let pieces = tight_cover(&pattern, o, &options);
             assert!(pieces.iter().all(|p| !wide[p.transfer as usize] || p.wide));
             let horizon = horizon(&pieces, o);
             let s = Schedule {
