@@ -262,3 +262,68 @@ impl Schedule {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exchange::synthetic::Rng;
+
+    /// The least port-cycles by trying every split of every transfer into wide and narrow words, on
+    /// both mates at once (the module docs' per-port terms).
+    fn least_by_trying_all(pair: &PairIntake, g: u64) -> u64 {
+        let transfers: Vec<(usize, u64)> = (0..2)
+            .flat_map(|m| pair.alone[m].iter().map(move |&w| (m, u64::from(w))))
+            .collect();
+        let mut least = u64::MAX;
+        let mut wide = vec![0u64; transfers.len()];
+        loop {
+            // In half cycles, per port: its own words, narrow or wide, its mate's wide words and
+            // their switches, the transfers to both wide.
+            let mut need = [0u64; 2];
+            for (&(m, w), &x) in transfers.iter().zip(&wide) {
+                need[m] += 2 * (w - x) + x + 2 * g;
+                if x > 0 {
+                    need[1 - m] += x + 2 * g;
+                }
+            }
+            for n in &mut need {
+                *n += pair.both_words + 2 * g * pair.both;
+            }
+            least = least.min(need[0].max(need[1]).div_ceil(2));
+            // The next split, as a mixed-radix counter.
+            let Some(i) = (0..wide.len()).find(|&i| wide[i] < transfers[i].1) else {
+                break;
+            };
+            wide[i] += 1;
+            wide[..i].fill(0);
+        }
+        least
+    }
+
+    #[test]
+    fn the_pair_term_is_the_least_over_every_split() {
+        let mut rng = Rng(5);
+        for case in 0..2000 {
+            let mut pair = PairIntake::default();
+            for m in 0..2 {
+                pair.alone[m] = (0..rng.below(4)).map(|_| 1 + rng.below(6) as u32).collect();
+            }
+            pair.both = rng.below(2);
+            pair.both_words = pair.both * (1 + rng.below(6));
+            if pair.alone[0].is_empty() && pair.alone[1].is_empty() && pair.both == 0 {
+                continue;
+            }
+            let g = rng.below(3);
+            let expected = least_by_trying_all(&pair, g);
+            assert_eq!(
+                pair.cycles(g),
+                expected,
+                "case {case}: g {g}, {:?} {:?} both {} of {}",
+                pair.alone[0],
+                pair.alone[1],
+                pair.both,
+                pair.both_words
+            );
+        }
+    }
+}
