@@ -19,6 +19,11 @@ impl Verifier {
         self.errors.push(message);
     }
 
+    /// Adds the problems `other` collected after these.
+    pub fn append(&mut self, other: Verifier) {
+        self.errors.extend(other.errors);
+    }
+
     pub fn finish(self) -> Vec<String> {
         let mut errors = self.errors;
         if errors.len() > SHOWN {

@@ -42,6 +42,7 @@
 //! The checker ([`check`]) re-derives every port's occupancy from the pieces, pair mates included.
 
 pub mod check;
+mod packed;
 pub mod schedule;
 pub mod synthetic;
 
@@ -243,7 +244,8 @@ impl Piece {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Schedule {
-    /// Sorted by start cycle, then transfer.
+    /// Sorted by start cycle, then transfer. Stored packed in columns (`packed`).
+    #[serde(with = "packed")]
     pub pieces: Vec<Piece>,
     pub horizon: u32,
     pub lower_bound: u32,

@@ -45,12 +45,12 @@ pub struct Exchanges {
 
 impl crate::store::Artifact for Exchanges {
     const KIND: &'static str = "exchanges";
-    const SCHEMA: u32 = 4;
+    const SCHEMA: u32 = 5;
 }
 
 impl crate::store::Artifact for Schedule {
     const KIND: &'static str = "exchange_schedule";
-    const SCHEMA: u32 = 3;
+    const SCHEMA: u32 = 4;
 }
 
 #[derive(Debug, thiserror::Error)]
