@@ -43,7 +43,7 @@
 
 use super::{Overheads, Pattern, Piece, Schedule};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// A flow in a port's list: eight bytes, because `try_start` streams through whole lists.
 #[derive(Clone, Copy)]
@@ -306,10 +306,68 @@ fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
         .unwrap_or(0)
 }
 
-fn sorted(mut pieces: Vec<Piece>) -> Vec<Piece> {
-    // No two pieces are equal (each covers other words of its transfer), so this order is total.
-    rayon::slice::ParallelSliceMut::par_sort_unstable(&mut pieces[..]);
-    pieces
+/// Pieces in order. No two are equal (each covers other words of its transfer), so the order is
+/// total. By start first, counting: starts are small integers and few pieces share one.
+fn sorted(pieces: Vec<Piece>) -> Vec<Piece> {
+    let starts = pieces
+        .iter()
+        .map(|p| p.start as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut first = vec![0usize; starts + 1];
+    for p in &pieces {
+        first[p.start as usize + 1] += 1;
+    }
+    for s in 1..first.len() {
+        first[s] += first[s - 1];
+    }
+    let mut at = first.clone();
+    let mut order = vec![0u32; pieces.len()];
+    for (i, p) in pieces.iter().enumerate() {
+        order[at[p.start as usize]] = i as u32;
+        at[p.start as usize] += 1;
+    }
+    let mut out: Vec<Piece> = order.into_iter().map(|i| pieces[i as usize]).collect();
+    for s in 0..starts {
+        out[first[s]..first[s + 1]].sort_unstable();
+    }
+    out
+}
+
+/// What happens at a time of [`TightCover`]: a run ends (unless its flow has moved on to another
+/// version since), or a port's deadline comes: it must start work to finish within the target.
+enum Happening {
+    End { flow: u32, version: u32 },
+    Deadline(u32),
+}
+
+/// Happenings by time: a calendar, times being small integers.
+#[derive(Default)]
+struct Agenda {
+    slots: Vec<Vec<Happening>>,
+    pending: usize,
+}
+
+impl Agenda {
+    fn push(&mut self, t: u64, h: Happening) {
+        let t = t as usize;
+        if t >= self.slots.len() {
+            self.slots.resize_with(t + 1, Vec::new);
+        }
+        self.slots[t].push(h);
+        self.pending += 1;
+    }
+
+    /// The first time after `t` with happenings, and them.
+    fn next(&mut self, t: u64) -> Option<(u64, Vec<Happening>)> {
+        if self.pending == 0 {
+            return None;
+        }
+        let next = (t as usize + 1..self.slots.len()).find(|&s| !self.slots[s].is_empty())?;
+        let happenings = std::mem::take(&mut self.slots[next]);
+        self.pending -= happenings.len();
+        Some((next as u64, happenings))
+    }
 }
 
 /// A unit of scheduling: a transfer, or one destination of a split multicast transfer.
@@ -365,8 +423,7 @@ struct TightCover {
     rest_wide: Vec<u64>,
     target: u64,
     t: u64,
-    events: BinaryHeap<Reverse<(u64, u32, u32)>>,
-    deadlines: BinaryHeap<Reverse<(u64, u32)>>,
+    agenda: Agenda,
     /// The last deadline queued for each port, so that the same one is not queued twice.
     deadline: Vec<u64>,
     pieces: Vec<Piece>,
@@ -429,7 +486,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
     let mut order: Vec<usize> = (0..pattern.transfers.len())
         .filter(|&i| pattern.transfers[i].destinations.len() > 1)
         .collect();
-    order.sort_by_key(|&i| (Reverse(pattern.transfers[i].words), i));
+    order.sort_unstable_by_key(|&i| (Reverse(pattern.transfers[i].words), i));
     for i in order {
         let t = &pattern.transfers[i];
         let cost = u64::from(t.words) + g;
@@ -441,7 +498,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
         groups[i] = (1 + affordable).min(t.destinations.len() as u64);
         load[t.source as usize] += (groups[i] - 1) * cost;
     }
-    let mut flows = Vec::new();
+    let mut flows = Vec::with_capacity(groups.iter().sum::<u64>() as usize);
     let mut flow_ports: Vec<u32> = Vec::new();
     for (i, t) in pattern.transfers.iter().enumerate() {
         if t.words == 0 {
@@ -545,10 +602,9 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
         rest_wide,
         target,
         t: 0,
-        events: BinaryHeap::new(),
-        deadlines: BinaryHeap::new(),
+        agenda: Agenda::default(),
         deadline: vec![0; ports],
-        pieces: Vec::new(),
+        pieces: Vec::with_capacity(flow_count),
         freed: Vec::new(),
         stamp: vec![0; ports],
         stamp_now: 0,
@@ -667,7 +723,8 @@ impl TightCover {
             self.rest_wide[p as usize] -= narrow_wide;
         }
         self.hold(f, Some(f), t + cost);
-        self.events.push(Reverse((t + cost, f, version)));
+        self.agenda
+            .push(t + cost, Happening::End { flow: f, version });
     }
 
     /// Ends the running piece of `f` at the current time; what was sent becomes a piece.
@@ -951,11 +1008,17 @@ impl TightCover {
     fn run(&mut self) {
         let ports = 2 * self.tiles;
         let mut candidates: Vec<u32> = (0..ports).filter(|&p| self.rest[p as usize] > 0).collect();
+        let mut queue = VecDeque::new();
+        // The time each port was last a candidate, so that it is one once per time.
+        let mut listed = vec![u64::MAX; ports as usize];
         loop {
-            candidates.sort_unstable();
-            candidates.dedup();
-            candidates.sort_by_cached_key(|&p| (Reverse(self.remaining(p)), p));
-            let mut queue: VecDeque<u32> = candidates.drain(..).collect();
+            let mut keyed: Vec<(Reverse<u64>, u32)> = candidates
+                .drain(..)
+                .filter(|&p| std::mem::replace(&mut listed[p as usize], self.t) != self.t)
+                .map(|p| (Reverse(self.remaining(p)), p))
+                .collect();
+            keyed.sort_unstable();
+            queue.extend(keyed.into_iter().map(|(_, p)| p));
             while let Some(p) = queue.pop_front() {
                 queue.extend(self.freed.drain(..));
                 if !self.free(p) {
@@ -978,34 +1041,27 @@ impl TightCover {
                 let deadline = self.target.saturating_sub(self.remaining(p));
                 if deadline > self.t && self.deadline[p as usize] != deadline {
                     self.deadline[p as usize] = deadline;
-                    self.deadlines.push(Reverse((deadline, p)));
+                    self.agenda.push(deadline, Happening::Deadline(p));
                 }
             }
-            candidates.clear();
-            let next_event = self.events.peek().map(|Reverse((t, _, _))| *t);
-            let next_deadline = self.deadlines.peek().map(|Reverse((t, _))| *t);
-            let Some(t) = [next_event, next_deadline].into_iter().flatten().min() else {
+            let Some((t, happenings)) = self.agenda.next(self.t) else {
                 break;
             };
             self.t = t;
-            while let Some(&Reverse((te, f, version))) = self.events.peek() {
-                if te != t {
-                    break;
+            // Runs end before ports look for work; the order among them does not matter.
+            for h in &happenings {
+                if let &Happening::End { flow: f, version } = h {
+                    let flow = &self.flows[f as usize];
+                    if flow.version == version && flow.running {
+                        candidates.extend(self.held(f));
+                        self.stop(f);
+                    }
                 }
-                self.events.pop();
-                if self.flows[f as usize].version != version || !self.flows[f as usize].running {
-                    continue;
-                }
-                candidates.extend(self.held(f));
-                self.stop(f);
             }
-            while let Some(&Reverse((td, p))) = self.deadlines.peek() {
-                if td != t {
-                    break;
-                }
-                self.deadlines.pop();
-                candidates.push(p);
-            }
+            candidates.extend(happenings.iter().filter_map(|h| match *h {
+                Happening::Deadline(p) => Some(p),
+                Happening::End { .. } => None,
+            }));
         }
         debug_assert!(self.flows.iter().all(|f| f.rem == 0), "every flow finishes");
     }
