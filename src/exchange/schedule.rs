@@ -416,6 +416,8 @@ struct TightCover {
     /// One bit per flow, set when it has finished: small enough to stay in cache for the scan.
     finished: Vec<u64>,
     running: Vec<Option<u32>>,
+    /// One bit per port, set while `running` holds a flow: a small copy for the scans of `try_start`.
+    busy: Vec<u64>,
     end: Vec<u64>,
     /// Cost of the port's flows that are not running.
     rest: Vec<u64>,
@@ -597,6 +599,7 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
         flow_ports,
         rem,
         running: vec![None; ports],
+        busy: vec![0; ports.div_ceil(64)],
         end: vec![0; ports],
         rest,
         rest_wide,
@@ -649,7 +652,7 @@ impl TightCover {
     }
 
     fn free(&self, p: u32) -> bool {
-        self.running[p as usize].is_none()
+        self.busy[p as usize / 64] & (1 << (p % 64)) == 0
     }
 
     /// The ports a running flow holds: its own, and its mates' when wide.
@@ -680,6 +683,11 @@ impl TightCover {
         for &p in &self.flow_ports[held] {
             self.running[p as usize] = holder;
             self.end[p as usize] = end;
+            if holder.is_some() {
+                self.busy[p as usize / 64] |= 1 << (p % 64);
+            } else {
+                self.busy[p as usize / 64] &= !(1 << (p % 64));
+            }
         }
     }
 
