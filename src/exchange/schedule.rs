@@ -1213,6 +1213,26 @@ mod tests {
     use crate::exchange::check::check;
     use crate::exchange::synthetic::{Rng, random_small};
 
+    /// The counting sort on start gives the order of a comparison sort, ties on start included.
+    #[test]
+    fn sorted_pieces_are_in_full_order() {
+        let mut rng = Rng(5);
+        let pieces: Vec<Piece> = (0..2000)
+            .map(|i| Piece {
+                start: rng.below(40) as u32,
+                transfer: rng.below(30) as u32,
+                destinations: (rng.below(2) == 0).then(|| (rng.below(3) as u32, 3)),
+                word: i,
+                words: 1 + rng.below(9) as u32,
+                wide: rng.below(2) == 0,
+            })
+            .collect();
+        let mut expected = pieces.clone();
+        expected.sort_unstable();
+        assert_eq!(sorted(pieces), expected);
+        assert!(sorted(Vec::new()).is_empty());
+    }
+
     /// Every strategy, kept or not, passes the checker, also when a multicast's destinations are in
     /// no order, so that mates are not next to each other.
     #[test]
