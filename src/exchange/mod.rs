@@ -34,8 +34,8 @@
 //!   `P >= S_b + x/2 + S_ab/2 + switch·(n_b + k)` (port `b`),
 //!   where `x` is at most the words of `a`'s `k` largest transfers to it alone. The bound is the
 //!   least `P` over every `k` and `x` (`PairIntake::cycles`), and `H >= transit - switch + P`. It
-//!   implies a tile's own
-//!   `ceil(words/2) + switch·transfers` and the pair's `(words(a ∪ b) + switch·(n_a + n_b)) / 2`.
+//!   implies a tile's own `ceil(words/2) + switch·transfers` and the pair's
+//!   `(words(a ∪ b) + switch·(n_a + n_b)) / 2`.
 //!
 //! A destination named twice in one transfer is one receiver: one piece reaches both names.
 //!
@@ -114,8 +114,8 @@ impl Pattern {
 
     /// The overhead-inclusive lower bound on the horizon (module docs).
     pub fn lower_bound(&self, o: Overheads) -> u32 {
-        // Per tile: words sent; words received and transfers received. With pairs, what each pair
-        // receives (`PairIntake`).
+        // Per tile: words sent. Without pairs, words and transfers received per tile; with pairs,
+        // what each pair receives (`PairIntake`).
         let n = self.tiles().next_multiple_of(2);
         let (mut send, mut recv, mut count) = (vec![0u64; n], vec![0u64; n], vec![0u64; n]);
         let mut intake = vec![PairIntake::default(); if o.pairs { n / 2 } else { 0 }];
@@ -129,9 +129,10 @@ impl Pattern {
             receivers.sort_unstable();
             receivers.dedup();
             for (i, &d) in receivers.iter().enumerate() {
-                recv[d as usize] += w;
-                count[d as usize] += 1;
-                if o.pairs {
+                if !o.pairs {
+                    recv[d as usize] += w;
+                    count[d as usize] += 1;
+                } else {
                     let pair = &mut intake[d as usize / 2];
                     // Sorted: a mate of `d` in the list is next to it.
                     let mate_too = [i.wrapping_sub(1), i + 1]
