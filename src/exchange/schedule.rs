@@ -663,72 +663,21 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
         groups[i] = (1 + affordable).min(t.destinations.len() as u64);
         load[t.source as usize] += (groups[i] - 1) * cost;
     }
-    let mut flows = Vec::with_capacity(groups.iter().sum::<u64>() as usize);
-    let mut flow_ports: Vec<u32> = Vec::new();
-    for (i, t) in pattern.transfers.iter().enumerate() {
-        if t.words == 0 {
-            continue;
+    // The flows, built in two halves at once.
+    let build = |transfers: std::ops::Range<usize>| {
+        flows_of(pattern, transfers, &groups, tiles, o.pairs, &always_wide)
+    };
+    let half = pattern.transfers.len() / 2;
+    let ((mut flows, mut flow_ports), (later, later_ports)) =
+        rayon::join(|| build(0..half), || build(half..pattern.transfers.len()));
+    let offset = flow_ports.len() as u32;
+    flows.extend(later.into_iter().map(|mut flow| {
+        if flow.listed as usize > flow.inline.len() {
+            flow.inline[0] += offset;
         }
-        let planned = always_wide(i);
-        let mut flow = |destination: Option<(u32, u32)>, ports: &mut dyn Iterator<Item = u32>| {
-            let a = flow_ports.len();
-            flow_ports.extend(ports);
-            if planned {
-                for k in a..flow_ports.len() {
-                    let m = flow_ports[k] ^ 1;
-                    if !flow_ports[a..].contains(&m) {
-                        flow_ports.push(m);
-                    }
-                }
-            }
-            let b = flow_ports.len();
-            if o.pairs && !planned {
-                for k in a..b {
-                    let m = flow_ports[k] ^ 1;
-                    if !flow_ports[a..].contains(&m) {
-                        flow_ports.push(m);
-                    }
-                }
-                flow_ports[b..].sort_unstable();
-            }
-            let list = &flow_ports[a..];
-            let mut inline = [a as u32, 0, 0, 0];
-            if list.len() <= inline.len() {
-                inline[..list.len()].copy_from_slice(list);
-            }
-            Flow {
-                inline,
-                ports: (b - a) as u32,
-                listed: list.len() as u32,
-                transfer: i as u32,
-                destinations: destination,
-                done: 0,
-                rem: t.words,
-                start: 0,
-                version: 0,
-                planned,
-                running: false,
-                wide: false,
-                covering: false,
-            }
-        };
-        let n = t.destinations.len() as u64;
-        if groups[i] == 1 {
-            let mut ports =
-                std::iter::once(t.source).chain(t.destinations.iter().map(|&d| tiles + d));
-            flows.push(flow(None, &mut ports));
-        } else {
-            for k in 0..groups[i] {
-                let (a, b) = (
-                    (k * n / groups[i]) as usize,
-                    ((k + 1) * n / groups[i]) as usize,
-                );
-                let mut ports = std::iter::once(t.source)
-                    .chain(t.destinations[a..b].iter().map(|&d| tiles + d));
-                flows.push(flow(Some((a as u32, b as u32)), &mut ports));
-            }
-        }
-    }
+        flow
+    }));
+    flow_ports.extend(later_ports);
     let (partners, (multicasts, rest, rest_wide)) = rayon::join(
         || Partners::new(tiles, &flows, &flow_ports),
         || {
@@ -781,6 +730,88 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
     };
     s.run();
     sorted(s.pieces)
+}
+
+/// The flows of `transfers` (indices into the pattern's), with their lists of ports that are not
+/// inline (`Flow::inline`, offsets from 0). A multicast goes out once per group of destinations,
+/// `groups[i]` groups for transfer `i`.
+fn flows_of(
+    pattern: &Pattern,
+    transfers: std::ops::Range<usize>,
+    groups: &[u64],
+    tiles: u32,
+    pairs: bool,
+    always_wide: &(impl Fn(usize) -> bool + Sync),
+) -> (Vec<Flow>, Vec<u32>) {
+    let mut flows = Vec::with_capacity(groups[transfers.clone()].iter().sum::<u64>() as usize);
+    let mut flow_ports: Vec<u32> = Vec::new();
+    for i in transfers {
+        let t = &pattern.transfers[i];
+        if t.words == 0 {
+            continue;
+        }
+        let planned = always_wide(i);
+        let mut flow = |destination: Option<(u32, u32)>, ports: &mut dyn Iterator<Item = u32>| {
+            let a = flow_ports.len();
+            flow_ports.extend(ports);
+            if planned {
+                for k in a..flow_ports.len() {
+                    let m = flow_ports[k] ^ 1;
+                    if !flow_ports[a..].contains(&m) {
+                        flow_ports.push(m);
+                    }
+                }
+            }
+            let b = flow_ports.len();
+            if pairs && !planned {
+                for k in a..b {
+                    let m = flow_ports[k] ^ 1;
+                    if !flow_ports[a..].contains(&m) {
+                        flow_ports.push(m);
+                    }
+                }
+                flow_ports[b..].sort_unstable();
+            }
+            let listed = (flow_ports.len() - a) as u32;
+            let mut inline = [a as u32, 0, 0, 0];
+            if listed as usize <= inline.len() {
+                inline[..listed as usize].copy_from_slice(&flow_ports[a..]);
+                flow_ports.truncate(a);
+            }
+            Flow {
+                inline,
+                ports: (b - a) as u32,
+                listed,
+                transfer: i as u32,
+                destinations: destination,
+                done: 0,
+                rem: t.words,
+                start: 0,
+                version: 0,
+                planned,
+                running: false,
+                wide: false,
+                covering: false,
+            }
+        };
+        let n = t.destinations.len() as u64;
+        if groups[i] == 1 {
+            let mut ports =
+                std::iter::once(t.source).chain(t.destinations.iter().map(|&d| tiles + d));
+            flows.push(flow(None, &mut ports));
+        } else {
+            for k in 0..groups[i] {
+                let (a, b) = (
+                    (k * n / groups[i]) as usize,
+                    ((k + 1) * n / groups[i]) as usize,
+                );
+                let mut ports = std::iter::once(t.source)
+                    .chain(t.destinations[a..b].iter().map(|&d| tiles + d));
+                flows.push(flow(Some((a as u32, b as u32)), &mut ports));
+            }
+        }
+    }
+    (flows, flow_ports)
 }
 
 impl TightCover {
