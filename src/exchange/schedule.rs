@@ -81,9 +81,8 @@ impl Partners {
 
     /// The index of the flows of two ports among `flows`.
     fn new(tiles: u32, flows: &[Flow], flow_ports: &[u32]) -> Partners {
-        debug_assert!(
-            tiles.is_multiple_of(64) && tiles < 1 << 16 && flows.len() < Self::MORE as usize
-        );
+        // Keys of pairs are u32 (`Partners::key`); a tile target has a few thousand tiles.
+        assert!(tiles.is_multiple_of(64) && tiles < 1 << 16 && flows.len() < Self::MORE as usize);
         let words = tiles as usize / 64;
         let mut x = Partners {
             tiles,
@@ -571,7 +570,7 @@ struct TightCover {
     partners: Partners,
     /// The flows of more than two ports of each port.
     multicasts: Vec<Vec<Watched>>,
-    /// The ports and mates of every flow, one flow after another (`Flow::span`).
+    /// The lists of ports of flows with more than four (`Flow::inline`), one after another.
     flow_ports: Vec<u32>,
     /// Words left of each flow (0 when finished), apart from `flows` for the same reason.
     rem: Vec<u32>,
@@ -1462,8 +1461,47 @@ fn pair_cover(x: &Instance, split_multicast: bool) -> Vec<Piece> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exchange::PatternTransfer;
     use crate::exchange::check::check;
     use crate::exchange::synthetic::{Rng, random_small};
+
+    /// The index finds a port's partners and a pair's flows from either end, leaves multicasts
+    /// out, and forgets a pair once it is finished.
+    #[test]
+    fn partners_index_pairs_and_forget_finished_ones() {
+        let transfer = |source, destinations: &[u32], words| PatternTransfer {
+            source,
+            destinations: destinations.to_vec(),
+            words,
+        };
+        let pattern = Pattern {
+            transfers: vec![
+                transfer(0, &[1], 3),
+                transfer(0, &[1], 4),
+                transfer(0, &[2], 5),
+                transfer(1, &[0, 2], 6),
+            ],
+        };
+        let tiles = 64;
+        let (flows, flow_ports) = flows_of(&pattern, 0..4, &[1; 4], tiles, false, &|_| false);
+        let mut x = Partners::new(tiles, &flows, &flow_ports);
+        let live = |x: &Partners, p| x.live(p).collect::<Vec<u32>>();
+        // Receiver ports are `tiles + d`.
+        assert_eq!(live(&x, 0), [65, 66]);
+        assert_eq!(live(&x, 65), [0]);
+        assert_eq!(live(&x, 66), [0]);
+        assert!(
+            live(&x, 1).is_empty(),
+            "the multicast of tile 1 is not a pair's"
+        );
+        assert_eq!(x.flows(0, 65).collect::<Vec<_>>(), [1, 0]);
+        assert_eq!(x.flows(65, 0).collect::<Vec<_>>(), [1, 0]);
+        assert_eq!(x.flows(66, 0).collect::<Vec<_>>(), [2]);
+        assert!(!x.alone(0) && !x.alone(1) && x.alone(2));
+        x.finish(0, 65);
+        assert_eq!(live(&x, 0), [66]);
+        assert!(live(&x, 65).is_empty());
+    }
 
     /// The counting sort on start gives the order of a comparison sort, ties on start included.
     #[test]
