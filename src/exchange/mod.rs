@@ -117,7 +117,9 @@ impl Pattern {
         // Per tile: words sent. Without pairs, words and transfers received per tile; with pairs,
         // what each pair receives (`PairIntake`).
         let n = self.tiles().next_multiple_of(2);
-        let (mut send, mut recv, mut count) = (vec![0u64; n], vec![0u64; n], vec![0u64; n]);
+        let per_tile = if o.pairs { 0 } else { n };
+        let (mut send, mut recv, mut count) =
+            (vec![0u64; n], vec![0u64; per_tile], vec![0u64; per_tile]);
         let mut intake = vec![PairIntake::default(); if o.pairs { n / 2 } else { 0 }];
         let mut receivers: Vec<u32> = Vec::new();
         // A transfer of no words is never sent and costs nothing.
