@@ -94,7 +94,7 @@ impl Partners {
         };
         for (f, flow) in flows.iter().enumerate() {
             if let &[s, r] = listed(flow, flow_ports, flow.ports)
-                && let Some(e) = x.add(s, r, f as u32)
+                && let Some(e) = x.add(x.key(s, r), f as u32)
             {
                 for g in [e, f as u32] {
                     x.shared[g as usize / 64] |= 1 << (g % 64);
@@ -109,13 +109,14 @@ impl Partners {
         self.shared[f as usize / 64] & (1 << (f % 64)) == 0
     }
 
-    /// Adds flow `f` of sender `s` and receiver `r`; returns the flow it goes before when the pair
-    /// has one already.
-    fn add(&mut self, s: u32, r: u32, f: u32) -> Option<u32> {
-        let slot = self.slot(s, r);
-        let (key, first) = self.table[slot];
-        self.table[slot] = (self.key(s, r), f | if key == 0 { 0 } else { Self::MORE });
-        if key == 0 {
+    /// Adds flow `f` of the pair with key `key`; returns the flow it goes before when the pair has
+    /// one already.
+    fn add(&mut self, key: u32, f: u32) -> Option<u32> {
+        let slot = self.slot(key);
+        let (held, first) = self.table[slot];
+        self.table[slot] = (key, f | if held == 0 { 0 } else { Self::MORE });
+        if held == 0 {
+            let (s, r) = ((key - 1) >> 16, self.tiles + ((key - 1) & 0xFFFF));
             for (p, q) in [(s, r), (r, s)] {
                 let i = self.index(q);
                 self.live[p as usize * self.words + i / 64] |= 1 << (i % 64);
@@ -129,14 +130,17 @@ impl Partners {
 
     /// The pair of sender `s` and receiver `r` as a number from 1: fewer than 2^16 tiles.
     fn key(&self, s: u32, r: u32) -> u32 {
-        s * self.tiles + self.index(r) as u32 + 1
+        (s << 16 | self.index(r) as u32) + 1
     }
 
-    /// The slot of the pair of sender `s` and receiver `r`, or the empty slot where it goes.
-    fn slot(&self, s: u32, r: u32) -> usize {
-        let key = self.key(s, r);
-        let hash = u64::from(key).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut slot = ((u128::from(hash) * self.table.len() as u128) >> 64) as usize;
+    fn hash(key: u32) -> u64 {
+        u64::from(key).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    /// The slot of the pair with key `key`, or the empty slot where it goes: from the slot the hash
+    /// gives (rising with the hash), the first that holds the key or none.
+    fn slot(&self, key: u32) -> usize {
+        let mut slot = ((u128::from(Self::hash(key)) * self.table.len() as u128) >> 64) as usize;
         while self.table[slot].0 != key && self.table[slot].0 != 0 {
             slot += 1;
             if slot == self.table.len() {
@@ -148,13 +152,13 @@ impl Partners {
 
     /// The index of port `q` on its side.
     fn index(&self, q: u32) -> usize {
-        (q % self.tiles) as usize
+        (if q < self.tiles { q } else { q - self.tiles }) as usize
     }
 
     /// The first flow of ports `p` and `q`, and whether more follow in `next`.
     fn first(&self, p: u32, q: u32) -> (u32, bool) {
         let (s, r) = if p < q { (p, q) } else { (q, p) };
-        let (_, first) = self.table[self.slot(s, r)];
+        let (_, first) = self.table[self.slot(self.key(s, r))];
         (first & !Self::MORE, first & Self::MORE != 0)
     }
 
@@ -435,32 +439,15 @@ fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
         .unwrap_or(0)
 }
 
-/// Pieces in order. No two are equal (each covers other words of its transfer), so the order is
-/// total. By start first, counting: starts are small integers and few pieces share one.
-fn sorted(pieces: Vec<Piece>) -> Vec<Piece> {
-    let starts = pieces
-        .iter()
-        .map(|p| p.start as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let mut first = vec![0usize; starts + 1];
-    for p in &pieces {
-        first[p.start as usize + 1] += 1;
-    }
-    for s in 1..first.len() {
-        first[s] += first[s - 1];
-    }
-    let mut at = first.clone();
-    let mut order = vec![0u32; pieces.len()];
-    for (i, p) in pieces.iter().enumerate() {
-        order[at[p.start as usize]] = i as u32;
-        at[p.start as usize] += 1;
-    }
-    let mut out: Vec<Piece> = order.into_iter().map(|i| pieces[i as usize]).collect();
-    for s in 0..starts {
-        out[first[s]..first[s + 1]].sort_unstable();
-    }
-    out
+/// Pieces in order, given pieces in order of start: each start's pieces sorted. No two are equal
+/// (each covers other words of its transfer), so the order is total.
+fn sorted(mut pieces: Vec<Piece>) -> Vec<Piece> {
+    debug_assert!(pieces.is_sorted_by_key(|p| p.start));
+    use rayon::prelude::*;
+    pieces
+        .par_chunk_by_mut(|a, b| a.start == b.start)
+        .for_each(|group| group.sort_unstable());
+    pieces
 }
 
 /// What happens at a time of [`TightCover`]: a run ends (unless its flow has moved on to another
@@ -528,8 +515,9 @@ struct Flow {
     destinations: Option<(u32, u32)>,
     done: u32,
     rem: u32,
-    /// When the current run started.
+    /// When the current run started, and its piece in `TightCover::pieces`.
     start: u32,
+    piece: u32,
     version: u32,
     /// Whether the flow always runs wide: its ports include their mates.
     planned: bool,
@@ -539,6 +527,11 @@ struct Flow {
     /// Whether the current run was started by a cover, for a tight port.
     covering: bool,
 }
+
+const _: () = assert!(
+    std::mem::size_of::<Flow>() == 64,
+    "a flow is one cache line"
+);
 
 /// Flow `flow`'s list of ports (`Flow::inline`), the first `ports` of them.
 fn listed<'a>(flow: &'a Flow, flow_ports: &'a [u32], ports: u32) -> &'a [u32] {
@@ -628,13 +621,22 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
     let ports = 2 * tiles as usize;
     let g = u64::from(o.switch);
     // Symmetric port loads, then split multicasts where the sender keeps within the busiest port's load.
-    let mut load = vec![0u64; ports];
-    for t in &pattern.transfers {
-        let c = u64::from(t.words) + g;
-        load[t.source as usize] += c;
-        for &d in &t.destinations {
-            load[(tiles + d) as usize] += c;
+    let loads = |transfers: &[super::PatternTransfer]| {
+        let mut load = vec![0u64; ports];
+        // A transfer of no words is never sent and costs nothing.
+        for t in transfers.iter().filter(|t| t.words > 0) {
+            let c = u64::from(t.words) + g;
+            load[t.source as usize] += c;
+            for &d in &t.destinations {
+                load[(tiles + d) as usize] += c;
+            }
         }
+        load
+    };
+    let (first, second) = pattern.transfers.split_at(pattern.transfers.len() / 2);
+    let (mut load, later) = rayon::join(|| loads(first), || loads(second));
+    for (l, m) in load.iter_mut().zip(later) {
+        *l += m;
     }
     let always_wide = |i: usize| o.pairs && wide.get(i).copied().unwrap_or(false);
     // The target horizon `H` (module docs). With pairs the busiest ports must run wide to meet the
@@ -646,12 +648,16 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
     };
     // Groups per transfer: a multicast goes out once per group of destinations, as many groups as the
     // sender's slack below the target pays for.
-    let mut groups = vec![1u64; pattern.transfers.len()];
-    let mut order: Vec<usize> = (0..pattern.transfers.len())
-        .filter(|&i| pattern.transfers[i].destinations.len() > 1)
+    let mut groups: Vec<u64> = (pattern.transfers.iter())
+        .map(|t| u64::from(t.words > 0))
         .collect();
-    order.sort_unstable_by_key(|&i| (Reverse(pattern.transfers[i].words), i));
-    for i in order {
+    // The most words first, then the first transfer: as plain integers, to sort fast.
+    let mut order: Vec<u64> = (pattern.transfers.iter().enumerate())
+        .filter(|(_, t)| t.words > 0 && t.destinations.len() > 1)
+        .map(|(i, t)| u64::from(!t.words) << 32 | i as u64)
+        .collect();
+    order.sort_unstable();
+    for i in order.into_iter().map(|k| k as u32 as usize) {
         let t = &pattern.transfers[i];
         let cost = u64::from(t.words) + g;
         let affordable = if split_multicast && !whole.get(i).copied().unwrap_or(false) {
@@ -662,13 +668,29 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
         groups[i] = (1 + affordable).min(t.destinations.len() as u64);
         load[t.source as usize] += (groups[i] - 1) * cost;
     }
-    // The flows, built in two halves at once.
-    let build = |transfers: std::ops::Range<usize>| {
-        flows_of(pattern, transfers, &groups, tiles, o.pairs, &always_wide)
-    };
+    // The flows, built in two halves at once: the first where they stay.
     let half = pattern.transfers.len() / 2;
-    let ((mut flows, mut flow_ports), (later, later_ports)) =
-        rayon::join(|| build(0..half), || build(half..pattern.transfers.len()));
+    let count = |r: std::ops::Range<usize>| groups[r].iter().sum::<u64>() as usize;
+    let build = |transfers: std::ops::Range<usize>, flows: &mut Vec<Flow>| {
+        flows_of(
+            pattern,
+            transfers,
+            &groups,
+            tiles,
+            o.pairs,
+            &always_wide,
+            flows,
+        )
+    };
+    let mut flows = Vec::with_capacity(count(0..groups.len()));
+    let (mut flow_ports, (later, later_ports)) = rayon::join(
+        || build(0..half, &mut flows),
+        || {
+            let mut later = Vec::with_capacity(count(half..groups.len()));
+            let ports = build(half..groups.len(), &mut later);
+            (later, ports)
+        },
+    );
     let offset = flow_ports.len() as u32;
     flows.extend(later.into_iter().map(|mut flow| {
         if flow.listed as usize > flow.inline.len() {
@@ -728,12 +750,14 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
         parent: vec![(0, 0); ports],
     };
     s.run();
+    // Runs stopped before a word was sent left pieces of no words.
+    s.pieces.retain(|p| p.words > 0);
     sorted(s.pieces)
 }
 
-/// The flows of `transfers` (indices into the pattern's), with their lists of ports that are not
-/// inline (`Flow::inline`, offsets from 0). A multicast goes out once per group of destinations,
-/// `groups[i]` groups for transfer `i`.
+/// Appends the flows of `transfers` (indices into the pattern's) to `flows`; returns their lists of
+/// ports that are not inline (`Flow::inline`, offsets from 0). A multicast goes out once per group
+/// of destinations, `groups[i]` groups for transfer `i`, none when it has no words.
 fn flows_of(
     pattern: &Pattern,
     transfers: std::ops::Range<usize>,
@@ -741,14 +765,11 @@ fn flows_of(
     tiles: u32,
     pairs: bool,
     always_wide: &(impl Fn(usize) -> bool + Sync),
-) -> (Vec<Flow>, Vec<u32>) {
-    let mut flows = Vec::with_capacity(groups[transfers.clone()].iter().sum::<u64>() as usize);
+    flows: &mut Vec<Flow>,
+) -> Vec<u32> {
     let mut flow_ports: Vec<u32> = Vec::new();
-    for i in transfers {
+    for i in transfers.filter(|&i| groups[i] > 0) {
         let t = &pattern.transfers[i];
-        if t.words == 0 {
-            continue;
-        }
         let planned = always_wide(i);
         let mut flow = |destination: Option<(u32, u32)>, ports: &mut dyn Iterator<Item = u32>| {
             let a = flow_ports.len();
@@ -786,6 +807,7 @@ fn flows_of(
                 done: 0,
                 rem: t.words,
                 start: 0,
+                piece: 0,
                 version: 0,
                 planned,
                 running: false,
@@ -810,7 +832,7 @@ fn flows_of(
             }
         }
     }
-    (flows, flow_ports)
+    flow_ports
 }
 
 impl TightCover {
@@ -920,6 +942,16 @@ impl TightCover {
         flow.start = t as u32;
         flow.version += 1;
         let version = flow.version;
+        // Runs start in order of time: so do their pieces.
+        flow.piece = self.pieces.len() as u32;
+        self.pieces.push(Piece {
+            start: flow.start,
+            transfer: flow.transfer,
+            destinations: flow.destinations,
+            word: flow.done,
+            words: 0,
+            wide,
+        });
         let narrow_wide = self.wide_cost(f);
         let flow = &self.flows[f as usize];
         for &p in listed(flow, &self.flow_ports, flow.ports) {
@@ -931,23 +963,14 @@ impl TightCover {
             .push(t + cost, Happening::End { flow: f, version });
     }
 
-    /// Ends the running piece of `f` at the current time; what was sent becomes a piece.
+    /// Ends the running piece of `f` at the current time: its piece gets the words sent.
     fn stop(&mut self, f: u32) {
         let (t, g) = (self.t, self.g());
         self.hold(f, None, t);
         let flow = &mut self.flows[f as usize];
         let cycles = t.saturating_sub(u64::from(flow.start) + g);
         let sent = (cycles << u32::from(flow.wide)).min(u64::from(flow.rem)) as u32;
-        if sent > 0 {
-            self.pieces.push(Piece {
-                start: flow.start,
-                transfer: flow.transfer,
-                destinations: flow.destinations,
-                word: flow.done,
-                words: sent,
-                wide: flow.wide,
-            });
-        }
+        self.pieces[flow.piece as usize].words = sent;
         flow.done += sent;
         flow.rem -= sent;
         self.rem[f as usize] = flow.rem;
@@ -1483,7 +1506,16 @@ mod tests {
             ],
         };
         let tiles = 64;
-        let (flows, flow_ports) = flows_of(&pattern, 0..4, &[1; 4], tiles, false, &|_| false);
+        let mut flows = Vec::new();
+        let flow_ports = flows_of(
+            &pattern,
+            0..4,
+            &[1; 4],
+            tiles,
+            false,
+            &|_| false,
+            &mut flows,
+        );
         let mut x = Partners::new(tiles, &flows, &flow_ports);
         let live = |x: &Partners, p| x.live(p).collect::<Vec<u32>>();
         // Receiver ports are `tiles + d`.
@@ -1503,7 +1535,7 @@ mod tests {
         assert!(live(&x, 65).is_empty());
     }
 
-    /// The counting sort on start gives the order of a comparison sort, ties on start included.
+    /// Sorting each start's pieces gives the order of a comparison sort.
     #[test]
     fn sorted_pieces_are_in_full_order() {
         let mut rng = Rng(5);
@@ -1519,7 +1551,9 @@ mod tests {
             .collect();
         let mut expected = pieces.clone();
         expected.sort_unstable();
-        assert_eq!(sorted(pieces), expected);
+        let mut by_start = pieces;
+        by_start.sort_by_key(|p| p.start);
+        assert_eq!(sorted(by_start), expected);
         assert!(sorted(Vec::new()).is_empty());
     }
 
