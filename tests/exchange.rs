@@ -57,6 +57,26 @@ fn random_patterns_pass_the_checker() {
     }
 }
 
+/// Both bounds of one pass are the bounds asked for one at a time: with pairs, the narrow one is
+/// not disturbed by what pairs receive.
+#[test]
+fn both_bounds_in_one_pass_are_the_bounds_one_at_a_time() {
+    let mut rng = Rng(11);
+    let o = Overheads {
+        switch: 1,
+        transit: 10,
+        pairs: true,
+    };
+    let narrow = Overheads { pairs: false, ..o };
+    for case in 0..300 {
+        let pattern = random_pattern(&mut rng, case % 2 == 0);
+        let (bound, narrow_bound) = pattern.lower_bounds(o);
+        assert_eq!(narrow_bound, pattern.lower_bound(narrow), "case {case}");
+        assert_eq!(pattern.lower_bounds(narrow), (narrow_bound, narrow_bound));
+        assert_eq!(bound, pattern.lower_bound(o), "case {case}");
+    }
+}
+
 #[test]
 fn unicast_without_overheads_meets_the_bound_exactly() {
     let mut rng = Rng(7);

@@ -114,12 +114,15 @@ impl Pattern {
 
     /// The overhead-inclusive lower bound on the horizon (module docs).
     pub fn lower_bound(&self, o: Overheads) -> u32 {
-        // Per tile: words sent. Without pairs, words and transfers received per tile; with pairs,
-        // what each pair receives (`PairIntake`).
+        self.lower_bounds(o).0
+    }
+
+    /// [`Pattern::lower_bound`] with `o`, and with `o` but no pairs: one pass over the transfers.
+    pub fn lower_bounds(&self, o: Overheads) -> (u32, u32) {
+        // Per tile: words sent, words and transfers received; with pairs, what each pair receives
+        // (`PairIntake`).
         let n = self.tiles().next_multiple_of(2);
-        let per_tile = if o.pairs { 0 } else { n };
-        let (mut send, mut recv, mut count) =
-            (vec![0u64; n], vec![0u64; per_tile], vec![0u64; per_tile]);
+        let (mut send, mut recv, mut count) = (vec![0u64; n], vec![0u64; n], vec![0u64; n]);
         let mut intake = vec![PairIntake::default(); if o.pairs { n / 2 } else { 0 }];
         let mut receivers: Vec<u32> = Vec::new();
         // A transfer of no words is never sent and costs nothing.
@@ -131,10 +134,9 @@ impl Pattern {
             receivers.sort_unstable();
             receivers.dedup();
             for (i, &d) in receivers.iter().enumerate() {
-                if !o.pairs {
-                    recv[d as usize] += w;
-                    count[d as usize] += 1;
-                } else {
+                recv[d as usize] += w;
+                count[d as usize] += 1;
+                if o.pairs {
                     let pair = &mut intake[d as usize / 2];
                     // Sorted: a mate of `d` in the list is next to it.
                     let mate_too = [i.wrapping_sub(1), i + 1]
@@ -150,31 +152,26 @@ impl Pattern {
             }
         }
         let g = u64::from(o.switch);
-        let senders = if o.pairs {
-            (0..n / 2)
-                .map(|k| (send[2 * k] + send[2 * k + 1]).div_ceil(2))
-                .max()
-        } else {
-            send.iter().copied().max()
+        let bound = |busiest: Option<u64>| match busiest.unwrap_or(0) {
+            0 => 0,
+            busiest => (busiest + u64::from(o.transit)) as u32,
         };
         // The first switch of a receiver overlaps the first word's transit.
-        let receivers = if o.pairs {
-            intake
-                .iter_mut()
-                .map(|pair| pair.cycles(g).saturating_sub(g))
-                .max()
-        } else {
-            (0..n)
-                .filter(|&d| count[d] > 0)
-                .map(|d| recv[d] + g * count[d] - g)
-                .max()
-        };
-        let busiest = senders.into_iter().chain(receivers).max().unwrap_or(0);
-        if busiest == 0 {
-            0
-        } else {
-            (busiest + u64::from(o.transit)) as u32
+        let narrow = bound(
+            (send.iter().copied())
+                .chain(
+                    (0..n)
+                        .filter(|&d| count[d] > 0)
+                        .map(|d| recv[d] + g * count[d] - g),
+                )
+                .max(),
+        );
+        if !o.pairs {
+            return (narrow, narrow);
         }
+        let senders = (0..n / 2).map(|k| (send[2 * k] + send[2 * k + 1]).div_ceil(2));
+        let receivers = (intake.iter_mut()).map(|pair| pair.cycles(g).saturating_sub(g));
+        (bound(senders.chain(receivers).max()), narrow)
     }
 }
 

@@ -213,12 +213,15 @@ enum Strategy {
     PlannedCover,
 }
 
-/// A pattern to schedule, its overheads, and its pattern over supertile pairs, built once when a
-/// strategy first asks for it.
+/// A pattern to schedule, its overheads, its lower bound, and its pattern over supertile pairs, built
+/// once when a strategy first asks for it. With pairs, also the bounds of scheduling without wide
+/// pieces and over the pairs, which choose the strategies.
 struct Instance<'a> {
     pattern: &'a Pattern,
     o: Overheads,
     lower_bound: u32,
+    narrow_bound: u32,
+    pair_bound: u32,
     over_pairs: std::sync::OnceLock<(Pattern, Vec<bool>)>,
 }
 
@@ -228,15 +231,26 @@ impl<'a> Instance<'a> {
             pattern,
             o,
             lower_bound: 0,
+            narrow_bound: 0,
+            pair_bound: 0,
             over_pairs: std::sync::OnceLock::new(),
         };
         // With pairs, `schedule` needs the pattern over pairs at once: build it meanwhile.
-        let lower_bound = if o.pairs {
-            rayon::join(|| pattern.lower_bound(o), || x.over_pairs()).0
+        let ((lower_bound, narrow_bound), pair_bound) = if o.pairs {
+            let narrow = Overheads { pairs: false, ..o };
+            rayon::join(
+                || pattern.lower_bounds(o),
+                || x.over_pairs().0.lower_bound(narrow),
+            )
         } else {
-            pattern.lower_bound(o)
+            (pattern.lower_bounds(o), 0)
         };
-        Instance { lower_bound, ..x }
+        Instance {
+            lower_bound,
+            narrow_bound,
+            pair_bound,
+            ..x
+        }
     }
 
     /// [`over_pairs`] of the pattern.
@@ -377,11 +391,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         // patterns, and each bound is at least the pattern's: the one with the lower bound runs.
         // When that bound lies above the pattern's, tight cover over tiles with planned wide
         // transfers runs too, and on patterns that are not large, tight cover with wide runs.
-        let narrow = Overheads { pairs: false, ..o };
-        let (narrow_bound, pair_bound) = rayon::join(
-            || pattern.lower_bound(narrow),
-            || x.over_pairs().0.lower_bound(narrow),
-        );
+        let (narrow_bound, pair_bound) = (x.narrow_bound, x.pair_bound);
         let reachable = narrow_bound.min(pair_bound) == lower_bound;
         let mut strategies = Vec::new();
         if narrow_bound <= pair_bound {
