@@ -57,10 +57,10 @@ fn random_patterns_pass_the_checker() {
     }
 }
 
-/// Both bounds of one pass are the bounds asked for one at a time: with pairs, the narrow one is
-/// not disturbed by what pairs receive.
+/// The bounds of one pass are the bounds asked for one at a time: with pairs, the narrow one is not
+/// disturbed by what pairs receive, and the bound over pairs is that of the pattern over pairs.
 #[test]
-fn both_bounds_in_one_pass_are_the_bounds_one_at_a_time() {
+fn the_bounds_of_one_pass_are_the_bounds_one_at_a_time() {
     let mut rng = Rng(11);
     let o = Overheads {
         switch: 1,
@@ -70,10 +70,33 @@ fn both_bounds_in_one_pass_are_the_bounds_one_at_a_time() {
     let narrow = Overheads { pairs: false, ..o };
     for case in 0..300 {
         let pattern = random_pattern(&mut rng, case % 2 == 0);
-        let (bound, narrow_bound) = pattern.lower_bounds(o);
+        let bounds = pattern.lower_bounds(o);
+        let (bound, narrow_bound) = (bounds.bound, bounds.narrow);
         assert_eq!(narrow_bound, pattern.lower_bound(narrow), "case {case}");
-        assert_eq!(pattern.lower_bounds(narrow), (narrow_bound, narrow_bound));
+        assert_eq!(pattern.lower_bounds(narrow).bound, narrow_bound);
         assert_eq!(bound, pattern.lower_bound(o), "case {case}");
+        let over_pairs = Pattern {
+            transfers: (pattern.transfers.iter())
+                .map(|t| {
+                    let mut destinations = Vec::new();
+                    for d in t.destinations.iter().map(|d| d / 2) {
+                        if !destinations.contains(&d) {
+                            destinations.push(d);
+                        }
+                    }
+                    PatternTransfer {
+                        source: t.source / 2,
+                        destinations,
+                        words: t.words.div_ceil(2),
+                    }
+                })
+                .collect(),
+        };
+        assert_eq!(
+            bounds.over_pairs,
+            over_pairs.lower_bound(narrow),
+            "case {case}"
+        );
     }
 }
 

@@ -114,34 +114,115 @@ impl Pattern {
 
     /// The overhead-inclusive lower bound on the horizon (module docs).
     pub fn lower_bound(&self, o: Overheads) -> u32 {
-        self.lower_bounds(o).0
+        self.lower_bounds(o).bound
     }
 
-    /// [`Pattern::lower_bound`] with `o`, and with `o` but no pairs: one pass over the transfers.
-    pub fn lower_bounds(&self, o: Overheads) -> (u32, u32) {
-        // Per tile: words sent, words and transfers received; with pairs, what each pair receives
-        // (`PairIntake`).
+    /// [`Pattern::lower_bound`] with `o`, with `o` but no pairs, and that of the pattern over
+    /// supertile pairs with `o` but no pairs: in one pass over the transfers, in two halves at once.
+    pub fn lower_bounds(&self, o: Overheads) -> LowerBounds {
         let n = self.tiles().next_multiple_of(2);
-        let (mut send, mut recv, mut count) = (vec![0u64; n], vec![0u64; n], vec![0u64; n]);
-        let mut intake = vec![PairIntake::default(); if o.pairs { n / 2 } else { 0 }];
+        let (first, second) = self.transfers.split_at(self.transfers.len() / 2);
+        let (mut tally, later) = rayon::join(
+            || Tally::of(first, n, o.pairs),
+            || Tally::of(second, n, o.pairs),
+        );
+        tally.add(later);
+        let g = u64::from(o.switch);
+        let bound = |busiest: Option<u64>| match busiest.unwrap_or(0) {
+            0 => 0,
+            busiest => (busiest + u64::from(o.transit)) as u32,
+        };
+        // The first switch of a receiver overlaps the first word's transit.
+        let narrow = |send: &[u64], recv: &[u64], count: &[u64]| {
+            bound(
+                (send.iter().copied())
+                    .chain(
+                        (0..recv.len())
+                            .filter(|&d| count[d] > 0)
+                            .map(|d| recv[d] + g * count[d] - g),
+                    )
+                    .max(),
+            )
+        };
+        let over_pairs = narrow(&tally.pair_send, &tally.pair_recv, &tally.pair_count);
+        let narrow = narrow(&tally.send, &tally.recv, &tally.count);
+        let bound = if o.pairs {
+            let senders =
+                (0..n / 2).map(|k| (tally.send[2 * k] + tally.send[2 * k + 1]).div_ceil(2));
+            let receivers = (tally.intake.iter_mut()).map(|pair| pair.cycles(g).saturating_sub(g));
+            bound(senders.chain(receivers).max())
+        } else {
+            narrow
+        };
+        LowerBounds {
+            bound,
+            narrow,
+            over_pairs,
+        }
+    }
+}
+
+/// The bounds of [`Pattern::lower_bounds`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LowerBounds {
+    /// [`Pattern::lower_bound`].
+    pub bound: u32,
+    /// The bound without pairs.
+    pub narrow: u32,
+    /// The bound without pairs of the pattern over supertile pairs: pair `k` a tile, a transfer of
+    /// `w` words one of `ceil(w/2)` words to the distinct pairs of its destinations.
+    pub over_pairs: u32,
+}
+
+/// What the transfers of a pattern send and receive, per tile and per supertile pair.
+struct Tally {
+    /// Per tile: words sent; words and transfers received.
+    send: Vec<u64>,
+    recv: Vec<u64>,
+    count: Vec<u64>,
+    /// With pairs, what each pair receives.
+    intake: Vec<PairIntake>,
+    /// Per pair, of the pattern over pairs: double words sent; double words and transfers received.
+    pair_send: Vec<u64>,
+    pair_recv: Vec<u64>,
+    pair_count: Vec<u64>,
+}
+
+impl Tally {
+    /// The tally of `transfers` over `n` tiles (even).
+    fn of(transfers: &[PatternTransfer], n: usize, pairs: bool) -> Tally {
+        let mut x = Tally {
+            send: vec![0; n],
+            recv: vec![0; n],
+            count: vec![0; n],
+            intake: vec![PairIntake::default(); if pairs { n / 2 } else { 0 }],
+            pair_send: vec![0; n / 2],
+            pair_recv: vec![0; n / 2],
+            pair_count: vec![0; n / 2],
+        };
         let mut receivers: Vec<u32> = Vec::new();
         // A transfer of no words is never sent and costs nothing.
-        for t in self.transfers.iter().filter(|t| t.words > 0) {
-            let w = u64::from(t.words);
-            send[t.source as usize] += w;
+        for t in transfers.iter().filter(|t| t.words > 0) {
+            let (w, half) = (u64::from(t.words), u64::from(t.words.div_ceil(2)));
+            x.send[t.source as usize] += w;
+            x.pair_send[t.source as usize / 2] += half;
             receivers.clear();
             receivers.extend(&t.destinations);
             receivers.sort_unstable();
             receivers.dedup();
             for (i, &d) in receivers.iter().enumerate() {
-                recv[d as usize] += w;
-                count[d as usize] += 1;
-                if o.pairs {
-                    let pair = &mut intake[d as usize / 2];
-                    // Sorted: a mate of `d` in the list is next to it.
-                    let mate_too = [i.wrapping_sub(1), i + 1]
-                        .iter()
-                        .any(|&j| receivers.get(j) == Some(&mate(d)));
+                x.recv[d as usize] += w;
+                x.count[d as usize] += 1;
+                // Sorted: a mate of `d` in the list is next to it.
+                let mate_too = [i.wrapping_sub(1), i + 1]
+                    .iter()
+                    .any(|&j| receivers.get(j) == Some(&mate(d)));
+                if !mate_too || d % 2 == 0 {
+                    x.pair_recv[d as usize / 2] += half;
+                    x.pair_count[d as usize / 2] += 1;
+                }
+                if pairs {
+                    let pair = &mut x.intake[d as usize / 2];
                     if !mate_too {
                         pair.alone[d as usize % 2].push(t.words);
                     } else if d % 2 == 0 {
@@ -151,27 +232,31 @@ impl Pattern {
                 }
             }
         }
-        let g = u64::from(o.switch);
-        let bound = |busiest: Option<u64>| match busiest.unwrap_or(0) {
-            0 => 0,
-            busiest => (busiest + u64::from(o.transit)) as u32,
-        };
-        // The first switch of a receiver overlaps the first word's transit.
-        let narrow = bound(
-            (send.iter().copied())
-                .chain(
-                    (0..n)
-                        .filter(|&d| count[d] > 0)
-                        .map(|d| recv[d] + g * count[d] - g),
-                )
-                .max(),
-        );
-        if !o.pairs {
-            return (narrow, narrow);
+        x
+    }
+
+    /// Adds the tally of later transfers.
+    fn add(&mut self, later: Tally) {
+        let columns = [
+            (&mut self.send, later.send),
+            (&mut self.recv, later.recv),
+            (&mut self.count, later.count),
+            (&mut self.pair_send, later.pair_send),
+            (&mut self.pair_recv, later.pair_recv),
+            (&mut self.pair_count, later.pair_count),
+        ];
+        for (sum, more) in columns {
+            for (a, b) in sum.iter_mut().zip(more) {
+                *a += b;
+            }
         }
-        let senders = (0..n / 2).map(|k| (send[2 * k] + send[2 * k + 1]).div_ceil(2));
-        let receivers = (intake.iter_mut()).map(|pair| pair.cycles(g).saturating_sub(g));
-        (bound(senders.chain(receivers).max()), narrow)
+        for (pair, more) in self.intake.iter_mut().zip(later.intake) {
+            for m in 0..2 {
+                pair.alone[m].extend(&more.alone[m]);
+            }
+            pair.both_words += more.both_words;
+            pair.both += more.both;
+        }
     }
 }
 

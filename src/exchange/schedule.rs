@@ -42,7 +42,7 @@
 //! Strategies run in parallel; the kept schedule is the shortest, then the one with fewest pieces, then
 //! the first in a fixed order. Deterministic: ties break on ids, no hashing, no timing.
 
-use super::{Overheads, Pattern, Piece, Schedule};
+use super::{LowerBounds, Overheads, Pattern, Piece, Schedule};
 use std::cmp::Reverse;
 use std::collections::VecDeque;
 
@@ -213,43 +213,22 @@ enum Strategy {
     PlannedCover,
 }
 
-/// A pattern to schedule, its overheads, its lower bound, and its pattern over supertile pairs, built
-/// once when a strategy first asks for it. With pairs, also the bounds of scheduling without wide
-/// pieces and over the pairs, which choose the strategies.
+/// A pattern to schedule, its overheads, its bounds, and its pattern over supertile pairs, built once
+/// when a strategy first asks for it.
 struct Instance<'a> {
     pattern: &'a Pattern,
     o: Overheads,
-    lower_bound: u32,
-    narrow_bound: u32,
-    pair_bound: u32,
+    bounds: LowerBounds,
     over_pairs: std::sync::OnceLock<(Pattern, Vec<bool>)>,
 }
 
 impl<'a> Instance<'a> {
     fn new(pattern: &'a Pattern, o: Overheads) -> Instance<'a> {
-        let x = Instance {
+        Instance {
             pattern,
             o,
-            lower_bound: 0,
-            narrow_bound: 0,
-            pair_bound: 0,
+            bounds: pattern.lower_bounds(o),
             over_pairs: std::sync::OnceLock::new(),
-        };
-        // With pairs, `schedule` needs the pattern over pairs at once: build it meanwhile.
-        let ((lower_bound, narrow_bound), pair_bound) = if o.pairs {
-            let narrow = Overheads { pairs: false, ..o };
-            rayon::join(
-                || pattern.lower_bounds(o),
-                || x.over_pairs().0.lower_bound(narrow),
-            )
-        } else {
-            (pattern.lower_bounds(o), 0)
-        };
-        Instance {
-            lower_bound,
-            narrow_bound,
-            pair_bound,
-            ..x
         }
     }
 
@@ -261,7 +240,7 @@ impl<'a> Instance<'a> {
 
 impl Strategy {
     fn run(self, x: &Instance) -> Candidate {
-        let (pattern, o, bound) = (x.pattern, x.o, x.lower_bound);
+        let (pattern, o, bound) = (x.pattern, x.o, x.bounds.bound);
         let (pieces, kind) = match self {
             Strategy::Cover { split, mates_wide } => (
                 tight_cover(
@@ -369,7 +348,7 @@ fn best(candidates: impl IntoIterator<Item = Candidate>) -> Candidate {
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let x = Instance::new(pattern, o);
-    let lower_bound = x.lower_bound;
+    let lower_bound = x.bounds.bound;
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
     // Splitting multicasts suits scattered destinations; whole multicasts suit gathers along the
     // rows and columns of tile grids, whose phases have few transfers: large phases skip them.
@@ -391,7 +370,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
         // patterns, and each bound is at least the pattern's: the one with the lower bound runs.
         // When that bound lies above the pattern's, tight cover over tiles with planned wide
         // transfers runs too, and on patterns that are not large, tight cover with wide runs.
-        let (narrow_bound, pair_bound) = (x.narrow_bound, x.pair_bound);
+        let (narrow_bound, pair_bound) = (x.bounds.narrow, x.bounds.over_pairs);
         let reachable = narrow_bound.min(pair_bound) == lower_bound;
         let mut strategies = Vec::new();
         if narrow_bound <= pair_bound {
