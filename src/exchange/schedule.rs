@@ -1287,7 +1287,6 @@ impl TightCover {
             keyed.sort_unstable();
             queue.extend(keyed.drain(..).map(|k| k as u32));
             while let Some(p) = queue.pop_front() {
-                queue.extend(self.freed.drain(..));
                 if !self.free(p) {
                     continue;
                 }
