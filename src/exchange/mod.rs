@@ -133,7 +133,7 @@ impl Pattern {
             busiest => (busiest + u64::from(o.transit)) as u32,
         };
         // The first switch of a receiver overlaps the first word's transit.
-        let narrow = |send: &[u64], recv: &[u64], count: &[u64]| {
+        let unpaired = |send: &[u64], recv: &[u64], count: &[u64]| {
             bound(
                 (send.iter().copied())
                     .chain(
@@ -144,8 +144,8 @@ impl Pattern {
                     .max(),
             )
         };
-        let over_pairs = narrow(&tally.pair_send, &tally.pair_recv, &tally.pair_count);
-        let narrow = narrow(&tally.send, &tally.recv, &tally.count);
+        let over_pairs = unpaired(&tally.pair_send, &tally.pair_recv, &tally.pair_count);
+        let narrow = unpaired(&tally.send, &tally.recv, &tally.count);
         let bound = if o.pairs {
             let senders =
                 (0..n / 2).map(|k| (tally.send[2 * k] + tally.send[2 * k + 1]).div_ceil(2));

@@ -133,6 +133,7 @@ impl Partners {
         (s << 16 | self.index(r) as u32) + 1
     }
 
+    /// A key spread over 64 bits (Fibonacci hashing); its top bits choose the slot.
     fn hash(key: u32) -> u64 {
         u64::from(key).wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
@@ -688,13 +689,15 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
         flow
     }));
     flow_ports.extend(later_ports);
-    let (partners, (multicasts, rest, rest_wide)) = rayon::join(
+    let (partners, (multicasts, rest, rest_wide, rem)) = rayon::join(
         || Partners::new(tiles, &flows, &flow_ports),
         || {
             let mut multicasts: Vec<Vec<Watched>> = vec![Vec::new(); ports];
             let mut rest = vec![0u64; ports];
             let mut rest_wide = vec![0u64; ports];
+            let mut rem = Vec::with_capacity(flows.len());
             for (f, flow) in flows.iter().enumerate() {
+                rem.push(flow.rem);
                 let flow_ports_of = listed(flow, &flow_ports, flow.ports);
                 for &p in flow_ports_of {
                     if flow_ports_of.len() > 2 {
@@ -707,10 +710,9 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
                     rest_wide[p as usize] += u64::from(flow.rem.div_ceil(2)) + g;
                 }
             }
-            (multicasts, rest, rest_wide)
+            (multicasts, rest, rest_wide, rem)
         },
     );
-    let rem = flows.iter().map(|f| f.rem).collect();
     let flow_count = flows.len();
     let mut s = TightCover {
         o,
