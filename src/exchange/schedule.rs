@@ -762,39 +762,53 @@ fn flows_of(
     for i in transfers.filter(|&i| groups[i] > 0) {
         let t = &pattern.transfers[i];
         let planned = always_wide(i);
-        let mut flow = |destination: Option<(u32, u32)>, ports: &mut dyn Iterator<Item = u32>| {
-            let a = flow_ports.len();
-            flow_ports.extend(ports);
-            if planned {
-                for k in a..flow_ports.len() {
-                    let m = flow_ports[k] ^ 1;
-                    if !flow_ports[a..].contains(&m) {
-                        flow_ports.push(m);
+        let mut flow = |destinations: Option<(u32, u32)>, receivers: &[u32]| {
+            let s = t.source;
+            let (inline, ports, listed) = if let &[d] = receivers {
+                // One receiver: the list is inline, the mates of both ports (different tiles, as
+                // the sides differ) after them when pairs are on.
+                let r = tiles + d;
+                match (planned, pairs) {
+                    (true, _) => ([s, r, s ^ 1, r ^ 1], 4, 4),
+                    (false, true) => ([s, r, s ^ 1, r ^ 1], 2, 4),
+                    (false, false) => ([s, r, 0, 0], 2, 2),
+                }
+            } else {
+                let a = flow_ports.len();
+                flow_ports.push(s);
+                flow_ports.extend(receivers.iter().map(|&d| tiles + d));
+                if planned {
+                    for k in a..flow_ports.len() {
+                        let m = flow_ports[k] ^ 1;
+                        if !flow_ports[a..].contains(&m) {
+                            flow_ports.push(m);
+                        }
                     }
                 }
-            }
-            let b = flow_ports.len();
-            if pairs && !planned {
-                for k in a..b {
-                    let m = flow_ports[k] ^ 1;
-                    if !flow_ports[a..].contains(&m) {
-                        flow_ports.push(m);
+                let b = flow_ports.len();
+                if pairs && !planned {
+                    for k in a..b {
+                        let m = flow_ports[k] ^ 1;
+                        if !flow_ports[a..].contains(&m) {
+                            flow_ports.push(m);
+                        }
                     }
+                    flow_ports[b..].sort_unstable();
                 }
-                flow_ports[b..].sort_unstable();
-            }
-            let listed = (flow_ports.len() - a) as u32;
-            let mut inline = [a as u32, 0, 0, 0];
-            if listed as usize <= inline.len() {
-                inline[..listed as usize].copy_from_slice(&flow_ports[a..]);
-                flow_ports.truncate(a);
-            }
+                let listed = flow_ports.len() - a;
+                let mut inline = [a as u32, 0, 0, 0];
+                if listed <= inline.len() {
+                    inline[..listed].copy_from_slice(&flow_ports[a..]);
+                    flow_ports.truncate(a);
+                }
+                (inline, (b - a) as u32, listed as u32)
+            };
             Flow {
                 inline,
-                ports: (b - a) as u32,
+                ports,
                 listed,
                 transfer: i as u32,
-                destinations: destination,
+                destinations,
                 done: 0,
                 rem: t.words,
                 start: 0,
@@ -806,20 +820,16 @@ fn flows_of(
                 covering: false,
             }
         };
-        let n = t.destinations.len() as u64;
         if groups[i] == 1 {
-            let mut ports =
-                std::iter::once(t.source).chain(t.destinations.iter().map(|&d| tiles + d));
-            flows.push(flow(None, &mut ports));
+            flows.push(flow(None, &t.destinations));
         } else {
+            let n = t.destinations.len() as u64;
             for k in 0..groups[i] {
                 let (a, b) = (
                     (k * n / groups[i]) as usize,
                     ((k + 1) * n / groups[i]) as usize,
                 );
-                let mut ports = std::iter::once(t.source)
-                    .chain(t.destinations[a..b].iter().map(|&d| tiles + d));
-                flows.push(flow(Some((a as u32, b as u32)), &mut ports));
+                flows.push(flow(Some((a as u32, b as u32)), &t.destinations[a..b]));
             }
         }
     }
