@@ -79,26 +79,44 @@ impl Partners {
     const END: u32 = u32::MAX;
     const MORE: u32 = 1 << 31;
 
-    /// The index of the flows of two ports among `flows`.
-    fn new(tiles: u32, flows: &[Flow], flow_ports: &[u32]) -> Partners {
+    /// The index of the flows of two ports among the flows [`flows_of`] builds from `pattern` and
+    /// `groups`: those of one receiver that are not planned wide.
+    fn new(
+        pattern: &Pattern,
+        tiles: u32,
+        groups: &[u64],
+        always_wide: &impl Fn(usize) -> bool,
+    ) -> Partners {
+        let flows = groups.iter().sum::<u64>() as usize;
         // Keys of pairs are u32 (`Partners::key`); a tile target has a few thousand tiles.
-        assert!(tiles.is_multiple_of(64) && tiles < 1 << 16 && flows.len() < Self::MORE as usize);
+        assert!(tiles.is_multiple_of(64) && tiles < 1 << 16 && flows < Self::MORE as usize);
         let words = tiles as usize / 64;
         let mut x = Partners {
             tiles,
             words,
             live: vec![0; 2 * tiles as usize * words],
-            table: vec![(0, 0); flows.len() + flows.len() / 3 + 1],
-            next: vec![Self::END; flows.len()],
-            shared: vec![0; flows.len().div_ceil(64)],
+            table: vec![(0, 0); flows + flows / 3 + 1],
+            next: vec![Self::END; flows],
+            shared: vec![0; flows.div_ceil(64)],
         };
-        for (f, flow) in flows.iter().enumerate() {
-            if let &[s, r] = listed(flow, flow_ports, flow.ports)
-                && let Some(e) = x.add(x.key(s, r), f as u32)
-            {
-                for g in [e, f as u32] {
-                    x.shared[g as usize / 64] |= 1 << (g % 64);
+        let mut f = 0u32;
+        for (i, t) in pattern.transfers.iter().enumerate() {
+            let n = t.destinations.len() as u64;
+            let two_ports = !always_wide(i);
+            for k in 0..groups[i] {
+                let (a, b) = (
+                    (k * n / groups[i]) as usize,
+                    ((k + 1) * n / groups[i]) as usize,
+                );
+                if let &[d] = &t.destinations[a..b]
+                    && two_ports
+                    && let Some(e) = x.add(x.key(t.source, tiles + d), f)
+                {
+                    for g in [e, f] {
+                        x.shared[g as usize / 64] |= 1 << (g % 64);
+                    }
                 }
+                f += 1;
             }
         }
         x
@@ -658,60 +676,21 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
         groups[i] = (1 + affordable).min(t.destinations.len() as u64);
         load[t.source as usize] += (groups[i] - 1) * cost;
     }
-    // The flows, built in two halves at once: the first where they stay.
-    let half = pattern.transfers.len() / 2;
-    let count = |r: std::ops::Range<usize>| groups[r].iter().sum::<u64>() as usize;
-    let build = |transfers: std::ops::Range<usize>, flows: &mut Vec<Flow>| {
-        flows_of(
-            pattern,
-            transfers,
-            &groups,
-            tiles,
-            o.pairs,
-            &always_wide,
+    // The flows and what they sum to per port on one core; their index by pair, which follows from
+    // the pattern and the groups alone, on the other.
+    let (
+        partners,
+        Flows {
             flows,
-        )
-    };
-    let mut flows = Vec::with_capacity(count(0..groups.len()));
-    let (mut flow_ports, (later, later_ports)) = rayon::join(
-        || build(0..half, &mut flows),
-        || {
-            let mut later = Vec::with_capacity(count(half..groups.len()));
-            let ports = build(half..groups.len(), &mut later);
-            (later, ports)
+            flow_ports,
+            rem,
+            multicasts,
+            rest,
+            rest_wide,
         },
-    );
-    let offset = flow_ports.len() as u32;
-    flows.extend(later.into_iter().map(|mut flow| {
-        if flow.listed as usize > flow.inline.len() {
-            flow.inline[0] += offset;
-        }
-        flow
-    }));
-    flow_ports.extend(later_ports);
-    let (partners, (multicasts, rest, rest_wide, rem)) = rayon::join(
-        || Partners::new(tiles, &flows, &flow_ports),
-        || {
-            let mut multicasts: Vec<Vec<Watched>> = vec![Vec::new(); ports];
-            let mut rest = vec![0u64; ports];
-            let mut rest_wide = vec![0u64; ports];
-            let mut rem = Vec::with_capacity(flows.len());
-            for (f, flow) in flows.iter().enumerate() {
-                rem.push(flow.rem);
-                let flow_ports_of = listed(flow, &flow_ports, flow.ports);
-                for &p in flow_ports_of {
-                    if flow_ports_of.len() > 2 {
-                        multicasts[p as usize].push(Watched {
-                            flow: f as u32,
-                            watched: p,
-                        });
-                    }
-                    rest[p as usize] += flow.cost(g);
-                    rest_wide[p as usize] += u64::from(flow.rem.div_ceil(2)) + g;
-                }
-            }
-            (multicasts, rest, rest_wide, rem)
-        },
+    ) = rayon::join(
+        || Partners::new(pattern, tiles, &groups, &always_wide),
+        || flows_of(pattern, &groups, tiles, o, &always_wide),
     );
     let flow_count = flows.len();
     let mut s = TightCover {
@@ -746,25 +725,46 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
     sorted(s.pieces)
 }
 
-/// Appends the flows of `transfers` (indices into the pattern's) to `flows`; returns their lists of
-/// ports that are not inline (`Flow::inline`, offsets from 0). A multicast goes out once per group
-/// of destinations, `groups[i]` groups for transfer `i`, none when it has no words.
+/// The flows of a pattern and what they sum to per port: a multicast goes out once per group of
+/// destinations, `groups[i]` groups for transfer `i`, none when it has no words.
+struct Flows {
+    flows: Vec<Flow>,
+    /// The lists of ports of flows with more than four (`Flow::inline`), one after another.
+    flow_ports: Vec<u32>,
+    /// Words of each flow.
+    rem: Vec<u32>,
+    /// The flows of more than two ports of each port.
+    multicasts: Vec<Vec<Watched>>,
+    /// Cost of each port's flows, and the same if every one ran wide.
+    rest: Vec<u64>,
+    rest_wide: Vec<u64>,
+}
+
 fn flows_of(
     pattern: &Pattern,
-    transfers: std::ops::Range<usize>,
     groups: &[u64],
     tiles: u32,
-    pairs: bool,
+    o: Overheads,
     always_wide: &(impl Fn(usize) -> bool + Sync),
-    flows: &mut Vec<Flow>,
-) -> Vec<u32> {
-    let mut flow_ports: Vec<u32> = Vec::new();
-    for i in transfers.filter(|&i| groups[i] > 0) {
+) -> Flows {
+    let (pairs, g) = (o.pairs, u64::from(o.switch));
+    let ports = 2 * tiles as usize;
+    let count = groups.iter().sum::<u64>() as usize;
+    let mut x = Flows {
+        flows: Vec::with_capacity(count),
+        flow_ports: Vec::new(),
+        rem: Vec::with_capacity(count),
+        multicasts: vec![Vec::new(); ports],
+        rest: vec![0; ports],
+        rest_wide: vec![0; ports],
+    };
+    for i in (0..groups.len()).filter(|&i| groups[i] > 0) {
         let t = &pattern.transfers[i];
         let planned = always_wide(i);
         let mut flow = |destinations: Option<(u32, u32)>, receivers: &[u32]| {
             let s = t.source;
-            let (inline, ports, listed) = if let &[d] = receivers {
+            let flow_ports = &mut x.flow_ports;
+            let (inline, ports, length) = if let &[d] = receivers {
                 // One receiver: the list is inline, the mates of both ports (different tiles, as
                 // the sides differ) after them when pairs are on.
                 let r = tiles + d;
@@ -795,18 +795,18 @@ fn flows_of(
                     }
                     flow_ports[b..].sort_unstable();
                 }
-                let listed = flow_ports.len() - a;
+                let length = flow_ports.len() - a;
                 let mut inline = [a as u32, 0, 0, 0];
-                if listed <= inline.len() {
-                    inline[..listed].copy_from_slice(&flow_ports[a..]);
+                if length <= inline.len() {
+                    inline[..length].copy_from_slice(&flow_ports[a..]);
                     flow_ports.truncate(a);
                 }
-                (inline, (b - a) as u32, listed as u32)
+                (inline, (b - a) as u32, length as u32)
             };
-            Flow {
+            let flow = Flow {
                 inline,
                 ports,
-                listed,
+                listed: length,
                 transfer: i as u32,
                 destinations,
                 done: 0,
@@ -818,10 +818,25 @@ fn flows_of(
                 running: false,
                 wide: false,
                 covering: false,
+            };
+            let f = x.flows.len() as u32;
+            let (cost, wide_cost) = (flow.cost(g), u64::from(t.words.div_ceil(2)) + g);
+            let own = listed(&flow, flow_ports, ports);
+            for &p in own {
+                if own.len() > 2 {
+                    x.multicasts[p as usize].push(Watched {
+                        flow: f,
+                        watched: p,
+                    });
+                }
+                x.rest[p as usize] += cost;
+                x.rest_wide[p as usize] += wide_cost;
             }
+            x.rem.push(t.words);
+            x.flows.push(flow);
         };
         if groups[i] == 1 {
-            flows.push(flow(None, &t.destinations));
+            flow(None, &t.destinations);
         } else {
             let n = t.destinations.len() as u64;
             for k in 0..groups[i] {
@@ -829,11 +844,11 @@ fn flows_of(
                     (k * n / groups[i]) as usize,
                     ((k + 1) * n / groups[i]) as usize,
                 );
-                flows.push(flow(Some((a as u32, b as u32)), &t.destinations[a..b]));
+                flow(Some((a as u32, b as u32)), &t.destinations[a..b]);
             }
         }
     }
-    flow_ports
+    x
 }
 
 impl TightCover {
@@ -1506,17 +1521,7 @@ mod tests {
             ],
         };
         let tiles = 64;
-        let mut flows = Vec::new();
-        let flow_ports = flows_of(
-            &pattern,
-            0..4,
-            &[1; 4],
-            tiles,
-            false,
-            &|_| false,
-            &mut flows,
-        );
-        let mut x = Partners::new(tiles, &flows, &flow_ports);
+        let mut x = Partners::new(&pattern, tiles, &[1; 4], &|_| false);
         let live = |x: &Partners, p| x.live(p).collect::<Vec<u32>>();
         // Receiver ports are `tiles + d`.
         assert_eq!(live(&x, 0), [65, 66]);
@@ -1533,6 +1538,48 @@ mod tests {
         x.finish(0, 65);
         assert_eq!(live(&x, 0), [66]);
         assert!(live(&x, 65).is_empty());
+    }
+
+    /// The index, built from the pattern, lists exactly the flows of two ports that `flows_of` builds,
+    /// with multicasts split into groups and some transfers planned wide.
+    #[test]
+    fn partners_index_the_flows_of_two_ports() {
+        let mut rng = Rng(11);
+        for _ in 0..200 {
+            let pattern = random_small(&mut rng, 4, 9);
+            let groups: Vec<u64> = (pattern.transfers.iter())
+                .map(|t| match t.words {
+                    0 => 0,
+                    _ => 1 + rng.below(t.destinations.len() as u64),
+                })
+                .collect();
+            let wide: Vec<bool> = groups.iter().map(|_| rng.below(3) == 0).collect();
+            let pairs = rng.below(2) == 0;
+            let always_wide = |i: usize| pairs && wide[i];
+            let o = Overheads {
+                switch: 1,
+                transit: 0,
+                pairs,
+            };
+            let tiles = 64;
+            let built = flows_of(&pattern, &groups, tiles, o, &always_wide);
+            let x = Partners::new(&pattern, tiles, &groups, &always_wide);
+            let mut indexed = 0;
+            for s in 0..tiles {
+                for r in tiles..2 * tiles {
+                    if !x.live(s).any(|q| q == r) {
+                        continue;
+                    }
+                    for f in x.flows(s, r) {
+                        let flow = &built.flows[f as usize];
+                        assert_eq!(listed(flow, &built.flow_ports, flow.ports), [s, r]);
+                        indexed += 1;
+                    }
+                }
+            }
+            let two_ports = (built.flows.iter()).filter(|flow| flow.ports == 2).count();
+            assert_eq!(indexed, two_ports);
+        }
     }
 
     /// Sorting each start's pieces gives the order of a comparison sort.
