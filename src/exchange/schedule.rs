@@ -101,14 +101,9 @@ impl Partners {
         };
         let mut f = 0u32;
         for (i, t) in pattern.transfers.iter().enumerate() {
-            let n = t.destinations.len() as u64;
             let two_ports = !always_wide(i);
-            for k in 0..groups[i] {
-                let (a, b) = (
-                    (k * n / groups[i]) as usize,
-                    ((k + 1) * n / groups[i]) as usize,
-                );
-                if let &[d] = &t.destinations[a..b]
+            for (_, destinations) in destination_groups(t, groups[i]) {
+                if let &[d] = destinations
                     && two_ports
                     && let Some(e) = x.add(x.key(t.source, tiles + d), f)
                 {
@@ -725,17 +720,14 @@ fn tight_cover(pattern: &Pattern, o: Overheads, options: &CoverOptions) -> Vec<P
     sorted(s.pieces)
 }
 
-/// The flows of a pattern and what they sum to per port: a multicast goes out once per group of
-/// destinations, `groups[i]` groups for transfer `i`, none when it has no words.
+/// The flows of a pattern and what they sum to per port, as [`TightCover`] starts with them: a
+/// multicast goes out once per group of destinations, `groups[i]` groups for transfer `i`, none when
+/// it has no words.
 struct Flows {
     flows: Vec<Flow>,
-    /// The lists of ports of flows with more than four (`Flow::inline`), one after another.
     flow_ports: Vec<u32>,
-    /// Words of each flow.
     rem: Vec<u32>,
-    /// The flows of more than two ports of each port.
     multicasts: Vec<Vec<Watched>>,
-    /// Cost of each port's flows, and the same if every one ran wide.
     rest: Vec<u64>,
     rest_wide: Vec<u64>,
 }
@@ -835,20 +827,27 @@ fn flows_of(
             x.rem.push(t.words);
             x.flows.push(flow);
         };
-        if groups[i] == 1 {
-            flow(None, &t.destinations);
-        } else {
-            let n = t.destinations.len() as u64;
-            for k in 0..groups[i] {
-                let (a, b) = (
-                    (k * n / groups[i]) as usize,
-                    ((k + 1) * n / groups[i]) as usize,
-                );
-                flow(Some((a as u32, b as u32)), &t.destinations[a..b]);
-            }
+        for (range, destinations) in destination_groups(t, groups[i]) {
+            flow(range, destinations);
         }
     }
     x
+}
+
+/// The `groups` groups of destinations transfer `t` goes out to, in order: each group's range of
+/// indices in its destination list (none when the transfer goes whole), and its destinations.
+fn destination_groups(
+    t: &super::PatternTransfer,
+    groups: u64,
+) -> impl Iterator<Item = (Option<(u32, u32)>, &[u32])> {
+    let n = t.destinations.len() as u64;
+    (0..groups).map(move |k| {
+        if groups == 1 {
+            return (None, &t.destinations[..]);
+        }
+        let (a, b) = ((k * n / groups) as usize, ((k + 1) * n / groups) as usize);
+        (Some((a as u32, b as u32)), &t.destinations[a..b])
+    })
 }
 
 impl TightCover {
