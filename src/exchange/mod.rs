@@ -93,11 +93,12 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// One past the highest tile the pattern names.
+    /// One past the highest tile the pattern names. On both cores: each transfer's destinations
+    /// lie apart in memory.
     pub fn tiles(&self) -> usize {
-        self.transfers
-            .iter()
-            .flat_map(|t| std::iter::once(t.source).chain(t.destinations.iter().copied()))
+        use rayon::prelude::*;
+        (self.transfers.par_iter())
+            .map(|t| t.destinations.iter().fold(t.source, |m, &d| m.max(d)))
             .max()
             .map_or(0, |m| m as usize + 1)
     }
@@ -149,8 +150,11 @@ impl Pattern {
         let bound = if o.pairs {
             let senders =
                 (0..n / 2).map(|k| (tally.send[2 * k] + tally.send[2 * k + 1]).div_ceil(2));
-            let receivers = (tally.intake.iter_mut()).map(|pair| pair.cycles(g).saturating_sub(g));
-            bound(senders.chain(receivers).max())
+            use rayon::prelude::*;
+            let receivers = (tally.intake.par_iter_mut())
+                .map(|pair| pair.cycles(g).saturating_sub(g))
+                .max();
+            bound(senders.max().max(receivers))
         } else {
             narrow
         };
