@@ -71,10 +71,7 @@ fn the_bounds_of_one_pass_are_the_bounds_one_at_a_time() {
     for case in 0..300 {
         let pattern = random_pattern(&mut rng, case % 2 == 0);
         let bounds = pattern.lower_bounds(o);
-        let (bound, narrow_bound) = (bounds.bound, bounds.narrow);
-        assert_eq!(narrow_bound, pattern.lower_bound(narrow), "case {case}");
-        assert_eq!(pattern.lower_bounds(narrow).bound, narrow_bound);
-        assert_eq!(bound, pattern.lower_bound(o), "case {case}");
+        assert_eq!(bounds.narrow, pattern.lower_bound(narrow), "case {case}");
         let over_pairs = Pattern {
             transfers: (pattern.transfers.iter())
                 .map(|t| {

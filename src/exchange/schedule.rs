@@ -549,11 +549,16 @@ impl Flow {
     /// What the rest of the flow holds each of its ports for: a switch, then its words, run wide if
     /// planned so.
     fn cost(&self, g: u64) -> u64 {
-        u64::from(if self.planned {
-            self.rem.div_ceil(2)
+        if self.planned {
+            self.wide_cost(g)
         } else {
-            self.rem
-        }) + g
+            u64::from(self.rem) + g
+        }
+    }
+
+    /// The same, run wide.
+    fn wide_cost(&self, g: u64) -> u64 {
+        u64::from(self.rem.div_ceil(2)) + g
     }
 }
 
@@ -769,22 +774,21 @@ fn flows_of(
                 let a = flow_ports.len();
                 flow_ports.push(s);
                 flow_ports.extend(receivers.iter().map(|&d| tiles + d));
-                if planned {
-                    for k in a..flow_ports.len() {
-                        let m = flow_ports[k] ^ 1;
-                        if !flow_ports[a..].contains(&m) {
-                            flow_ports.push(m);
-                        }
-                    }
-                }
-                let b = flow_ports.len();
-                if pairs && !planned {
+                // The mates of the ports from `a` up to `b` that are not listed yet.
+                let add_mates = |flow_ports: &mut Vec<u32>, b: usize| {
                     for k in a..b {
                         let m = flow_ports[k] ^ 1;
                         if !flow_ports[a..].contains(&m) {
                             flow_ports.push(m);
                         }
                     }
+                };
+                if planned {
+                    add_mates(flow_ports, flow_ports.len());
+                }
+                let b = flow_ports.len();
+                if pairs && !planned {
+                    add_mates(flow_ports, b);
                     flow_ports[b..].sort_unstable();
                 }
                 let length = flow_ports.len() - a;
@@ -812,7 +816,7 @@ fn flows_of(
                 covering: false,
             };
             let f = x.flows.len() as u32;
-            let (cost, wide_cost) = (flow.cost(g), u64::from(t.words.div_ceil(2)) + g);
+            let (cost, wide_cost) = (flow.cost(g), flow.wide_cost(g));
             let own = listed(&flow, flow_ports, ports);
             for &p in own {
                 if own.len() > 2 {
@@ -860,7 +864,7 @@ impl TightCover {
     }
 
     fn wide_cost(&self, f: u32) -> u64 {
-        u64::from(self.flows[f as usize].rem.div_ceil(2)) + self.g()
+        self.flows[f as usize].wide_cost(self.g())
     }
 
     /// Remaining load of a port at the current time.
@@ -995,11 +999,10 @@ impl TightCover {
         flow.running = false;
         flow.wide = false;
         flow.version += 1;
-        let rem_cost = if flow.rem > 0 { flow.cost(g) } else { 0 };
-        let rem_wide_cost = if flow.rem > 0 {
-            u64::from(flow.rem.div_ceil(2)) + g
+        let (rem_cost, rem_wide_cost) = if flow.rem > 0 {
+            (flow.cost(g), flow.wide_cost(g))
         } else {
-            0
+            (0, 0)
         };
         let flow = &self.flows[f as usize];
         let ports = listed(flow, &self.flow_ports, flow.ports);
