@@ -42,6 +42,7 @@
 //! The checker ([`check`]) re-derives every port's occupancy from the pieces, pair mates included.
 
 pub mod check;
+mod halves;
 mod packed;
 pub mod schedule;
 pub mod synthetic;

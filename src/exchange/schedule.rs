@@ -41,6 +41,10 @@
 //!
 //! Strategies run in parallel; the kept schedule is the shortest, then the one with fewest pieces, then
 //! the first in a fixed order. Deterministic: ties break on ids, no hashing, no timing.
+//!
+//! A pattern of more than [`HALVES_DESTINATIONS`] destinations is scheduled in two halves, one after
+//! the other in time, one on each core ([`super::halves`]); its kind is `halves:` and the kinds of
+//! the halves' schedules.
 
 use super::{LowerBounds, Overheads, Pattern, Piece, Schedule};
 use std::cmp::Reverse;
@@ -205,6 +209,11 @@ impl Partners {
     }
 }
 
+/// Patterns naming more destinations than this are scheduled in two halves, one on each core
+/// ([`super::halves`]): the event loop takes about a microsecond per flow on one core, and flows
+/// are about as many as destinations, so one core alone would take most of half a second.
+pub(super) const HALVES_DESTINATIONS: usize = 200_000;
+
 /// Patterns up to this many transfers get the mates-wide pass (`schedule`).
 const SECOND_PASS_TRANSFERS: usize = 20_000;
 
@@ -361,6 +370,33 @@ fn best(candidates: impl IntoIterator<Item = Candidate>) -> Candidate {
 }
 
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
+    let destinations: usize = pattern.transfers.iter().map(|t| t.destinations.len()).sum();
+    if destinations > HALVES_DESTINATIONS {
+        return in_halves(pattern, o);
+    }
+    whole(pattern, o)
+}
+
+/// A schedule of `pattern` from schedules of its two halves ([`super::halves`]), one on each core.
+fn in_halves(pattern: &Pattern, o: Overheads) -> Schedule {
+    use super::halves::{concatenate, seam, split};
+    let (halves, lower_bound) = rayon::join(|| split(pattern, o), || pattern.lower_bound(o));
+    let (a, b) = rayon::join(
+        || whole(&halves[0].pattern, o),
+        || whole(&halves[1].pattern, o),
+    );
+    let pieces = concatenate(&halves, [&a, &b], seam(a.horizon, o));
+    Schedule {
+        horizon: horizon(&pieces, o),
+        pieces,
+        lower_bound,
+        kind: format!("halves:{}+{}", a.kind, b.kind),
+        initial_horizon: seam(a.initial_horizon, o) + b.initial_horizon,
+    }
+}
+
+/// A schedule of `pattern` by the strategies that suit it (module docs).
+fn whole(pattern: &Pattern, o: Overheads) -> Schedule {
     let x = Instance::new(pattern, o);
     let lower_bound = x.bounds.bound;
     let multicast = pattern.transfers.iter().any(|t| t.destinations.len() > 1);
@@ -434,7 +470,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     }
 }
 
-fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
+pub(super) fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
     pieces
         .iter()
         .map(|p| p.start + p.cycles() + o.transit)
@@ -444,7 +480,7 @@ fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
 
 /// Pieces in order, given pieces in order of start: each start's pieces sorted. No two are equal
 /// (each covers other words of its transfer), so the order is total.
-fn sorted(mut pieces: Vec<Piece>) -> Vec<Piece> {
+pub(super) fn sorted(mut pieces: Vec<Piece>) -> Vec<Piece> {
     debug_assert!(pieces.is_sorted_by_key(|p| p.start));
     use rayon::prelude::*;
     pieces
