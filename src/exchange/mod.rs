@@ -49,6 +49,7 @@ pub mod synthetic;
 
 use crate::store::ContentHash;
 use serde::{Deserialize, Serialize};
+use std::collections::BinaryHeap;
 
 /// The exchange rules' overheads, in cycles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,10 +152,9 @@ impl Pattern {
         let bound = if o.pairs {
             let senders =
                 (0..n / 2).map(|k| (tally.send[2 * k] + tally.send[2 * k + 1]).div_ceil(2));
-            use rayon::prelude::*;
-            let receivers = (tally.intake.par_iter_mut())
-                .map(|pair| pair.cycles(g).saturating_sub(g))
-                .max();
+            let receivers = tally
+                .busiest_intake(g)
+                .map(|cycles| cycles.saturating_sub(g));
             bound(senders.max().max(receivers))
         } else {
             narrow
@@ -185,8 +185,11 @@ struct Tally {
     send: Vec<u64>,
     recv: Vec<u64>,
     count: Vec<u64>,
-    /// With pairs, what each pair receives.
-    intake: Vec<PairIntake>,
+    /// With pairs, what each pair receives: (tile, words) of each transfer to one mate alone, and per
+    /// pair the words and number of transfers to both.
+    alone: Vec<(u32, u32)>,
+    both_words: Vec<u64>,
+    both: Vec<u64>,
     /// Per pair, of the pattern over pairs: double words sent; double words and transfers received.
     pair_send: Vec<u64>,
     pair_recv: Vec<u64>,
@@ -200,7 +203,9 @@ impl Tally {
             send: vec![0; n],
             recv: vec![0; n],
             count: vec![0; n],
-            intake: vec![PairIntake::default(); if pairs { n / 2 } else { 0 }],
+            alone: Vec::new(),
+            both_words: vec![0; if pairs { n / 2 } else { 0 }],
+            both: vec![0; if pairs { n / 2 } else { 0 }],
             pair_send: vec![0; n / 2],
             pair_recv: vec![0; n / 2],
             pair_count: vec![0; n / 2],
@@ -227,12 +232,11 @@ impl Tally {
                     x.pair_count[d as usize / 2] += 1;
                 }
                 if pairs {
-                    let pair = &mut x.intake[d as usize / 2];
                     if !mate_too {
-                        pair.alone[d as usize % 2].push(t.words);
+                        x.alone.push((d, t.words));
                     } else if d % 2 == 0 {
-                        pair.both_words += w;
-                        pair.both += 1;
+                        x.both_words[d as usize / 2] += w;
+                        x.both[d as usize / 2] += 1;
                     }
                 }
             }
@@ -249,35 +253,65 @@ impl Tally {
             (&mut self.pair_send, later.pair_send),
             (&mut self.pair_recv, later.pair_recv),
             (&mut self.pair_count, later.pair_count),
+            (&mut self.both_words, later.both_words),
+            (&mut self.both, later.both),
         ];
         for (sum, more) in columns {
             for (a, b) in sum.iter_mut().zip(more) {
                 *a += b;
             }
         }
-        for (pair, more) in self.intake.iter_mut().zip(later.intake) {
-            for m in 0..2 {
-                pair.alone[m].extend(&more.alone[m]);
-            }
-            pair.both_words += more.both_words;
-            pair.both += more.both;
+        self.alone.extend(later.alone);
+    }
+
+    /// The most port-cycles any pair's receive ports must hold ([`PairIntake::cycles`]), with
+    /// pairs. The words of transfers to one mate alone are grouped by tile (a counting sort); the
+    /// pairs are weighed on both cores.
+    fn busiest_intake(&self, g: u64) -> Option<u64> {
+        let tiles = 2 * self.both.len();
+        let mut starts = vec![0usize; tiles + 1];
+        for &(d, _) in &self.alone {
+            starts[d as usize + 1] += 1;
         }
+        for d in 0..tiles {
+            starts[d + 1] += starts[d];
+        }
+        let mut at = starts.clone();
+        let mut words = vec![0u32; self.alone.len()];
+        for &(d, w) in &self.alone {
+            words[at[d as usize]] = w;
+            at[d as usize] += 1;
+        }
+        use rayon::prelude::*;
+        (0..self.both.len())
+            .into_par_iter()
+            .map(|k| {
+                let alone = [2 * k, 2 * k + 1].map(|d| &words[starts[d]..starts[d + 1]]);
+                let (both_words, both) = (self.both_words[k], self.both[k]);
+                PairIntake {
+                    alone,
+                    both_words,
+                    both,
+                }
+                .cycles(g)
+            })
+            .max()
     }
 }
 
 /// What a supertile pair receives: the words of each transfer to one mate alone, per mate, and the
 /// words and number of transfers to both.
-#[derive(Clone, Default)]
-struct PairIntake {
-    alone: [Vec<u32>; 2],
+#[derive(Clone, Copy, Default)]
+struct PairIntake<'a> {
+    alone: [&'a [u32]; 2],
     both_words: u64,
     both: u64,
 }
 
-impl PairIntake {
+impl PairIntake<'_> {
     /// The fewest port-cycles `P` each of the pair's receive ports must hold (module docs), or 0 if
     /// the pair receives nothing.
-    fn cycles(&mut self, g: u64) -> u64 {
+    fn cycles(&self, g: u64) -> u64 {
         // In half cycles: what each port needs with nothing wide.
         let narrow = |m: usize| {
             let words: u64 = self.alone[m].iter().map(|&w| u64::from(w)).sum();
@@ -289,19 +323,24 @@ impl PairIntake {
             return 0;
         }
         let mut least = u64::MAX;
-        for m in 0..2 {
+        for (m, alone) in self.alone.iter().enumerate() {
             // Mate `m` takes its `k` largest transfers to it alone wide, `x` words of them: its port
             // needs `need[m] - x` half cycles, its mate's `need[1 - m] + x + 2·g·k`. The least of the
-            // larger over `x` in `[0, top]` is the largest of three terms.
-            self.alone[m].sort_unstable_by(|a, b| b.cmp(a));
+            // larger over `x` in `[0, top]` is the largest of three terms, two rising with `k` and
+            // one falling: once a rising one is the largest, no larger `k` does better. The largest
+            // transfers come off a heap one by one, as far as that.
+            let mut largest = None;
             let mut top = 0;
-            for k in 0..=self.alone[m].len() {
-                if k > 0 {
-                    top += u64::from(self.alone[m][k - 1]);
+            for k in 0.. {
+                let (a, b) = (need[m], need[1 - m] + 2 * g * k);
+                let rising = (a + b).div_ceil(2).max(b);
+                least = least.min(rising.max(a.saturating_sub(top)).div_ceil(2));
+                if rising >= a.saturating_sub(top) {
+                    break;
                 }
-                let (a, b) = (need[m], need[1 - m] + 2 * g * k as u64);
-                let half_cycles = (a + b).div_ceil(2).max(b).max(a.saturating_sub(top));
-                least = least.min(half_cycles.div_ceil(2));
+                let heap = largest.get_or_insert_with(|| BinaryHeap::from(alone.to_vec()));
+                let Some(words) = heap.pop() else { break };
+                top += u64::from(words);
             }
         }
         least
@@ -396,10 +435,12 @@ mod tests {
     fn the_pair_term_is_the_least_over_every_split() {
         let mut rng = Rng(5);
         for case in 0..2000 {
-            let mut pair = PairIntake::default();
-            for m in 0..2 {
-                pair.alone[m] = (0..rng.below(4)).map(|_| 1 + rng.below(6) as u32).collect();
-            }
+            let alone: [Vec<u32>; 2] =
+                [(); 2].map(|_| (0..rng.below(4)).map(|_| 1 + rng.below(6) as u32).collect());
+            let mut pair = PairIntake {
+                alone: [&alone[0], &alone[1]],
+                ..PairIntake::default()
+            };
             pair.both = rng.below(2);
             pair.both_words = pair.both * (1 + rng.below(6));
             if pair.alone[0].is_empty() && pair.alone[1].is_empty() && pair.both == 0 {
