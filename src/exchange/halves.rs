@@ -117,22 +117,8 @@ mod tests {
     use super::*;
     use crate::exchange::PatternTransfer;
     use crate::exchange::check::check;
-    use crate::exchange::schedule::{horizon, schedule};
+    use crate::exchange::schedule::in_halves;
     use crate::exchange::synthetic::{Family, Rng, pattern, random_small};
-
-    /// The schedule of the whole from schedules of its halves, the second moved to start at `start`.
-    fn joined(pattern: &Pattern, o: Overheads, start: impl Fn(u32) -> u32) -> Schedule {
-        let halves = split(pattern, o);
-        let [a, b] = [0, 1].map(|k| schedule(&halves[k].pattern, o));
-        let pieces = concatenate(&halves, [&a, &b], start(a.horizon));
-        Schedule {
-            horizon: horizon(&pieces, o),
-            pieces,
-            lower_bound: pattern.lower_bound(o),
-            kind: "halves".to_string(),
-            initial_horizon: 0,
-        }
-    }
 
     /// Every transfer goes to one half, and on a pattern shaped like the seed's phases every port's
     /// load is nearly even: each half's bound is within 1 % of half the pattern's, and together they
@@ -169,9 +155,9 @@ mod tests {
         }
     }
 
-    /// Halves joined at the seam pass the checker, with and without multicasts and pairs.
+    /// Schedules in halves pass the checker, with and without multicasts and pairs.
     #[test]
-    fn halves_joined_at_the_seam_pass_the_checker() {
+    fn schedules_in_halves_pass_the_checker() {
         let mut rng = Rng(13);
         for case in 0..300 {
             let pattern = random_small(&mut rng, 1 + case % 4, 25);
@@ -181,7 +167,7 @@ mod tests {
                 transit: switch + [0, 1, 9][case as usize / 3 % 3],
                 pairs: case % 2 == 0,
             };
-            let s = joined(&pattern, o, |h| seam(h, o));
+            let s = in_halves(&pattern, o);
             let errors = check(&pattern, o, &s);
             assert!(
                 errors.is_empty(),
@@ -190,8 +176,8 @@ mod tests {
         }
     }
 
-    /// The seam is the earliest start: a cycle earlier, the second half's first word reaches a port
-    /// still taking the first half's last; without a switch, the two halves' sends overlap.
+    /// The seam is the earliest start: a cycle earlier, the second half's receiver switches while the
+    /// first half's last word is still arriving; without a switch, the two halves' sends overlap.
     #[test]
     fn a_cycle_before_the_seam_fails_the_checker() {
         let pattern = Pattern {
@@ -209,9 +195,14 @@ mod tests {
                 transit: 10,
                 pairs: false,
             };
-            assert!(check(&pattern, o, &joined(&pattern, o, |h| seam(h, o))).is_empty());
-            let early = joined(&pattern, o, |h| seam(h, o) - 1);
-            assert!(!check(&pattern, o, &early).is_empty(), "switch {switch}");
+            let mut s = in_halves(&pattern, o);
+            assert!(check(&pattern, o, &s).is_empty());
+            // The first half's piece sends in cycles [0, 5), its words arrive until 15; the second
+            // half's receiver switches from 15, so it sends from 5 + switch. A cycle earlier:
+            let second = s.pieces.last_mut().expect("two pieces");
+            assert_eq!(second.start, 5 + switch);
+            second.start -= 1;
+            assert!(!check(&pattern, o, &s).is_empty(), "switch {switch}");
         }
     }
 }

@@ -378,7 +378,7 @@ pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
 }
 
 /// A schedule of `pattern` from schedules of its two halves ([`super::halves`]), one on each core.
-fn in_halves(pattern: &Pattern, o: Overheads) -> Schedule {
+pub(super) fn in_halves(pattern: &Pattern, o: Overheads) -> Schedule {
     use super::halves::{concatenate, seam, split};
     let (halves, lower_bound) = rayon::join(|| split(pattern, o), || pattern.lower_bound(o));
     let (a, b) = rayon::join(
