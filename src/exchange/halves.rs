@@ -22,8 +22,8 @@ const CLASSES: usize = 16;
 
 /// The pattern's transfers in two halves. Classes of larger transfers go first, each class in order
 /// of transfers; a transfer goes to the half that keeps the most uneven of its ports least uneven
-/// (its source's sending port and its destinations' receiving ports; the first half of equals).
-/// A port is as uneven as its load in the first half differs from its load in the second.
+/// (its source's sending port and its destinations' receiving ports), the first half when both do
+/// equally. A port is as uneven as its load in the first half differs from its load in the second.
 pub fn split(pattern: &Pattern, o: Overheads) -> [Half; 2] {
     let tiles = pattern.tiles() as u32;
     let g = i64::from(o.switch);

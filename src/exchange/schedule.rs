@@ -369,6 +369,8 @@ fn best(candidates: impl IntoIterator<Item = Candidate>) -> Candidate {
         .expect("at least one strategy")
 }
 
+/// A schedule of `pattern` (module docs): in halves when it names more than
+/// [`HALVES_DESTINATIONS`] destinations, else whole.
 pub fn schedule(pattern: &Pattern, o: Overheads) -> Schedule {
     let destinations: usize = pattern.transfers.iter().map(|t| t.destinations.len()).sum();
     if destinations > HALVES_DESTINATIONS {
