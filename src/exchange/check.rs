@@ -262,17 +262,22 @@ impl Endpoints {
     fn of(pattern: &Pattern) -> Endpoints {
         let count = pattern.transfers.iter().map(|t| t.destinations.len()).sum();
         let mut destinations = Vec::with_capacity(count);
+        // One past the highest tile named.
+        let mut tiles = 0;
         let transfers = pattern
             .transfers
             .iter()
             .map(|t| {
                 let first =
                     u32::try_from(destinations.len()).expect("fewer than 2^32 destinations");
+                tiles = tiles.max(t.source as usize + 1);
                 destinations.extend(t.destinations.iter().map(|&tile| Destination {
                     tile,
                     first: 0,
                     end: 0,
                 }));
+                let named = &destinations[first as usize..];
+                tiles = (named.iter()).fold(tiles, |m, d| m.max(d.tile as usize + 1));
                 Transfer {
                     source: t.source,
                     words: t.words,
@@ -284,7 +289,7 @@ impl Endpoints {
         Endpoints {
             transfers,
             destinations,
-            tiles: pattern.tiles().next_multiple_of(2),
+            tiles: tiles.next_multiple_of(2),
         }
     }
 }
