@@ -270,14 +270,13 @@ impl Endpoints {
             .map(|t| {
                 let first =
                     u32::try_from(destinations.len()).expect("fewer than 2^32 destinations");
-                tiles = tiles.max(t.source as usize + 1);
+                let named = t.destinations.iter().map(|&d| d as usize + 1);
+                tiles = named.fold(tiles.max(t.source as usize + 1), usize::max);
                 destinations.extend(t.destinations.iter().map(|&tile| Destination {
                     tile,
                     first: 0,
                     end: 0,
                 }));
-                let named = &destinations[first as usize..];
-                tiles = (named.iter()).fold(tiles, |m, d| m.max(d.tile as usize + 1));
                 Transfer {
                     source: t.source,
                     words: t.words,

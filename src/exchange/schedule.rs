@@ -472,7 +472,7 @@ fn whole(pattern: &Pattern, o: Overheads) -> Schedule {
     }
 }
 
-pub(super) fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
+fn horizon(pieces: &[Piece], o: Overheads) -> u32 {
     pieces
         .iter()
         .map(|p| p.start + p.cycles() + o.transit)
