@@ -8,11 +8,11 @@ use crate::device::{Device, Execution, Fault, host_data};
 use crate::exchange::schedule::schedule;
 use crate::exchange::{Overheads, Pattern, PatternTransfer};
 use crate::ids::{ExchangeId, TileId, ValueId};
+use crate::ir::Run;
 use crate::ir::{DType, Graph, Rect, Value, ValueRole};
+use crate::ir::{Package, TileImage};
 use crate::isa::{HostProgram, HostTransfer, Instr, TileProgram};
-use crate::stages::build_images::{Package, TileImage};
 use crate::stages::emit::{BoundTransfer, exchange_programs};
-use crate::stages::plan_exchange_storage::Run;
 use crate::store::COMPILER_VERSION;
 use crate::target::Target;
 

@@ -8,7 +8,7 @@
 
 use crate::ids::{ExchangeId, TileId};
 use crate::ir::DType;
-use crate::stages::plan_exchange_storage::Run;
+use crate::ir::Run;
 use serde::{Deserialize, Serialize};
 
 pub const PLACEHOLDER_ADDRESS: u32 = u32::MAX;

@@ -117,9 +117,9 @@ fn corrupted_attention_output_fails_the_check() {
 #[test]
 fn attention_bugs_fail_the_check() {
     use ipu_codegen::device::{Device, host_data};
+    use ipu_codegen::ir::read_ipuexe;
     use ipu_codegen::ir::{OpKind, ValueRole};
     use ipu_codegen::numerics;
-    use ipu_codegen::stages::build_images::read_ipuexe;
     let sb = Sandbox::new();
     sb.run(&["build", SMALL_ATTENTION]).assert_ok();
     let bytes = std::fs::read(sb.stages().join(SMALL_ATTENTION_ID).join("model.ipuexe")).unwrap();

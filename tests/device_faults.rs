@@ -5,8 +5,8 @@ mod common;
 use common::{SMALL, SMALL_ID, Sandbox};
 use ipu_codegen::device::{Device, Fault, host_data};
 use ipu_codegen::ids::TileId;
+use ipu_codegen::ir::{Package, read_ipuexe, write_ipuexe};
 use ipu_codegen::isa::{Instr, TileProgram};
-use ipu_codegen::stages::build_images::{Package, read_ipuexe, write_ipuexe};
 use std::sync::OnceLock;
 
 fn small_package() -> Package {

@@ -3,19 +3,22 @@
 //! run; a phase before `--from` takes its output from the build's stage record.
 
 use crate::exchange::Schedule;
+use crate::ir::ExchangeStorage;
+use crate::ir::Exchanges;
 use crate::ir::Graph;
+use crate::ir::Mid;
+use crate::ir::Placement;
+use crate::ir::Selected;
+use crate::ir::TileCode;
+use crate::ir::{Package, write_ipuexe};
 use crate::pipeline::{ArtifactKind, PIPELINE, Phase};
-use crate::stages::build_images::{BuildImagesConfig, Package, build_images, write_ipuexe};
-use crate::stages::emit::{EmitConfig, TileCode, emit};
-use crate::stages::lower_exchanges::{
-    Exchanges, LowerExchangesConfig, lower_exchanges, pattern_keys,
-};
-use crate::stages::lower_mid::{LowerMidConfig, Mid, lower_mid};
-use crate::stages::place_storage::{PlaceStorageConfig, Placement, place_storage};
-use crate::stages::plan_exchange_storage::{
-    ExchangeStorage, PlanExchangeStorageConfig, plan_exchange_storage,
-};
-use crate::stages::select_finalist::{SelectFinalistConfig, Selected, select_finalist};
+use crate::stages::build_images::{BuildImagesConfig, build_images};
+use crate::stages::emit::{EmitConfig, emit};
+use crate::stages::lower_exchanges::{LowerExchangesConfig, lower_exchanges, pattern_keys};
+use crate::stages::lower_mid::{LowerMidConfig, lower_mid};
+use crate::stages::place_storage::{PlaceStorageConfig, place_storage};
+use crate::stages::plan_exchange_storage::{PlanExchangeStorageConfig, plan_exchange_storage};
+use crate::stages::select_finalist::{SelectFinalistConfig, select_finalist};
 use crate::store::{self, Artifact, ContentHash, Store};
 use crate::target::Target;
 use anyhow::{Context, Result, bail};

@@ -3,9 +3,9 @@
 
 use super::BuildArgs;
 use crate::device::{Device, host_data};
+use crate::ir::read_ipuexe;
 use crate::ir::{OpKind, ValueRole};
 use crate::numerics;
-use crate::stages::build_images::read_ipuexe;
 use crate::store::{self, Store};
 use anyhow::{Context, Result, bail};
 use std::fs::File;

@@ -1,8 +1,8 @@
 //! One tile's memory as the device sees it: the bytes, which bytes were ever written, and the buffer
 //! table of the package, so every access is checked and every fault names the buffer it hit.
 
+use crate::ir::BufferInfo;
 use crate::ir::DType;
-use crate::stages::build_images::BufferInfo;
 use half::f16;
 
 pub struct TileMemory {

@@ -18,11 +18,11 @@
 mod memory;
 
 use crate::ids::TileId;
+use crate::ir::Package;
+use crate::ir::Run;
 use crate::ir::{DType, ValueRole};
 use crate::isa::{HostTransfer, Instr, TileProgram};
 use crate::numerics;
-use crate::stages::build_images::Package;
-use crate::stages::plan_exchange_storage::Run;
 use crate::target::Target;
 use half::f16;
 pub use memory::{Matrix, TileMemory};

@@ -9,57 +9,16 @@
 //! Invariants (checked by [`verify`]): every image decodes back to its program; every code image fits the
 //! space `place_storage` reserved for it.
 
-use crate::ir::Graph;
-use crate::isa::{HostProgram, TileProgram};
-use crate::stages::emit::TileCode;
-use crate::stages::place_storage::Placement;
-use crate::stages::select_finalist::{Selected, Step};
-use crate::store::{COMPILER_VERSION, ContentHash};
+use crate::ir::{BufferInfo, Package, Placement, Selected, Step, TileCode, TileImage};
+use crate::isa::TileProgram;
+use crate::store::COMPILER_VERSION;
 use crate::target::Target;
 use crate::verify::Verifier;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BuildImagesConfig {}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TileImage {
-    pub code_address: u32,
-    #[serde(with = "serde_bytes")]
-    pub code: Vec<u8>,
-    /// The tile's buffers, for the device's checks and its fault messages.
-    pub buffers: Vec<BufferInfo>,
-}
-
-/// A buffer as the device sees it: where it is and in which supersteps it holds live data.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BufferInfo {
-    pub address: u32,
-    pub bytes: u32,
-    pub first_step: u32,
-    pub last_step: u32,
-    pub name: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Package {
-    pub compiler_version: String,
-    pub target: Target,
-    pub workload: String,
-    pub graph: Graph,
-    pub tiles: Vec<TileImage>,
-    pub host: HostProgram,
-    /// Kind ("exchange" or "compute") and estimated cycles of every superstep.
-    pub steps: Vec<(String, u64)>,
-    pub estimated_cycles: u64,
-}
-
-impl crate::store::Artifact for Package {
-    const KIND: &'static str = "package";
-    const SCHEMA: u32 = 2;
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildImagesError {
@@ -151,78 +110,4 @@ pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<
         );
     }
     v.finish()
-}
-
-/// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.
-pub const IPUEXE_MAGIC: &[u8; 8] = b"IPUEXE\0\x01";
-
-pub fn write_ipuexe(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 64);
-    out.extend_from_slice(IPUEXE_MAGIC);
-    out.extend_from_slice(&(COMPILER_VERSION.len() as u32).to_le_bytes());
-    out.extend_from_slice(COMPILER_VERSION.as_bytes());
-    out.extend_from_slice(&ContentHash::of(body).0);
-    out.extend_from_slice(body);
-    out
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum IpuexeError {
-    #[error("not an application package (bad magic)")]
-    Magic,
-    #[error("application package is truncated")]
-    Truncated,
-    #[error("application package is damaged: its body does not match the hash in its header")]
-    Hash,
-    #[error("application package: {0}")]
-    Decode(#[from] crate::store::StoreError),
-}
-
-pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
-    let rest = bytes
-        .strip_prefix(IPUEXE_MAGIC.as_slice())
-        .ok_or(IpuexeError::Magic)?;
-    let len = u32::from_le_bytes(
-        rest.get(..4)
-            .ok_or(IpuexeError::Truncated)?
-            .try_into()
-            .expect("4 bytes"),
-    ) as usize;
-    let version = rest.get(4..4 + len).ok_or(IpuexeError::Truncated)?;
-    let hash = rest.get(4 + len..36 + len).ok_or(IpuexeError::Truncated)?;
-    let body = &rest[36 + len..];
-    let body_hash = ContentHash::of(body);
-    if body_hash.0 != hash {
-        return Err(IpuexeError::Hash);
-    }
-    let package = crate::store::decode::<Package>(body, &body_hash)?;
-    Ok((String::from_utf8_lossy(version).into_owned(), package))
-}
-
-impl Package {
-    pub fn dump(&self) -> String {
-        let mut s = String::new();
-        let code: Vec<usize> = self.tiles.iter().map(|t| t.code.len()).collect();
-        let _ = writeln!(
-            s,
-            "package {} target={} tiles={} code_bytes_total={} code_bytes_max={} estimated_cycles={}",
-            self.workload,
-            self.target.name,
-            self.tiles.len(),
-            code.iter().sum::<usize>(),
-            code.iter().max().unwrap_or(&0),
-            self.estimated_cycles
-        );
-        for (i, (kind, c)) in self.steps.iter().enumerate() {
-            let _ = writeln!(s, "  step{i} {kind} estimated_cycles={c}");
-        }
-        let _ = writeln!(
-            s,
-            "  host: initialize={} run_inputs={} run_outputs={}",
-            self.host.initialize.len(),
-            self.host.run_inputs.len(),
-            self.host.run_outputs.len()
-        );
-        s
-    }
 }

@@ -11,33 +11,17 @@
 use crate::exchange::check::check;
 use crate::exchange::{Overheads, Schedule};
 use crate::ids::{BufferId, ExchangeId, TileId};
+use crate::ir::{
+    ExchangeStorage, Exchanges, Operand, Placement, Run, Selected, Step, TileCode, VertexKind,
+};
 use crate::isa::{HostProgram, HostTransfer, Instr, PLACEHOLDER_ADDRESS, TileProgram};
-use crate::stages::lower_exchanges::Exchanges;
-use crate::stages::place_storage::Placement;
-use crate::stages::plan_exchange_storage::{ExchangeStorage, Run};
-use crate::stages::select_finalist::{Operand, Selected, Step, VertexKind};
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EmitConfig {}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TileCode {
-    pub workload: String,
-    pub tiles: Vec<TileProgram>,
-    pub host: HostProgram,
-    /// Estimated cycles per superstep (compute from the cost model, exchange from the schedule).
-    pub estimated_steps: Vec<u64>,
-}
-
-impl crate::store::Artifact for TileCode {
-    const KIND: &'static str = "tile_code";
-    const SCHEMA: u32 = 1;
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmitError {
@@ -75,7 +59,7 @@ pub fn emit(
     }
     let address = |b: BufferId| placement.addresses[b.index()];
     let tiles = tile_programs(sel, storage, exchanges, target, &address);
-    let host_transfer = |t: &crate::stages::select_finalist::HostTransfer| {
+    let host_transfer = |t: &crate::ir::HostTransfer| {
         let buf = &sel.buffers[t.buffer.index()];
         HostTransfer {
             value: t.value,
@@ -529,51 +513,4 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         });
     }
     v.finish()
-}
-
-impl TileCode {
-    pub fn dump(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(s, "tile_code {}", self.workload);
-        let _ = writeln!(s, "  estimated step cycles: {:?}", self.estimated_steps);
-        let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
-        let mut active = 0;
-        for p in &self.tiles {
-            if p.instrs.iter().any(|i| !matches!(i, Instr::Sync)) {
-                active += 1;
-            }
-            for i in &p.instrs {
-                let name = match i {
-                    Instr::Amp { .. } => "amp",
-                    Instr::Epilogue { .. } => "epilogue",
-                    Instr::Softmax { .. } => "softmax",
-                    Instr::Accumulate { .. } => "accumulate",
-                    Instr::Combine { .. } => "combine",
-                    Instr::Exchange { .. } => "exchange",
-                    Instr::Send { .. } => "send",
-                    Instr::Receive { .. } => "receive",
-                    Instr::Sync => "sync",
-                };
-                *counts.entry(name).or_default() += 1;
-            }
-        }
-        let _ = writeln!(s, "  tiles={} active={}", self.tiles.len(), active);
-        for (name, n) in counts {
-            let _ = writeln!(s, "  {name}: {n}");
-        }
-        let _ = writeln!(
-            s,
-            "  host: initialize={} run_inputs={} run_outputs={}",
-            self.host.initialize.len(),
-            self.host.run_inputs.len(),
-            self.host.run_outputs.len()
-        );
-        if let Some(p) = self.tiles.iter().find(|p| p.instrs.len() > p.syncs()) {
-            let _ = writeln!(s, "  program of {}:", p.tile);
-            for i in &p.instrs {
-                let _ = writeln!(s, "    {i}");
-            }
-        }
-        s
-    }
 }

@@ -17,41 +17,15 @@
 use crate::exchange::check::check;
 use crate::exchange::schedule::schedule;
 use crate::exchange::{Overheads, Pattern, Schedule};
-use crate::ids::ExchangeId;
-use crate::stages::plan_exchange_storage::ExchangeStorage;
-use crate::stages::select_finalist::Selected;
+use crate::ir::{ExchangeStorage, Exchanges, PhaseSchedule, Selected};
 use crate::store::{COMPILER_VERSION, ContentHash};
 use crate::target::Target;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LowerExchangesConfig {}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PhaseSchedule {
-    pub id: ExchangeId,
-    /// The key of the phase's pattern, under which the schedule is stored for reuse.
-    pub pattern: ContentHash,
-    pub schedule: Schedule,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Exchanges {
-    pub phases: Vec<PhaseSchedule>,
-}
-
-impl crate::store::Artifact for Exchanges {
-    const KIND: &'static str = "exchanges";
-    const SCHEMA: u32 = 5;
-}
-
-impl crate::store::Artifact for Schedule {
-    const KIND: &'static str = "exchange_schedule";
-    const SCHEMA: u32 = 4;
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LowerExchangesError {
@@ -188,25 +162,4 @@ pub fn lower_exchanges(
         });
     }
     Ok(Exchanges { phases })
-}
-
-impl Exchanges {
-    pub fn dump(&self) -> String {
-        let mut s = String::new();
-        for p in &self.phases {
-            let sc = &p.schedule;
-            let _ = writeln!(
-                s,
-                "{}: pieces={} horizon={} endpoint_lower_bound={} gap={} initial_horizon={} strategy={}",
-                p.id,
-                sc.pieces.len(),
-                sc.horizon,
-                sc.lower_bound,
-                sc.horizon - sc.lower_bound,
-                sc.initial_horizon,
-                sc.kind
-            );
-        }
-        s
-    }
 }

@@ -12,16 +12,13 @@
 //! the code; partials share no memory element with a buffer live at the same time.
 
 use crate::ids::{BufferId, TileId};
+use crate::ir::{Buffer, ExchangeStorage, Exchanges, Placement, Selected, TileUsage};
 use crate::isa::PLACEHOLDER_ADDRESS;
 use crate::stages::emit::tile_programs;
-use crate::stages::lower_exchanges::Exchanges;
-use crate::stages::plan_exchange_storage::ExchangeStorage;
-use crate::stages::select_finalist::{Buffer, Selected};
 use crate::target::Target;
 use crate::verify::Verifier;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -44,29 +41,6 @@ impl PlacementOrder {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PlaceStorageConfig {
     pub order: PlacementOrder,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TileUsage {
-    pub code_address: u32,
-    pub code_bytes: u32,
-    /// Highest address in use + 1, per region.
-    pub standard_end: u32,
-    pub interleaved_end: u32,
-    /// Most bytes live at once (code included).
-    pub peak_bytes: u32,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
-    /// The address of every buffer, by buffer id.
-    pub addresses: Vec<u32>,
-    pub tiles: Vec<TileUsage>,
-}
-
-impl crate::store::Artifact for Placement {
-    const KIND: &'static str = "placement";
-    const SCHEMA: u32 = 1;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -358,51 +332,4 @@ pub fn verify(p: &Placement, sel: &Selected, target: &Target) -> Vec<String> {
         }
     }
     v.finish()
-}
-
-impl Placement {
-    pub fn dump(&self, sel: &Selected, target: &Target) -> String {
-        let mut s = String::new();
-        let used: Vec<&TileUsage> = self
-            .tiles
-            .iter()
-            .filter(|t| t.peak_bytes > t.code_bytes)
-            .collect();
-        let max_peak = used.iter().map(|t| t.peak_bytes).max().unwrap_or(0);
-        let max_code = self.tiles.iter().map(|t| t.code_bytes).max().unwrap_or(0);
-        let _ = writeln!(
-            s,
-            "placement: buffers={} tiles_with_data={} max_peak_bytes={} max_code_bytes={} capacity={}",
-            self.addresses.len(),
-            used.len(),
-            max_peak,
-            max_code,
-            target.memory_end - target.memory_base
-        );
-        if let Some((t, _)) = self
-            .tiles
-            .iter()
-            .enumerate()
-            .find(|(_, u)| u.peak_bytes == max_peak)
-        {
-            let _ = writeln!(s, "  busiest tile{t}:");
-            for (b, a) in sel
-                .buffers
-                .iter()
-                .zip(&self.addresses)
-                .filter(|(b, _)| b.tile.index() == t)
-            {
-                let _ = writeln!(
-                    s,
-                    "    {:#07x} {:>7} bytes {}..{} {}",
-                    a,
-                    b.bytes(),
-                    b.first_step,
-                    b.last_step,
-                    b.describe()
-                );
-            }
-        }
-        s
-    }
 }

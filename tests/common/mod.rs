@@ -133,8 +133,8 @@ pub fn assert_pass(sb: &Sandbox, args: &[&str]) -> String {
 pub fn corruption_fails_the_check(workload: &str, id: &str) {
     use ipu_codegen::device::{Device, host_data};
     use ipu_codegen::ir::ValueRole;
+    use ipu_codegen::ir::read_ipuexe;
     use ipu_codegen::numerics;
-    use ipu_codegen::stages::build_images::read_ipuexe;
     let sb = Sandbox::new();
     sb.run(&["build", workload]).assert_ok();
     let bytes = std::fs::read(sb.stages().join(id).join("model.ipuexe")).unwrap();

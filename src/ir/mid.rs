@@ -1,0 +1,357 @@
+//! The mid-level program (`mid`): the graph lowered to tileable operators (a matmul with its fused
+//! epilogue, a flash attention), their candidate partitions over the tiles and the best whole-program
+//! plans with their estimates. Written by `lower_mid`, read by `select_finalist`.
+
+use crate::ids::{OpId, ValueId};
+use crate::ir::{AttentionShape, DType};
+use crate::target::Target;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// A tileable operator: a matmul with its fused epilogue, or a flash attention.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Operator {
+    MatMul(MatMul),
+    Attention(Attention),
+}
+
+impl Operator {
+    pub fn id(&self) -> OpId {
+        match self {
+            Operator::MatMul(o) => o.id,
+            Operator::Attention(o) => o.id,
+        }
+    }
+    pub fn name(&self) -> &str {
+        match self {
+            Operator::MatMul(o) => &o.name,
+            Operator::Attention(o) => &o.name,
+        }
+    }
+    pub fn out(&self) -> ValueId {
+        match self {
+            Operator::MatMul(o) => o.out,
+            Operator::Attention(o) => o.out,
+        }
+    }
+    /// The graph operations this operator implements.
+    pub fn covers(&self) -> &[OpId] {
+        match self {
+            Operator::MatMul(o) => &o.covers,
+            Operator::Attention(o) => &o.covers,
+        }
+    }
+}
+
+/// Flash attention of one graph operation: per batch and head, `out = softmax(q · kᵀ · scale) · v`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attention {
+    pub id: OpId,
+    pub name: String,
+    pub q: ValueId,
+    pub k: ValueId,
+    pub v: ValueId,
+    pub out: ValueId,
+    pub shape: AttentionShape,
+    pub partials: DType,
+    /// The graph operation this operator implements.
+    pub covers: Vec<OpId>,
+}
+
+impl Attention {
+    /// Batch-and-head groups, each partitioned over its own tiles.
+    pub fn groups(&self) -> u32 {
+        self.shape.batch * self.shape.heads
+    }
+    /// The score scale `1/√head_dim`, as the device computes with it.
+    pub fn scale(&self) -> f32 {
+        1.0 / (self.shape.head_dim as f32).sqrt()
+    }
+}
+
+/// A matmul with its fused epilogue: `out = f16(gelu?(a · b + bias?))`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatMul {
+    pub id: OpId,
+    pub name: String,
+    pub a: ValueId,
+    pub b: ValueId,
+    pub bias: Option<ValueId>,
+    pub gelu: bool,
+    pub out: ValueId,
+    pub m: u32,
+    pub k: u32,
+    pub n: u32,
+    pub partials: DType,
+    /// The graph operations this operator implements.
+    pub covers: Vec<OpId>,
+}
+
+impl MatMul {
+    /// Whether the AMP's partials need a separate epilogue pass to become the f16 output: a bias, GELU,
+    /// f32 partials, or partials of several depth blocks to sum.
+    pub fn has_epilogue(&self, depth_blocks: u32) -> bool {
+        self.bias.is_some() || self.gelu || self.partials != DType::F16 || depth_blocks > 1
+    }
+
+    /// Lane operations and transcendentals per output element of the epilogue.
+    pub fn epilogue_ops(&self, depth_blocks: u32) -> (u64, u64) {
+        Target::epilogue_ops(self.partials, depth_blocks, self.bias.is_some(), self.gelu)
+    }
+}
+
+/// How an operator is spread over tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Partition {
+    Grid(Grid),
+    Attention(AttentionPartition),
+}
+
+impl Partition {
+    pub fn tiles(&self) -> u32 {
+        match self {
+            Partition::Grid(g) => g.tiles(),
+            Partition::Attention(a) => a.tiles(),
+        }
+    }
+}
+
+impl std::fmt::Display for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Partition::Grid(p) => {
+                write!(
+                    f,
+                    "{}x{} blocks of {}x{}",
+                    p.row_blocks, p.col_blocks, p.block_rows, p.block_cols
+                )?;
+                if p.depth_blocks > 1 {
+                    write!(
+                        f,
+                        ", depth in {} blocks of {}",
+                        p.depth_blocks, p.block_depth
+                    )?;
+                }
+                Ok(())
+            }
+            Partition::Attention(p) => write!(
+                f,
+                "{} groups of {} tiles: {} query blocks of {} x {} key blocks of {}, key sub-blocks of {}",
+                p.groups,
+                p.tiles_per_group,
+                p.query_blocks,
+                p.block_queries,
+                p.key_blocks,
+                p.block_keys,
+                p.sub_block
+            ),
+        }
+    }
+}
+
+/// A partition of a matmul over `row_blocks x col_blocks x depth_blocks` tiles: blocks of the output,
+/// and of the reduction dimension when `depth_blocks > 1` (each tile then multiplies one depth block
+/// and the tiles of an output block sum their partials, each a share of its rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Grid {
+    pub row_blocks: u32,
+    pub block_rows: u32,
+    pub col_blocks: u32,
+    pub block_cols: u32,
+    pub depth_blocks: u32,
+    /// A multiple of the AMP block depth unless it is the whole depth.
+    pub block_depth: u32,
+}
+
+impl Grid {
+    pub fn tiles(&self) -> u32 {
+        self.row_blocks * self.col_blocks * self.depth_blocks
+    }
+}
+
+/// A partition of an attention: every batch-and-head group gets one tile per (query block, key block)
+/// cell its queries see (all `query_blocks x key_blocks` cells, or under a causal mask those at or
+/// below the diagonal); the tile scores its queries against its keys with an online softmax over key
+/// sub-blocks of `sub_block` keys, and the key blocks of a query block are merged at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AttentionPartition {
+    pub groups: u32,
+    pub query_blocks: u32,
+    pub block_queries: u32,
+    pub key_blocks: u32,
+    pub block_keys: u32,
+    pub sub_block: u32,
+    /// The visible cells of a group.
+    pub tiles_per_group: u32,
+}
+
+impl AttentionPartition {
+    pub fn tiles(&self) -> u32 {
+        self.groups * self.tiles_per_group
+    }
+
+    /// Key blocks query block `q` sees: all, or under a causal mask those starting at or before its
+    /// last query.
+    pub fn visible_blocks(&self, shape: &AttentionShape, q: u32) -> u32 {
+        let last = ((q + 1) * self.block_queries).min(shape.queries) - 1;
+        shape
+            .visible_keys(last)
+            .div_ceil(self.block_keys)
+            .min(self.key_blocks)
+    }
+
+    /// The fewest tiles any key block's column has (those of the query blocks that see it).
+    pub fn smallest_column(&self, shape: &AttentionShape) -> u32 {
+        (0..self.key_blocks)
+            .map(|k| {
+                (0..self.query_blocks)
+                    .filter(|&q| self.visible_blocks(shape, q) > k)
+                    .count() as u32
+            })
+            .min()
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    pub fn cells(&self, shape: &AttentionShape) -> u32 {
+        (0..self.query_blocks)
+            .map(|q| self.visible_blocks(shape, q))
+            .sum()
+    }
+}
+
+/// Analytical figures of one operator under one partition, for its busiest tile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorEstimate {
+    pub compute_cycles: u64,
+    pub exchange_cycles: u64,
+    pub receive_bytes: u64,
+    /// The A panel: one contiguous buffer, in either region.
+    pub panel_bytes: u64,
+    /// Output, resident weight pieces: small buffers, in either region.
+    pub other_bytes: u64,
+    /// Weight panel and partials: interleaved only.
+    pub interleaved_bytes: u64,
+    pub cycles: u64,
+}
+
+impl OperatorEstimate {
+    pub fn standard_bytes(&self) -> u64 {
+        self.panel_bytes + self.other_bytes
+    }
+    pub fn total_bytes(&self) -> u64 {
+        self.panel_bytes + self.other_bytes + self.interleaved_bytes
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEstimate {
+    pub cycles: u64,
+    pub exchange_cycles: u64,
+    pub exchange_row_bytes: u64,
+    pub peak_standard_bytes: u64,
+    pub peak_interleaved_bytes: u64,
+    pub peak_total_bytes: u64,
+    pub active_tiles: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub partitions: Vec<Partition>,
+    pub operators: Vec<OperatorEstimate>,
+    pub estimate: PlanEstimate,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mid {
+    pub workload: String,
+    pub operators: Vec<Operator>,
+    pub finalists: Vec<Plan>,
+}
+
+impl crate::store::Artifact for Mid {
+    const KIND: &'static str = "mid";
+    const SCHEMA: u32 = 1;
+}
+
+impl Mid {
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "mid {}", self.workload);
+        for o in &self.operators {
+            let covers: Vec<String> = o.covers().iter().map(|c| c.to_string()).collect();
+            let o = match o {
+                Operator::MatMul(o) => o,
+                Operator::Attention(a) => {
+                    let shape = a.shape;
+                    let _ = writeln!(
+                        s,
+                        "  {} {}: {} = attention({}, {}, {}) batch={} heads={} queries={} keys={} \
+                         head_dim={} causal={} partials={} covers={}",
+                        a.id,
+                        a.name,
+                        a.out,
+                        a.q,
+                        a.k,
+                        a.v,
+                        shape.batch,
+                        shape.heads,
+                        shape.queries,
+                        shape.keys,
+                        shape.head_dim,
+                        shape.causal,
+                        a.partials,
+                        covers.join(",")
+                    );
+                    continue;
+                }
+            };
+            let _ = writeln!(
+                s,
+                "  {} {}: {} = {} · {} [{}x{}x{}] bias={} gelu={} partials={} covers={}",
+                o.id,
+                o.name,
+                o.out,
+                o.a,
+                o.b,
+                o.m,
+                o.k,
+                o.n,
+                o.bias.map_or("-".to_string(), |b| b.to_string()),
+                o.gelu,
+                o.partials,
+                covers.join(",")
+            );
+        }
+        for (f, plan) in self.finalists.iter().enumerate() {
+            let e = &plan.estimate;
+            let _ = writeln!(
+                s,
+                "  finalist {f}: estimated_cycles={} estimated_exchange_cycles={} exchange_row_bytes={} \
+                 peak_standard_bytes={} peak_interleaved_bytes={} active_tiles={}",
+                e.cycles,
+                e.exchange_cycles,
+                e.exchange_row_bytes,
+                e.peak_standard_bytes,
+                e.peak_interleaved_bytes,
+                e.active_tiles
+            );
+            for ((o, p), oe) in self
+                .operators
+                .iter()
+                .zip(&plan.partitions)
+                .zip(&plan.operators)
+            {
+                let _ = writeln!(
+                    s,
+                    "    {}: {p} compute={} exchange={} cycles={}",
+                    o.id(),
+                    oe.compute_cycles,
+                    oe.exchange_cycles,
+                    oe.cycles
+                );
+            }
+        }
+        s
+    }
+}

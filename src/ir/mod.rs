@@ -1,0 +1,23 @@
+//! The IR: every artifact the phases pass along, in pipeline order. It depends on no phase; phases
+//! depend on it. Each artifact's type, its store kind and schema, and its stable text dump live here;
+//! what produces an artifact and what checks it live in the phase that writes it.
+//!
+//! graph → mid → program (`selected`) → exchange storage → exchanges → placement → tile code → package
+
+pub mod exchange_storage;
+pub mod exchanges;
+pub mod graph;
+pub mod mid;
+pub mod package;
+pub mod placement;
+pub mod program;
+pub mod tile_code;
+
+pub use exchange_storage::*;
+pub use exchanges::*;
+pub use graph::*;
+pub use mid::*;
+pub use package::*;
+pub use placement::*;
+pub use program::*;
+pub use tile_code::*;

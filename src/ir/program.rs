@@ -1,0 +1,467 @@
+//! The program (`selected`): the chosen plan as buffers on tiles with their lifetimes, supersteps,
+//! exchange phases as transfer lists, compute sets of vertices and the host streams. Written by
+//! `select_finalist`, read by every later phase.
+
+use crate::exchange::{Pattern, PatternTransfer};
+use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
+use crate::ir::{
+    AttentionPartition, AttentionShape, DType, Graph, Grid, Operator, Partition, Rect,
+};
+use crate::target::Target;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// How grid cell (row block, column block) maps to a tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mapping {
+    RowMajor,
+    ColumnMajor,
+}
+
+impl Mapping {
+    /// The tile of a grid cell; the depth blocks of an output block are adjacent.
+    pub fn tile(self, p: &Grid, row_block: u32, col_block: u32, depth_block: u32) -> TileId {
+        let block = match self {
+            Mapping::RowMajor => row_block * p.col_blocks + col_block,
+            Mapping::ColumnMajor => col_block * p.row_blocks + row_block,
+        };
+        TileId(block * p.depth_blocks + depth_block)
+    }
+
+    /// Where each visible (query block, key block) cell of an attention group sits among the group's
+    /// tiles (`[query][key]`): key blocks adjacent (row-major) or query blocks adjacent (column-major).
+    pub fn attention_cells(self, p: &AttentionPartition, shape: &AttentionShape) -> Vec<Vec<u32>> {
+        let visible: Vec<u32> = (0..p.query_blocks)
+            .map(|q| p.visible_blocks(shape, q))
+            .collect();
+        let order: Vec<(u32, u32)> = match self {
+            Mapping::RowMajor => (0..p.query_blocks)
+                .flat_map(|q| (0..visible[q as usize]).map(move |k| (q, k)))
+                .collect(),
+            Mapping::ColumnMajor => (0..p.key_blocks)
+                .flat_map(|k| {
+                    let visible = &visible;
+                    (0..p.query_blocks)
+                        .filter(move |&q| k < visible[q as usize])
+                        .map(move |q| (q, k))
+                })
+                .collect(),
+        };
+        let mut cells: Vec<Vec<u32>> = visible.iter().map(|&n| vec![0; n as usize]).collect();
+        for (i, (q, k)) in order.into_iter().enumerate() {
+            cells[q as usize][k as usize] = i as u32;
+        }
+        cells
+    }
+}
+
+/// What a buffer is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BufferClass {
+    /// A piece of a weight, streamed at `initialize`, resident across runs.
+    WeightHome,
+    /// A piece of the input, streamed at `run`.
+    InputHome,
+    /// An operator's A operand: its block rows, all of `k`.
+    APanel,
+    /// An operator's B operand (weights): all of `k`, its block columns. Read by 128-bit weight loads.
+    BPanel,
+    /// An operator's bias for its block columns.
+    BiasPanel,
+    /// AMP partials.
+    Partials,
+    /// A share of the rows of another depth block's partials, to be summed by the epilogue.
+    PartialsShare,
+    /// Attention: f16 probabilitiesᵀ of a key sub-block, the AMP's weights.
+    Probabilities,
+    /// Attention: the f32 rescale factor of each query for the current key sub-block.
+    Rescale,
+    /// Attention: a tile's f32 flash state, `head_dim` rows of accumulatorᵀ then the running max and
+    /// the running sum, one column per query.
+    FlashState,
+    /// An operator's f16 output block.
+    Output,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Buffer {
+    pub id: BufferId,
+    pub tile: TileId,
+    pub value: ValueId,
+    pub class: BufferClass,
+    /// The region of the value held; for tile-local scratch (scores, probabilities, rescale factors,
+    /// flash states) the shape `[0..rows, 0..cols]` of the data instead.
+    pub rect: Rect,
+    pub dtype: DType,
+    /// Stored column-major: the rectangle's transpose, one stored row per column of the value.
+    pub transposed: bool,
+    /// Stored row stride in elements: every stored row starts at the buffer's alignment.
+    pub stride: u32,
+    /// First and last step the buffer is live in (inclusive). Host-written buffers are live from step 0;
+    /// buffers the host reads stay live to the last step.
+    pub first_step: StepId,
+    pub last_step: StepId,
+}
+
+impl Buffer {
+    /// Stored rows and columns: the rectangle's, swapped when transposed.
+    pub fn storage_rows(&self) -> u32 {
+        if self.transposed {
+            self.rect.cols()
+        } else {
+            self.rect.rows()
+        }
+    }
+    pub fn storage_cols(&self) -> u32 {
+        if self.transposed {
+            self.rect.rows()
+        } else {
+            self.rect.cols()
+        }
+    }
+    pub fn bytes(&self) -> u32 {
+        self.storage_rows() * self.stride * self.dtype.bytes()
+    }
+    /// Byte offset of element (row, col) of the value inside this buffer.
+    pub fn offset(&self, row: u32, col: u32) -> u32 {
+        let (r, c) = (row - self.rect.row0, col - self.rect.col0);
+        let (r, c) = if self.transposed { (c, r) } else { (r, c) };
+        (r * self.stride + c) * self.dtype.bytes()
+    }
+    /// Byte offset of an operand's first element.
+    pub fn operand_offset(&self, o: &Operand) -> u32 {
+        (o.row * self.stride + o.col) * self.dtype.bytes()
+    }
+    pub fn needs_interleaved(&self) -> bool {
+        matches!(
+            self.class,
+            BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
+        )
+    }
+    /// Partials own whole memory elements, so an AMP's input and output never share one.
+    pub fn owns_elements(&self) -> bool {
+        self.class == BufferClass::Partials
+    }
+    /// `buf12 APanel of v4 [0..23, 0..1152]`: how logs, errors and device faults name a buffer.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {:?} of {} {}{}",
+            self.id,
+            self.class,
+            self.value,
+            self.rect,
+            if self.transposed { " transposed" } else { "" }
+        )
+    }
+    pub fn alignment(&self) -> u32 {
+        if self.needs_interleaved() { 16 } else { 8 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Destination {
+    pub tile: TileId,
+    pub buffer: BufferId,
+}
+
+/// One rectangle sent by one tile to one or more tiles (multicast) in an exchange phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    pub source: TileId,
+    pub source_buffer: BufferId,
+    pub value: ValueId,
+    pub rect: Rect,
+    pub destinations: Vec<Destination>,
+    pub bytes: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangePhase {
+    pub id: ExchangeId,
+    pub step: StepId,
+    pub transfers: Vec<Transfer>,
+    /// Endpoint lower bound of the phase in cycles (`crate::exchange`), the estimate used here.
+    pub lower_bound: u32,
+}
+
+/// A vertex's view of a buffer: its stored rows and columns from (`row`, `col`) on, at the buffer's
+/// stride.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operand {
+    pub buffer: BufferId,
+    pub row: u32,
+    pub col: u32,
+}
+
+impl Operand {
+    pub fn whole(buffer: BufferId) -> Operand {
+        Operand {
+            buffer,
+            row: 0,
+            col: 0,
+        }
+    }
+}
+
+/// A causal mask over a block of scoresᵀ: row `r` is key `first_key + r`, column `c` is query
+/// `first_query + c`, and a key after its query is masked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mask {
+    pub first_key: u32,
+    pub first_query: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VertexKind {
+    /// `partials = a · b` on the AMP.
+    AmpMatMul {
+        a: Operand,
+        b: Operand,
+        partials: BufferId,
+        rows: u32,
+        depth: u32,
+        cols: u32,
+    },
+    /// One step of the online softmax over `keys x queries` scoresᵀ (vector unit): per query, the new
+    /// running max in the state, the rescale factor of the old one, `probabilities = f16(exp(scale ·
+    /// (score - max)))` and the rescaled running sum.
+    Softmax {
+        scores: BufferId,
+        probabilities: BufferId,
+        state: BufferId,
+        rescale: BufferId,
+        keys: u32,
+        queries: u32,
+        /// Accumulator rows of the state; the max and the sum follow.
+        head_dim: u32,
+        mask: Option<Mask>,
+        first: bool,
+        /// `1/√head_dim` as f32 bits.
+        scale_bits: u32,
+    },
+    /// `accumulator = accumulator · rescale + partials` per query column (vector unit); `first` copies.
+    Accumulate {
+        partials: BufferId,
+        state: BufferId,
+        rescale: BufferId,
+        rows: u32,
+        cols: u32,
+        first: bool,
+    },
+    /// Merges flash states (`rows` accumulator rows, the max and the sum, from each operand's column on)
+    /// into the f16 output (vector unit): per query, each state weighted by `exp(scale · (max_i -
+    /// max))`, the accumulators summed and divided by the summed sums.
+    Combine {
+        states: Vec<Operand>,
+        out: BufferId,
+        rows: u32,
+        cols: u32,
+        scale_bits: u32,
+    },
+    /// `out = f16(gelu?(Σ partials + bias?))` on the vector unit: the partials of every depth block.
+    Epilogue {
+        partials: Vec<Operand>,
+        bias: Option<BufferId>,
+        out: BufferId,
+        gelu: bool,
+        rows: u32,
+        cols: u32,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vertex {
+    pub tile: TileId,
+    pub kind: VertexKind,
+    pub estimated_cycles: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComputeSet {
+    pub step: StepId,
+    pub operator: OpId,
+    pub name: String,
+    pub vertices: Vec<Vertex>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Step {
+    Exchange(ExchangeId),
+    Compute(u32),
+}
+
+/// A rectangle the host writes into (or reads from) a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostTransfer {
+    pub value: ValueId,
+    pub rect: Rect,
+    pub tile: TileId,
+    pub buffer: BufferId,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectedEstimate {
+    pub cycles: u64,
+    pub compute_cycles: u64,
+    pub exchange_cycles: u64,
+    pub sync_cycles: u64,
+    /// Estimated cycles of every step, in program order.
+    pub steps: Vec<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Selected {
+    pub workload: String,
+    pub graph: Graph,
+    pub operators: Vec<Operator>,
+    pub finalist: u32,
+    pub mapping: Mapping,
+    pub partitions: Vec<Partition>,
+    pub buffers: Vec<Buffer>,
+    pub steps: Vec<Step>,
+    pub exchanges: Vec<ExchangePhase>,
+    pub compute_sets: Vec<ComputeSet>,
+    pub initialize: Vec<HostTransfer>,
+    pub run_inputs: Vec<HostTransfer>,
+    pub run_outputs: Vec<HostTransfer>,
+    pub estimate: SelectedEstimate,
+}
+
+impl crate::store::Artifact for Selected {
+    const KIND: &'static str = "selected";
+    const SCHEMA: u32 = 1;
+}
+
+impl VertexKind {
+    /// The buffers a vertex reads and those it writes.
+    pub fn buffers(&self) -> (Vec<BufferId>, Vec<BufferId>) {
+        match self {
+            VertexKind::AmpMatMul { a, b, partials, .. } => {
+                (vec![a.buffer, b.buffer], vec![*partials])
+            }
+            VertexKind::Epilogue {
+                partials,
+                bias,
+                out,
+                ..
+            } => (
+                partials.iter().map(|o| o.buffer).chain(*bias).collect(),
+                vec![*out],
+            ),
+            VertexKind::Softmax {
+                scores,
+                probabilities,
+                state,
+                rescale,
+                first,
+                ..
+            } => {
+                let reads = std::iter::once(*scores)
+                    .chain((!first).then_some(*state))
+                    .collect();
+                (reads, vec![*probabilities, *state, *rescale])
+            }
+            VertexKind::Accumulate {
+                partials,
+                state,
+                rescale,
+                ..
+            } => (vec![*partials, *rescale, *state], vec![*state]),
+            VertexKind::Combine { states, out, .. } => {
+                (states.iter().map(|o| o.buffer).collect(), vec![*out])
+            }
+        }
+    }
+}
+
+impl ExchangePhase {
+    /// The phase's transfer pattern: endpoints and word counts.
+    pub fn pattern(&self, target: &Target) -> Pattern {
+        Pattern {
+            transfers: self
+                .transfers
+                .iter()
+                .map(|t| PatternTransfer {
+                    source: t.source.0,
+                    destinations: t.destinations.iter().map(|d| d.tile.0).collect(),
+                    words: target.exchange_words(u64::from(t.bytes)) as u32,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Selected {
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let e = &self.estimate;
+        let _ = writeln!(
+            s,
+            "selected {} finalist={} mapping={:?} estimated_cycles={} compute={} exchange={} sync={}",
+            self.workload,
+            self.finalist,
+            self.mapping,
+            e.cycles,
+            e.compute_cycles,
+            e.exchange_cycles,
+            e.sync_cycles
+        );
+        for (o, p) in self.operators.iter().zip(&self.partitions) {
+            let _ = writeln!(s, "  {} {}: {p}", o.id(), o.name());
+        }
+        let mut by_class: BTreeMap<BufferClass, (u64, u64)> = BTreeMap::new();
+        for b in &self.buffers {
+            let e = by_class.entry(b.class).or_default();
+            e.0 += 1;
+            e.1 += u64::from(b.bytes());
+        }
+        for (class, (n, bytes)) in by_class {
+            let _ = writeln!(s, "  buffers {class:?}: {n} holding {bytes} bytes");
+        }
+        for (i, step) in self.steps.iter().enumerate() {
+            match step {
+                Step::Exchange(id) => {
+                    let ex = &self.exchanges[id.index()];
+                    let multicast = ex
+                        .transfers
+                        .iter()
+                        .filter(|t| t.destinations.len() > 1)
+                        .count();
+                    let bytes: u64 = ex.transfers.iter().map(|t| u64::from(t.bytes)).sum();
+                    let _ = writeln!(
+                        s,
+                        "  step{i} exchange {}: transfers={} multicast={} bytes={} lower_bound={} estimate={}",
+                        id,
+                        ex.transfers.len(),
+                        multicast,
+                        bytes,
+                        ex.lower_bound,
+                        self.estimate.steps[i]
+                    );
+                }
+                Step::Compute(c) => {
+                    let cs = &self.compute_sets[*c as usize];
+                    let _ = writeln!(
+                        s,
+                        "  step{i} compute {} ({}): vertices={} estimate={}",
+                        cs.operator,
+                        cs.name,
+                        cs.vertices.len(),
+                        self.estimate.steps[i]
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "  host: initialize={} run_inputs={} run_outputs={}",
+            self.initialize.len(),
+            self.run_inputs.len(),
+            self.run_outputs.len()
+        );
+        s
+    }
+}

@@ -1,0 +1,68 @@
+//! Tile code (`tile_code`): every tile's instruction sequence with resolved addresses, the host program
+//! and the estimated cycles of every superstep. Written by `emit`.
+
+use crate::isa::{HostProgram, Instr, TileProgram};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileCode {
+    pub workload: String,
+    pub tiles: Vec<TileProgram>,
+    pub host: HostProgram,
+    /// Estimated cycles per superstep (compute from the cost model, exchange from the schedule).
+    pub estimated_steps: Vec<u64>,
+}
+
+impl crate::store::Artifact for TileCode {
+    const KIND: &'static str = "tile_code";
+    const SCHEMA: u32 = 1;
+}
+
+impl TileCode {
+    pub fn dump(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "tile_code {}", self.workload);
+        let _ = writeln!(s, "  estimated step cycles: {:?}", self.estimated_steps);
+        let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut active = 0;
+        for p in &self.tiles {
+            if p.instrs.iter().any(|i| !matches!(i, Instr::Sync)) {
+                active += 1;
+            }
+            for i in &p.instrs {
+                let name = match i {
+                    Instr::Amp { .. } => "amp",
+                    Instr::Epilogue { .. } => "epilogue",
+                    Instr::Softmax { .. } => "softmax",
+                    Instr::Accumulate { .. } => "accumulate",
+                    Instr::Combine { .. } => "combine",
+                    Instr::Exchange { .. } => "exchange",
+                    Instr::Send { .. } => "send",
+                    Instr::Receive { .. } => "receive",
+                    Instr::Sync => "sync",
+                };
+                *counts.entry(name).or_default() += 1;
+            }
+        }
+        let _ = writeln!(s, "  tiles={} active={}", self.tiles.len(), active);
+        for (name, n) in counts {
+            let _ = writeln!(s, "  {name}: {n}");
+        }
+        let _ = writeln!(
+            s,
+            "  host: initialize={} run_inputs={} run_outputs={}",
+            self.host.initialize.len(),
+            self.host.run_inputs.len(),
+            self.host.run_outputs.len()
+        );
+        if let Some(p) = self.tiles.iter().find(|p| p.instrs.len() > p.syncs()) {
+            let _ = writeln!(s, "  program of {}:", p.tile);
+            for i in &p.instrs {
+                let _ = writeln!(s, "    {i}");
+            }
+        }
+        s
+    }
+}
