@@ -8,11 +8,13 @@ use crate::device::{Device, Execution, Fault, host_data};
 use crate::exchange::schedule::schedule;
 use crate::exchange::{Overheads, Pattern, PatternTransfer};
 use crate::ids::{ExchangeId, TileId, ValueId};
-use crate::ir::Run;
 use crate::ir::{DType, Graph, Rect, Value, ValueRole};
 use crate::ir::{Package, TileImage};
-use crate::isa::{HostProgram, HostTransfer, Instr, TileProgram};
-use crate::stages::emit::{BoundTransfer, exchange_programs};
+use crate::isa::Run;
+use crate::isa::{
+    Amp, Epilogue, HostProgram, HostTransfer, Instr, Placed, TileProgram, VertexKind,
+};
+use crate::lowering::{BoundTransfer, exchange_programs};
 use crate::store::COMPILER_VERSION;
 use crate::target::Target;
 
@@ -137,18 +139,19 @@ fn amp_case(
     let p = b + (depth * cols * 2).next_multiple_of(element) + element;
     m.value(rows, depth, 0, a);
     m.value(depth, cols, 0, b);
-    m.programs[0].push(Instr::Amp {
-        a,
-        a_stride: depth * 2,
-        b,
-        b_stride: cols * 2,
-        partials: p,
-        partials_stride: cols * partials.bytes(),
-        partials_type: partials,
+    let at = |address, stride, dtype| Placed {
+        address,
+        stride,
+        dtype,
+    };
+    m.programs[0].push(Instr::Vertex(VertexKind::Amp(Amp {
+        a: at(a, depth * 2, DType::F16),
+        b: at(b, cols * 2, DType::F16),
+        partials: at(p, cols * partials.bytes(), partials),
         rows,
         depth,
         cols,
-    });
+    })));
     let e = m.run()?;
     Ok(Calibration {
         case: format!("amp {rows}x{depth}x{cols} {partials} partials"),
@@ -174,16 +177,19 @@ fn vector_case(
     if bias {
         m.value(1, cols, 0, bias_at);
     }
-    m.programs[0].push(Instr::Epilogue {
-        partials: vec![(partials, cols * 2)],
-        partials_type: DType::F16,
-        bias: bias.then_some(bias_at),
-        out,
-        out_stride: cols * 2,
+    let f16 = |address| Placed {
+        address,
+        stride: cols * 2,
+        dtype: DType::F16,
+    };
+    m.programs[0].push(Instr::Vertex(VertexKind::Epilogue(Epilogue {
+        partials: vec![f16(partials)],
+        bias: bias.then_some(f16(bias_at)),
+        out: f16(out),
         rows,
         cols,
         gelu,
-    });
+    })));
     let e = m.run()?;
     let (ops, transcendentals) = Target::epilogue_ops(DType::F16, 1, bias, gelu);
     Ok(Calibration {

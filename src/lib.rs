@@ -8,6 +8,7 @@ pub mod exchange;
 pub mod ids;
 pub mod ir;
 pub mod isa;
+pub mod lowering;
 pub mod numerics;
 pub mod pipeline;
 pub mod report;

@@ -6,7 +6,7 @@ use common::{SMALL, SMALL_ID, Sandbox};
 use ipu_codegen::device::{Device, Fault, host_data};
 use ipu_codegen::ids::TileId;
 use ipu_codegen::ir::{Package, read_ipuexe, write_ipuexe};
-use ipu_codegen::isa::{Instr, TileProgram};
+use ipu_codegen::isa::{Instr, TileProgram, VertexKind};
 use std::sync::OnceLock;
 
 fn small_package() -> Package {
@@ -56,7 +56,7 @@ fn first_amp(p: &Package) -> (usize, usize, TileProgram) {
             let prog = program(p, t);
             prog.instrs
                 .iter()
-                .position(|i| matches!(i, Instr::Amp { .. }))
+                .position(|i| matches!(i, Instr::Vertex(VertexKind::Amp(_))))
                 .map(|i| (t, i, prog))
         })
         .unwrap()
@@ -64,8 +64,12 @@ fn first_amp(p: &Package) -> (usize, usize, TileProgram) {
 
 fn edit_amp(p: &mut Package, f: impl FnOnce(&mut u32, &mut u32, &mut u32)) {
     let (_, i, mut prog) = first_amp(p);
-    if let Instr::Amp { a, b, partials, .. } = &mut prog.instrs[i] {
-        f(a, b, partials);
+    if let Instr::Vertex(VertexKind::Amp(amp)) = &mut prog.instrs[i] {
+        f(
+            &mut amp.a.address,
+            &mut amp.b.address,
+            &mut amp.partials.address,
+        );
     }
     set_program(p, &prog);
 }
@@ -273,7 +277,7 @@ fn write_into_a_live_buffer() {
             let prog = program(&p, t);
             prog.instrs
                 .iter()
-                .position(|i| matches!(i, Instr::Epilogue { .. }))
+                .position(|i| matches!(i, Instr::Vertex(VertexKind::Epilogue(_))))
                 .map(|i| (t, i, prog))
         })
         .unwrap();
@@ -283,8 +287,8 @@ fn write_into_a_live_buffer() {
         .find(|b| b.name.contains("WeightHome"))
         .unwrap()
         .address;
-    if let Instr::Epilogue { out, .. } = &mut prog.instrs[i] {
-        *out = weight;
+    if let Instr::Vertex(VertexKind::Epilogue(e)) = &mut prog.instrs[i] {
+        e.out.address = weight;
     }
     set_program(&mut p, &prog);
     let f = assert_fault(&p, "still live");
@@ -361,8 +365,8 @@ fn a_wide_send_while_the_pair_mate_sends() {
 fn misaligned_row_stride() {
     let mut p = small_package();
     let (_, i, mut prog) = first_amp(&p);
-    if let Instr::Amp { a_stride, .. } = &mut prog.instrs[i] {
-        *a_stride += 2;
+    if let Instr::Vertex(VertexKind::Amp(amp)) = &mut prog.instrs[i] {
+        amp.a.stride += 2;
     }
     set_program(&mut p, &prog);
     assert_fault(&p, "row stride");

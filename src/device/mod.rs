@@ -19,9 +19,12 @@ mod memory;
 
 use crate::ids::TileId;
 use crate::ir::Package;
-use crate::ir::Run;
 use crate::ir::{DType, ValueRole};
-use crate::isa::{HostTransfer, Instr, TileProgram};
+use crate::isa::Run;
+use crate::isa::{
+    Accumulate, Amp, Combine, Epilogue, HostTransfer, Instr, Placed, Softmax, TileProgram,
+    VertexKind,
+};
 use crate::numerics;
 use crate::target::Target;
 use half::f16;
@@ -688,19 +691,20 @@ fn execute_vertex(
     instr: &Instr,
     step: u32,
 ) -> Result<u64, String> {
-    match *instr {
-        Instr::Amp {
-            a,
-            a_stride,
-            b,
-            b_stride,
-            partials,
-            partials_stride,
-            partials_type,
-            rows,
-            depth,
-            cols,
-        } => {
+    let Instr::Vertex(vertex) = instr else {
+        return Err(format!("{instr:?} inside a compute step"));
+    };
+    match vertex {
+        VertexKind::Amp(v) => {
+            let Amp {
+                rows, depth, cols, ..
+            } = *v;
+            expect(&v.a, DType::F16, "AMP input a")?;
+            expect(&v.b, DType::F16, "AMP weights b")?;
+            let (a, a_stride) = (v.a.address, v.a.stride);
+            let (b, b_stride) = (v.b.address, v.b.stride);
+            let (partials, partials_stride) = (v.partials.address, v.partials.stride);
+            let partials_type = v.partials.dtype;
             // Every row is loaded or stored on its own: base and stride keep each row aligned.
             for (what, addr, stride, align) in [
                 ("AMP input a", a, a_stride, 8),
@@ -798,25 +802,22 @@ fn execute_vertex(
             memory.store(&m, &out, step, "AMP partials")?;
             Ok(target.amp_cycles(rows, depth, cols, partials_type))
         }
-        Instr::Epilogue {
-            ref partials,
-            partials_type,
-            bias,
-            out,
-            out_stride,
-            rows,
-            cols,
-            gelu,
-        } => {
+        VertexKind::Epilogue(v) => {
+            let Epilogue {
+                rows, cols, gelu, ..
+            } = *v;
+            let (out, out_stride) = (v.out.address, v.out.stride);
+            expect(&v.out, DType::F16, "epilogue output")?;
             let mut p = vec![0f32; rows as usize * cols as usize];
-            if partials.is_empty() {
+            let Some(partials_type) = v.partials.first().map(|p| p.dtype) else {
                 return Err("epilogue of no partials".to_string());
-            }
-            for &(addr, stride) in partials {
+            };
+            for part in &v.partials {
+                expect(part, partials_type, "epilogue partials")?;
                 let part = memory.load(
                     &Matrix {
-                        addr,
-                        stride,
+                        addr: part.address,
+                        stride: part.stride,
                         rows,
                         cols,
                         dtype: partials_type,
@@ -827,11 +828,11 @@ fn execute_vertex(
                     *sum += x;
                 }
             }
-            let bv = match bias {
-                Some(addr) => Some(memory.load(
+            let bv = match &v.bias {
+                Some(bias) => Some(memory.load(
                     &Matrix {
-                        addr,
-                        stride: cols * 2,
+                        addr: expect(bias, DType::F16, "epilogue bias")?,
+                        stride: bias.stride,
                         rows: 1,
                         cols,
                         dtype: DType::F16,
@@ -860,7 +861,7 @@ fn execute_vertex(
                 "epilogue output",
             )?;
             let (ops, transcendentals) =
-                Target::epilogue_ops(partials_type, partials.len() as u32, bias.is_some(), gelu);
+                Target::epilogue_ops(partials_type, v.partials.len() as u32, bv.is_some(), gelu);
             Ok(target.vector_cycles(
                 u64::from(rows) * u64::from(cols),
                 DType::F16,
@@ -868,22 +869,24 @@ fn execute_vertex(
                 transcendentals,
             ))
         }
-        Instr::Softmax {
-            scores,
-            scores_stride,
-            scores_type,
-            probabilities,
-            probabilities_stride,
-            state,
-            state_stride,
-            rescale,
-            keys,
-            queries,
-            head_dim,
-            mask,
-            first,
-            scale_bits,
-        } => {
+        VertexKind::Softmax(v) => {
+            let Softmax {
+                keys,
+                queries,
+                head_dim,
+                mask,
+                first,
+                scale_bits,
+                ..
+            } = *v;
+            let (scores, scores_stride, scores_type) =
+                (v.scores.address, v.scores.stride, v.scores.dtype);
+            let probabilities = expect(&v.probabilities, DType::F16, "softmax probabilities")?;
+            let probabilities_stride = v.probabilities.stride;
+            let state = expect(&v.state, DType::F32, "softmax state")?;
+            let state_stride = v.state.stride;
+            let rescale = expect(&v.rescale, DType::F32, "softmax rescale")?;
+            let mask = mask.map(|m| (m.first_key, m.first_query));
             let matrix = |addr, stride, rows, dtype| Matrix {
                 addr,
                 stride,
@@ -925,17 +928,15 @@ fn execute_vertex(
             memory.store(&stats, &max, step, "softmax running max and sum")?;
             Ok(target.softmax_cycles(keys, queries, scores_type, mask.is_some()))
         }
-        Instr::Accumulate {
-            partials,
-            partials_stride,
-            partials_type,
-            state,
-            state_stride,
-            rescale,
-            rows,
-            cols,
-            first,
-        } => {
+        VertexKind::Accumulate(v) => {
+            let Accumulate {
+                rows, cols, first, ..
+            } = *v;
+            let (partials, partials_stride, partials_type) =
+                (v.partials.address, v.partials.stride, v.partials.dtype);
+            let state = expect(&v.state, DType::F32, "accumulator")?;
+            let state_stride = v.state.stride;
+            let rescale = expect(&v.rescale, DType::F32, "accumulate rescale")?;
             let matrix = |addr, stride, rows, dtype| Matrix {
                 addr,
                 stride,
@@ -965,21 +966,23 @@ fn execute_vertex(
             memory.store(&acc_matrix, &acc, step, "accumulator")?;
             Ok(target.accumulate_cycles(u64::from(rows) * u64::from(cols), first))
         }
-        Instr::Combine {
-            ref states,
-            out,
-            out_stride,
-            rows,
-            cols,
-            scale_bits,
-        } => {
+        VertexKind::Combine(v) => {
+            let Combine {
+                rows,
+                cols,
+                scale_bits,
+                ..
+            } = *v;
+            let out = expect(&v.out, DType::F16, "attention output")?;
+            let out_stride = v.out.stride;
+            let states = &v.states;
             let parts = states
                 .iter()
-                .map(|&(addr, stride)| {
+                .map(|s| {
                     memory.load(
                         &Matrix {
-                            addr,
-                            stride,
+                            addr: expect(s, DType::F32, "flash state")?,
+                            stride: s.stride,
                             rows: rows + 2,
                             cols,
                             dtype: DType::F32,
@@ -1007,8 +1010,18 @@ fn execute_vertex(
             memory.store(&m, &o, step, "attention output")?;
             Ok(target.combine_cycles(states.len() as u32, u64::from(rows) * u64::from(cols), cols))
         }
-        ref other => Err(format!("{other:?} inside a compute step")),
     }
+}
+
+/// The operand's address, when its element type is the one the vertex reads or writes there.
+fn expect(operand: &Placed, dtype: DType, what: &str) -> Result<u32, String> {
+    if operand.dtype != dtype {
+        return Err(format!(
+            "{what} at {:#x} is {}, where the vertex takes {dtype}",
+            operand.address, operand.dtype
+        ));
+    }
+    Ok(operand.address)
 }
 
 fn check_alignment(value: u32, align: u32, what: &str) -> Result<(), String> {

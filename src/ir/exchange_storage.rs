@@ -3,76 +3,9 @@
 //! receive buffers ("rows"); offsets within buffers, no addresses. Written by `plan_exchange_storage`.
 
 use crate::ids::{BufferId, ExchangeId, TileId};
-use crate::ir::{Buffer, Rect};
+use crate::isa::Run;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-
-/// `count` pieces of `bytes` bytes, `stride` bytes apart, from `offset`. Contiguous when `count == 1`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Run {
-    pub offset: u32,
-    pub bytes: u32,
-    pub count: u32,
-    pub stride: u32,
-}
-
-impl Run {
-    /// The run of `rect` inside `buffer`, merged into one piece when the rows are contiguous.
-    /// A transposed buffer stores the rectangle's columns as rows, so its run goes column by column.
-    pub fn of(buffer: &Buffer, rect: &Rect) -> Run {
-        let elem = buffer.dtype.bytes();
-        let (rows, cols) = if buffer.transposed {
-            (rect.cols(), rect.rows())
-        } else {
-            (rect.rows(), rect.cols())
-        };
-        let bytes = cols * elem;
-        let stride = buffer.stride * elem;
-        let offset = buffer.offset(rect.row0, rect.col0);
-        if bytes == stride || rows == 1 {
-            Run {
-                offset,
-                bytes: bytes * rows,
-                count: 1,
-                stride: 0,
-            }
-        } else {
-            Run {
-                offset,
-                bytes,
-                count: rows,
-                stride,
-            }
-        }
-    }
-    pub fn total(&self) -> u32 {
-        self.bytes * self.count
-    }
-    /// One past the last byte touched, relative to the buffer.
-    pub fn end(&self) -> u32 {
-        self.offset + self.stride * (self.count - 1) + self.bytes
-    }
-    pub fn pieces(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        (0..self.count).map(|i| (self.offset + i * self.stride, self.bytes))
-    }
-    /// The pieces holding bytes `skip..skip+len` of the run's stream.
-    pub fn window(&self, skip: u32, len: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let end = skip + len;
-        self.pieces()
-            .enumerate()
-            .filter_map(move |(i, (at, bytes))| {
-                let (a, b) = (i as u32 * self.bytes, i as u32 * self.bytes + bytes);
-                let (lo, hi) = (a.max(skip), b.min(end));
-                (lo < hi).then_some((at + lo - a, hi - lo))
-            })
-    }
-    pub fn shifted(&self, base: u32) -> Run {
-        Run {
-            offset: base + self.offset,
-            ..*self
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransferStorage {

@@ -7,6 +7,7 @@ use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
 use crate::ir::{
     AttentionPartition, AttentionShape, DType, Graph, Grid, Operator, Partition, Rect,
 };
+use crate::isa::{Run, VertexKind};
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -107,6 +108,34 @@ pub struct Buffer {
 }
 
 impl Buffer {
+    /// The run of `rect` inside the buffer, merged into one piece when the rows are contiguous.
+    /// A transposed buffer stores the rectangle's columns as rows, so its run goes column by column.
+    pub fn run(&self, rect: &Rect) -> Run {
+        let elem = self.dtype.bytes();
+        let (rows, cols) = if self.transposed {
+            (rect.cols(), rect.rows())
+        } else {
+            (rect.rows(), rect.cols())
+        };
+        let bytes = cols * elem;
+        let stride = self.stride * elem;
+        let offset = self.offset(rect.row0, rect.col0);
+        if bytes == stride || rows == 1 {
+            Run {
+                offset,
+                bytes: bytes * rows,
+                count: 1,
+                stride: 0,
+            }
+        } else {
+            Run {
+                offset,
+                bytes,
+                count: rows,
+                stride,
+            }
+        }
+    }
     /// Stored rows and columns: the rectangle's, swapped when transposed.
     pub fn storage_rows(&self) -> u32 {
         if self.transposed {
@@ -206,76 +235,10 @@ impl Operand {
     }
 }
 
-/// A causal mask over a block of scoresᵀ: row `r` is key `first_key + r`, column `c` is query
-/// `first_query + c`, and a key after its query is masked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mask {
-    pub first_key: u32,
-    pub first_query: u32,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum VertexKind {
-    /// `partials = a · b` on the AMP.
-    AmpMatMul {
-        a: Operand,
-        b: Operand,
-        partials: BufferId,
-        rows: u32,
-        depth: u32,
-        cols: u32,
-    },
-    /// One step of the online softmax over `keys x queries` scoresᵀ (vector unit): per query, the new
-    /// running max in the state, the rescale factor of the old one, `probabilities = f16(exp(scale ·
-    /// (score - max)))` and the rescaled running sum.
-    Softmax {
-        scores: BufferId,
-        probabilities: BufferId,
-        state: BufferId,
-        rescale: BufferId,
-        keys: u32,
-        queries: u32,
-        /// Accumulator rows of the state; the max and the sum follow.
-        head_dim: u32,
-        mask: Option<Mask>,
-        first: bool,
-        /// `1/√head_dim` as f32 bits.
-        scale_bits: u32,
-    },
-    /// `accumulator = accumulator · rescale + partials` per query column (vector unit); `first` copies.
-    Accumulate {
-        partials: BufferId,
-        state: BufferId,
-        rescale: BufferId,
-        rows: u32,
-        cols: u32,
-        first: bool,
-    },
-    /// Merges flash states (`rows` accumulator rows, the max and the sum, from each operand's column on)
-    /// into the f16 output (vector unit): per query, each state weighted by `exp(scale · (max_i -
-    /// max))`, the accumulators summed and divided by the summed sums.
-    Combine {
-        states: Vec<Operand>,
-        out: BufferId,
-        rows: u32,
-        cols: u32,
-        scale_bits: u32,
-    },
-    /// `out = f16(gelu?(Σ partials + bias?))` on the vector unit: the partials of every depth block.
-    Epilogue {
-        partials: Vec<Operand>,
-        bias: Option<BufferId>,
-        out: BufferId,
-        gelu: bool,
-        rows: u32,
-        cols: u32,
-    },
-}
-
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vertex {
     pub tile: TileId,
-    pub kind: VertexKind,
+    pub kind: VertexKind<Operand>,
     pub estimated_cycles: u64,
 }
 
@@ -333,48 +296,6 @@ pub struct Selected {
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
     const SCHEMA: u32 = 1;
-}
-
-impl VertexKind {
-    /// The buffers a vertex reads and those it writes.
-    pub fn buffers(&self) -> (Vec<BufferId>, Vec<BufferId>) {
-        match self {
-            VertexKind::AmpMatMul { a, b, partials, .. } => {
-                (vec![a.buffer, b.buffer], vec![*partials])
-            }
-            VertexKind::Epilogue {
-                partials,
-                bias,
-                out,
-                ..
-            } => (
-                partials.iter().map(|o| o.buffer).chain(*bias).collect(),
-                vec![*out],
-            ),
-            VertexKind::Softmax {
-                scores,
-                probabilities,
-                state,
-                rescale,
-                first,
-                ..
-            } => {
-                let reads = std::iter::once(*scores)
-                    .chain((!first).then_some(*state))
-                    .collect();
-                (reads, vec![*probabilities, *state, *rescale])
-            }
-            VertexKind::Accumulate {
-                partials,
-                state,
-                rescale,
-                ..
-            } => (vec![*partials, *rescale, *state], vec![*state]),
-            VertexKind::Combine { states, out, .. } => {
-                (states.iter().map(|o| o.buffer).collect(), vec![*out])
-            }
-        }
-    }
 }
 
 impl ExchangePhase {

@@ -33,11 +33,7 @@ impl TileCode {
             }
             for i in &p.instrs {
                 let name = match i {
-                    Instr::Amp { .. } => "amp",
-                    Instr::Epilogue { .. } => "epilogue",
-                    Instr::Softmax { .. } => "softmax",
-                    Instr::Accumulate { .. } => "accumulate",
-                    Instr::Combine { .. } => "combine",
+                    Instr::Vertex(v) => v.name(),
                     Instr::Exchange { .. } => "exchange",
                     Instr::Send { .. } => "send",
                     Instr::Receive { .. } => "receive",

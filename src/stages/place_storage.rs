@@ -14,7 +14,7 @@
 use crate::ids::{BufferId, TileId};
 use crate::ir::{Buffer, ExchangeStorage, Exchanges, Placement, Selected, TileUsage};
 use crate::isa::PLACEHOLDER_ADDRESS;
-use crate::stages::emit::tile_programs;
+use crate::lowering::tile_programs;
 use crate::target::Target;
 use crate::verify::Verifier;
 use rayon::prelude::*;

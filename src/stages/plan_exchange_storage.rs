@@ -10,7 +10,7 @@
 //! bytes of its buffer's rectangle.
 
 use crate::ids::{BufferId, TileId};
-use crate::ir::{ExchangeStorage, PhaseStorage, Row, Run, Selected, TransferStorage};
+use crate::ir::{ExchangeStorage, PhaseStorage, Row, Selected, TransferStorage};
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,11 +36,11 @@ pub fn plan_exchange_storage(
                 .transfers
                 .iter()
                 .map(|t| TransferStorage {
-                    source: Run::of(&sel.buffers[t.source_buffer.index()], &t.rect),
+                    source: sel.buffers[t.source_buffer.index()].run(&t.rect),
                     destinations: t
                         .destinations
                         .iter()
-                        .map(|d| Run::of(&sel.buffers[d.buffer.index()], &t.rect))
+                        .map(|d| sel.buffers[d.buffer.index()].run(&t.rect))
                         .collect(),
                 })
                 .collect();

@@ -21,9 +21,10 @@ use crate::exchange::Overheads;
 use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
 use crate::ir::{
     Attention, AttentionPartition, Buffer, BufferClass, ComputeSet, DType, Destination,
-    ExchangePhase, Graph, Grid, HostTransfer, Mapping, Mask, MatMul, Mid, Operand, Operator,
-    Partition, Rect, Selected, SelectedEstimate, Step, Transfer, ValueRole, Vertex, VertexKind,
+    ExchangePhase, Graph, Grid, HostTransfer, Mapping, MatMul, Mid, Operand, Operator, Partition,
+    Rect, Selected, SelectedEstimate, Step, Transfer, ValueRole, Vertex,
 };
+use crate::isa::{Accumulate, Amp, Combine, Epilogue, Mask, Softmax, VertexKind};
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
@@ -391,14 +392,14 @@ impl Builder<'_> {
                     vertices.push(Vertex {
                         tile,
                         estimated_cycles: target.amp_cycles(nr, depth, nc, op.partials),
-                        kind: VertexKind::AmpMatMul {
+                        kind: VertexKind::Amp(Amp {
                             a: Operand::whole(a),
                             b: Operand::whole(bp),
-                            partials,
+                            partials: Operand::whole(partials),
                             rows: nr,
                             depth,
                             cols: nc,
-                        },
+                        }),
                     });
                     blocks.push((tile, partials, bias));
                 }
@@ -451,14 +452,14 @@ impl Builder<'_> {
                             ops_per,
                             trans,
                         ),
-                        kind: VertexKind::Epilogue {
+                        kind: VertexKind::Epilogue(Epilogue {
                             partials: parts,
-                            bias,
-                            out,
+                            bias: bias.map(Operand::whole),
+                            out: Operand::whole(out),
                             gelu: op.gelu,
                             rows: r1 - r0,
                             cols: nc,
-                        },
+                        }),
                     };
                     if split {
                         reduce_vertices.push(vertex);
@@ -639,27 +640,27 @@ impl Builder<'_> {
                         vertices.push(Vertex {
                             tile,
                             estimated_cycles: target.amp_cycles(nj, d, nq, a.partials),
-                            kind: VertexKind::AmpMatMul {
+                            kind: VertexKind::Amp(Amp {
                                 a: Operand {
                                     buffer: keys,
                                     row: j0,
                                     col: 0,
                                 },
                                 b: Operand::whole(queries),
-                                partials: scores,
+                                partials: Operand::whole(scores),
                                 rows: nj,
                                 depth: d,
                                 cols: nq,
-                            },
+                            }),
                         });
                         vertices.push(Vertex {
                             tile,
                             estimated_cycles: target.softmax_cycles(nj, nq, a.partials, s.causal),
-                            kind: VertexKind::Softmax {
-                                scores,
-                                probabilities,
-                                state,
-                                rescale,
+                            kind: VertexKind::Softmax(Softmax {
+                                scores: Operand::whole(scores),
+                                probabilities: Operand::whole(probabilities),
+                                state: Operand::whole(state),
+                                rescale: Operand::whole(rescale),
                                 keys: nj,
                                 queries: nq,
                                 head_dim: d,
@@ -669,35 +670,35 @@ impl Builder<'_> {
                                 }),
                                 first,
                                 scale_bits,
-                            },
+                            }),
                         });
                         vertices.push(Vertex {
                             tile,
                             estimated_cycles: target.amp_cycles(d, nj, nq, a.partials),
-                            kind: VertexKind::AmpMatMul {
+                            kind: VertexKind::Amp(Amp {
                                 a: Operand {
                                     buffer: values,
                                     row: 0,
                                     col: j0,
                                 },
                                 b: Operand::whole(probabilities),
-                                partials: weighted,
+                                partials: Operand::whole(weighted),
                                 rows: d,
                                 depth: nj,
                                 cols: nq,
-                            },
+                            }),
                         });
                         vertices.push(Vertex {
                             tile,
                             estimated_cycles: target.accumulate_cycles(u64::from(d * nq), first),
-                            kind: VertexKind::Accumulate {
-                                partials: weighted,
-                                state,
-                                rescale,
+                            kind: VertexKind::Accumulate(Accumulate {
+                                partials: Operand::whole(weighted),
+                                state: Operand::whole(state),
+                                rescale: Operand::whole(rescale),
                                 rows: d,
                                 cols: nq,
                                 first,
-                            },
+                            }),
                         });
                     }
                     states.push((tile, state));
@@ -749,13 +750,13 @@ impl Builder<'_> {
                             u64::from(d * (c1 - c0)),
                             c1 - c0,
                         ),
-                        kind: VertexKind::Combine {
+                        kind: VertexKind::Combine(Combine {
                             states: parts,
-                            out,
+                            out: Operand::whole(out),
                             rows: d,
                             cols: c1 - c0,
                             scale_bits,
-                        },
+                        }),
                     };
                     if merged {
                         merge_vertices.push(combine);
@@ -1008,9 +1009,8 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     }
     for cs in &s.compute_sets {
         for vx in &cs.vertices {
-            let (reads, writes) = vx.kind.buffers();
-            for r in reads.iter().chain(&writes) {
-                let buf = &s.buffers[r.index()];
+            for u in vx.kind.operands() {
+                let (o, buf) = (u.operand, &s.buffers[u.operand.buffer.index()]);
                 v.check(buf.tile == vx.tile, || {
                     format!(
                         "{}: vertex on {} uses {} on {}",
@@ -1026,71 +1026,34 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
                         )
                     },
                 );
-            }
-            if let VertexKind::AmpMatMul { b, partials, .. } = &vx.kind {
-                v.check(
-                    s.buffers[partials.index()].needs_interleaved()
-                        && s.buffers[b.buffer.index()].needs_interleaved(),
-                    || {
-                        format!(
-                            "{}: AMP on {} has operands outside interleaved memory",
-                            cs.step, vx.tile
-                        )
-                    },
-                );
-            }
-            // Every operand window lies inside its buffer's storage.
-            let windows: Vec<(&str, Operand, u32, u32)> = match &vx.kind {
-                VertexKind::AmpMatMul {
-                    a,
-                    b,
-                    partials,
-                    rows,
-                    depth,
-                    cols,
-                } => vec![
-                    ("AMP input a", *a, *rows, *depth),
-                    ("AMP weights b", *b, *depth, *cols),
-                    ("AMP partials", Operand::whole(*partials), *rows, *cols),
-                ],
-                VertexKind::Epilogue {
-                    partials,
-                    out,
-                    rows,
-                    cols,
-                    ..
-                } => partials
-                    .iter()
-                    .map(|o| ("epilogue partials", *o, *rows, *cols))
-                    .chain([("epilogue output", Operand::whole(*out), *rows, *cols)])
-                    .collect(),
-                VertexKind::Combine {
-                    states,
-                    out,
-                    rows,
-                    cols,
-                    ..
-                } => states
-                    .iter()
-                    .map(|o| ("flash state", *o, rows + 2, *cols))
-                    .chain([("attention output", Operand::whole(*out), *rows, *cols)])
-                    .collect(),
-                VertexKind::Softmax { .. } | VertexKind::Accumulate { .. } => Vec::new(),
-            };
-            for (what, o, r, c) in windows {
-                let buf = &s.buffers[o.buffer.index()];
+                // Every operand window lies inside its buffer's storage.
+                let (r, c) = (u.rows, u.cols);
                 v.check(
                     o.row + r <= buf.storage_rows() && o.col + c <= buf.storage_cols(),
                     || {
                         format!(
-                            "{}: {what} on {} takes {r}x{c} from ({}, {}) of {}, stored {}x{}",
+                            "{}: {} {} on {} takes {r}x{c} from ({}, {}) of {}, stored {}x{}",
                             cs.step,
+                            vx.kind.name(),
+                            u.role,
                             vx.tile,
                             o.row,
                             o.col,
                             buf.id,
                             buf.storage_rows(),
                             buf.storage_cols()
+                        )
+                    },
+                );
+            }
+            if let VertexKind::Amp(amp) = &vx.kind {
+                v.check(
+                    s.buffers[amp.partials.buffer.index()].needs_interleaved()
+                        && s.buffers[amp.b.buffer.index()].needs_interleaved(),
+                    || {
+                        format!(
+                            "{}: AMP on {} has operands outside interleaved memory",
+                            cs.step, vx.tile
                         )
                     },
                 );

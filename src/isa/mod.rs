@@ -1,0 +1,198 @@
+//! The tile instruction set: what `emit` writes, `build_images` encodes into tile memory, and the device
+//! decodes and executes. Every address is absolute in the tile's memory. A program is a sequence of
+//! supersteps separated by `Sync`; every tile has the same number of syncs.
+//!
+//! Encoding: MessagePack of [`TileProgram`]. Integers encode by magnitude, so a program built with every
+//! address at `u32::MAX` ([`PLACEHOLDER_ADDRESS`]) is at least as long as the real one: `place_storage`
+//! reserves code space from that.
+
+use crate::ids::{ExchangeId, TileId};
+use serde::{Deserialize, Serialize};
+
+mod vertex;
+pub use vertex::*;
+
+pub const PLACEHOLDER_ADDRESS: u32 = u32::MAX;
+
+/// `count` pieces of `bytes` bytes, `stride` bytes apart, from `offset`. Contiguous when `count == 1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub offset: u32,
+    pub bytes: u32,
+    pub count: u32,
+    pub stride: u32,
+}
+
+impl Run {
+    pub fn total(&self) -> u32 {
+        self.bytes * self.count
+    }
+    /// One past the last byte touched, relative to the buffer.
+    pub fn end(&self) -> u32 {
+        self.offset + self.stride * (self.count - 1) + self.bytes
+    }
+    pub fn pieces(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        (0..self.count).map(|i| (self.offset + i * self.stride, self.bytes))
+    }
+    /// The pieces holding bytes `skip..skip+len` of the run's stream.
+    pub fn window(&self, skip: u32, len: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let end = skip + len;
+        self.pieces()
+            .enumerate()
+            .filter_map(move |(i, (at, bytes))| {
+                let (a, b) = (i as u32 * self.bytes, i as u32 * self.bytes + bytes);
+                let (lo, hi) = (a.max(skip), b.min(end));
+                (lo < hi).then_some((at + lo - a, hi - lo))
+            })
+    }
+    pub fn shifted(&self, base: u32) -> Run {
+        Run {
+            offset: base + self.offset,
+            ..*self
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Instr {
+    /// A compute vertex with its operands placed.
+    Vertex(VertexKind<Placed>),
+    /// Starts exchange phase `phase`, which lasts `horizon` cycles.
+    Exchange { phase: ExchangeId, horizon: u32 },
+    /// Sends bytes `skip..skip+bytes` of the stream read from `run`, one word per cycle from cycle
+    /// `start` of the phase; two words per cycle when `wide`, over the supertile pair's shared bus
+    /// (the pair mate must not send meanwhile).
+    Send {
+        start: u32,
+        skip: u32,
+        bytes: u32,
+        run: Run,
+        wide: bool,
+    },
+    /// Switches the receive mux to `from` at cycle `switch`, then stores the bytes that `from` sends from
+    /// cycle `sent` (arriving `transit` cycles later) as bytes `skip..skip+bytes` of the stream written
+    /// to `run`. `wide` receives a wide send at two words per cycle: the pair mate must not receive
+    /// meanwhile, unless it receives the same data.
+    Receive {
+        switch: u32,
+        from: TileId,
+        sent: u32,
+        skip: u32,
+        bytes: u32,
+        run: Run,
+        wide: bool,
+    },
+    /// Ends a superstep: wait for every tile.
+    Sync,
+}
+
+impl std::fmt::Display for Instr {
+    /// The stable text form used in dumps.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let run = |r: &Run| {
+            if r.count == 1 {
+                format!("{:#x}+{}", r.offset, r.bytes)
+            } else {
+                format!("{:#x}+{}x{}/{}", r.offset, r.count, r.bytes, r.stride)
+            }
+        };
+        match self {
+            Instr::Vertex(v) => v.fmt(f),
+            Instr::Exchange { phase, horizon } => write!(f, "exchange {phase} horizon={horizon}"),
+            Instr::Send {
+                start,
+                skip,
+                bytes,
+                run: r,
+                wide,
+            } => {
+                write!(
+                    f,
+                    "  send @{start} {bytes}B+{skip} from {}{}",
+                    run(r),
+                    if *wide { " wide" } else { "" }
+                )
+            }
+            Instr::Receive {
+                switch,
+                from,
+                sent,
+                skip,
+                bytes,
+                run: r,
+                wide,
+            } => write!(
+                f,
+                "  receive @{switch} from {from} sent@{sent} {bytes}B+{skip} to {}{}",
+                run(r),
+                if *wide { " wide" } else { "" }
+            ),
+            Instr::Sync => write!(f, "sync"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TileProgram {
+    pub tile: TileId,
+    pub instrs: Vec<Instr>,
+}
+
+impl TileProgram {
+    pub fn encode(&self) -> Vec<u8> {
+        rmp_serde::to_vec(self).expect("tile programs serialise")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<TileProgram, rmp_serde::decode::Error> {
+        rmp_serde::from_slice(bytes)
+    }
+
+    pub fn syncs(&self) -> usize {
+        self.instrs
+            .iter()
+            .filter(|i| matches!(i, Instr::Sync))
+            .count()
+    }
+}
+
+/// A rectangle of a value the host writes into tile memory (or reads back), stored rows `stride` bytes
+/// apart from `address`; `transposed` stores one row per column of the rectangle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostTransfer {
+    pub value: crate::ids::ValueId,
+    pub rect: crate::ir::Rect,
+    pub tile: TileId,
+    pub address: u32,
+    pub stride: u32,
+    pub transposed: bool,
+}
+
+impl HostTransfer {
+    /// The stored rows: (element indices into the row-major value of `cols` columns, tile address).
+    pub fn stored_rows(&self, cols: u32) -> impl Iterator<Item = (Vec<usize>, u32)> + '_ {
+        let r = self.rect;
+        let count = if self.transposed { r.cols() } else { r.rows() };
+        (0..count).map(move |i| {
+            let elements: Vec<usize> = if self.transposed {
+                (r.row0..r.row1)
+                    .map(|row| (row * cols + r.col0 + i) as usize)
+                    .collect()
+            } else {
+                let start = ((r.row0 + i) * cols + r.col0) as usize;
+                (start..start + r.cols() as usize).collect()
+            };
+            (elements, self.address + i * self.stride)
+        })
+    }
+}
+
+/// The host side of the package: the streaming calls.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostProgram {
+    /// `initialize`: weights, once.
+    pub initialize: Vec<HostTransfer>,
+    /// `run`: activations in...
+    pub run_inputs: Vec<HostTransfer>,
+    /// ... and results out.
+    pub run_outputs: Vec<HostTransfer>,
+}

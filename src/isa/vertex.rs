@@ -1,0 +1,339 @@
+//! The compute vertices, each defined once, generic over its operand: a buffer view
+//! (`crate::ir::Operand`) in the program, a [`Placed`] operand (address, row stride, element type) in
+//! tile code. [`VertexKind::operands`] is the one operand visitor: the program's verifier reads buffer
+//! lifetimes from it, `emit` places operands with [`VertexKind::map`], emit's verifier checks their
+//! extents, the device and the text form read the fields.
+//!
+//! A new vertex kind is a struct here, its arm in `operands`, `map`, `name` and `Display`, its
+//! semantics in the device and its cost in the target; the phases that place, encode and check vertices
+//! need no change.
+
+use crate::ir::DType;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An operand after placement: stored rows `stride` bytes apart from `address`, elements of `dtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placed {
+    pub address: u32,
+    pub stride: u32,
+    pub dtype: DType,
+}
+
+/// A causal mask over a block of scoresᵀ: row `r` is key `first_key + r`, column `c` is query
+/// `first_query + c`, and a key after its query is masked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mask {
+    pub first_key: u32,
+    pub first_query: u32,
+}
+
+/// `partials = a · b` on the AMP: `a` is `rows x depth` f16, `b` is `depth x cols` f16 (128-bit weight
+/// loads), `partials` `rows x cols` in the partials' type.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Amp<O> {
+    pub a: O,
+    pub b: O,
+    pub partials: O,
+    pub rows: u32,
+    pub depth: u32,
+    pub cols: u32,
+}
+
+/// `out = f16(gelu?(Σ partials + bias?))` on the vector unit: the partials of every depth block, summed
+/// in f32 in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Epilogue<O> {
+    pub partials: Vec<O>,
+    pub bias: Option<O>,
+    pub out: O,
+    pub rows: u32,
+    pub cols: u32,
+    pub gelu: bool,
+}
+
+/// One step of the online softmax over `keys x queries` scoresᵀ (vector unit,
+/// [`crate::numerics::softmax_block`]): per query, the new running max in the state, the rescale factor
+/// of the old one, `probabilities = f16(exp(scale · (score - max)))` and the rescaled running sum. The
+/// state's rows `head_dim` and `head_dim + 1` hold the running max and sum; `first` reads neither.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Softmax<O> {
+    pub scores: O,
+    pub probabilities: O,
+    pub state: O,
+    pub rescale: O,
+    pub keys: u32,
+    pub queries: u32,
+    /// Accumulator rows of the state; the max and the sum follow.
+    pub head_dim: u32,
+    pub mask: Option<Mask>,
+    pub first: bool,
+    /// `1/√head_dim` as f32 bits.
+    pub scale_bits: u32,
+}
+
+/// `state[r][c] = state[r][c] · rescale[c] + partials[r][c]` in f32 over the state's `rows` accumulator
+/// rows (vector unit); `first` writes the partials alone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accumulate<O> {
+    pub partials: O,
+    pub state: O,
+    pub rescale: O,
+    pub rows: u32,
+    pub cols: u32,
+    pub first: bool,
+}
+
+/// Merges flash states (`rows` accumulator rows, the max and the sum) into the f16 output (vector unit,
+/// [`crate::numerics::combine`]): per query, each state weighted by `exp(scale · (max_i - max))`, the
+/// accumulators summed and divided by the summed sums.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Combine<O> {
+    pub states: Vec<O>,
+    pub out: O,
+    pub rows: u32,
+    pub cols: u32,
+    pub scale_bits: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VertexKind<O> {
+    Amp(Amp<O>),
+    Epilogue(Epilogue<O>),
+    Softmax(Softmax<O>),
+    Accumulate(Accumulate<O>),
+    Combine(Combine<O>),
+}
+
+/// How a vertex uses an operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    /// Read, then written.
+    Update,
+}
+
+impl Access {
+    pub fn reads(self) -> bool {
+        self != Access::Write
+    }
+    pub fn writes(self) -> bool {
+        self != Access::Read
+    }
+}
+
+/// One operand of a vertex: its role (for messages), how it is used, and the stored rows and the
+/// elements of each row it spans from the operand on.
+#[derive(Clone, Copy, Debug)]
+pub struct Use<'a, O> {
+    pub role: &'static str,
+    pub access: Access,
+    pub rows: u32,
+    pub cols: u32,
+    pub operand: &'a O,
+}
+
+impl<O> VertexKind<O> {
+    /// The name in dumps and counts.
+    pub fn name(&self) -> &'static str {
+        match self {
+            VertexKind::Amp(_) => "amp",
+            VertexKind::Epilogue(_) => "epilogue",
+            VertexKind::Softmax(_) => "softmax",
+            VertexKind::Accumulate(_) => "accumulate",
+            VertexKind::Combine(_) => "combine",
+        }
+    }
+
+    /// Every operand, reads before writes within a kind's listing order.
+    pub fn operands(&self) -> Vec<Use<'_, O>> {
+        use Access::*;
+        let at = |role, access, (rows, cols), operand| Use {
+            role,
+            access,
+            rows,
+            cols,
+            operand,
+        };
+        match self {
+            VertexKind::Amp(v) => vec![
+                at("a", Read, (v.rows, v.depth), &v.a),
+                at("b", Read, (v.depth, v.cols), &v.b),
+                at("partials", Write, (v.rows, v.cols), &v.partials),
+            ],
+            VertexKind::Epilogue(v) => (v.partials.iter())
+                .map(|p| at("partials", Read, (v.rows, v.cols), p))
+                .chain(v.bias.iter().map(|b| at("bias", Read, (1, v.cols), b)))
+                .chain([at("out", Write, (v.rows, v.cols), &v.out)])
+                .collect(),
+            VertexKind::Softmax(v) => {
+                let state = if v.first { Write } else { Update };
+                vec![
+                    at("scores", Read, (v.keys, v.queries), &v.scores),
+                    at(
+                        "probabilities",
+                        Write,
+                        (v.keys, v.queries),
+                        &v.probabilities,
+                    ),
+                    at("state", state, (v.head_dim + 2, v.queries), &v.state),
+                    at("rescale", Write, (1, v.queries), &v.rescale),
+                ]
+            }
+            VertexKind::Accumulate(v) => vec![
+                at("partials", Read, (v.rows, v.cols), &v.partials),
+                at("rescale", Read, (1, v.cols), &v.rescale),
+                at("state", Update, (v.rows, v.cols), &v.state),
+            ],
+            VertexKind::Combine(v) => (v.states.iter())
+                .map(|s| at("states", Read, (v.rows + 2, v.cols), s))
+                .chain([at("out", Write, (v.rows, v.cols), &v.out)])
+                .collect(),
+        }
+    }
+
+    /// The same vertex with every operand replaced by `f` of it.
+    pub fn map<P>(&self, mut f: impl FnMut(&O) -> P) -> VertexKind<P> {
+        match self {
+            VertexKind::Amp(v) => VertexKind::Amp(Amp {
+                a: f(&v.a),
+                b: f(&v.b),
+                partials: f(&v.partials),
+                rows: v.rows,
+                depth: v.depth,
+                cols: v.cols,
+            }),
+            VertexKind::Epilogue(v) => VertexKind::Epilogue(Epilogue {
+                partials: v.partials.iter().map(&mut f).collect(),
+                bias: v.bias.as_ref().map(&mut f),
+                out: f(&v.out),
+                rows: v.rows,
+                cols: v.cols,
+                gelu: v.gelu,
+            }),
+            VertexKind::Softmax(v) => VertexKind::Softmax(Softmax {
+                scores: f(&v.scores),
+                probabilities: f(&v.probabilities),
+                state: f(&v.state),
+                rescale: f(&v.rescale),
+                keys: v.keys,
+                queries: v.queries,
+                head_dim: v.head_dim,
+                mask: v.mask,
+                first: v.first,
+                scale_bits: v.scale_bits,
+            }),
+            VertexKind::Accumulate(v) => VertexKind::Accumulate(Accumulate {
+                partials: f(&v.partials),
+                state: f(&v.state),
+                rescale: f(&v.rescale),
+                rows: v.rows,
+                cols: v.cols,
+                first: v.first,
+            }),
+            VertexKind::Combine(v) => VertexKind::Combine(Combine {
+                states: v.states.iter().map(&mut f).collect(),
+                out: f(&v.out),
+                rows: v.rows,
+                cols: v.cols,
+                scale_bits: v.scale_bits,
+            }),
+        }
+    }
+}
+
+/// `address/stride`, the text form of a placed operand.
+struct At<'a>(&'a Placed);
+
+impl fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}/{}", self.0.address, self.0.stride)
+    }
+}
+
+fn list(operands: &[Placed]) -> String {
+    let parts: Vec<String> = operands.iter().map(|o| At(o).to_string()).collect();
+    parts.join(",")
+}
+
+/// The element type of the first of `operands`, or `-` when there is none.
+fn dtype_of(operands: &[Placed]) -> String {
+    operands
+        .first()
+        .map_or_else(|| "-".to_string(), |o| o.dtype.to_string())
+}
+
+impl fmt::Display for VertexKind<Placed> {
+    /// The stable text form used in dumps.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VertexKind::Amp(v) => write!(
+                f,
+                "amp {}x{}x{} a={} b={} partials={} {}",
+                v.rows,
+                v.depth,
+                v.cols,
+                At(&v.a),
+                At(&v.b),
+                At(&v.partials),
+                v.partials.dtype
+            ),
+            VertexKind::Epilogue(v) => {
+                let parts = match v.partials.as_slice() {
+                    [one] => At(one).to_string(),
+                    many => format!("[{}]", list(many)),
+                };
+                let dtype = dtype_of(&v.partials);
+                write!(f, "epilogue {}x{} partials={parts} {dtype}", v.rows, v.cols)?;
+                if let Some(b) = &v.bias {
+                    write!(f, " bias={:#x}", b.address)?;
+                }
+                let gelu = if v.gelu { " gelu" } else { "" };
+                write!(f, " out={}{gelu}", At(&v.out))
+            }
+            VertexKind::Softmax(v) => {
+                write!(
+                    f,
+                    "softmax {}x{} scores={} {} probabilities={} state={}+{} rescale={:#x} scale={}",
+                    v.keys,
+                    v.queries,
+                    At(&v.scores),
+                    v.scores.dtype,
+                    At(&v.probabilities),
+                    At(&v.state),
+                    v.head_dim,
+                    v.rescale.address,
+                    f32::from_bits(v.scale_bits)
+                )?;
+                if let Some(m) = v.mask {
+                    write!(f, " causal(key{}, query{})", m.first_key, m.first_query)?;
+                }
+                if v.first {
+                    write!(f, " first")?;
+                }
+                Ok(())
+            }
+            VertexKind::Accumulate(v) => write!(
+                f,
+                "accumulate {}x{} partials={} {} state={} rescale={:#x}{}",
+                v.rows,
+                v.cols,
+                At(&v.partials),
+                v.partials.dtype,
+                At(&v.state),
+                v.rescale.address,
+                if v.first { " first" } else { "" }
+            ),
+            VertexKind::Combine(v) => write!(
+                f,
+                "combine {}x{} states=[{}] out={} scale={}",
+                v.rows,
+                v.cols,
+                list(&v.states),
+                At(&v.out),
+                f32::from_bits(v.scale_bits)
+            ),
+        }
+    }
+}
