@@ -7,9 +7,30 @@
 //! of the whole pattern that passes the checker: the second half runs after the first, from the
 //! earliest cycle the rules allow whatever the schedules are. Every half ends a little above its
 //! own bound, so the whole ends a little further above its bound than one schedule of it would:
-//! the price of half the time.
+//! the price of half the time. [`in_halves`] does all three, each half scheduled whole by the
+//! strategies ([`super::strategies`]) on a core of its own; its kind is `halves:` and the kinds of
+//! the halves' schedules.
 
+use super::pieces::{horizon, sorted};
+use super::strategies::whole;
 use super::{Overheads, Pattern, Piece, Schedule};
+
+/// A schedule of `pattern` from schedules of its two halves (module docs), one on each core.
+pub(super) fn in_halves(pattern: &Pattern, o: Overheads) -> Schedule {
+    let (halves, lower_bound) = rayon::join(|| split(pattern, o), || pattern.lower_bound(o));
+    let (a, b) = rayon::join(
+        || whole(&halves[0].pattern, o),
+        || whole(&halves[1].pattern, o),
+    );
+    let pieces = concatenate(&halves, [&a, &b], seam(a.horizon, o));
+    Schedule {
+        horizon: horizon(&pieces, o),
+        pieces,
+        lower_bound,
+        kind: format!("halves:{}+{}", a.kind, b.kind),
+        initial_horizon: seam(a.initial_horizon, o) + b.initial_horizon,
+    }
+}
 
 /// One half of a pattern: its transfers, and the index of each in the whole pattern.
 pub struct Half {
@@ -109,7 +130,7 @@ pub fn concatenate(halves: &[Half; 2], schedules: [&Schedule; 2], start: u32) ->
         })
     };
     let pieces: Vec<Piece> = moved(0, 0).chain(moved(1, start)).collect();
-    super::schedule::sorted(pieces)
+    sorted(pieces)
 }
 
 #[cfg(test)]
@@ -117,7 +138,6 @@ mod tests {
     use super::*;
     use crate::exchange::PatternTransfer;
     use crate::exchange::check::check;
-    use crate::exchange::schedule::in_halves;
     use crate::exchange::synthetic::{Family, Rng, pattern, random_small};
 
     /// Every transfer goes to one half, and on a pattern shaped like the seed's phases every port's

@@ -41,10 +41,17 @@
 //!
 //! The checker ([`check`]) re-derives every port's occupancy from the pieces, pair mates included.
 
+mod agenda;
 pub mod check;
+mod cover;
+mod flows;
 mod halves;
 mod packed;
+mod pairs;
+mod partners;
+mod pieces;
 pub mod schedule;
+mod strategies;
 pub mod synthetic;
 
 use crate::store::ContentHash;
