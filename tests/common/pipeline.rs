@@ -1,0 +1,156 @@
+//! The pipeline in-process: a preset built phase by phase through the library, with the configs the
+//! command line uses by default, every artifact kept. Built once per test binary; every phase's
+//! verifier must accept what it holds.
+
+use super::{SMALL, SMALL_ATTENTION};
+use ipu_codegen::cli::build::PhaseConfigs;
+use ipu_codegen::exchange::check::check;
+use ipu_codegen::exchange::{Overheads, Schedule};
+use ipu_codegen::ir::{
+    ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode,
+};
+use ipu_codegen::stages::build_images::{self, BuildImagesConfig};
+use ipu_codegen::stages::emit::{self, EmitConfig};
+use ipu_codegen::stages::lower_exchanges::{LowerExchangesConfig, lower_exchanges};
+use ipu_codegen::stages::lower_mid::{self, LowerMidConfig};
+use ipu_codegen::stages::place_storage::{self, PlaceStorageConfig, PlacementOrder};
+use ipu_codegen::stages::plan_exchange_storage::{self, PlanExchangeStorageConfig};
+use ipu_codegen::stages::select_finalist::{self, MappingChoice, SelectFinalistConfig};
+use ipu_codegen::target::Target;
+use ipu_codegen::workload::WorkloadSpec;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// The target the command line builds for by default.
+pub const TARGET: &str = "mk2-1500";
+
+/// Every artifact of one build, graph to package.
+pub struct Built {
+    pub target: Target,
+    pub graph: Graph,
+    pub mid: Mid,
+    pub selected: Selected,
+    pub storage: ExchangeStorage,
+    pub exchanges: Exchanges,
+    pub placement: Placement,
+    pub code: TileCode,
+    pub package: Package,
+}
+
+/// Every phase's config as `ipu-codegen build` passes it without options.
+pub fn default_configs() -> PhaseConfigs {
+    PhaseConfigs {
+        lower_mid: LowerMidConfig { finalists: 4 },
+        select_finalist: SelectFinalistConfig {
+            mapping: MappingChoice::Auto,
+        },
+        plan_exchange_storage: PlanExchangeStorageConfig {},
+        lower_exchanges: LowerExchangesConfig {},
+        place_storage: PlaceStorageConfig {
+            order: PlacementOrder::Lifetime,
+        },
+        emit: EmitConfig {},
+        build_images: BuildImagesConfig {},
+    }
+}
+
+/// Builds preset `workload` through every phase, with no stored schedules to reuse.
+pub fn build(workload: &str) -> Built {
+    let text = WorkloadSpec::preset(workload).unwrap_or_else(|| panic!("no preset {workload}"));
+    let spec = WorkloadSpec::parse(text, &format!("preset {workload}")).expect("preset parses");
+    let graph = spec.import().expect("preset imports");
+    let target = Target::preset(TARGET).expect("target preset");
+    let c = default_configs();
+    let mid = lower_mid::lower_mid(&graph, &target, &c.lower_mid).expect("lower_mid");
+    let selected = select_finalist::select_finalist(&graph, &mid, &target, &c.select_finalist)
+        .expect("select_finalist");
+    let storage = plan_exchange_storage::plan_exchange_storage(&selected, &c.plan_exchange_storage)
+        .expect("plan_exchange_storage");
+    let exchanges = lower_exchanges(
+        &selected,
+        &storage,
+        &target,
+        &c.lower_exchanges,
+        &BTreeMap::new(),
+    )
+    .expect("lower_exchanges");
+    let placement =
+        place_storage::place_storage(&selected, &storage, &exchanges, &target, &c.place_storage)
+            .expect("place_storage");
+    let code = emit::emit(
+        &selected, &storage, &exchanges, &placement, &target, &c.emit,
+    )
+    .expect("emit");
+    let package =
+        build_images::build_images(&code, &placement, &selected, &target, &c.build_images)
+            .expect("build_images");
+    let built = Built {
+        target,
+        graph,
+        mid,
+        selected,
+        storage,
+        exchanges,
+        placement,
+        code,
+        package,
+    };
+    built.assert_accepted(workload);
+    built
+}
+
+impl Built {
+    /// The schedule checker's verdict on `schedule` as the schedule of exchange phase `phase`.
+    pub fn check_schedule(&self, phase: usize, schedule: &Schedule) -> Vec<String> {
+        let pattern = self.selected.exchanges[phase].pattern(&self.target);
+        check(&pattern, Overheads::of(&self.target), schedule)
+    }
+
+    /// Every phase's verifier accepts the undamaged artifacts: a test that damages one can only see an
+    /// error because of the damage.
+    fn assert_accepted(&self, workload: &str) {
+        let t = &self.target;
+        let mut verdicts = vec![
+            ("lower_mid", lower_mid::verify(&self.mid, &self.graph, t)),
+            (
+                "select_finalist",
+                select_finalist::verify(&self.selected, t),
+            ),
+            (
+                "plan_exchange_storage",
+                plan_exchange_storage::verify(&self.storage, &self.selected),
+            ),
+            (
+                "place_storage",
+                place_storage::verify(&self.placement, &self.selected, t),
+            ),
+            ("emit", emit::verify(&self.code, &self.selected, t)),
+            (
+                "build_images",
+                build_images::verify(&self.package, &self.code, &self.placement),
+            ),
+        ];
+        for (i, p) in self.exchanges.phases.iter().enumerate() {
+            verdicts.push(("lower_exchanges", self.check_schedule(i, &p.schedule)));
+        }
+        for (phase, errors) in verdicts {
+            assert!(
+                errors.is_empty(),
+                "{workload}: the {phase} verifier rejects the valid artifact:\n{}",
+                errors.join("\n")
+            );
+        }
+    }
+}
+
+/// The small MLP preset, built once per test binary.
+pub fn small() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| build(SMALL))
+}
+
+/// The small attention preset, built once per test binary.
+pub fn small_attention() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| build(SMALL_ATTENTION))
+}
