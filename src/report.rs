@@ -1,8 +1,15 @@
 //! Reading an `execution.ipuprofile`: the summary table, a self-contained HTML page (tile heat maps, BSP
-//! timeline, tables) and Chrome trace-event JSON (Perfetto). Pure functions from the profile to text.
+//! timeline, tables) and Chrome trace-event JSON (Perfetto). Pure functions from the profile to text;
+//! the profile's store encoding (its kind and schema).
 
 use crate::device::Execution;
 use std::fmt::Write as _;
+
+/// The profile as the store encodes it: `execution.ipuprofile`.
+impl crate::store::Artifact for Execution {
+    const KIND: &'static str = "profile";
+    const SCHEMA: u32 = 2;
+}
 
 fn share(part: u64, whole: u64) -> f64 {
     100.0 * part as f64 / whole.max(1) as f64

@@ -86,11 +86,6 @@ pub struct Execution {
     pub weight_bytes: u64,
 }
 
-impl crate::store::Artifact for Execution {
-    const KIND: &'static str = "profile";
-    const SCHEMA: u32 = 2;
-}
-
 /// The host's data for every input and weight value of a graph (empty for the others).
 pub fn host_data(graph: &crate::ir::Graph) -> Vec<Vec<f16>> {
     graph

@@ -1,0 +1,356 @@
+//! The dependency rule, read off the sources: phases depend on the IR, the target, the exchange model,
+//! the lowering and numerics, never on each other; the IR depends on no phase; the ISA and the device
+//! depend on no phase, and the ISA not on the device; and the library's modules form no circle.
+//!
+//! Each library file is a module (`src/a/b.rs` is `a::b`). Its dependencies are the modules its
+//! `crate::` and `super::` paths name, outside comments and `#[cfg(test)]` code; a name a module re-exports with
+//! `pub use child::*` is taken to the child that defines it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A module's files: its path (`exchange::schedule`) and its source, test code cut off.
+type Sources = BTreeMap<String, String>;
+
+fn module_of(relative: &str) -> Option<String> {
+    let path = relative.strip_suffix(".rs")?;
+    if path == "lib" || path == "main" || path.starts_with("bin/") || path.starts_with("cli") {
+        return None;
+    }
+    let path = path.strip_suffix("/mod").unwrap_or(path);
+    Some(path.replace('/', "::"))
+}
+
+/// The code of a source: test code and comments cut off (a doc link is not a dependency).
+fn without_tests(source: &str) -> String {
+    let code = match source.find("#[cfg(test)]") {
+        Some(at) => &source[..at],
+        None => source,
+    };
+    code.lines()
+        .map(|line| match line.find("//") {
+            Some(at) if !line[..at].contains('"') => &line[..at],
+            _ => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn library_sources() -> Sources {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut sources = Sources::new();
+    for entry in walkdir::WalkDir::new(&src) {
+        let entry = entry.expect("src is readable");
+        let relative = entry.path().strip_prefix(&src).expect("under src");
+        let relative = relative.to_string_lossy().replace('\\', "/");
+        if let Some(module) = module_of(&relative) {
+            let text = std::fs::read_to_string(entry.path()).expect("source is text");
+            sources.insert(module, without_tests(&text));
+        }
+    }
+    sources
+}
+
+/// Items a module defines at its top level (`pub struct Name`, `pub fn name`, ...).
+fn defines(source: &str, name: &str) -> bool {
+    source.lines().any(|line| {
+        let words: Vec<&str> = line
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        line.starts_with("pub ")
+            && words.windows(2).any(|w| {
+                matches!(
+                    w[0],
+                    "struct" | "enum" | "fn" | "const" | "static" | "type" | "trait"
+                ) && w[1] == name
+            })
+    })
+}
+
+/// The module a path names: the deepest module along it, following glob re-exports to the child that
+/// defines the item.
+fn resolve(sources: &Sources, start: &str, segments: &[&str]) -> Option<String> {
+    let mut module = start.to_string();
+    for segment in segments {
+        let child = if module.is_empty() {
+            segment.to_string()
+        } else {
+            format!("{module}::{segment}")
+        };
+        if sources.contains_key(&child) {
+            module = child;
+            continue;
+        }
+        let prefix = format!("{module}::");
+        let exported = sources.iter().find(|(m, text)| {
+            m.strip_prefix(&prefix).is_some_and(|rest| !rest.contains("::"))
+                && sources[&module].contains(&format!(
+                    "pub use {}::*;",
+                    m.rsplit("::").next().unwrap_or_default()
+                ))
+                && defines(text, segment)
+        });
+        if let Some((m, _)) = exported {
+            module = m.clone();
+        }
+        break;
+    }
+    (!module.is_empty()).then_some(module)
+}
+
+fn parent(module: &str) -> &str {
+    module.rsplit_once("::").map_or("", |(p, _)| p)
+}
+
+/// Every path a source names: `crate::a::b::{c, d::e}` gives `[a, b, c]` and `[a, b, d, e]`, and
+/// `super::x` is taken from the parent module.
+fn paths(module: &str, source: &str) -> Vec<(String, Vec<String>)> {
+    let mut found = Vec::new();
+    for (root, start) in [("crate::", String::new()), ("super::", parent(module).to_string())] {
+        let mut rest = source;
+        while let Some(at) = rest.find(root) {
+            let before = rest[..at].chars().last();
+            rest = &rest[at + root.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            expand(&start, Vec::new(), rest, &mut found);
+        }
+    }
+    found
+}
+
+/// Reads `a::b::{c, d::e}` at the start of `text` into full paths.
+fn expand(start: &str, prefix: Vec<String>, text: &str, found: &mut Vec<(String, Vec<String>)>) {
+    let mut path = prefix;
+    let mut rest = text;
+    loop {
+        let word: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if word.is_empty() {
+            if let Some(inner) = rest.strip_prefix('{') {
+                let end = matching_brace(inner);
+                for part in split_top(&inner[..end]) {
+                    expand(start, path.clone(), part.trim(), found);
+                }
+                return;
+            }
+            break;
+        }
+        path.push(word.clone());
+        rest = &rest[word.len()..];
+        match rest.strip_prefix("::") {
+            Some(after) => rest = after,
+            None => break,
+        }
+    }
+    if !path.is_empty() {
+        found.push((start.to_string(), path));
+    }
+}
+
+fn matching_brace(text: &str) -> usize {
+    let mut depth = 1;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => {}
+        }
+    }
+    text.len()
+}
+
+fn split_top(text: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut from) = (Vec::new(), 0, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[from..]);
+    parts
+}
+
+/// Each module's dependencies on other modules (a module's own children and ancestors excluded).
+fn graph(sources: &Sources) -> BTreeMap<String, BTreeSet<String>> {
+    let mut edges = BTreeMap::new();
+    for (module, source) in sources {
+        let mut to = BTreeSet::new();
+        for (start, path) in paths(module, source) {
+            let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+            if let Some(target) = resolve(sources, &start, &segments) {
+                let related = target == *module
+                    || module.starts_with(&format!("{target}::"))
+                    || target.starts_with(&format!("{module}::"));
+                if !related {
+                    to.insert(target);
+                }
+            }
+        }
+        edges.insert(module.clone(), to);
+    }
+    edges
+}
+
+fn top(module: &str) -> &str {
+    module.split("::").next().unwrap_or(module)
+}
+
+fn phase(module: &str) -> Option<&str> {
+    let mut parts = module.split("::");
+    (parts.next() == Some("stages")).then(|| parts.next()).flatten()
+}
+
+/// Every breach of the rule, as readable lines.
+fn breaches(sources: &Sources) -> Vec<String> {
+    let edges = graph(sources);
+    let mut found = Vec::new();
+    for (from, targets) in &edges {
+        for to in targets {
+            let breach = match (phase(from), phase(to)) {
+                (Some(a), Some(b)) if a != b => Some("a phase depends on another phase"),
+                (None, Some(_)) if ["ir", "isa", "device", "exchange", "lowering", "target"]
+                    .contains(&top(from)) =>
+                {
+                    Some("only the driver may depend on a phase")
+                }
+                _ if top(from) == "isa" && top(to) == "device" => {
+                    Some("the ISA depends on the device")
+                }
+                _ if top(from) == "device"
+                    && !["isa", "ir", "target", "numerics", "ids", "device"].contains(&top(to)) =>
+                {
+                    Some("the device depends only on the ISA, the IR, the target and numerics")
+                }
+                _ => None,
+            };
+            if let Some(why) = breach {
+                found.push(format!("{from} -> {to}: {why}"));
+            }
+        }
+    }
+    found.extend(circles(&edges));
+    found
+}
+
+/// One line per circle of modules found by depth-first search.
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+        found: &mut Vec<String>,
+    ) {
+        state.insert(node.to_string(), 1);
+        stack.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            match state.get(next.as_str()) {
+                Some(1) => {
+                    let at = stack.iter().position(|m| m == next).unwrap_or(0);
+                    let mut circle = stack[at..].to_vec();
+                    circle.push(next.clone());
+                    found.push(format!("circle: {}", circle.join(" -> ")));
+                }
+                Some(_) => {}
+                None => visit(next, edges, state, stack, found),
+            }
+        }
+        stack.pop();
+        state.insert(node.to_string(), 2);
+    }
+    let (mut state, mut found) = (BTreeMap::new(), Vec::new());
+    for node in edges.keys() {
+        if !state.contains_key(node) {
+            visit(node, edges, &mut state, &mut Vec::new(), &mut found);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_library_keeps_the_dependency_rule() {
+    let sources = library_sources();
+    for expected in ["ir", "isa", "device", "stages::emit", "lowering"] {
+        assert!(sources.contains_key(expected), "module {expected} not found");
+    }
+    let found = breaches(&sources);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_graph_sees_the_phases_dependencies() {
+    let edges = graph(&library_sources());
+    let emit = &edges["stages::emit"];
+    assert!(emit.contains("lowering"), "emit -> lowering: {emit:?}");
+    assert!(emit.contains("ir::placement"), "re-export resolved: {emit:?}");
+    assert!(edges["isa"].contains("ir::graph"), "{:?}", edges["isa"]);
+}
+
+fn crafted(files: &[(&str, &str)]) -> Sources {
+    files
+        .iter()
+        .map(|(m, s)| (m.to_string(), s.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_phase_importing_another_phase_breaks_the_rule() {
+    let sources = crafted(&[
+        ("stages", "pub mod emit;\npub mod place_storage;\n"),
+        ("stages::emit", "pub fn tile_programs() {}\n"),
+        ("stages::place_storage", "use crate::stages::emit::tile_programs;\n"),
+    ]);
+    let found = breaches(&sources);
+    assert_eq!(
+        found,
+        ["stages::place_storage -> stages::emit: a phase depends on another phase"]
+    );
+}
+
+#[test]
+fn the_device_importing_a_phase_breaks_the_rule() {
+    let sources = crafted(&[
+        ("stages", "pub mod build_images;\n"),
+        ("stages::build_images", "pub struct Package;\n"),
+        ("device", "use crate::{isa::Instr, stages::build_images::Package};\n"),
+        ("isa", "pub enum Instr {}\n"),
+    ]);
+    let found = breaches(&sources).join("\n");
+    assert!(found.contains("device -> stages::build_images"), "{found}");
+}
+
+#[test]
+fn a_circle_through_a_re_export_breaks_the_rule() {
+    let sources = crafted(&[
+        ("ir", "pub mod graph;\npub mod program;\npub use graph::*;\npub use program::*;\n"),
+        ("ir::graph", "use crate::ir::Selected;\npub struct Graph;\n"),
+        ("ir::program", "use super::Graph;\npub struct Selected;\n"),
+    ]);
+    let found = breaches(&sources).join("\n");
+    assert!(found.contains("circle: ir::graph -> ir::program -> ir::graph"), "{found}");
+}
+
+#[test]
+fn test_code_and_comments_are_not_dependencies() {
+    let source = without_tests(
+        "use crate::isa::Instr; // see crate::stages\n#[cfg(test)]\nmod tests { use crate::device; }\n",
+    );
+    assert!(source.contains("isa"), "{source}");
+    assert!(!source.contains("device") && !source.contains("stages"), "{source}");
+}
