@@ -1,15 +1,16 @@
 //! The tile instruction set: what `emit` writes, `build_images` encodes into tile memory, and the device
 //! decodes and executes. Every address is absolute in the tile's memory. A program is a sequence of
-//! supersteps separated by `Sync`; every tile has the same number of syncs.
+//! supersteps separated by `Sync`; every tile has the same number of syncs. Compute vertices are
+//! [`Instr::Vertex`], their kinds defined once in [`vertex`] for the program and tile code alike.
 //!
 //! Encoding: MessagePack of [`TileProgram`]. Integers encode by magnitude, so a program built with every
 //! address at `u32::MAX` ([`PLACEHOLDER_ADDRESS`]) is at least as long as the real one: `place_storage`
-//! reserves code space from that.
+//! reserves code space from that. This module depends on no phase and not on the device.
 
 use crate::ids::{ExchangeId, TileId};
 use serde::{Deserialize, Serialize};
 
-mod vertex;
+pub mod vertex;
 pub use vertex::*;
 
 pub const PLACEHOLDER_ADDRESS: u32 = u32::MAX;
