@@ -19,6 +19,7 @@ use crate::target::Target;
 use crate::workload::{Overrides, WorkloadSpec};
 use anyhow::{Context, Result, bail};
 use build::{Build, PhaseConfigs};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
@@ -205,11 +206,37 @@ pub struct BuildArgs {
     #[arg(long, default_value_t = 4)]
     finalists: u32,
     /// select_finalist: grid-to-tile mapping.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_parser = mapping_parser(), default_value = "auto")]
     mapping: MappingChoice,
     /// place_storage: the order buffers are placed in.
-    #[arg(long, value_enum, default_value = "lifetime")]
+    #[arg(long, value_parser = placement_order_parser(), default_value = "lifetime")]
     placement_order: PlacementOrder,
+}
+
+/// `--mapping`: the names of [`MappingChoice`], each with its help.
+fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
+    PossibleValuesParser::new(MappingChoice::ALL.map(|m| {
+        PossibleValue::new(m.name()).help(match m {
+            MappingChoice::Auto => {
+                Some("Try every mapping, keep the one with the least estimated cycles")
+            }
+            MappingChoice::RowMajor | MappingChoice::ColumnMajor => None,
+        })
+    }))
+    .try_map(|name| name.parse::<MappingChoice>())
+}
+
+/// `--placement-order`: the names of [`PlacementOrder`], each with its help.
+fn placement_order_parser() -> impl TypedValueParser<Value = PlacementOrder> {
+    PossibleValuesParser::new(PlacementOrder::ALL.map(|o| {
+        PossibleValue::new(o.name()).help(match o {
+            PlacementOrder::Lifetime => {
+                "Place buffers in order of birth, larger first among equals"
+            }
+            PlacementOrder::Size => "Place the largest buffers first",
+        })
+    }))
+    .try_map(|name| name.parse::<PlacementOrder>())
 }
 
 fn target_preset(name: &str) -> Result<Target> {
