@@ -2,8 +2,8 @@
 //! IPU kind, and the simulated device its packages run on. See ARCHITECTURE.md for the map.
 
 pub mod calibrate;
-pub mod cli;
 pub mod device;
+pub mod driver;
 pub mod exchange;
 pub mod ids;
 pub mod ir;

@@ -1,3 +1,7 @@
+//! The `ipu-codegen` command: flags, files, the environment and stdout, around the library's driver.
+
+mod cli;
+
 fn main() -> std::process::ExitCode {
-    ipu_codegen::cli::main()
+    cli::main()
 }

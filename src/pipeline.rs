@@ -1,56 +1,41 @@
-//! The pipeline: the one list of phases, in order. Subcommands, `build --from/--to`, the logs, stage
-//! records and the Makefile (through `ipu-codegen phases`) all derive from [`PIPELINE`].
+//! The pipeline's vocabulary: a [`Phase`] is a row of the phase table (`crate::driver::PHASES`), and an
+//! [`ArtifactKind`] is the store kind of an artifact type. Every fact about a phase (its name, inputs,
+//! output, description) is read from the table, so subcommands, `build --from/--to`, the logs, stage
+//! records and the Makefile (through `ipu-codegen make-rules`) all derive from it. [`PIPELINE`] lists the
+//! phases in order.
 
-use serde::{Deserialize, Serialize};
+use crate::driver::{PHASES, PhaseSpec};
+use crate::store::Artifact;
 use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    LowerMid,
-    SelectFinalist,
-    PlanExchangeStorage,
-    LowerExchanges,
-    PlaceStorage,
-    Emit,
-    BuildImages,
-}
+/// A phase of the pipeline: its row in the phase table. Phases compare in pipeline order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Phase(usize);
 
-/// An artifact a phase reads or writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ArtifactKind {
-    Graph,
-    Mid,
-    Selected,
-    ExchangeStorage,
-    Exchanges,
-    Placement,
-    TileCode,
-    Package,
-}
+/// An artifact a phase reads or writes, named by its store kind (`mid`, `selected`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ArtifactKind(&'static str);
 
-pub const PIPELINE: [Phase; 7] = [
-    Phase::LowerMid,
-    Phase::SelectFinalist,
-    Phase::PlanExchangeStorage,
-    Phase::LowerExchanges,
-    Phase::PlaceStorage,
-    Phase::Emit,
-    Phase::BuildImages,
-];
+/// Every phase, in pipeline order: one per row of the phase table.
+pub const PIPELINE: [Phase; PHASES.len()] = {
+    let mut all = [Phase(0); PHASES.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = Phase(i);
+        i += 1;
+    }
+    all
+};
 
 impl Phase {
+    /// The phase's row in the table.
+    pub fn spec(self) -> &'static PhaseSpec {
+        &PHASES[self.0]
+    }
+
     /// The name in logs, stage records and dumps: `lower_mid`.
     pub fn name(self) -> &'static str {
-        match self {
-            Phase::LowerMid => "lower_mid",
-            Phase::SelectFinalist => "select_finalist",
-            Phase::PlanExchangeStorage => "plan_exchange_storage",
-            Phase::LowerExchanges => "lower_exchanges",
-            Phase::PlaceStorage => "place_storage",
-            Phase::Emit => "emit",
-            Phase::BuildImages => "build_images",
-        }
+        self.spec().name
     }
 
     /// The subcommand: `lower-mid`.
@@ -58,57 +43,29 @@ impl Phase {
         self.name().replace('_', "-")
     }
 
+    /// The phase named `name` or `command`.
     pub fn parse(name: &str) -> Option<Phase> {
         PIPELINE
             .into_iter()
             .find(|p| p.name() == name || p.command() == name)
     }
 
+    /// The place in the pipeline, from 0.
     pub fn index(self) -> usize {
-        PIPELINE
-            .iter()
-            .position(|p| *p == self)
-            .expect("every phase is in the pipeline")
+        self.0
     }
 
     pub fn inputs(self) -> &'static [ArtifactKind] {
-        use ArtifactKind::*;
-        match self {
-            Phase::LowerMid => &[Graph],
-            Phase::SelectFinalist => &[Graph, Mid],
-            Phase::PlanExchangeStorage => &[Selected],
-            Phase::LowerExchanges => &[Selected, ExchangeStorage],
-            Phase::PlaceStorage => &[Selected, ExchangeStorage, Exchanges],
-            Phase::Emit => &[Selected, ExchangeStorage, Exchanges, Placement],
-            Phase::BuildImages => &[TileCode, Placement, Selected],
-        }
+        self.spec().inputs
     }
 
     pub fn output(self) -> ArtifactKind {
-        use ArtifactKind::*;
-        match self {
-            Phase::LowerMid => Mid,
-            Phase::SelectFinalist => Selected,
-            Phase::PlanExchangeStorage => ExchangeStorage,
-            Phase::LowerExchanges => Exchanges,
-            Phase::PlaceStorage => Placement,
-            Phase::Emit => TileCode,
-            Phase::BuildImages => Package,
-        }
+        self.spec().output
     }
 
+    /// One line for the phase's subcommand.
     pub fn about(self) -> &'static str {
-        match self {
-            Phase::LowerMid => "Lower the graph to operators and keep the best candidate plans",
-            Phase::SelectFinalist => {
-                "Choose a finalist plan and tile mapping; build buffers, steps and transfers"
-            }
-            Phase::PlanExchangeStorage => "Lay out what every exchange phase reads and writes",
-            Phase::LowerExchanges => "Schedule every exchange phase cycle by cycle",
-            Phase::PlaceStorage => "Give every buffer of every tile an address",
-            Phase::Emit => "Write every tile's program and the host program",
-            Phase::BuildImages => "Encode tile images and write model.ipuexe",
-        }
+        self.spec().about
     }
 }
 
@@ -118,17 +75,32 @@ impl fmt::Display for Phase {
     }
 }
 
+impl fmt::Debug for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl ArtifactKind {
+    /// The kind of artifact type `A`.
+    pub const fn of<A: Artifact>() -> ArtifactKind {
+        ArtifactKind(A::KIND)
+    }
+
+    /// The name in stage records and messages: `exchange_storage`.
     pub fn name(self) -> &'static str {
-        match self {
-            ArtifactKind::Graph => "graph",
-            ArtifactKind::Mid => "mid",
-            ArtifactKind::Selected => "selected",
-            ArtifactKind::ExchangeStorage => "exchange_storage",
-            ArtifactKind::Exchanges => "exchanges",
-            ArtifactKind::Placement => "placement",
-            ArtifactKind::TileCode => "tile_code",
-            ArtifactKind::Package => "package",
-        }
+        self.0
+    }
+}
+
+impl fmt::Display for ArtifactKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl fmt::Debug for ArtifactKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
     }
 }

@@ -1,12 +1,15 @@
 //! `ipu-codegen bench exchange`: the exchange scheduler on synthetic 1472-tile patterns shaped like the
 //! seed system's phases, and on the real phases of a workload.
 
-use crate::exchange::check::check;
-use crate::exchange::schedule::schedule;
-use crate::exchange::synthetic::{Family, SEED_PHASES, pattern};
-use crate::exchange::{Overheads, Pattern, Schedule};
-use crate::store::{self, ContentHash};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
+use ipu_codegen::driver::{Build, SELECTED, producer};
+use ipu_codegen::exchange::check::check;
+use ipu_codegen::exchange::schedule::schedule;
+use ipu_codegen::exchange::synthetic::{Family, SEED_PHASES, pattern};
+use ipu_codegen::exchange::{Overheads, Pattern, Schedule};
+use ipu_codegen::ir::Selected;
+use ipu_codegen::pipeline::PIPELINE;
+use ipu_codegen::store::{self, ContentHash};
 use std::time::Instant;
 
 /// Schedules and checks one pattern, then times what reusing its stored schedule costs (decoding the
@@ -80,6 +83,17 @@ fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (T, f64) {
         best = best.min(started.elapsed().as_secs_f64() * 1e3);
     }
     (result.expect("at least one run"), best)
+}
+
+/// Builds through the phase that writes the selection, then benchmarks every exchange phase of it.
+pub fn real(b: &Build, o: Overheads) -> Result<()> {
+    let to = producer(SELECTED).context("no phase writes the selection")?;
+    let outcome = b.run(PIPELINE[0], to)?;
+    let sel = b.load::<Selected>(&outcome.outputs)?;
+    for ex in &sel.exchanges {
+        bench_one(&format!("{}/{}", b.build, ex.id), &ex.pattern(&b.target), o)?;
+    }
+    Ok(())
 }
 
 pub fn synthetic(o: Overheads, tiles: u32) -> Result<()> {

@@ -1,25 +1,27 @@
-//! The command line: the only place that touches files, flags, the environment and stdout. Stages are
-//! called from here (through [`build`]) with explicit configs.
+//! The command line: flags, the environment, stdout and the device lock. It reads the workload, builds
+//! the phase configs from flags and hands them to the library's driver (`ipu_codegen::driver`), which
+//! runs the phases over the store; what it returns is printed here. One subcommand per row of the
+//! phase table is added to the derived ones.
 
 mod bench;
-pub mod build;
 mod run;
 
-use crate::ir::DType;
-use crate::pipeline::{ArtifactKind, PIPELINE, Phase};
-use crate::stages::build_images::BuildImagesConfig;
-use crate::stages::emit::EmitConfig;
-use crate::stages::lower_exchanges::LowerExchangesConfig;
-use crate::stages::lower_mid::LowerMidConfig;
-use crate::stages::place_storage::{PlaceStorageConfig, PlacementOrder};
-use crate::stages::plan_exchange_storage::PlanExchangeStorageConfig;
-use crate::stages::select_finalist::{MappingChoice, SelectFinalistConfig};
-use crate::store::Store;
-use crate::target::Target;
-use crate::workload::{Overrides, WorkloadSpec};
 use anyhow::{Context, Result, bail};
-use build::{Build, PhaseConfigs};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use ipu_codegen::driver::{Build, GRAPH, PhaseConfigs, producer};
+use ipu_codegen::ir::DType;
+use ipu_codegen::pipeline::{PIPELINE, Phase};
+use ipu_codegen::stages::build_images::BuildImagesConfig;
+use ipu_codegen::stages::emit::EmitConfig;
+use ipu_codegen::stages::lower_exchanges::LowerExchangesConfig;
+use ipu_codegen::stages::lower_mid::LowerMidConfig;
+use ipu_codegen::stages::place_storage::{PlaceStorageConfig, PlacementOrder};
+use ipu_codegen::stages::plan_exchange_storage::PlanExchangeStorageConfig;
+use ipu_codegen::stages::select_finalist::{MappingChoice, SelectFinalistConfig};
+use ipu_codegen::store::Store;
+use ipu_codegen::target::Target;
+use ipu_codegen::workload::{Overrides, WorkloadSpec};
 use std::path::{Path, PathBuf};
 
 #[derive(Parser, Debug)]
@@ -205,11 +207,37 @@ pub struct BuildArgs {
     #[arg(long, default_value_t = 4)]
     finalists: u32,
     /// select_finalist: grid-to-tile mapping.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, value_parser = mapping_parser(), default_value = "auto")]
     mapping: MappingChoice,
     /// place_storage: the order buffers are placed in.
-    #[arg(long, value_enum, default_value = "lifetime")]
+    #[arg(long, value_parser = placement_order_parser(), default_value = "lifetime")]
     placement_order: PlacementOrder,
+}
+
+/// `--mapping`: the names of [`MappingChoice`], each with its help.
+fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
+    PossibleValuesParser::new(MappingChoice::ALL.map(|m| {
+        PossibleValue::new(m.name()).help(match m {
+            MappingChoice::Auto => {
+                Some("Try every mapping, keep the one with the least estimated cycles")
+            }
+            MappingChoice::RowMajor | MappingChoice::ColumnMajor => None,
+        })
+    }))
+    .try_map(|name| name.parse::<MappingChoice>())
+}
+
+/// `--placement-order`: the names of [`PlacementOrder`], each with its help.
+fn placement_order_parser() -> impl TypedValueParser<Value = PlacementOrder> {
+    PossibleValuesParser::new(PlacementOrder::ALL.map(|o| {
+        PossibleValue::new(o.name()).help(match o {
+            PlacementOrder::Lifetime => {
+                "Place buffers in order of birth, larger first among equals"
+            }
+            PlacementOrder::Size => "Place the largest buffers first",
+        })
+    }))
+    .try_map(|name| name.parse::<PlacementOrder>())
 }
 
 fn target_preset(name: &str) -> Result<Target> {
@@ -245,8 +273,10 @@ impl BuildArgs {
             None => {
                 let path = Path::new(&self.workload);
                 if !path.exists() {
-                    let presets: Vec<&str> =
-                        crate::workload::PRESETS.iter().map(|(n, _)| *n).collect();
+                    let presets: Vec<&str> = ipu_codegen::workload::PRESETS
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect();
                     bail!(
                         "unknown workload {:?}: not a preset ({}) nor a file",
                         self.workload,
@@ -349,7 +379,8 @@ pub fn main() -> std::process::ExitCode {
                     let args = BuildArgs::from_arg_matches(sub)?;
                     init_logging(g.log_format);
                     let store = Store::open(&g.cache)?;
-                    args.build(&store, &g.stages)?.run(phase, phase).map(|_| ())
+                    args.build(&store, &g.stages)?.run(phase, phase)?;
+                    Ok(())
                 })
         }
         _ => match Cli::from_arg_matches(&matches) {
@@ -424,16 +455,13 @@ fn execute(cli: Cli) -> Result<()> {
         }
         Command::Show { what, args } => {
             let kind = if what == "graph" {
-                ArtifactKind::Graph
+                GRAPH
             } else {
                 parse_phase(&what).map_err(anyhow::Error::msg)?.output()
             };
             let store = Store::open(&g.cache)?;
             let b = args.build(&store, &g.stages)?;
-            let to = PIPELINE
-                .into_iter()
-                .find(|p| p.output() == kind)
-                .unwrap_or(PIPELINE[0]);
+            let to = producer(kind).unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             print!("{}", b.dump(kind, &outcome.outputs)?);
         }
@@ -445,24 +473,26 @@ fn execute(cli: Cli) -> Result<()> {
         } => {
             let bytes = std::fs::read(&profile)
                 .with_context(|| format!("reading {}", profile.display()))?;
-            let hash = crate::store::ContentHash::of(&bytes);
-            let execution: crate::device::Execution = crate::store::decode(&bytes, &hash)
-                .with_context(|| format!("{} is not an execution profile", profile.display()))?;
-            print!("{}", crate::report::table(&execution));
+            let hash = ipu_codegen::store::ContentHash::of(&bytes);
+            let execution: ipu_codegen::device::Execution =
+                ipu_codegen::store::decode(&bytes, &hash).with_context(|| {
+                    format!("{} is not an execution profile", profile.display())
+                })?;
+            print!("{}", ipu_codegen::report::table(&execution));
             if let Some(path) = html {
-                std::fs::write(&path, crate::report::html(&execution))
+                std::fs::write(&path, ipu_codegen::report::html(&execution))
                     .with_context(|| format!("writing {}", path.display()))?;
                 println!("html={}", path.display());
             }
             if let Some(path) = trace {
-                std::fs::write(&path, crate::report::trace(&execution, per_column))
+                std::fs::write(&path, ipu_codegen::report::trace(&execution, per_column))
                     .with_context(|| format!("writing {}", path.display()))?;
                 println!("trace={}", path.display());
             }
         }
         Command::Calibrate { target } => {
             let t = target_preset(&target)?;
-            let rows = crate::calibrate::calibrate(&t)
+            let rows = ipu_codegen::calibrate::calibrate(&t)
                 .map_err(|f| anyhow::anyhow!("calibration package failed on the device: {f}"))?;
             println!(
                 "{:<54} {:>10} {:>10} {:>6}  note",
@@ -487,12 +517,12 @@ fn execute(cli: Cli) -> Result<()> {
                 },
         } => {
             let target = args.target()?;
-            let o = crate::exchange::Overheads::of(&target);
+            let o = ipu_codegen::exchange::Overheads::of(&target);
             bench::synthetic(o, target.tiles)?;
             if !synthetic_only {
                 let store = Store::open(&g.cache)?;
                 let b = args.build(&store, &g.stages)?;
-                b.bench_exchanges(o)?;
+                bench::real(&b, o)?;
             }
         }
         Command::Run { args, lock_timeout } => run::run(&g.cache, &g.stages, &args, lock_timeout)?,

@@ -1,13 +1,15 @@
 //! `ipu-codegen run`: build if needed, take the device, load, stream, execute, check, write the profile,
-//! print the summary.
+//! print the summary (its figures come from `ipu_codegen::driver::RunFigures`).
 
 use super::BuildArgs;
-use crate::device::{Device, host_data};
-use crate::ir::read_ipuexe;
-use crate::ir::{OpKind, ValueRole};
-use crate::numerics;
-use crate::store::{self, Store};
 use anyhow::{Context, Result, bail};
+use ipu_codegen::device::{Device, host_data};
+use ipu_codegen::driver::{RunFigures, verdict};
+use ipu_codegen::ir::ValueRole;
+use ipu_codegen::ir::read_ipuexe;
+use ipu_codegen::numerics;
+use ipu_codegen::pipeline::PIPELINE;
+use ipu_codegen::store::{self, Store};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -57,12 +59,9 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     } else {
         let store = Store::open(cache)?;
         let b = args.build(&store, stages)?;
-        b.run(
-            crate::pipeline::PIPELINE[0],
-            crate::pipeline::PIPELINE[crate::pipeline::PIPELINE.len() - 1],
-        )?
-        .package_path
-        .context("the build wrote no package")?
+        b.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
+            .package_path
+            .context("the build wrote no package")?
     };
     tracing::info!("reading application package");
     let bytes = std::fs::read(&package_path)
@@ -156,71 +155,18 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     std::fs::write(&profile_path, store::encode(&execution))
         .with_context(|| format!("writing {}", profile_path.display()))?;
 
-    let target = &package.target;
-    let cycles = execution.cycles;
-    let device_us = cycles as f64 / target.clock_hz() * 1e6;
-    let flops = graph.useful_flops() as f64;
-    let active = (0..package.tiles.len())
-        .filter(|&t| execution.steps.iter().any(|s| s.tile_busy[t] > 0))
-        .count();
-    let host_us = target.host_link_microseconds(execution.input_bytes + execution.output_bytes);
-    let params: Vec<String> = graph
-        .parameters
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+    let figures = RunFigures::of(&package, &execution);
     println!(
         "profile={} tiles={} samples={}",
         profile_path.display(),
         package.tiles.len(),
         package.tiles.len() * execution.steps.len()
     );
-    let attention = graph
-        .ops
-        .iter()
-        .any(|op| matches!(op.kind, OpKind::Attention { .. }));
-    if attention {
-        println!(
-            "attentionNumericalChecks={} maxError={:.6} rmsError={:.6} tolerance={:.6} numericalTest={}",
-            check.checked,
-            check.maximum_absolute_error,
-            check.rms_error,
-            check.tolerance,
-            if check.pass { "PASS" } else { "FAIL" },
-        );
+    if let Some(line) = figures.check_line(&check) {
+        println!("{line}");
     }
-    let peak_flop_per_cycle =
-        f64::from(target.tiles) * crate::target::PEAK_FLOP_PER_TILE_CYCLE as f64;
-    println!(
-        "workload={} {} activeTiles={} executionTiles={} inputBytes={} weightBytes={} cycles={} minimumTileCycles={} \
-         estimatedCycles={} peakBoundCycles={:.0} deviceMicroseconds={:.3} hostMicroseconds={:.3} {}={:.3} \
-         peakTflops={:.3} efficiencyPercent={:.2} maximumAbsoluteError={:.6} tolerance={:.6} numericalTest={}",
-        graph.workload,
-        params.join(" "),
-        active,
-        package.tiles.len(),
-        execution.input_bytes,
-        execution.weight_bytes,
-        cycles,
-        execution.minimum_tile_cycles,
-        package.estimated_cycles,
-        (flops / peak_flop_per_cycle).ceil(),
-        device_us,
-        host_us,
-        if attention {
-            "effectiveTflops"
-        } else {
-            "effectiveGemmTflops"
-        },
-        flops / (device_us * 1e-6) / 1e12,
-        target.peak_tflops(),
-        flops / (cycles as f64 * peak_flop_per_cycle) * 100.0,
-        check.maximum_absolute_error,
-        check.tolerance,
-        if check.pass { "PASS" } else { "FAIL" },
-    );
-    let verdict = if check.pass { "PASS" } else { "FAIL" };
-    println!("{summary_head} hardwareTest={verdict}");
+    println!("{}", figures.summary_line(&package, &execution, &check));
+    println!("{summary_head} hardwareTest={}", verdict(check.pass));
     if !check.pass {
         bail!(
             "numerical check failed: maximum absolute error {:.6} over the tolerance {:.6} ({} non-finite of {})",

@@ -20,13 +20,42 @@ use crate::verify::Verifier;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PlacementOrder {
     /// Place buffers in order of birth, larger first among equals.
     Lifetime,
     /// Place the largest buffers first.
     Size,
+}
+
+impl PlacementOrder {
+    pub const ALL: [PlacementOrder; 2] = [PlacementOrder::Lifetime, PlacementOrder::Size];
+
+    /// The name in flags and stage records: `lifetime`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlacementOrder::Lifetime => "lifetime",
+            PlacementOrder::Size => "size",
+        }
+    }
+}
+
+impl std::str::FromStr for PlacementOrder {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<PlacementOrder, String> {
+        PlacementOrder::ALL
+            .into_iter()
+            .find(|o| o.name() == name)
+            .ok_or_else(|| {
+                let names = PlacementOrder::ALL.map(PlacementOrder::name);
+                format!(
+                    "unknown placement order {name:?}; orders: {}",
+                    names.join(", ")
+                )
+            })
+    }
 }
 
 impl PlacementOrder {

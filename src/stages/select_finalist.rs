@@ -30,13 +30,44 @@ use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MappingChoice {
     /// Try every mapping, keep the one with the least estimated cycles.
     Auto,
     RowMajor,
     ColumnMajor,
+}
+
+impl MappingChoice {
+    pub const ALL: [MappingChoice; 3] = [
+        MappingChoice::Auto,
+        MappingChoice::RowMajor,
+        MappingChoice::ColumnMajor,
+    ];
+
+    /// The name in flags and stage records: `row-major`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MappingChoice::Auto => "auto",
+            MappingChoice::RowMajor => "row-major",
+            MappingChoice::ColumnMajor => "column-major",
+        }
+    }
+}
+
+impl std::str::FromStr for MappingChoice {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<MappingChoice, String> {
+        MappingChoice::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                let names = MappingChoice::ALL.map(MappingChoice::name);
+                format!("unknown mapping {name:?}; mappings: {}", names.join(", "))
+            })
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

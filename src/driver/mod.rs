@@ -1,0 +1,488 @@
+//! The build driver: runs phases of the pipeline over the store, as the phase table ([`PHASES`]) says.
+//!
+//! Contract:
+//! - A phase's action key covers its name, its output's schema version, the compiler version, its own
+//!   config's canonical bytes, the target and its inputs' content hashes ([`action_key`]). A phase
+//!   whose key is in the store, with its output object intact, does not run.
+//! - A phase before `--from` takes its output from the build's stage record, which must continue this
+//!   build ([`record_continues`]); otherwise the build stops and says which phase to build to first.
+//! - Every phase that runs or hits the cache gets a stage record (`stages/<build>/<phase>.json`),
+//!   rewritten only when its output or key changes; the package's phase also writes `model.ipuexe`,
+//!   rewritten only when its bytes change. Writes go through a temp file and a rename.
+//! - Debug builds run each fresh output's verifier.
+//! - Nothing here prints: results are values and strings; progress goes out as tracing events.
+
+mod artifact;
+mod phases;
+mod summary;
+#[cfg(test)]
+mod tests;
+
+pub use artifact::{Decoded, Output, PhaseArtifacts, PhaseError};
+pub use phases::{
+    EXCHANGE_STORAGE, EXCHANGES, GRAPH, MID, PACKAGE, PHASES, PLACEMENT, PhaseConfigs, PhaseSpec,
+    SELECTED, TILE_CODE, check_table,
+};
+pub use summary::{RunFigures, verdict};
+
+use crate::ir::{Graph, write_ipuexe};
+use crate::pipeline::{ArtifactKind, PIPELINE, Phase};
+use crate::store::{self, Artifact, ContentHash, Store, StoreError};
+use crate::target::Target;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Instant;
+
+/// The target of the driver's spans and events. Log filters and JSON logs name it; it is the one the
+/// build's events have always had, when the driver lived in the command line.
+pub const LOG_TARGET: &str = "ipu_codegen::cli::build";
+
+/// `stages/<build>/<phase>.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StageRecord {
+    pub phase: String,
+    pub build: String,
+    pub workload: String,
+    pub output: ContentHash,
+    pub key: ContentHash,
+    pub inputs: BTreeMap<String, ContentHash>,
+    pub config: serde_json::Value,
+    pub target: String,
+    pub elapsed_ms: u64,
+    pub headline: serde_json::Value,
+}
+
+/// A build: a workload's graph, a target and every phase's config, over a store and a stages folder.
+pub struct Build<'a> {
+    pub store: &'a Store,
+    /// The workload as the user named it, for hints.
+    pub source: String,
+    pub stages: PathBuf,
+    pub build: String,
+    pub target: Target,
+    pub graph: Graph,
+    pub configs: PhaseConfigs,
+}
+
+/// What a build did.
+pub struct BuildOutcome {
+    pub outputs: BTreeMap<ArtifactKind, ContentHash>,
+    /// Phases whose body ran (cache misses).
+    pub ran: Vec<Phase>,
+    pub package_path: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("no stage record {}", .path.display())]
+    Missing {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("stage record {} is damaged", .path.display())]
+    Damaged {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("--from {from} comes after --to {to} in the pipeline")]
+    Order { from: Phase, to: Phase },
+    #[error(
+        "{from} starts from the recorded outputs of the phases before it; run `ipu-codegen build {workload} --to {before}` first"
+    )]
+    NoRecord {
+        from: Phase,
+        before: Phase,
+        /// The workload as the user named it.
+        workload: String,
+        #[source]
+        record: RecordError,
+    },
+    #[error(
+        "stage record {} was made for other inputs ({recorded_workload} on {recorded_target}) than this build: \
+         {from} starts from the recorded outputs of the phases before it; run `ipu-codegen build {workload} --to {before}` first",
+        .path.display()
+    )]
+    Stale {
+        path: PathBuf,
+        recorded_workload: String,
+        recorded_target: String,
+        from: Phase,
+        before: Phase,
+        workload: String,
+    },
+    #[error(
+        "{kind} object {} is missing from the store {}; rebuild from an earlier phase",
+        .hash.short(),
+        .store.display()
+    )]
+    MissingObject {
+        kind: &'static str,
+        hash: ContentHash,
+        store: PathBuf,
+    },
+    #[error("object {} is not a {kind}", .hash.short())]
+    WrongType {
+        hash: ContentHash,
+        kind: &'static str,
+    },
+    #[error("no {kind} artifact in this build")]
+    NoArtifact { kind: ArtifactKind },
+    #[error("{phase} reads {kind}, which the phase table does not list for it")]
+    Undeclared { phase: Phase, kind: ArtifactKind },
+    #[error(
+        "{phase} produced {} schema {}, where the phase table says {} schema {}",
+        .found.0, .found.1, .phase.output(), .phase.spec().schema
+    )]
+    WrongOutput {
+        phase: Phase,
+        found: (ArtifactKind, u32),
+    },
+    #[error("{phase} produced an output its verifier rejects:\n{errors}")]
+    Invalid { phase: Phase, errors: String },
+    #[error("package vanished from the store")]
+    PackageVanished,
+    #[error("creating {}", .path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("writing {}", .path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A phase's own error, or one of its adapters'.
+    #[error(transparent)]
+    Phase(PhaseError),
+}
+
+/// The action key of a phase on these inputs (content hashes, in the order the table lists them).
+pub fn action_key(
+    spec: &PhaseSpec,
+    configs: &PhaseConfigs,
+    target: &ContentHash,
+    inputs: &[ContentHash],
+) -> ContentHash {
+    store::action_key(
+        spec.name,
+        spec.schema,
+        &(spec.config)(configs),
+        target,
+        inputs,
+    )
+}
+
+/// The staleness rule: a stage record continues a build when it was made for the same workload and
+/// target, from exactly the outputs the build has recorded (or imported) before it.
+pub fn record_continues(
+    record: &StageRecord,
+    workload: &str,
+    target: &str,
+    inputs: &[ArtifactKind],
+    outputs: &BTreeMap<ArtifactKind, ContentHash>,
+) -> bool {
+    record.workload == workload
+        && record.target == target
+        && inputs
+            .iter()
+            .all(|k| record.inputs.get(k.name()) == outputs.get(k))
+}
+
+/// The phase that writes `kind` (none for the imported graph).
+pub fn producer(kind: ArtifactKind) -> Option<Phase> {
+    PIPELINE.into_iter().find(|p| p.output() == kind)
+}
+
+/// Writes `bytes` to `path` unless it holds them already; says whether it wrote.
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildError> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    let dir = path.parent().expect("stage paths have a parent");
+    std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, bytes).map_err(|source| BuildError::Write {
+        path: tmp.clone(),
+        source,
+    })?;
+    std::fs::rename(&tmp, path).map_err(|source| BuildError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(true)
+}
+
+impl Build<'_> {
+    /// `stages/<build>`.
+    pub fn dir(&self) -> PathBuf {
+        self.stages.join(&self.build)
+    }
+
+    pub fn record_path(&self, phase: Phase) -> PathBuf {
+        self.dir().join(format!("{}.json", phase.name()))
+    }
+
+    pub fn read_record(&self, phase: Phase) -> Result<StageRecord, RecordError> {
+        let path = self.record_path(phase);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(source) => return Err(RecordError::Missing { path, source }),
+        };
+        serde_json::from_str(&text).map_err(|source| RecordError::Damaged { path, source })
+    }
+
+    fn target_hash(&self) -> ContentHash {
+        ContentHash::of(&rmp_serde::to_vec(&self.target).expect("targets serialise"))
+    }
+
+    /// Runs phases `from..=to` of the pipeline.
+    pub fn run(&self, from: Phase, to: Phase) -> Result<BuildOutcome, BuildError> {
+        if from > to {
+            return Err(BuildError::Order { from, to });
+        }
+        let span = tracing::info_span!(
+            target: LOG_TARGET,
+            "ipu_codegen.package.build",
+            tile_count = self.target.tiles,
+            operations = self.graph.ops.len()
+        );
+        let _enter = span.enter();
+        let target_hash = self.target_hash();
+        let mut outputs = BTreeMap::new();
+        let decoded = Decoded::default();
+        let graph_hash = self.store.put(&store::encode(&self.graph))?;
+        decoded.insert(graph_hash, Rc::new(self.graph.clone()));
+        outputs.insert(GRAPH, graph_hash);
+        let mut ran = Vec::new();
+        let mut package_path = None;
+        for phase in PIPELINE {
+            if phase > to {
+                break;
+            }
+            if phase < from {
+                let output = self.recorded_output(phase, from, &outputs)?;
+                outputs.insert(phase.output(), output);
+                continue;
+            }
+            let span = tracing::info_span!(target: LOG_TARGET, "ipu_codegen.package.phase", phase = phase.name());
+            let _enter = span.enter();
+            let started = Instant::now();
+            let spec = phase.spec();
+            let inputs: Vec<ContentHash> = spec
+                .inputs
+                .iter()
+                .map(|&kind| {
+                    outputs
+                        .get(&kind)
+                        .copied()
+                        .ok_or(BuildError::NoArtifact { kind })
+                })
+                .collect::<Result<_, _>>()?;
+            let key = action_key(spec, &self.configs, &target_hash, &inputs);
+            let cached = match self.store.lookup(&key)? {
+                Some(out) if self.store.get(&out)?.is_some() => Some(out),
+                _ => None,
+            };
+            let output = match cached {
+                Some(out) => out,
+                None => {
+                    let out = self.run_phase(phase, &outputs, &decoded)?;
+                    self.store.record(&key, &out)?;
+                    ran.push(phase);
+                    out
+                }
+            };
+            outputs.insert(phase.output(), output);
+            if cfg!(debug_assertions) && cached.is_none() {
+                self.verify(phase, &outputs, &decoded)?;
+            }
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            tracing::info!(
+                target: LOG_TARGET,
+                phase = phase.name(),
+                elapsed_ms,
+                cached = cached.is_some(),
+                success = true,
+                "package build phase finished"
+            );
+            let previous = self.read_record(phase).ok();
+            if previous
+                .as_ref()
+                .is_none_or(|r| r.output != output || r.key != key)
+            {
+                let view = self.view(phase, &outputs, &decoded);
+                let headline = (spec.headline)(&view).map_err(BuildError::Phase)?;
+                let record = StageRecord {
+                    phase: phase.name().to_string(),
+                    build: self.build.clone(),
+                    workload: self.graph.workload.clone(),
+                    output,
+                    key,
+                    inputs: spec
+                        .inputs
+                        .iter()
+                        .zip(&inputs)
+                        .map(|(k, h)| (k.name().to_string(), *h))
+                        .collect(),
+                    config: self.configs.json(phase.name()),
+                    target: self.target.name.clone(),
+                    elapsed_ms,
+                    headline,
+                };
+                let json = serde_json::to_vec_pretty(&record).expect("records serialise");
+                write_if_changed(&self.record_path(phase), &json)?;
+            }
+            if spec.output == PACKAGE {
+                package_path = Some(self.write_package(&output)?);
+            }
+        }
+        Ok(BuildOutcome {
+            outputs,
+            ran,
+            package_path,
+        })
+    }
+
+    /// The output a phase before `from` recorded, if its record continues this build.
+    fn recorded_output(
+        &self,
+        phase: Phase,
+        from: Phase,
+        outputs: &BTreeMap<ArtifactKind, ContentHash>,
+    ) -> Result<ContentHash, BuildError> {
+        let before = PIPELINE[from.index() - 1];
+        let record = self
+            .read_record(phase)
+            .map_err(|record| BuildError::NoRecord {
+                from,
+                before,
+                workload: self.source.clone(),
+                record,
+            })?;
+        if !record_continues(
+            &record,
+            &self.graph.workload,
+            &self.target.name,
+            phase.inputs(),
+            outputs,
+        ) {
+            return Err(BuildError::Stale {
+                path: self.record_path(phase),
+                recorded_workload: record.workload,
+                recorded_target: record.target,
+                from,
+                before,
+                workload: self.source.clone(),
+            });
+        }
+        Ok(record.output)
+    }
+
+    fn view<'a>(
+        &'a self,
+        phase: Phase,
+        outputs: &'a BTreeMap<ArtifactKind, ContentHash>,
+        decoded: &'a Decoded,
+    ) -> PhaseArtifacts<'a> {
+        PhaseArtifacts {
+            phase,
+            outputs,
+            store: self.store,
+            decoded,
+        }
+    }
+
+    /// Runs a phase's body and stores its output; returns the output's content hash.
+    fn run_phase(
+        &self,
+        phase: Phase,
+        outputs: &BTreeMap<ArtifactKind, ContentHash>,
+        decoded: &Decoded,
+    ) -> Result<ContentHash, BuildError> {
+        let spec = phase.spec();
+        let out = (spec.run)(
+            &self.view(phase, outputs, decoded),
+            &self.target,
+            &self.configs,
+        )
+        .map_err(BuildError::Phase)?;
+        if out.kind() != (spec.output, spec.schema) {
+            return Err(BuildError::WrongOutput {
+                phase,
+                found: out.kind(),
+            });
+        }
+        let hash = self.store.put(&out.bytes)?;
+        decoded.insert(hash, out.value);
+        Ok(hash)
+    }
+
+    /// Runs a phase's verifier on its output in `outputs`.
+    pub fn verify(
+        &self,
+        phase: Phase,
+        outputs: &BTreeMap<ArtifactKind, ContentHash>,
+        decoded: &Decoded,
+    ) -> Result<(), BuildError> {
+        let errors = (phase.spec().verify)(&self.view(phase, outputs, decoded), &self.target)
+            .map_err(BuildError::Phase)?;
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(BuildError::Invalid {
+                phase,
+                errors: errors.join("\n"),
+            })
+        }
+    }
+
+    /// Writes `model.ipuexe` from the package object `hash`, unless it holds those bytes already.
+    fn write_package(&self, hash: &ContentHash) -> Result<PathBuf, BuildError> {
+        let body = self.store.get(hash)?.ok_or(BuildError::PackageVanished)?;
+        let path = self.dir().join("model.ipuexe");
+        if write_if_changed(&path, &write_ipuexe(&body))? {
+            tracing::info!(target: LOG_TARGET, tiles = self.target.tiles, path = %path.display(), "application package written");
+        }
+        Ok(path)
+    }
+
+    /// An artifact of this build, by the outputs a run returned.
+    pub fn load<A: Artifact + 'static>(
+        &self,
+        outputs: &BTreeMap<ArtifactKind, ContentHash>,
+    ) -> Result<Rc<A>, BuildError> {
+        let kind = ArtifactKind::of::<A>();
+        let hash = outputs.get(&kind).ok_or(BuildError::NoArtifact { kind })?;
+        Decoded::default().get(self.store, hash)
+    }
+
+    /// The text dump of an artifact of this build (`ipu-codegen show`).
+    pub fn dump(
+        &self,
+        kind: ArtifactKind,
+        outputs: &BTreeMap<ArtifactKind, ContentHash>,
+    ) -> Result<String, BuildError> {
+        if kind == GRAPH {
+            return Ok(self.graph.dump());
+        }
+        let phase = producer(kind).ok_or(BuildError::NoArtifact { kind })?;
+        let decoded = Decoded::default();
+        (phase.spec().dump)(&self.view(phase, outputs, &decoded), &self.target)
+            .map_err(BuildError::Phase)
+    }
+}

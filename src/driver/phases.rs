@@ -1,0 +1,364 @@
+//! The phase table: one row per phase, in pipeline order, holding everything the driver, the command
+//! line and the Makefile know about a phase.
+//!
+//! Contract: a row names the phase, the artifact kinds it reads (each the imported graph or the output
+//! of an earlier row, none twice), the kind it writes (no other row writes it) and that kind's schema
+//! version, and its adapters, written once here: how to take its config's canonical bytes out of
+//! [`PhaseConfigs`], run it, verify its output, take the headline figures for its stage record, and
+//! dump its output as text. Adapters only translate between the erased artifacts and the phase's own
+//! typed function in `crate::stages`; [`check_table`] states the rules the rows keep. Adding a phase
+//! is a row here, a field of [`PhaseConfigs`], and its module.
+
+use super::artifact::{Output, PhaseArtifacts, PhaseError};
+use crate::exchange::{Overheads, Schedule};
+use crate::ir::{ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode};
+use crate::pipeline::ArtifactKind;
+use crate::stages::build_images::{self, BuildImagesConfig, build_images};
+use crate::stages::emit::{self, EmitConfig, emit};
+use crate::stages::lower_exchanges::{LowerExchangesConfig, lower_exchanges, pattern_keys};
+use crate::stages::lower_mid::{self, LowerMidConfig, lower_mid};
+use crate::stages::place_storage::{self, PlaceStorageConfig, place_storage};
+use crate::stages::plan_exchange_storage::{
+    self, PlanExchangeStorageConfig, plan_exchange_storage,
+};
+use crate::stages::select_finalist::{self, SelectFinalistConfig, select_finalist};
+use crate::store::{self, Artifact};
+use crate::target::Target;
+use crate::verify::Verifier;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// Every phase's config, one field per phase, named as the phase. Each phase's action key covers only
+/// its own; its stage record shows it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PhaseConfigs {
+    pub lower_mid: LowerMidConfig,
+    pub select_finalist: SelectFinalistConfig,
+    pub plan_exchange_storage: PlanExchangeStorageConfig,
+    pub lower_exchanges: LowerExchangesConfig,
+    pub place_storage: PlaceStorageConfig,
+    pub emit: EmitConfig,
+    pub build_images: BuildImagesConfig,
+}
+
+impl PhaseConfigs {
+    /// The config of the phase named `phase`, as its stage record shows it (`null` for none).
+    pub fn json(&self, phase: &str) -> serde_json::Value {
+        let v = serde_json::to_value(self).expect("configs serialise");
+        v.get(phase).cloned().unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// One row of the phase table.
+#[derive(Clone, Copy)]
+pub struct PhaseSpec {
+    /// The name in logs, stage records, dumps and Make targets; the subcommand is the name with dashes.
+    pub name: &'static str,
+    /// The phase's subcommand, in one line.
+    pub about: &'static str,
+    /// What the phase reads, in the order its action key hashes them.
+    pub inputs: &'static [ArtifactKind],
+    pub output: ArtifactKind,
+    /// The output's schema version: part of the action key.
+    pub schema: u32,
+    /// The canonical bytes of the phase's own config: part of the action key.
+    pub config: fn(&PhaseConfigs) -> Vec<u8>,
+    /// Runs the phase on its inputs.
+    pub run: fn(&PhaseArtifacts, &Target, &PhaseConfigs) -> Result<Output, PhaseError>,
+    /// Every problem the phase's verifier finds in its output (none for a valid one).
+    pub verify: fn(&PhaseArtifacts, &Target) -> Result<Vec<String>, PhaseError>,
+    /// The headline figures of its output, for the stage record.
+    pub headline: fn(&PhaseArtifacts) -> Result<serde_json::Value, PhaseError>,
+    /// The stable text dump of its output (`ipu-codegen show`).
+    pub dump: fn(&PhaseArtifacts, &Target) -> Result<String, PhaseError>,
+}
+
+/// The kinds the table names.
+pub const GRAPH: ArtifactKind = ArtifactKind::of::<Graph>();
+pub const MID: ArtifactKind = ArtifactKind::of::<Mid>();
+pub const SELECTED: ArtifactKind = ArtifactKind::of::<Selected>();
+pub const EXCHANGE_STORAGE: ArtifactKind = ArtifactKind::of::<ExchangeStorage>();
+pub const EXCHANGES: ArtifactKind = ArtifactKind::of::<Exchanges>();
+pub const PLACEMENT: ArtifactKind = ArtifactKind::of::<Placement>();
+pub const TILE_CODE: ArtifactKind = ArtifactKind::of::<TileCode>();
+pub const PACKAGE: ArtifactKind = ArtifactKind::of::<Package>();
+
+fn canonical<C: Serialize>(config: &C) -> Vec<u8> {
+    rmp_serde::to_vec(config).expect("configs serialise")
+}
+
+/// A phase function's result as the table passes it on.
+fn out<A, E>(result: Result<A, E>) -> Result<Output, PhaseError>
+where
+    A: Artifact + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    Ok(Output::of(result?))
+}
+
+/// The pipeline, in order.
+pub static PHASES: [PhaseSpec; 7] = [
+    PhaseSpec {
+        name: "lower_mid",
+        about: "Lower the graph to operators and keep the best candidate plans",
+        inputs: &[GRAPH],
+        output: MID,
+        schema: Mid::SCHEMA,
+        config: |c| canonical(&c.lower_mid),
+        run: |a, t, c| {
+            let graph = a.input::<Graph>()?;
+            out(lower_mid(&graph, t, &c.lower_mid))
+        },
+        verify: |a, t| {
+            let (mid, graph) = (a.output::<Mid>()?, a.input::<Graph>()?);
+            Ok(lower_mid::verify(&mid, &graph, t))
+        },
+        headline: |a| {
+            let mid = a.output::<Mid>()?;
+            Ok(json!({
+                "operators": mid.operators.len(),
+                "finalists": mid.finalists.len(),
+                "best_estimated_cycles": mid.finalists.first().map(|f| f.estimate.cycles),
+            }))
+        },
+        dump: |a, _| Ok(a.output::<Mid>()?.dump()),
+    },
+    PhaseSpec {
+        name: "select_finalist",
+        about: "Choose a finalist plan and tile mapping; build buffers, steps and transfers",
+        inputs: &[GRAPH, MID],
+        output: SELECTED,
+        schema: Selected::SCHEMA,
+        config: |c| canonical(&c.select_finalist),
+        run: |a, t, c| {
+            let (graph, mid) = (a.input::<Graph>()?, a.input::<Mid>()?);
+            out(select_finalist(&graph, &mid, t, &c.select_finalist))
+        },
+        verify: |a, t| {
+            let sel = a.output::<Selected>()?;
+            Ok(select_finalist::verify(&sel, t))
+        },
+        headline: |a| {
+            let sel = a.output::<Selected>()?;
+            Ok(json!({
+                "finalist": sel.finalist,
+                "mapping": sel.mapping,
+                "estimated_cycles": sel.estimate.cycles,
+                "buffers": sel.buffers.len(),
+                "exchange_phases": sel.exchanges.len(),
+                "transfers": sel.exchanges.iter().map(|e| e.transfers.len()).sum::<usize>(),
+            }))
+        },
+        dump: |a, _| Ok(a.output::<Selected>()?.dump()),
+    },
+    PhaseSpec {
+        name: "plan_exchange_storage",
+        about: "Lay out what every exchange phase reads and writes",
+        inputs: &[SELECTED],
+        output: EXCHANGE_STORAGE,
+        schema: ExchangeStorage::SCHEMA,
+        config: |c| canonical(&c.plan_exchange_storage),
+        run: |a, _, c| {
+            let sel = a.input::<Selected>()?;
+            out(plan_exchange_storage(&sel, &c.plan_exchange_storage))
+        },
+        verify: |a, _| {
+            let (xs, sel) = (a.output::<ExchangeStorage>()?, a.input::<Selected>()?);
+            Ok(plan_exchange_storage::verify(&xs, &sel))
+        },
+        headline: |a| {
+            let xs = a.output::<ExchangeStorage>()?;
+            Ok(json!({
+                "max_row_bytes": xs.phases.iter().map(|p| p.max_row_bytes).collect::<Vec<_>>(),
+            }))
+        },
+        dump: |a, _| Ok(a.output::<ExchangeStorage>()?.dump()),
+    },
+    PhaseSpec {
+        name: "lower_exchanges",
+        about: "Schedule every exchange phase cycle by cycle",
+        inputs: &[SELECTED, EXCHANGE_STORAGE],
+        output: EXCHANGES,
+        schema: Exchanges::SCHEMA,
+        config: |c| canonical(&c.lower_exchanges),
+        run: run_lower_exchanges,
+        verify: verify_lower_exchanges,
+        headline: |a| {
+            let ex = a.output::<Exchanges>()?;
+            let schedules = || ex.phases.iter().map(|p| &p.schedule);
+            Ok(json!({
+                "horizons": schedules().map(|s| s.horizon).collect::<Vec<_>>(),
+                "lower_bounds": schedules().map(|s| s.lower_bound).collect::<Vec<_>>(),
+                "pieces": schedules().map(|s| s.pieces.len()).collect::<Vec<_>>(),
+            }))
+        },
+        dump: |a, _| Ok(a.output::<Exchanges>()?.dump()),
+    },
+    PhaseSpec {
+        name: "place_storage",
+        about: "Give every buffer of every tile an address",
+        inputs: &[SELECTED, EXCHANGE_STORAGE, EXCHANGES],
+        output: PLACEMENT,
+        schema: Placement::SCHEMA,
+        config: |c| canonical(&c.place_storage),
+        run: |a, t, c| {
+            let (sel, xs) = (a.input::<Selected>()?, a.input::<ExchangeStorage>()?);
+            let ex = a.input::<Exchanges>()?;
+            out(place_storage(&sel, &xs, &ex, t, &c.place_storage))
+        },
+        verify: |a, t| {
+            let (pl, sel) = (a.output::<Placement>()?, a.input::<Selected>()?);
+            Ok(place_storage::verify(&pl, &sel, t))
+        },
+        headline: |a| {
+            let pl = a.output::<Placement>()?;
+            Ok(json!({
+                "max_peak_bytes": pl.tiles.iter().map(|t| t.peak_bytes).max(),
+                "max_code_bytes": pl.tiles.iter().map(|t| t.code_bytes).max(),
+            }))
+        },
+        dump: |a, t| {
+            let (pl, sel) = (a.output::<Placement>()?, a.input::<Selected>()?);
+            Ok(pl.dump(&sel, t))
+        },
+    },
+    PhaseSpec {
+        name: "emit",
+        about: "Write every tile's program and the host program",
+        inputs: &[SELECTED, EXCHANGE_STORAGE, EXCHANGES, PLACEMENT],
+        output: TILE_CODE,
+        schema: TileCode::SCHEMA,
+        config: |c| canonical(&c.emit),
+        run: |a, t, c| {
+            let (sel, xs) = (a.input::<Selected>()?, a.input::<ExchangeStorage>()?);
+            let (ex, pl) = (a.input::<Exchanges>()?, a.input::<Placement>()?);
+            out(emit(&sel, &xs, &ex, &pl, t, &c.emit))
+        },
+        verify: |a, t| {
+            let (code, sel) = (a.output::<TileCode>()?, a.input::<Selected>()?);
+            Ok(emit::verify(&code, &sel, t))
+        },
+        headline: |a| {
+            let code = a.output::<TileCode>()?;
+            Ok(json!({
+                "instructions": code.tiles.iter().map(|p| p.instrs.len()).sum::<usize>(),
+            }))
+        },
+        dump: |a, _| Ok(a.output::<TileCode>()?.dump()),
+    },
+    PhaseSpec {
+        name: "build_images",
+        about: "Encode tile images and write model.ipuexe",
+        inputs: &[TILE_CODE, PLACEMENT, SELECTED],
+        output: PACKAGE,
+        schema: Package::SCHEMA,
+        config: |c| canonical(&c.build_images),
+        run: |a, t, c| {
+            let (code, pl) = (a.input::<TileCode>()?, a.input::<Placement>()?);
+            let sel = a.input::<Selected>()?;
+            out(build_images(&code, &pl, &sel, t, &c.build_images))
+        },
+        verify: |a, _| {
+            let package = a.output::<Package>()?;
+            let (code, pl) = (a.input::<TileCode>()?, a.input::<Placement>()?);
+            Ok(build_images::verify(&package, &code, &pl))
+        },
+        headline: |a| {
+            let package = a.output::<Package>()?;
+            Ok(json!({
+                "estimated_cycles": package.estimated_cycles,
+                "code_bytes": package.tiles.iter().map(|t| t.code.len()).sum::<usize>(),
+            }))
+        },
+        dump: |a, _| Ok(a.output::<Package>()?.dump()),
+    },
+];
+
+/// `lower_exchanges` with the schedules of earlier builds: each phase pattern's stored schedule, by
+/// pattern key, goes in; each schedule comes out stored under its pattern's key.
+fn run_lower_exchanges(
+    a: &PhaseArtifacts,
+    t: &Target,
+    c: &PhaseConfigs,
+) -> Result<Output, PhaseError> {
+    let (sel, xs) = (a.input::<Selected>()?, a.input::<ExchangeStorage>()?);
+    let s = a.store();
+    let mut known = BTreeMap::new();
+    for key in pattern_keys(&sel, t, &c.lower_exchanges) {
+        if let Some(hash) = s.lookup(&key)?
+            && let Some(bytes) = s.get(&hash)?
+            && let Ok(schedule) = store::decode::<Schedule>(&bytes, &hash)
+        {
+            known.insert(key, schedule);
+        }
+    }
+    let exchanges = lower_exchanges(&sel, &xs, t, &c.lower_exchanges, &known)?;
+    for phase in &exchanges.phases {
+        let hash = s.put(&store::encode(&phase.schedule))?;
+        s.record(&phase.pattern, &hash)?;
+    }
+    Ok(Output::of(exchanges))
+}
+
+/// One schedule per exchange phase of the selection, each passing the independent checker against
+/// its phase's pattern.
+fn verify_lower_exchanges(a: &PhaseArtifacts, t: &Target) -> Result<Vec<String>, PhaseError> {
+    let (sel, ex) = (a.input::<Selected>()?, a.output::<Exchanges>()?);
+    let o = Overheads::of(t);
+    let mut v = Verifier::default();
+    v.check(sel.exchanges.len() == ex.phases.len(), || {
+        format!(
+            "{} schedules for the selection's {} exchange phases",
+            ex.phases.len(),
+            sel.exchanges.len()
+        )
+    });
+    for (phase, ps) in sel.exchanges.iter().zip(&ex.phases) {
+        v.check(ps.id == phase.id, || {
+            format!("the schedule of {} stands where {} is", ps.id, phase.id)
+        });
+        for e in crate::exchange::check::check(&phase.pattern(t), o, &ps.schedule) {
+            v.error(format!("{}: {e}", phase.id));
+        }
+    }
+    Ok(v.finish())
+}
+
+/// Every rule a phase table keeps, each broken one with its row: names are distinct snake_case words;
+/// every input is `imported` or the output of an earlier row, and none is listed twice; no row writes
+/// `imported` or what another row writes.
+pub fn check_table(table: &[PhaseSpec], imported: ArtifactKind) -> Vec<String> {
+    let mut v = Verifier::default();
+    let mut available = vec![imported];
+    for (i, row) in table.iter().enumerate() {
+        let at = format!("phase {i} ({})", row.name);
+        v.check(
+            !row.name.is_empty()
+                && row
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_'),
+            || format!("{at}: the name is not a snake_case word"),
+        );
+        v.check(table[..i].iter().all(|r| r.name != row.name), || {
+            format!("{at}: an earlier phase has the same name")
+        });
+        for (j, input) in row.inputs.iter().enumerate() {
+            v.check(available.contains(input), || {
+                format!("{at}: reads {input}, which neither the import nor an earlier phase writes")
+            });
+            v.check(!row.inputs[..j].contains(input), || {
+                format!("{at}: reads {input} twice")
+            });
+        }
+        v.check(!available.contains(&row.output), || {
+            format!(
+                "{at}: writes {}, which the import or an earlier phase writes",
+                row.output
+            )
+        });
+        available.push(row.output);
+    }
+    v.finish()
+}

@@ -1,0 +1,430 @@
+//! The driver's rules on their own: the table's consistency, action keys, the staleness rule, the
+//! adapters' access to artifacts, the verifiers through the table and the run figures. Each rule has
+//! a case that keeps it and one that breaks it.
+
+use super::*;
+use crate::device::{Device, host_data};
+use crate::ir::{Exchanges, Mid, Package, Placement, Selected, ValueRole, read_ipuexe};
+use crate::numerics;
+use crate::stages::build_images::BuildImagesConfig;
+use crate::stages::emit::EmitConfig;
+use crate::stages::lower_exchanges::LowerExchangesConfig;
+use crate::stages::lower_mid::LowerMidConfig;
+use crate::stages::place_storage::{PlaceStorageConfig, PlacementOrder};
+use crate::stages::plan_exchange_storage::PlanExchangeStorageConfig;
+use crate::stages::select_finalist::{MappingChoice, SelectFinalistConfig};
+use crate::workload::WorkloadSpec;
+
+fn configs() -> PhaseConfigs {
+    PhaseConfigs {
+        lower_mid: LowerMidConfig { finalists: 4 },
+        select_finalist: SelectFinalistConfig {
+            mapping: MappingChoice::Auto,
+        },
+        plan_exchange_storage: PlanExchangeStorageConfig {},
+        lower_exchanges: LowerExchangesConfig {},
+        place_storage: PlaceStorageConfig {
+            order: PlacementOrder::Lifetime,
+        },
+        emit: EmitConfig {},
+        build_images: BuildImagesConfig {},
+    }
+}
+
+fn phase(name: &str) -> Phase {
+    Phase::parse(name).unwrap_or_else(|| panic!("no phase {name}"))
+}
+
+fn hash(text: &str) -> ContentHash {
+    ContentHash::of(text.as_bytes())
+}
+
+// ---- the table ----
+
+#[test]
+fn the_table_keeps_its_rules() {
+    assert_eq!(check_table(&PHASES, GRAPH), Vec::<String>::new());
+    assert_eq!(PIPELINE.len(), PHASES.len());
+    for (i, p) in PIPELINE.into_iter().enumerate() {
+        assert_eq!(p.index(), i);
+        assert_eq!(Phase::parse(p.name()), Some(p));
+        assert_eq!(Phase::parse(&p.command()), Some(p));
+        assert_eq!(producer(p.output()), Some(p));
+    }
+    assert_eq!(producer(GRAPH), None);
+    assert_eq!(Phase::parse("no_such_phase"), None);
+}
+
+#[test]
+fn a_table_that_breaks_a_rule_is_caught_at_its_row() {
+    // Rows swapped: place_storage would read exchanges before lower_exchanges writes them.
+    let mut swapped = PHASES;
+    swapped.swap(3, 4);
+    let errors = check_table(&swapped, GRAPH);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("phase 3 (place_storage): reads exchanges"));
+
+    // Without the import, lower_mid reads what nothing writes.
+    let errors = check_table(&PHASES, PACKAGE);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("(lower_mid): reads graph"))
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("(build_images): writes package"))
+    );
+
+    let mut twice = PHASES;
+    twice[6].name = "emit";
+    twice[1].inputs = &[GRAPH, MID, GRAPH];
+    twice[5].output = PLACEMENT;
+    let errors = check_table(&twice, GRAPH);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("(emit): an earlier phase has the same name"))
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("(select_finalist): reads graph twice"))
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("phase 5 (emit): writes placement"))
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("phase 6 (emit): reads tile_code"))
+    );
+
+    let mut named = PHASES;
+    named[0].name = "lower-mid";
+    assert_eq!(check_table(&named, GRAPH).len(), 1);
+}
+
+#[test]
+fn every_phase_has_its_config_in_the_records() {
+    let c = configs();
+    for p in PIPELINE {
+        assert!(
+            c.json(p.name()).is_object(),
+            "{p} has no config named after it"
+        );
+    }
+    assert_eq!(c.json("no_such_phase"), serde_json::Value::Null);
+    assert_eq!(
+        c.json("select_finalist"),
+        serde_json::json!({ "mapping": "auto" })
+    );
+}
+
+// ---- action keys ----
+
+#[test]
+fn an_action_key_changes_with_the_config_inputs_schema_and_target_and_nothing_else() {
+    let (c, target) = (configs(), hash("target"));
+    let spec = phase("lower_mid").spec();
+    let inputs = [hash("graph")];
+    let key = action_key(spec, &c, &target, &inputs);
+    assert_eq!(key, action_key(spec, &c, &target, &inputs));
+
+    // Not otherwise: another phase's config, or the text of the row, leave the key alone.
+    let mut other = configs();
+    other.place_storage.order = PlacementOrder::Size;
+    other.select_finalist.mapping = MappingChoice::RowMajor;
+    assert_eq!(key, action_key(spec, &other, &target, &inputs));
+    let reworded = PhaseSpec {
+        about: "Something else",
+        ..*spec
+    };
+    assert_eq!(key, action_key(&reworded, &c, &target, &inputs));
+
+    let mut own = configs();
+    own.lower_mid.finalists = 5;
+    assert_ne!(key, action_key(spec, &own, &target, &inputs));
+    assert_ne!(key, action_key(spec, &c, &target, &[hash("other graph")]));
+    assert_ne!(key, action_key(spec, &c, &hash("other target"), &inputs));
+    let newer = PhaseSpec {
+        schema: spec.schema + 1,
+        ..*spec
+    };
+    assert_ne!(key, action_key(&newer, &c, &target, &inputs));
+    let renamed = PhaseSpec {
+        name: "lower_mid_again",
+        ..*spec
+    };
+    assert_ne!(key, action_key(&renamed, &c, &target, &inputs));
+}
+
+#[test]
+fn an_action_key_follows_the_order_of_the_inputs() {
+    let (c, target) = (configs(), hash("target"));
+    let spec = phase("select_finalist").spec();
+    let (a, b) = (hash("a"), hash("b"));
+    assert_ne!(
+        action_key(spec, &c, &target, &[a, b]),
+        action_key(spec, &c, &target, &[b, a])
+    );
+}
+
+// ---- the staleness rule ----
+
+fn record(workload: &str, target: &str, inputs: &[(&str, ContentHash)]) -> StageRecord {
+    StageRecord {
+        phase: "select_finalist".to_string(),
+        build: "b".to_string(),
+        workload: workload.to_string(),
+        output: hash("selected"),
+        key: hash("key"),
+        inputs: inputs.iter().map(|(k, h)| (k.to_string(), *h)).collect(),
+        config: serde_json::Value::Null,
+        target: target.to_string(),
+        elapsed_ms: 0,
+        headline: serde_json::Value::Null,
+    }
+}
+
+#[test]
+fn a_record_continues_a_build_only_from_its_own_inputs() {
+    let inputs = phase("select_finalist").inputs();
+    let outputs = BTreeMap::from([(GRAPH, hash("graph")), (MID, hash("mid"))]);
+    let continues = |r: &StageRecord| record_continues(r, "w", "mk2-1500", inputs, &outputs);
+    let good = [("graph", hash("graph")), ("mid", hash("mid"))];
+    assert!(continues(&record("w", "mk2-1500", &good)));
+
+    assert!(!continues(&record("other", "mk2-1500", &good)));
+    assert!(!continues(&record("w", "gc200", &good)));
+    let other_mid = [("graph", hash("graph")), ("mid", hash("other mid"))];
+    assert!(!continues(&record("w", "mk2-1500", &other_mid)));
+    assert!(!continues(&record("w", "mk2-1500", &good[..1])));
+    // An input the build has not produced does not match a recorded one.
+    let partial = BTreeMap::from([(GRAPH, hash("graph"))]);
+    assert!(!record_continues(
+        &record("w", "mk2-1500", &good),
+        "w",
+        "mk2-1500",
+        inputs,
+        &partial
+    ));
+}
+
+// ---- a build of the small preset, in process ----
+
+struct Small {
+    _dir: tempfile::TempDir,
+    store: Store,
+    stages: PathBuf,
+    graph: Graph,
+}
+
+impl Small {
+    fn new() -> Small {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(&dir.path().join("cache")).expect("store");
+        let text = WorkloadSpec::preset("siglip-mlp-small").expect("preset");
+        let spec = WorkloadSpec::parse(text, "preset").expect("spec");
+        Small {
+            stages: dir.path().join("stages"),
+            _dir: dir,
+            store,
+            graph: spec.import().expect("graph"),
+        }
+    }
+
+    fn build(&self) -> Build<'_> {
+        Build {
+            store: &self.store,
+            source: "siglip-mlp-small".to_string(),
+            stages: self.stages.clone(),
+            build: "small".to_string(),
+            target: Target::preset("mk2-1500").expect("target"),
+            graph: self.graph.clone(),
+            configs: configs(),
+        }
+    }
+}
+
+fn last() -> Phase {
+    PIPELINE[PIPELINE.len() - 1]
+}
+
+#[test]
+fn a_build_runs_every_phase_once_then_none_and_records_each() {
+    let small = Small::new();
+    let b = small.build();
+    let first = b.run(PIPELINE[0], last()).expect("build");
+    assert_eq!(first.ran, PIPELINE.to_vec());
+    assert!(first.package_path.as_ref().is_some_and(|p| p.exists()));
+    for p in PIPELINE {
+        let r = b.read_record(p).expect("record");
+        assert_eq!(r.output, first.outputs[&p.output()]);
+        assert_eq!(r.phase, p.name());
+        assert!(r.headline.is_object());
+    }
+    let again = b.run(PIPELINE[0], last()).expect("rebuild");
+    assert!(again.ran.is_empty());
+    assert_eq!(again.outputs, first.outputs);
+
+    // From emit on, the earlier outputs come from the records.
+    let from = b.run(phase("emit"), last()).expect("from emit");
+    assert_eq!(from.outputs, first.outputs);
+    assert!(from.ran.is_empty());
+}
+
+#[test]
+fn a_build_from_a_phase_needs_records_that_continue_it() {
+    let small = Small::new();
+    let b = small.build();
+    assert!(matches!(
+        b.run(phase("emit"), phase("lower_mid")),
+        Err(BuildError::Order { .. })
+    ));
+    let none = b.run(phase("emit"), last()).err().expect("no records yet");
+    assert!(matches!(none, BuildError::NoRecord { .. }));
+    assert!(none.to_string().contains("--to place_storage"), "{none}");
+
+    b.run(PIPELINE[0], phase("place_storage")).expect("build");
+    let mut other = small.build();
+    other.configs.lower_mid.finalists = 1;
+    other.graph.workload = "another".to_string();
+    let stale = other.run(phase("emit"), last()).err().expect("stale");
+    assert!(matches!(stale, BuildError::Stale { .. }), "{stale}");
+}
+
+#[test]
+fn every_output_passes_its_verifier_through_the_table_and_dumps() {
+    let small = Small::new();
+    let b = small.build();
+    let outcome = b.run(PIPELINE[0], last()).expect("build");
+    let decoded = Decoded::default();
+    for p in PIPELINE {
+        b.verify(p, &outcome.outputs, &decoded)
+            .unwrap_or_else(|e| panic!("{p}: {e}"));
+        let dump = b.dump(p.output(), &outcome.outputs).expect("dump");
+        assert!(!dump.is_empty(), "{p} dumps nothing");
+    }
+    assert_eq!(
+        b.dump(GRAPH, &outcome.outputs).expect("graph"),
+        small.graph.dump()
+    );
+}
+
+#[test]
+fn a_damaged_output_fails_its_verifier_through_the_table() {
+    let small = Small::new();
+    let b = small.build();
+    let mut outputs = b.run(PIPELINE[0], last()).expect("build").outputs;
+    let decoded = Decoded::default();
+
+    // A buffer moved off its alignment.
+    let mut placement: Placement = (*b.load::<Placement>(&outputs).expect("placement")).clone();
+    placement.addresses[0] += 1;
+    let moved = small.store.put(&store::encode(&placement)).expect("put");
+    outputs.insert(PLACEMENT, moved);
+    let err = b
+        .verify(phase("place_storage"), &outputs, &decoded)
+        .expect_err("a misaligned buffer is invalid");
+    assert!(err.to_string().contains("aligned"), "{err}");
+
+    // A schedule missing for the last exchange phase.
+    let mut exchanges: Exchanges = (*b.load::<Exchanges>(&outputs).expect("exchanges")).clone();
+    exchanges.phases.pop();
+    outputs.insert(
+        EXCHANGES,
+        small.store.put(&store::encode(&exchanges)).expect("put"),
+    );
+    let err = b
+        .verify(phase("lower_exchanges"), &outputs, &decoded)
+        .expect_err("a missing schedule is invalid");
+    assert!(
+        err.to_string().contains("schedules for the selection's"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_adapter_reads_only_what_its_row_declares() {
+    let small = Small::new();
+    let b = small.build();
+    let outcome = b.run(PIPELINE[0], phase("select_finalist")).expect("build");
+    let decoded = Decoded::default();
+    let view = b.view(phase("select_finalist"), &outcome.outputs, &decoded);
+    assert!(view.input::<Graph>().is_ok());
+    assert!(view.output::<Selected>().is_ok());
+    assert!(matches!(
+        view.input::<Package>(),
+        Err(BuildError::Undeclared { .. })
+    ));
+    assert!(matches!(
+        view.output::<Mid>(),
+        Err(BuildError::Undeclared { .. })
+    ));
+    // Declared, but not built yet.
+    let view = b.view(phase("place_storage"), &outcome.outputs, &decoded);
+    assert!(matches!(
+        view.input::<Exchanges>(),
+        Err(BuildError::NoArtifact { .. })
+    ));
+}
+
+// ---- the run figures ----
+
+#[test]
+fn the_run_figures_follow_from_the_profile() {
+    let small = Small::new();
+    let b = small.build();
+    let path = b
+        .run(PIPELINE[0], last())
+        .expect("build")
+        .package_path
+        .expect("package");
+    let (_, package): (_, Package) =
+        read_ipuexe(&std::fs::read(path).expect("read")).expect("ipuexe");
+    let host = host_data(&package.graph);
+    let mut device = Device::load(&package).expect("load");
+    device.initialize(&package, &host).expect("initialize");
+    let (mut execution, output) = device.run(&package, &host).expect("run");
+    let out = package
+        .graph
+        .values
+        .iter()
+        .find(|v| v.role == ValueRole::Output)
+        .expect("output")
+        .id;
+    let check = numerics::check(
+        &package.graph,
+        &output,
+        &numerics::reference(&package.graph, &host),
+        out,
+    );
+
+    let f = RunFigures::of(&package, &execution);
+    let tiles = package.tiles.len();
+    assert!(f.active_tiles > 0 && f.active_tiles <= tiles);
+    assert!(!f.attention && f.check_line(&check).is_none());
+    assert_eq!(f.flops, package.graph.useful_flops() as f64);
+    let peak = execution.cycles as f64 * tiles as f64 * 128.0;
+    assert!((f.efficiency_percent - f.flops / peak * 100.0).abs() < 1e-9);
+    assert!(f.peak_bound_cycles <= execution.cycles as f64);
+    let line = f.summary_line(&package, &execution, &check);
+    assert!(
+        line.contains(&format!(" activeTiles={} ", f.active_tiles)),
+        "{line}"
+    );
+    assert!(line.ends_with(&format!("numericalTest={}", verdict(check.pass))));
+
+    // A profile where no tile was busy has no active tile; one twice as long is half as efficient.
+    for step in &mut execution.steps {
+        step.tile_busy.iter_mut().for_each(|c| *c = 0);
+    }
+    execution.cycles *= 2;
+    let idle = RunFigures::of(&package, &execution);
+    assert_eq!(idle.active_tiles, 0);
+    assert!((idle.efficiency_percent * 2.0 - f.efficiency_percent).abs() < 1e-9);
+}
