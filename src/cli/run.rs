@@ -152,7 +152,7 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     );
 
     let profile_path = build_dir.join("execution.ipuprofile");
-    std::fs::write(&profile_path, store::encode(&execution))
+    ipu_codegen::driver::write_if_changed(&profile_path, &store::encode(&execution))
         .with_context(|| format!("writing {}", profile_path.display()))?;
 
     let figures = RunFigures::of(&package, &execution);

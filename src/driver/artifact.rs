@@ -7,7 +7,6 @@
 //! result leaves its adapter as an [`Output`]: its store bytes (header first) and its value.
 
 use super::BuildError;
-use crate::ir::Graph;
 use crate::pipeline::{ArtifactKind, Phase};
 use crate::store::{self, Artifact, ContentHash, Store};
 use std::any::Any;
@@ -16,11 +15,6 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// The graph is the import's output; the phases read it like any other artifact.
-impl Artifact for Graph {
-    const KIND: &'static str = "graph";
-    const SCHEMA: u32 = 1;
-}
-
 /// What a phase's adapters return when they fail: the phase's own error, or a [`BuildError`] from
 /// reading their artifacts; its message passes through unchanged.
 pub type PhaseError = Box<dyn std::error::Error + Send + Sync>;

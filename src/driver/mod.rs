@@ -35,9 +35,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Instant;
 
-/// The target of the driver's spans and events. Log filters and JSON logs name it; it is the one the
-/// build's events have always had, when the driver lived in the command line.
-pub const LOG_TARGET: &str = "ipu_codegen::cli::build";
+/// The target of the driver's spans and events, which log filters and JSON logs name: the driver's
+/// module.
+pub const LOG_TARGET: &str = module_path!();
 
 /// `stages/<build>/<phase>.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -201,8 +201,9 @@ pub fn producer(kind: ArtifactKind) -> Option<Phase> {
     PIPELINE.into_iter().find(|p| p.output() == kind)
 }
 
-/// Writes `bytes` to `path` unless it holds them already; says whether it wrote.
-fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildError> {
+/// Writes `bytes` to `path` through a temp file and a rename, unless the file holds them already;
+/// whether it wrote.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildError> {
     if std::fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(false);
     }

@@ -148,6 +148,11 @@ pub struct Graph {
     pub parameters: Vec<(String, String)>,
 }
 
+impl crate::store::Artifact for Graph {
+    const KIND: &'static str = "graph";
+    const SCHEMA: u32 = 1;
+}
+
 impl Graph {
     pub fn value(&self, id: ValueId) -> &Value {
         &self.values[id.index()]

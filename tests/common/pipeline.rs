@@ -3,7 +3,7 @@
 //! verifier must accept what it holds.
 
 use super::{SMALL, SMALL_ATTENTION};
-use ipu_codegen::cli::build::PhaseConfigs;
+use ipu_codegen::driver::PhaseConfigs;
 use ipu_codegen::exchange::check::check;
 use ipu_codegen::exchange::{Overheads, Schedule};
 use ipu_codegen::ir::{
