@@ -1,0 +1,97 @@
+//! What one `run` reports, `execution.ipuprofile`: per superstep its kind, estimated and executed cycles
+//! and every tile's busy cycles; the run's cycles (every superstep and its sync), the busiest tile's own
+//! cycles, each tile's memory in use, and the bytes the host streamed.
+//!
+//! Contract: [`Device::profile`] only reads the device after the run; it adds up the figures the
+//! supersteps and streams measured and changes nothing.
+
+use super::Device;
+use crate::ir::Package;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepProfile {
+    pub kind: String,
+    pub estimated_cycles: u64,
+    pub cycles: u64,
+    /// Per tile: cycles busy in this step (its compute, or until its last send leaves or last word
+    /// arrives); the rest of the step, and the sync, it waits.
+    pub tile_busy: Vec<u32>,
+}
+
+/// What one `run` did: `execution.ipuprofile`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Execution {
+    pub workload: String,
+    pub target: String,
+    pub clock_khz: u64,
+    /// Tiles per column of the chip (tile `t` sits in column `t / tiles_per_column`).
+    pub tiles_per_column: u32,
+    /// Device cycles of one `run`: every superstep and its sync.
+    pub cycles: u64,
+    /// The busiest tile's own cycles: its compute and exchange activity plus the syncs, without waiting
+    /// for other tiles. `cycles - minimum_tile_cycles` is time lost to imbalance.
+    pub minimum_tile_cycles: u64,
+    pub sync_cycles: u64,
+    pub steps: Vec<StepProfile>,
+    /// Per tile: bytes in use in standard and in interleaved memory (up to the highest written byte).
+    pub memory: Vec<(u32, u32)>,
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+    pub weight_bytes: u64,
+}
+
+impl Device {
+    /// The profile of a run of `package` whose supersteps measured `steps`, with the bytes its
+    /// streams moved in and out (the weights' bytes are those `initialize` streams).
+    pub(super) fn profile(
+        &self,
+        package: &Package,
+        steps: Vec<StepProfile>,
+        input_bytes: u64,
+        output_bytes: u64,
+    ) -> Execution {
+        let weight_bytes = package
+            .host
+            .initialize
+            .iter()
+            .map(|t| t.rect.elements() * 2)
+            .sum();
+        let sync_cycles = self.target.sync_cycles * steps.len() as u64;
+        let cycles = steps.iter().map(|s| s.cycles).sum::<u64>() + sync_cycles;
+        let minimum_tile_cycles = (0..self.tiles.len())
+            .map(|t| steps.iter().map(|s| u64::from(s.tile_busy[t])).sum::<u64>())
+            .max()
+            .unwrap_or(0)
+            + sync_cycles;
+        Execution {
+            workload: package.workload.clone(),
+            target: self.target.name.clone(),
+            clock_khz: self.target.clock_khz,
+            tiles_per_column: self.target.tiles / self.target.columns,
+            cycles,
+            minimum_tile_cycles,
+            sync_cycles,
+            steps,
+            memory: self.memory_in_use(),
+            input_bytes,
+            output_bytes,
+            weight_bytes,
+        }
+    }
+
+    /// Per tile: bytes in use in standard and in interleaved memory (up to the highest written byte).
+    fn memory_in_use(&self) -> Vec<(u32, u32)> {
+        self.tiles
+            .iter()
+            .map(|t| {
+                let (standard_end, interleaved_end) =
+                    t.memory.used_ends(self.target.interleaved_base);
+                (
+                    standard_end - self.target.memory_base,
+                    interleaved_end - self.target.interleaved_base,
+                )
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,440 @@
+//! A compute superstep: every tile runs its vertices in program order, tiles in parallel, and takes the
+//! sum of its vertices' cycles.
+//!
+//! Contract: each vertex kind's semantics is a function of its own here (`amp`, `epilogue`, `softmax`,
+//! `accumulate`, `combine`), its arithmetic that of [`crate::numerics`], charged by the target's cost
+//! function for it, the one the compiler's estimates use. A vertex reads only memory written before,
+//! writes only buffers not still live from an earlier superstep, and takes each operand in the element
+//! type it names; the AMP's operands must also be aligned for its loads and stores, its weights and
+//! partials in interleaved memory, and neither input may share a memory element with its partials.
+//! A vertex's fault is a message; the superstep adds tile, superstep and the cycle the vertex started.
+
+use super::memory::{Matrix, TileMemory};
+use super::{Device, Fault, fault};
+use crate::ir::DType;
+use crate::isa::{Accumulate, Amp, Combine, Epilogue, Instr, Placed, Softmax, VertexKind};
+use crate::numerics;
+use crate::target::Target;
+use rayon::prelude::*;
+
+impl Device {
+    /// Executes compute superstep `step` on every tile; returns each tile's cycles.
+    pub(super) fn compute(&mut self, step: usize) -> Result<Vec<u32>, Fault> {
+        let target = &self.target;
+        self.tiles
+            .par_iter_mut()
+            .enumerate()
+            .map(|(t, tile)| {
+                let mut cycles = 0u64;
+                for instr in &tile.steps[step] {
+                    cycles += execute_vertex(target, &mut tile.memory, instr, step as u32)
+                        .map_err(|m| fault(t, step, cycles, m))?;
+                }
+                Ok(cycles as u32)
+            })
+            .collect::<Vec<Result<u32, Fault>>>()
+            .into_iter()
+            .collect()
+    }
+}
+
+/// Executes one compute instruction at superstep `step`; returns its cycles.
+fn execute_vertex(
+    target: &Target,
+    memory: &mut TileMemory,
+    instr: &Instr,
+    step: u32,
+) -> Result<u64, String> {
+    let Instr::Vertex(vertex) = instr else {
+        return Err(format!("{instr:?} inside a compute step"));
+    };
+    match vertex {
+        VertexKind::Amp(v) => amp(target, memory, v, step),
+        VertexKind::Epilogue(v) => epilogue(target, memory, v, step),
+        VertexKind::Softmax(v) => softmax(target, memory, v, step),
+        VertexKind::Accumulate(v) => accumulate(target, memory, v, step),
+        VertexKind::Combine(v) => combine(target, memory, v, step),
+    }
+}
+
+/// `partials = a · b` on the AMP ([`Amp`]): the depth padded with zeros to whole AMP blocks.
+fn amp(
+    target: &Target,
+    memory: &mut TileMemory,
+    v: &Amp<Placed>,
+    step: u32,
+) -> Result<u64, String> {
+    let Amp {
+        rows, depth, cols, ..
+    } = *v;
+    check_amp_operands(target, memory, v)?;
+    let (a, a_stride) = (v.a.address, v.a.stride);
+    let (b, b_stride) = (v.b.address, v.b.stride);
+    let (partials, partials_stride) = (v.partials.address, v.partials.stride);
+    let partials_type = v.partials.dtype;
+    let av = memory.load(
+        &Matrix {
+            addr: a,
+            stride: a_stride,
+            rows,
+            cols: depth,
+            dtype: DType::F16,
+        },
+        "AMP input a",
+    )?;
+    let bv = memory.load(
+        &Matrix {
+            addr: b,
+            stride: b_stride,
+            rows: depth,
+            cols,
+            dtype: DType::F16,
+        },
+        "AMP weights b",
+    )?;
+    let (d, c) = (depth as usize, cols as usize);
+    let block = target.amp_block_depth as usize;
+    let padded = d.next_multiple_of(block);
+    let mut ap = vec![0f32; rows as usize * padded];
+    for r in 0..rows as usize {
+        ap[r * padded..r * padded + d].copy_from_slice(&av[r * d..(r + 1) * d]);
+    }
+    let mut bp = bv;
+    bp.resize(padded * c, 0.0);
+    let mut out = vec![0f32; rows as usize * c];
+    numerics::amp_matmul(
+        &ap,
+        padded,
+        &bp,
+        c,
+        &mut out,
+        c,
+        rows as usize,
+        padded,
+        c,
+        block,
+        partials_type,
+    );
+    let m = Matrix {
+        addr: partials,
+        stride: partials_stride,
+        rows,
+        cols,
+        dtype: partials_type,
+    };
+    memory.store(&m, &out, step, "AMP partials")?;
+    Ok(target.amp_cycles(rows, depth, cols, partials_type))
+}
+
+/// The AMP's rules for its operands: f16 inputs; every row of every operand aligned for its loads or
+/// stores; weights and partials in interleaved memory; neither input sharing a memory element with the
+/// partials.
+fn check_amp_operands(target: &Target, memory: &TileMemory, v: &Amp<Placed>) -> Result<(), String> {
+    let Amp {
+        rows, depth, cols, ..
+    } = *v;
+    expect(&v.a, DType::F16, "AMP input a")?;
+    expect(&v.b, DType::F16, "AMP weights b")?;
+    let (a, a_stride) = (v.a.address, v.a.stride);
+    let (b, b_stride) = (v.b.address, v.b.stride);
+    let (partials, partials_stride) = (v.partials.address, v.partials.stride);
+    let partials_type = v.partials.dtype;
+    // Every row is loaded or stored on its own: base and stride keep each row aligned.
+    for (what, addr, stride, align) in [
+        ("AMP input a", a, a_stride, 8),
+        ("AMP weights b (128-bit loads)", b, b_stride, 16),
+        ("AMP partials", partials, partials_stride, 16),
+    ] {
+        check_alignment(addr, align, what)?;
+        check_alignment(stride, align, &format!("{what} row stride"))?;
+    }
+    for (what, addr) in [("weights b (128-bit loads)", b), ("partials", partials)] {
+        if !target.is_interleaved(addr) {
+            return Err(format!(
+                "AMP {what} at {} outside interleaved memory (from {:#x})",
+                memory.name(addr),
+                target.interleaved_base
+            ));
+        }
+    }
+    let last = |addr: u32, rows: u32, stride: u32, row_bytes: u32| {
+        addr + (rows.max(1) - 1) * stride + row_bytes - 1
+    };
+    let out = (
+        target.memory_element(partials),
+        target.memory_element(last(
+            partials,
+            rows,
+            partials_stride,
+            cols * partials_type.bytes(),
+        )),
+    );
+    for (what, addr, end) in [
+        ("a", a, last(a, rows, a_stride, depth * 2)),
+        ("b", b, last(b, depth, b_stride, cols * 2)),
+    ] {
+        let (e0, e1) = (target.memory_element(addr), target.memory_element(end));
+        if e0 <= out.1 && out.0 <= e1 {
+            return Err(format!(
+                "AMP input {what} at {} shares memory element {} with its partials at {}",
+                memory.name(addr),
+                e0.max(out.0),
+                memory.name(partials)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `out = f16(gelu?(Σ partials + bias?))` on the vector unit ([`Epilogue`]).
+fn epilogue(
+    target: &Target,
+    memory: &mut TileMemory,
+    v: &Epilogue<Placed>,
+    step: u32,
+) -> Result<u64, String> {
+    let Epilogue {
+        rows, cols, gelu, ..
+    } = *v;
+    let (out, out_stride) = (v.out.address, v.out.stride);
+    expect(&v.out, DType::F16, "epilogue output")?;
+    let mut p = vec![0f32; rows as usize * cols as usize];
+    let Some(partials_type) = v.partials.first().map(|p| p.dtype) else {
+        return Err("epilogue of no partials".to_string());
+    };
+    for part in &v.partials {
+        expect(part, partials_type, "epilogue partials")?;
+        let part = memory.load(
+            &Matrix {
+                addr: part.address,
+                stride: part.stride,
+                rows,
+                cols,
+                dtype: partials_type,
+            },
+            "epilogue partials",
+        )?;
+        for (sum, x) in p.iter_mut().zip(part) {
+            *sum += x;
+        }
+    }
+    let bv = match &v.bias {
+        Some(bias) => Some(memory.load(
+            &Matrix {
+                addr: expect(bias, DType::F16, "epilogue bias")?,
+                stride: bias.stride,
+                rows: 1,
+                cols,
+                dtype: DType::F16,
+            },
+            "epilogue bias",
+        )?),
+        None => None,
+    };
+    let result: Vec<f32> = p
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            numerics::epilogue(v, bv.as_ref().map(|b| b[i % cols as usize]), gelu).to_f32()
+        })
+        .collect();
+    memory.store(
+        &Matrix {
+            addr: out,
+            stride: out_stride,
+            rows,
+            cols,
+            dtype: DType::F16,
+        },
+        &result,
+        step,
+        "epilogue output",
+    )?;
+    let (ops, transcendentals) =
+        Target::epilogue_ops(partials_type, v.partials.len() as u32, bv.is_some(), gelu);
+    Ok(target.vector_cycles(
+        u64::from(rows) * u64::from(cols),
+        DType::F16,
+        ops,
+        transcendentals,
+    ))
+}
+
+/// One step of the online softmax over a block of scoresᵀ ([`Softmax`]).
+fn softmax(
+    target: &Target,
+    memory: &mut TileMemory,
+    v: &Softmax<Placed>,
+    step: u32,
+) -> Result<u64, String> {
+    let Softmax {
+        keys,
+        queries,
+        head_dim,
+        mask,
+        first,
+        scale_bits,
+        ..
+    } = *v;
+    let (scores, scores_stride, scores_type) = (v.scores.address, v.scores.stride, v.scores.dtype);
+    let probabilities = expect(&v.probabilities, DType::F16, "softmax probabilities")?;
+    let probabilities_stride = v.probabilities.stride;
+    let state = expect(&v.state, DType::F32, "softmax state")?;
+    let state_stride = v.state.stride;
+    let rescale = expect(&v.rescale, DType::F32, "softmax rescale")?;
+    let mask = mask.map(|m| (m.first_key, m.first_query));
+    let matrix = |addr, stride, rows, dtype| Matrix {
+        addr,
+        stride,
+        rows,
+        cols: queries,
+        dtype,
+    };
+    let stats = matrix(state + head_dim * state_stride, state_stride, 2, DType::F32);
+    let s = memory.load(
+        &matrix(scores, scores_stride, keys, scores_type),
+        "softmax scores",
+    )?;
+    let q = queries as usize;
+    let (mut max, mut sum) = if first {
+        (vec![0f32; q], vec![0f32; q])
+    } else {
+        let m = memory.load(&stats, "softmax running max and sum")?;
+        (m[..q].to_vec(), m[q..].to_vec())
+    };
+    let (p, r) = numerics::softmax_block(
+        &s,
+        keys as usize,
+        q,
+        f32::from_bits(scale_bits),
+        mask,
+        first,
+        &mut max,
+        &mut sum,
+    );
+    let p_matrix = matrix(probabilities, probabilities_stride, keys, DType::F16);
+    memory.store(&p_matrix, &p, step, "softmax probabilities")?;
+    memory.store(
+        &matrix(rescale, queries * 4, 1, DType::F32),
+        &r,
+        step,
+        "softmax rescale",
+    )?;
+    max.extend_from_slice(&sum);
+    memory.store(&stats, &max, step, "softmax running max and sum")?;
+    Ok(target.softmax_cycles(keys, queries, scores_type, mask.is_some()))
+}
+
+/// The rescaled accumulation of `values · probabilities` into the flash state ([`Accumulate`]).
+fn accumulate(
+    target: &Target,
+    memory: &mut TileMemory,
+    v: &Accumulate<Placed>,
+    step: u32,
+) -> Result<u64, String> {
+    let Accumulate {
+        rows, cols, first, ..
+    } = *v;
+    let (partials, partials_stride, partials_type) =
+        (v.partials.address, v.partials.stride, v.partials.dtype);
+    let state = expect(&v.state, DType::F32, "accumulator")?;
+    let state_stride = v.state.stride;
+    let rescale = expect(&v.rescale, DType::F32, "accumulate rescale")?;
+    let matrix = |addr, stride, rows, dtype| Matrix {
+        addr,
+        stride,
+        rows,
+        cols,
+        dtype,
+    };
+    let p = memory.load(
+        &matrix(partials, partials_stride, rows, partials_type),
+        "accumulate partials",
+    )?;
+    let acc_matrix = matrix(state, state_stride, rows, DType::F32);
+    let acc = if first {
+        p
+    } else {
+        let r = memory.load(
+            &matrix(rescale, cols * 4, 1, DType::F32),
+            "accumulate rescale",
+        )?;
+        let acc = memory.load(&acc_matrix, "accumulator")?;
+        acc.iter()
+            .zip(&p)
+            .enumerate()
+            .map(|(i, (a, x))| a * r[i % cols as usize] + x)
+            .collect()
+    };
+    memory.store(&acc_matrix, &acc, step, "accumulator")?;
+    Ok(target.accumulate_cycles(u64::from(rows) * u64::from(cols), first))
+}
+
+/// The merge of flash states into the attention output ([`Combine`]).
+fn combine(
+    target: &Target,
+    memory: &mut TileMemory,
+    v: &Combine<Placed>,
+    step: u32,
+) -> Result<u64, String> {
+    let Combine {
+        rows,
+        cols,
+        scale_bits,
+        ..
+    } = *v;
+    let out = expect(&v.out, DType::F16, "attention output")?;
+    let out_stride = v.out.stride;
+    let states = &v.states;
+    let parts = states
+        .iter()
+        .map(|s| {
+            memory.load(
+                &Matrix {
+                    addr: expect(s, DType::F32, "flash state")?,
+                    stride: s.stride,
+                    rows: rows + 2,
+                    cols,
+                    dtype: DType::F32,
+                },
+                "flash state",
+            )
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    if parts.is_empty() {
+        return Err("combine of no flash state".to_string());
+    }
+    let o = numerics::combine(
+        &parts,
+        rows as usize,
+        cols as usize,
+        f32::from_bits(scale_bits),
+    );
+    let m = Matrix {
+        addr: out,
+        stride: out_stride,
+        rows,
+        cols,
+        dtype: DType::F16,
+    };
+    memory.store(&m, &o, step, "attention output")?;
+    Ok(target.combine_cycles(states.len() as u32, u64::from(rows) * u64::from(cols), cols))
+}
+
+/// The operand's address, when its element type is the one the vertex reads or writes there.
+fn expect(operand: &Placed, dtype: DType, what: &str) -> Result<u32, String> {
+    if operand.dtype != dtype {
+        return Err(format!(
+            "{what} at {:#x} is {}, where the vertex takes {dtype}",
+            operand.address, operand.dtype
+        ));
+    }
+    Ok(operand.address)
+}
+
+fn check_alignment(value: u32, align: u32, what: &str) -> Result<(), String> {
+    if !value.is_multiple_of(align) {
+        return Err(format!("{what} {value:#x} is not {align}-byte aligned"));
+    }
+    Ok(())
+}
