@@ -84,7 +84,8 @@ fn resolve(sources: &Sources, start: &str, segments: &[&str]) -> Option<String> 
         }
         let prefix = format!("{module}::");
         let exported = sources.iter().find(|(m, text)| {
-            m.strip_prefix(&prefix).is_some_and(|rest| !rest.contains("::"))
+            m.strip_prefix(&prefix)
+                .is_some_and(|rest| !rest.contains("::"))
                 && sources[&module].contains(&format!(
                     "pub use {}::*;",
                     m.rsplit("::").next().unwrap_or_default()
@@ -107,7 +108,10 @@ fn parent(module: &str) -> &str {
 /// `super::x` is taken from the parent module.
 fn paths(module: &str, source: &str) -> Vec<(String, Vec<String>)> {
     let mut found = Vec::new();
-    for (root, start) in [("crate::", String::new()), ("super::", parent(module).to_string())] {
+    for (root, start) in [
+        ("crate::", String::new()),
+        ("super::", parent(module).to_string()),
+    ] {
         let mut rest = source;
         while let Some(at) = rest.find(root) {
             let before = rest[..at].chars().last();
@@ -213,7 +217,9 @@ fn top(module: &str) -> &str {
 
 fn phase(module: &str) -> Option<&str> {
     let mut parts = module.split("::");
-    (parts.next() == Some("stages")).then(|| parts.next()).flatten()
+    (parts.next() == Some("stages"))
+        .then(|| parts.next())
+        .flatten()
 }
 
 /// Every breach of the rule, as readable lines.
@@ -224,8 +230,9 @@ fn breaches(sources: &Sources) -> Vec<String> {
         for to in targets {
             let breach = match (phase(from), phase(to)) {
                 (Some(a), Some(b)) if a != b => Some("a phase depends on another phase"),
-                (None, Some(_)) if ["ir", "isa", "device", "exchange", "lowering", "target"]
-                    .contains(&top(from)) =>
+                (None, Some(_))
+                    if ["ir", "isa", "device", "exchange", "lowering", "target"]
+                        .contains(&top(from)) =>
                 {
                     Some("only the driver may depend on a phase")
                 }
@@ -287,7 +294,10 @@ fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
 fn the_library_keeps_the_dependency_rule() {
     let sources = library_sources();
     for expected in ["ir", "isa", "device", "stages::emit", "lowering"] {
-        assert!(sources.contains_key(expected), "module {expected} not found");
+        assert!(
+            sources.contains_key(expected),
+            "module {expected} not found"
+        );
     }
     let found = breaches(&sources);
     assert!(found.is_empty(), "{}", found.join("\n"));
@@ -298,7 +308,10 @@ fn the_graph_sees_the_phases_dependencies() {
     let edges = graph(&library_sources());
     let emit = &edges["stages::emit"];
     assert!(emit.contains("lowering"), "emit -> lowering: {emit:?}");
-    assert!(emit.contains("ir::placement"), "re-export resolved: {emit:?}");
+    assert!(
+        emit.contains("ir::placement"),
+        "re-export resolved: {emit:?}"
+    );
     assert!(edges["isa"].contains("ir::graph"), "{:?}", edges["isa"]);
 }
 
@@ -314,7 +327,10 @@ fn a_phase_importing_another_phase_breaks_the_rule() {
     let sources = crafted(&[
         ("stages", "pub mod emit;\npub mod place_storage;\n"),
         ("stages::emit", "pub fn tile_programs() {}\n"),
-        ("stages::place_storage", "use crate::stages::emit::tile_programs;\n"),
+        (
+            "stages::place_storage",
+            "use crate::stages::emit::tile_programs;\n",
+        ),
     ]);
     let found = breaches(&sources);
     assert_eq!(
@@ -328,7 +344,10 @@ fn the_device_importing_a_phase_breaks_the_rule() {
     let sources = crafted(&[
         ("stages", "pub mod build_images;\n"),
         ("stages::build_images", "pub struct Package;\n"),
-        ("device", "use crate::{isa::Instr, stages::build_images::Package};\n"),
+        (
+            "device",
+            "use crate::{isa::Instr, stages::build_images::Package};\n",
+        ),
         ("isa", "pub enum Instr {}\n"),
     ]);
     let found = breaches(&sources).join("\n");
@@ -338,12 +357,18 @@ fn the_device_importing_a_phase_breaks_the_rule() {
 #[test]
 fn a_circle_through_a_re_export_breaks_the_rule() {
     let sources = crafted(&[
-        ("ir", "pub mod graph;\npub mod program;\npub use graph::*;\npub use program::*;\n"),
+        (
+            "ir",
+            "pub mod graph;\npub mod program;\npub use graph::*;\npub use program::*;\n",
+        ),
         ("ir::graph", "use crate::ir::Selected;\npub struct Graph;\n"),
         ("ir::program", "use super::Graph;\npub struct Selected;\n"),
     ]);
     let found = breaches(&sources).join("\n");
-    assert!(found.contains("circle: ir::graph -> ir::program -> ir::graph"), "{found}");
+    assert!(
+        found.contains("circle: ir::graph -> ir::program -> ir::graph"),
+        "{found}"
+    );
 }
 
 #[test]
@@ -352,5 +377,8 @@ fn test_code_and_comments_are_not_dependencies() {
         "use crate::isa::Instr; // see crate::stages\n#[cfg(test)]\nmod tests { use crate::device; }\n",
     );
     assert!(source.contains("isa"), "{source}");
-    assert!(!source.contains("device") && !source.contains("stages"), "{source}");
+    assert!(
+        !source.contains("device") && !source.contains("stages"),
+        "{source}"
+    );
 }

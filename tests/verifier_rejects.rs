@@ -14,7 +14,8 @@ use ipu_codegen::ir::{
 };
 use ipu_codegen::isa::{Instr, TileProgram};
 use ipu_codegen::stages::{
-    build_images, emit, lower_mid, place_storage, plan_exchange_storage, select_finalist,
+    build_images, emit, lower_exchanges, lower_mid, place_storage, plan_exchange_storage,
+    select_finalist,
 };
 
 /// Whether `needle` occurs in `haystack` as a whole token: not inside a longer word on its left,
@@ -1420,4 +1421,29 @@ fn build_images_verifier_rejects_a_reservation_smaller_than_the_code() {
             len - 1
         )],
     );
+}
+
+#[test]
+fn lower_exchanges_verifier_rejects_a_missing_schedule() {
+    let b = small();
+    let mut exchanges = b.exchanges.clone();
+    exchanges.phases.pop();
+    let errors = lower_exchanges::verify(&exchanges, &b.selected, &b.target);
+    let n = b.selected.exchanges.len();
+    assert_rejects(
+        &errors,
+        &[&format!(
+            "{} schedules for the selection's {n} exchange phases",
+            n - 1
+        )],
+    );
+}
+
+#[test]
+fn lower_exchanges_verifier_rejects_schedules_out_of_phase_order() {
+    let b = small();
+    let mut exchanges = b.exchanges.clone();
+    exchanges.phases.swap(0, 1);
+    let errors = lower_exchanges::verify(&exchanges, &b.selected, &b.target);
+    assert_rejects(&errors, &["the schedule of ex1 stands where ex0 is"]);
 }

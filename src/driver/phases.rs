@@ -10,12 +10,12 @@
 //! is a row here, a field of [`PhaseConfigs`], and its module.
 
 use super::artifact::{Output, PhaseArtifacts, PhaseError};
-use crate::exchange::{Overheads, Schedule};
+use crate::exchange::Schedule;
 use crate::ir::{ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode};
 use crate::pipeline::ArtifactKind;
 use crate::stages::build_images::{self, BuildImagesConfig, build_images};
 use crate::stages::emit::{self, EmitConfig, emit};
-use crate::stages::lower_exchanges::{LowerExchangesConfig, lower_exchanges, pattern_keys};
+use crate::stages::lower_exchanges::{self, LowerExchangesConfig, lower_exchanges, pattern_keys};
 use crate::stages::lower_mid::{self, LowerMidConfig, lower_mid};
 use crate::stages::place_storage::{self, PlaceStorageConfig, place_storage};
 use crate::stages::plan_exchange_storage::{
@@ -183,7 +183,10 @@ pub static PHASES: [PhaseSpec; 7] = [
         schema: Exchanges::SCHEMA,
         config: |c| canonical(&c.lower_exchanges),
         run: run_lower_exchanges,
-        verify: verify_lower_exchanges,
+        verify: |a, t| {
+            let (sel, ex) = (a.input::<Selected>()?, a.output::<Exchanges>()?);
+            Ok(lower_exchanges::verify(&ex, &sel, t))
+        },
         headline: |a| {
             let ex = a.output::<Exchanges>()?;
             let schedules = || ex.phases.iter().map(|p| &p.schedule);
@@ -299,30 +302,6 @@ fn run_lower_exchanges(
         s.record(&phase.pattern, &hash)?;
     }
     Ok(Output::of(exchanges))
-}
-
-/// One schedule per exchange phase of the selection, each passing the independent checker against
-/// its phase's pattern.
-fn verify_lower_exchanges(a: &PhaseArtifacts, t: &Target) -> Result<Vec<String>, PhaseError> {
-    let (sel, ex) = (a.input::<Selected>()?, a.output::<Exchanges>()?);
-    let o = Overheads::of(t);
-    let mut v = Verifier::default();
-    v.check(sel.exchanges.len() == ex.phases.len(), || {
-        format!(
-            "{} schedules for the selection's {} exchange phases",
-            ex.phases.len(),
-            sel.exchanges.len()
-        )
-    });
-    for (phase, ps) in sel.exchanges.iter().zip(&ex.phases) {
-        v.check(ps.id == phase.id, || {
-            format!("the schedule of {} stands where {} is", ps.id, phase.id)
-        });
-        for e in crate::exchange::check::check(&phase.pattern(t), o, &ps.schedule) {
-            v.error(format!("{}: {e}", phase.id));
-        }
-    }
-    Ok(v.finish())
 }
 
 /// Every rule a phase table keeps, each broken one with its row: names are distinct snake_case words;

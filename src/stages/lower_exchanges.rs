@@ -20,6 +20,7 @@ use crate::exchange::{Overheads, Pattern, Schedule};
 use crate::ir::{ExchangeStorage, Exchanges, PhaseSchedule, Selected};
 use crate::store::{COMPILER_VERSION, ContentHash};
 use crate::target::Target;
+use crate::verify::Verifier;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -162,4 +163,28 @@ pub fn lower_exchanges(
         });
     }
     Ok(Exchanges { phases })
+}
+
+/// Checks schedules against the selection: one per exchange phase, in order, each passing the
+/// independent checker (`crate::exchange::check`) against its phase's pattern; returns every problem
+/// found, each with its phase.
+pub fn verify(exchanges: &Exchanges, sel: &Selected, target: &Target) -> Vec<String> {
+    let o = Overheads::of(target);
+    let mut v = Verifier::default();
+    v.check(sel.exchanges.len() == exchanges.phases.len(), || {
+        format!(
+            "{} schedules for the selection's {} exchange phases",
+            exchanges.phases.len(),
+            sel.exchanges.len()
+        )
+    });
+    for (phase, ps) in sel.exchanges.iter().zip(&exchanges.phases) {
+        v.check(ps.id == phase.id, || {
+            format!("the schedule of {} stands where {} is", ps.id, phase.id)
+        });
+        for e in check(&phase.pattern(target), o, &ps.schedule) {
+            v.error(format!("{}: {e}", phase.id));
+        }
+    }
+    v.finish()
 }

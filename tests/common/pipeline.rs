@@ -4,14 +4,13 @@
 
 use super::{SMALL, SMALL_ATTENTION};
 use ipu_codegen::driver::PhaseConfigs;
-use ipu_codegen::exchange::check::check;
-use ipu_codegen::exchange::{Overheads, Schedule};
+use ipu_codegen::exchange::Schedule;
 use ipu_codegen::ir::{
     ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode,
 };
 use ipu_codegen::stages::build_images::{self, BuildImagesConfig};
 use ipu_codegen::stages::emit::{self, EmitConfig};
-use ipu_codegen::stages::lower_exchanges::{LowerExchangesConfig, lower_exchanges};
+use ipu_codegen::stages::lower_exchanges::{self, LowerExchangesConfig, lower_exchanges};
 use ipu_codegen::stages::lower_mid::{self, LowerMidConfig};
 use ipu_codegen::stages::place_storage::{self, PlaceStorageConfig, PlacementOrder};
 use ipu_codegen::stages::plan_exchange_storage::{self, PlanExchangeStorageConfig};
@@ -100,10 +99,12 @@ pub fn build(workload: &str) -> Built {
 }
 
 impl Built {
-    /// The schedule checker's verdict on `schedule` as the schedule of exchange phase `phase`.
+    /// `lower_exchanges`' verdict on the schedules with `schedule` as the schedule of exchange phase
+    /// `phase`.
     pub fn check_schedule(&self, phase: usize, schedule: &Schedule) -> Vec<String> {
-        let pattern = self.selected.exchanges[phase].pattern(&self.target);
-        check(&pattern, Overheads::of(&self.target), schedule)
+        let mut exchanges = self.exchanges.clone();
+        exchanges.phases[phase].schedule = schedule.clone();
+        lower_exchanges::verify(&exchanges, &self.selected, &self.target)
     }
 
     /// Every phase's verifier accepts the undamaged artifacts: a test that damages one can only see an
