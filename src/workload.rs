@@ -369,155 +369,142 @@ fn mlp_graph(workload: String, m: &MlpSpec, rows: u32) -> Graph {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let mut g = Graph {
-        workload,
-        values: Vec::new(),
-        ops: Vec::new(),
-        partials: m.partials,
-        seed: m.seed,
-        parameters,
+    let mut mlp = MlpGraph {
+        m,
+        rows,
+        g: Graph {
+            workload,
+            values: Vec::new(),
+            ops: Vec::new(),
+            partials: m.partials,
+            seed: m.seed,
+            parameters,
+        },
     };
-    let value =
-        |g: &mut Graph, name: String, rows: u32, cols: u32, role: ValueRole, fan_in: u32| {
-            let id = ValueId::from_index(g.values.len());
-            g.values.push(Value {
-                id,
-                name,
-                rows,
-                cols,
-                dtype: m.dtype,
-                role,
-                fan_in,
-            });
-            id
-        };
-    let op = |g: &mut Graph, name: String, kind: OpKind, out: ValueId| {
-        let id = OpId::from_index(g.ops.len());
-        g.ops.push(Op {
+    let mut x = mlp.value("x".into(), rows, m.dimension, ValueRole::Input, 0);
+    for b in 0..m.blocks {
+        x = mlp.block(b, x);
+    }
+    mlp.g
+}
+
+/// An MLP's graph under construction: values and operations numbered in order of creation.
+struct MlpGraph<'a> {
+    m: &'a MlpSpec,
+    rows: u32,
+    g: Graph,
+}
+
+impl MlpGraph<'_> {
+    fn value(
+        &mut self,
+        name: String,
+        rows: u32,
+        cols: u32,
+        role: ValueRole,
+        fan_in: u32,
+    ) -> ValueId {
+        let id = ValueId::from_index(self.g.values.len());
+        self.g.values.push(Value {
+            id,
+            name,
+            rows,
+            cols,
+            dtype: self.m.dtype,
+            role,
+            fan_in,
+        });
+        id
+    }
+
+    fn op(&mut self, name: String, kind: OpKind, out: ValueId) {
+        let id = OpId::from_index(self.g.ops.len());
+        self.g.ops.push(Op {
             id,
             name,
             kind,
             out,
         });
-    };
-    let mut x = value(&mut g, "x".into(), rows, m.dimension, ValueRole::Input, 0);
-    for b in 0..m.blocks {
+    }
+
+    /// Block `b` over its input `x`: `fc2(gelu(fc1(x) + bias?)) + bias?`; returns its output. Its
+    /// values come in the order fc1 and fc2 weights, then each operation's bias and result.
+    fn block(&mut self, b: u32, x: ValueId) -> ValueId {
+        let (m, rows) = (self.m, self.rows);
         let last = b + 1 == m.blocks;
-        let w1 = value(
-            &mut g,
+        let w1 = self.value(
             format!("block{b}.fc1.weight"),
             m.dimension,
             m.hidden,
             ValueRole::Weight,
             m.dimension,
         );
-        let w2 = value(
-            &mut g,
+        let w2 = self.value(
             format!("block{b}.fc2.weight"),
             m.hidden,
             m.dimension,
             ValueRole::Weight,
             m.hidden,
         );
-        let z = value(
-            &mut g,
+        let z = self.value(
             format!("block{b}.fc1"),
             rows,
             m.hidden,
             ValueRole::Intermediate,
             0,
         );
-        op(
-            &mut g,
-            format!("block{b}.fc1"),
-            OpKind::MatMul { a: x, b: w1 },
-            z,
-        );
+        self.op(format!("block{b}.fc1"), OpKind::MatMul { a: x, b: w1 }, z);
         let mut pre = z;
         if m.biases {
-            let b1 = value(
-                &mut g,
-                format!("block{b}.fc1.bias"),
-                1,
+            pre = self.bias(
+                &format!("block{b}.fc1"),
+                z,
                 m.hidden,
-                ValueRole::Weight,
                 m.dimension,
-            );
-            let zb = value(
-                &mut g,
-                format!("block{b}.fc1.biased"),
-                rows,
-                m.hidden,
                 ValueRole::Intermediate,
-                0,
             );
-            op(
-                &mut g,
-                format!("block{b}.fc1.bias"),
-                OpKind::AddBias { x: z, bias: b1 },
-                zb,
-            );
-            pre = zb;
         }
-        let h = value(
-            &mut g,
+        let h = self.value(
             format!("block{b}.gelu"),
             rows,
             m.hidden,
             ValueRole::Intermediate,
             0,
         );
-        op(
-            &mut g,
-            format!("block{b}.gelu"),
-            OpKind::GeluTanh { x: pre },
-            h,
-        );
+        self.op(format!("block{b}.gelu"), OpKind::GeluTanh { x: pre }, h);
         let role = if last && !m.biases {
             ValueRole::Output
         } else {
             ValueRole::Intermediate
         };
-        let y = value(&mut g, format!("block{b}.fc2"), rows, m.dimension, role, 0);
-        op(
-            &mut g,
-            format!("block{b}.fc2"),
-            OpKind::MatMul { a: h, b: w2 },
-            y,
-        );
-        x = y;
-        if m.biases {
-            let b2 = value(
-                &mut g,
-                format!("block{b}.fc2.bias"),
-                1,
-                m.dimension,
-                ValueRole::Weight,
-                m.hidden,
-            );
-            let role = if last {
-                ValueRole::Output
-            } else {
-                ValueRole::Intermediate
-            };
-            let yb = value(
-                &mut g,
-                format!("block{b}.fc2.biased"),
-                rows,
-                m.dimension,
-                role,
-                0,
-            );
-            op(
-                &mut g,
-                format!("block{b}.fc2.bias"),
-                OpKind::AddBias { x: y, bias: b2 },
-                yb,
-            );
-            x = yb;
+        let y = self.value(format!("block{b}.fc2"), rows, m.dimension, role, 0);
+        self.op(format!("block{b}.fc2"), OpKind::MatMul { a: h, b: w2 }, y);
+        if !m.biases {
+            return y;
         }
+        let role = if last {
+            ValueRole::Output
+        } else {
+            ValueRole::Intermediate
+        };
+        self.bias(&format!("block{b}.fc2"), y, m.dimension, m.hidden, role)
     }
-    g
+
+    /// The bias of `layer` (a `1 x cols` weight with `fan_in`) added to its result `x`; returns the
+    /// biased value, of `role`.
+    fn bias(
+        &mut self,
+        layer: &str,
+        x: ValueId,
+        cols: u32,
+        fan_in: u32,
+        role: ValueRole,
+    ) -> ValueId {
+        let bias = self.value(format!("{layer}.bias"), 1, cols, ValueRole::Weight, fan_in);
+        let biased = self.value(format!("{layer}.biased"), self.rows, cols, role, 0);
+        self.op(format!("{layer}.bias"), OpKind::AddBias { x, bias }, biased);
+        biased
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,356 @@
+//! The program builder: one finalist plan under one tile mapping, built into a whole program.
+//!
+//! Contract: [`build`] lays down the home pieces of the weights and inputs the matmuls read first
+//! (each on the grid of the matmul that first reads it), then, in the mid's operator order, each
+//! operator's supersteps as [`super::matmul`] and [`super::attention`] plan them (an attention makes
+//! its own home pieces first), and costs the result ([`super::estimate`]). The [`Builder`] hands out
+//! dense ids in order of creation: buffers as they are made, exchange phases and compute sets as they
+//! are appended as the next step. A gather reads every buffer holding part of a value (its home
+//! pieces or its producer's output blocks) and extends the holder's lifetime to the gathering step;
+//! an operator's outputs become its value's holders, and the host reads them when the value is the
+//! graph's output. The same plan, mapping and target give the same program.
+
+use super::estimate::estimate;
+use crate::exchange::Overheads;
+use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
+use crate::ir::{
+    Buffer, BufferClass, ComputeSet, DType, Destination, ExchangePhase, Graph, HostTransfer,
+    Mapping, Mid, Operator, Partition, Rect, Selected, Step, Transfer, ValueRole, Vertex,
+};
+use crate::target::Target;
+use std::collections::BTreeMap;
+
+/// Transfers of a phase being built, grouped by (source buffer, rectangle).
+pub(super) type Groups = BTreeMap<(BufferId, Rect), Vec<Destination>>;
+
+/// The program under construction.
+pub(super) struct Builder<'a> {
+    pub(super) graph: &'a Graph,
+    pub(super) target: &'a Target,
+    pub(super) mapping: Mapping,
+    buffers: Vec<Buffer>,
+    /// Buffers holding each value's data that transfers may read, by value.
+    holders: BTreeMap<ValueId, Vec<BufferId>>,
+    initialize: Vec<HostTransfer>,
+    run_inputs: Vec<HostTransfer>,
+    run_outputs: Vec<HostTransfer>,
+    steps: Vec<Step>,
+    exchanges: Vec<ExchangePhase>,
+    compute_sets: Vec<ComputeSet>,
+    last_step: u32,
+}
+
+/// The supersteps of one operator: the exchange gathering its operands and the compute set after
+/// it; when its depth (matmul) or its keys (attention) are split over tiles, a second exchange and
+/// compute set that reduce the tiles' results, otherwise both are the first compute set.
+#[derive(Clone, Copy)]
+pub(super) struct Supersteps {
+    pub(super) gather: u32,
+    pub(super) compute: u32,
+    pub(super) reduce_exchange: u32,
+    pub(super) reduce: u32,
+    pub(super) split: bool,
+}
+
+/// What an operator's blocks add to its supersteps, collected while they are built.
+pub(super) struct Work {
+    split: bool,
+    /// The gathering exchange.
+    pub(super) groups: Groups,
+    /// The reducing exchange (split only).
+    pub(super) reductions: Groups,
+    /// The first compute set.
+    pub(super) vertices: Vec<Vertex>,
+    /// The reducing compute set (split only).
+    reduce_vertices: Vec<Vertex>,
+    /// The buffers holding the operator's result.
+    pub(super) outputs: Vec<BufferId>,
+}
+
+impl Work {
+    pub(super) fn new(split: bool) -> Work {
+        Work {
+            split,
+            groups: Groups::new(),
+            reductions: Groups::new(),
+            vertices: Vec::new(),
+            reduce_vertices: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    /// Adds a vertex that finishes a share of the output: to the reducing compute set when the
+    /// operator is split, otherwise to the first.
+    pub(super) fn finishing(&mut self, vertex: Vertex) {
+        if self.split {
+            self.reduce_vertices.push(vertex);
+        } else {
+            self.vertices.push(vertex);
+        }
+    }
+}
+
+impl Builder<'_> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn buffer(
+        &mut self,
+        tile: TileId,
+        value: ValueId,
+        class: BufferClass,
+        rect: Rect,
+        dtype: DType,
+        transposed: bool,
+        [first, last]: [u32; 2],
+    ) -> BufferId {
+        let id = BufferId::from_index(self.buffers.len());
+        let mut buffer = Buffer {
+            id,
+            tile,
+            value,
+            class,
+            rect,
+            dtype,
+            transposed,
+            stride: 0,
+            first_step: StepId(first),
+            last_step: StepId(last),
+        };
+        // Every row starts at the buffer's alignment, so row-by-row loads stay aligned.
+        buffer.stride = buffer
+            .storage_cols()
+            .next_multiple_of(buffer.alignment() / dtype.bytes());
+        self.buffers.push(buffer);
+        id
+    }
+
+    /// A home piece of an input or weight, written by the host.
+    pub(super) fn home(
+        &mut self,
+        tile: TileId,
+        value: ValueId,
+        rect: Rect,
+        transposed: bool,
+    ) -> BufferId {
+        let v = self.graph.value(value);
+        let (class, last) = match v.role {
+            ValueRole::Weight => (BufferClass::WeightHome, self.last_step),
+            _ => (BufferClass::InputHome, 0),
+        };
+        let id = self.buffer(tile, value, class, rect, v.dtype, transposed, [0, last]);
+        self.holders.entry(value).or_default().push(id);
+        let t = HostTransfer {
+            value,
+            rect,
+            tile,
+            buffer: id,
+        };
+        if v.role == ValueRole::Weight {
+            self.initialize.push(t)
+        } else {
+            self.run_inputs.push(t)
+        }
+        id
+    }
+
+    /// Whether some buffer already holds data of `value` that transfers may read.
+    pub(super) fn is_held(&self, value: ValueId) -> bool {
+        self.holders.contains_key(&value)
+    }
+
+    /// Transfers that fill `dest` (on `tile`) with `rect` of `value`, from every holder intersecting it.
+    pub(super) fn gather(
+        &mut self,
+        value: ValueId,
+        rect: Rect,
+        dest: BufferId,
+        step: u32,
+        out: &mut Groups,
+    ) {
+        let tile = self.buffers[dest.index()].tile;
+        for &h in self.holders.get(&value).map(Vec::as_slice).unwrap_or(&[]) {
+            if let Some(piece) = self.buffers[h.index()].rect.intersect(&rect) {
+                out.entry((h, piece))
+                    .or_default()
+                    .push(Destination { tile, buffer: dest });
+                let b = &mut self.buffers[h.index()];
+                b.last_step = b.last_step.max(StepId(step));
+            }
+        }
+    }
+
+    /// The supersteps of the operator appended next, `split` when it reduces over tiles.
+    pub(super) fn supersteps(&self, split: bool) -> Supersteps {
+        let gather = self.steps.len() as u32;
+        let compute = gather + 1;
+        let (reduce_exchange, reduce) = if split {
+            (compute + 1, compute + 2)
+        } else {
+            (compute, compute)
+        };
+        Supersteps {
+            gather,
+            compute,
+            reduce_exchange,
+            reduce,
+            split,
+        }
+    }
+
+    /// Appends an operator's supersteps from its `work` (the reducing pair, named with `reduction`,
+    /// when split) and makes its outputs the holders of `value`.
+    pub(super) fn finish(
+        &mut self,
+        operator: OpId,
+        name: &str,
+        reduction: &str,
+        value: ValueId,
+        work: Work,
+    ) {
+        self.exchange(work.groups);
+        self.compute(operator, name, work.vertices);
+        if work.split {
+            self.exchange(work.reductions);
+            self.compute(
+                operator,
+                &format!("{name}.{reduction}"),
+                work.reduce_vertices,
+            );
+        }
+        self.outputs(value, work.outputs);
+    }
+
+    /// Appends an exchange phase made of `groups` as the next step.
+    fn exchange(&mut self, groups: Groups) {
+        let id = ExchangeId::from_index(self.exchanges.len());
+        let transfers: Vec<Transfer> = groups
+            .into_iter()
+            .map(|((h, rect), mut destinations)| {
+                destinations.sort_by_key(|d| (d.tile, d.buffer));
+                let src = &self.buffers[h.index()];
+                Transfer {
+                    source: src.tile,
+                    source_buffer: h,
+                    value: src.value,
+                    rect,
+                    destinations,
+                    bytes: rect.rows() * rect.cols() * src.dtype.bytes(),
+                }
+            })
+            .collect();
+        let mut phase = ExchangePhase {
+            id,
+            step: StepId(self.steps.len() as u32),
+            transfers,
+            lower_bound: 0,
+        };
+        phase.lower_bound = phase
+            .pattern(self.target)
+            .lower_bound(Overheads::of(self.target));
+        self.exchanges.push(phase);
+        self.steps.push(Step::Exchange(id));
+    }
+
+    /// Appends a compute set as the next step.
+    fn compute(&mut self, operator: OpId, name: &str, vertices: Vec<Vertex>) {
+        self.steps
+            .push(Step::Compute(self.compute_sets.len() as u32));
+        self.compute_sets.push(ComputeSet {
+            step: StepId(self.steps.len() as u32 - 1),
+            operator,
+            name: name.to_string(),
+            vertices,
+        });
+    }
+
+    /// Marks an operator's result buffers: they hold its value, and the host reads them when it is
+    /// the graph's output.
+    fn outputs(&mut self, value: ValueId, outputs: Vec<BufferId>) {
+        if self.graph.value(value).role == ValueRole::Output {
+            for &o in &outputs {
+                let buf = &mut self.buffers[o.index()];
+                buf.last_step = StepId(self.last_step);
+                self.run_outputs.push(HostTransfer {
+                    value,
+                    rect: buf.rect,
+                    tile: buf.tile,
+                    buffer: o,
+                });
+            }
+        }
+        self.holders.insert(value, outputs);
+    }
+}
+
+/// At most `parts` chunks of `0..len`, each a multiple of `multiple` long but the last.
+pub(super) fn chunks(len: u32, parts: u32, multiple: u32) -> Vec<(u32, u32)> {
+    let width = len.div_ceil(parts).next_multiple_of(multiple).max(multiple);
+    (0..parts)
+        .map(|i| (i * width, ((i + 1) * width).min(len)))
+        .filter(|(a, b)| a < b)
+        .collect()
+}
+
+/// Supersteps an operator takes under a partition.
+fn steps_of(p: &Partition) -> u32 {
+    match p {
+        Partition::Attention(a) if a.key_blocks > 1 => 4,
+        Partition::Grid(g) if g.depth_blocks > 1 => 4,
+        _ => 2,
+    }
+}
+
+/// The whole program of one finalist plan (`partitions`, number `finalist`) under `mapping`.
+pub(super) fn build(
+    graph: &Graph,
+    mid: &Mid,
+    partitions: &[Partition],
+    finalist: u32,
+    mapping: Mapping,
+    target: &Target,
+) -> Selected {
+    let mut b = Builder {
+        graph,
+        target,
+        mapping,
+        buffers: Vec::new(),
+        holders: BTreeMap::new(),
+        initialize: Vec::new(),
+        run_inputs: Vec::new(),
+        run_outputs: Vec::new(),
+        steps: Vec::new(),
+        exchanges: Vec::new(),
+        compute_sets: Vec::new(),
+        last_step: partitions.iter().map(steps_of).sum::<u32>() - 1,
+    };
+    // Home pieces of weights and inputs, on the grid of the matmul that first reads them.
+    for (op, p) in mid.operators.iter().zip(partitions) {
+        if let (Operator::MatMul(op), Partition::Grid(p)) = (op, p) {
+            b.matmul_homes(op, p);
+        }
+    }
+    for (op, p) in mid.operators.iter().zip(partitions) {
+        match (op, p) {
+            (Operator::MatMul(op), Partition::Grid(p)) => b.matmul(op, p),
+            (Operator::Attention(a), Partition::Attention(p)) => b.attention(a, p),
+            // lower_mid's verifier pairs every operator with a partition of its kind.
+            _ => unreachable!("{}: partition of another kind", op.id()),
+        }
+    }
+    let estimate = estimate(&b.steps, &b.exchanges, &b.compute_sets, target);
+    Selected {
+        workload: graph.workload.clone(),
+        graph: graph.clone(),
+        operators: mid.operators.clone(),
+        finalist,
+        mapping,
+        partitions: partitions.to_vec(),
+        buffers: b.buffers,
+        steps: b.steps,
+        exchanges: b.exchanges,
+        compute_sets: b.compute_sets,
+        initialize: b.initialize,
+        run_inputs: b.run_inputs,
+        run_outputs: b.run_outputs,
+        estimate,
+    }
+}

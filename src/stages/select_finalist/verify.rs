@@ -1,0 +1,213 @@
+//! The program's verifier.
+//!
+//! Contract: [`verify`] returns every problem found in a selection, each naming its place, in the
+//! order of its families of checks: buffers (tile, lifetime, rectangle, row alignment); transfers
+//! (each rectangle inside its source and every destination, both stored in the same order, the
+//! source written before and live at the phase, every destination born in it); coverage (every
+//! panel and partials share covered exactly once by its incoming transfers); vertices (every operand
+//! on the vertex's tile, live at its step and inside its buffer's storage; AMP partials and weight
+//! panels in interleaved memory). It reads only the selection and the target.
+
+use crate::ids::StepId;
+use crate::ir::{BufferClass, Rect, Selected};
+use crate::isa::VertexKind;
+use crate::target::Target;
+use crate::verify::Verifier;
+
+/// Checks a selection; returns every problem found.
+pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
+    let mut v = Verifier::default();
+    check_buffers(&mut v, s, target);
+    // Coverage of every gathered buffer, and liveness of sources and destinations.
+    let incoming = check_transfers(&mut v, s);
+    check_coverage(&mut v, s, &incoming);
+    check_vertices(&mut v, s);
+    v.finish()
+}
+
+/// Every buffer on a tile of the target, with a lifetime, a rectangle and aligned rows.
+fn check_buffers(v: &mut Verifier, s: &Selected, target: &Target) {
+    for buf in &s.buffers {
+        v.check(buf.tile.0 < target.tiles, || {
+            format!(
+                "{}: on {} beyond the {} tiles",
+                buf.id, buf.tile, target.tiles
+            )
+        });
+        v.check(buf.first_step <= buf.last_step, || {
+            format!(
+                "{}: lifetime {}..{} is empty",
+                buf.id, buf.first_step, buf.last_step
+            )
+        });
+        v.check(!buf.rect.is_empty(), || {
+            format!("{}: empty rectangle", buf.id)
+        });
+        v.check(
+            (buf.stride * buf.dtype.bytes()).is_multiple_of(buf.alignment())
+                && buf.stride >= buf.storage_cols(),
+            || {
+                format!(
+                    "{}: stride {} elements breaks its {}-byte row alignment",
+                    buf.id,
+                    buf.stride,
+                    buf.alignment()
+                )
+            },
+        );
+    }
+}
+
+/// Every transfer against its source and destinations; returns the rectangles each buffer receives.
+fn check_transfers(v: &mut Verifier, s: &Selected) -> Vec<Vec<Rect>> {
+    let mut incoming: Vec<Vec<Rect>> = vec![Vec::new(); s.buffers.len()];
+    for ex in &s.exchanges {
+        for t in &ex.transfers {
+            let src = &s.buffers[t.source_buffer.index()];
+            v.check(
+                src.tile == t.source && src.value == t.value && src.rect.contains(&t.rect),
+                || {
+                    format!(
+                        "{} transfer from {} {}: {} {} not inside {}",
+                        ex.id, t.source, src.id, t.value, t.rect, src.rect
+                    )
+                },
+            );
+            v.check(
+                src.first_step < ex.step || src.first_step == StepId(0),
+                || {
+                    format!(
+                        "{}: source {} is written in {} after it is sent",
+                        ex.id, src.id, src.first_step
+                    )
+                },
+            );
+            v.check(src.last_step >= ex.step, || {
+                format!(
+                    "{}: source {} dies at {} before it is sent",
+                    ex.id, src.id, src.last_step
+                )
+            });
+            v.check(
+                t.bytes == t.rect.rows() * t.rect.cols() * src.dtype.bytes(),
+                || format!("{}: transfer bytes", ex.id),
+            );
+            for d in &t.destinations {
+                let dst = &s.buffers[d.buffer.index()];
+                v.check(dst.transposed == src.transposed, || {
+                    format!(
+                        "{} transfer {} -> {}: {} and {} are stored in different orders",
+                        ex.id, t.source, d.tile, src.id, dst.id
+                    )
+                });
+                v.check(
+                    dst.tile == d.tile && dst.value == t.value && dst.rect.contains(&t.rect),
+                    || {
+                        format!(
+                            "{} transfer {} -> {} {}: {} not inside {}",
+                            ex.id, t.source, d.tile, dst.id, t.rect, dst.rect
+                        )
+                    },
+                );
+                v.check(dst.first_step == ex.step, || {
+                    format!(
+                        "{}: destination {} is not born in this phase",
+                        ex.id, dst.id
+                    )
+                });
+                incoming[d.buffer.index()].push(t.rect);
+            }
+        }
+    }
+    incoming
+}
+
+/// Every gathered buffer covered exactly once by its `incoming` rectangles.
+fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
+    for buf in &s.buffers {
+        if !matches!(
+            buf.class,
+            BufferClass::APanel
+                | BufferClass::BPanel
+                | BufferClass::BiasPanel
+                | BufferClass::PartialsShare
+        ) {
+            continue;
+        }
+        let rects = &incoming[buf.id.index()];
+        let covered: u64 = rects.iter().map(Rect::elements).sum();
+        v.check(covered == buf.rect.elements(), || {
+            format!(
+                "{} on {}: incoming transfers cover {covered} of {} elements",
+                buf.id,
+                buf.tile,
+                buf.rect.elements()
+            )
+        });
+        for (i, a) in rects.iter().enumerate() {
+            for b in &rects[i + 1..] {
+                v.check(a.intersect(b).is_none(), || {
+                    format!("{} on {}: transfers {a} and {b} overlap", buf.id, buf.tile)
+                });
+            }
+        }
+    }
+}
+
+/// Every vertex's operands on its tile, live at its step and inside their storage; the AMP's
+/// partials and weights in interleaved memory.
+fn check_vertices(v: &mut Verifier, s: &Selected) {
+    for cs in &s.compute_sets {
+        for vx in &cs.vertices {
+            for u in vx.kind.operands() {
+                let (o, buf) = (u.operand, &s.buffers[u.operand.buffer.index()]);
+                v.check(buf.tile == vx.tile, || {
+                    format!(
+                        "{}: vertex on {} uses {} on {}",
+                        cs.step, vx.tile, buf.id, buf.tile
+                    )
+                });
+                v.check(
+                    buf.first_step <= cs.step && buf.last_step >= cs.step,
+                    || {
+                        format!(
+                            "{}: vertex on {} uses {} outside its lifetime {}..{}",
+                            cs.step, vx.tile, buf.id, buf.first_step, buf.last_step
+                        )
+                    },
+                );
+                // Every operand window lies inside its buffer's storage.
+                let (r, c) = (u.rows, u.cols);
+                v.check(
+                    o.row + r <= buf.storage_rows() && o.col + c <= buf.storage_cols(),
+                    || {
+                        format!(
+                            "{}: {} {} on {} takes {r}x{c} from ({}, {}) of {}, stored {}x{}",
+                            cs.step,
+                            vx.kind.name(),
+                            u.role,
+                            vx.tile,
+                            o.row,
+                            o.col,
+                            buf.id,
+                            buf.storage_rows(),
+                            buf.storage_cols()
+                        )
+                    },
+                );
+            }
+            if let VertexKind::Amp(amp) = &vx.kind {
+                v.check(
+                    s.buffers[amp.partials.buffer.index()].needs_interleaved()
+                        && s.buffers[amp.b.buffer.index()].needs_interleaved(),
+                    || {
+                        format!(
+                            "{}: AMP on {} has operands outside interleaved memory",
+                            cs.step, vx.tile
+                        )
+                    },
+                );
+            }
+        }
+    }
+}
