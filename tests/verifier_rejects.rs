@@ -14,8 +14,7 @@ use ipu_codegen::ir::{
 };
 use ipu_codegen::isa::{Instr, TileProgram};
 use ipu_codegen::stages::{
-    build_images, emit, lower_exchanges, lower_mid, place_storage, plan_exchange_storage,
-    select_finalist,
+    build_images, emit, lower_exchanges, place_storage, plan_exchange_storage, select_finalist,
 };
 
 /// Whether `needle` occurs in `haystack` as a whole token: not inside a longer word on its left,
@@ -46,7 +45,7 @@ fn assert_rejects(errors: &[String], parts: &[&str]) {
 // lower_mid: operators cover the graph, partitions cover their operators and fit the target.
 
 fn lower_mid_errors(b: &Built, mid: &Mid) -> Vec<String> {
-    lower_mid::verify(mid, &b.graph, &b.target)
+    mid.verify(&b.graph, &b.target)
 }
 
 /// The grid of operator `op` in the first finalist.

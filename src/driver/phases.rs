@@ -16,7 +16,7 @@ use crate::pipeline::ArtifactKind;
 use crate::stages::build_images::{self, BuildImagesConfig, build_images};
 use crate::stages::emit::{self, EmitConfig, emit};
 use crate::stages::lower_exchanges::{self, LowerExchangesConfig, lower_exchanges, pattern_keys};
-use crate::stages::lower_mid::{self, LowerMidConfig, lower_mid};
+use crate::stages::lower_mid::{LowerMidConfig, lower_mid};
 use crate::stages::place_storage::{self, PlaceStorageConfig, place_storage};
 use crate::stages::plan_exchange_storage::{
     self, PlanExchangeStorageConfig, plan_exchange_storage,
@@ -112,7 +112,7 @@ pub static PHASES: [PhaseSpec; 7] = [
         },
         verify: |a, t| {
             let (mid, graph) = (a.output::<Mid>()?, a.input::<Graph>()?);
-            Ok(lower_mid::verify(&mid, &graph, t))
+            Ok(mid.verify(&graph, t))
         },
         headline: |a| {
             let mid = a.output::<Mid>()?;

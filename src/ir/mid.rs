@@ -3,8 +3,9 @@
 //! plans with their estimates. Written by `lower_mid`, read by `select_finalist`.
 
 use crate::ids::{OpId, ValueId};
-use crate::ir::{AttentionShape, DType};
+use crate::ir::{AttentionShape, DType, Graph};
 use crate::target::Target;
+use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -353,5 +354,122 @@ impl Mid {
             }
         }
         s
+    }
+}
+
+/// Bytes each tile keeps for code and exchange tables in the analytical model (`place_storage` sizes the
+/// real code).
+pub const CODE_RESERVE_BYTES: u64 = 24 * 1024;
+
+impl OperatorEstimate {
+    /// Whether the working set fits a tile: the interleaved-only buffers in interleaved memory, the
+    /// A panel whole in one region, the rest in what is left of both.
+    pub fn fits(&self, target: &Target) -> bool {
+        let e = self;
+        let standard = u64::from(target.interleaved_base - target.memory_base)
+            .saturating_sub(CODE_RESERVE_BYTES);
+        let Some(interleaved) =
+            u64::from(target.memory_end - target.interleaved_base).checked_sub(e.interleaved_bytes)
+        else {
+            return false;
+        };
+        let in_standard =
+            e.panel_bytes <= standard && e.other_bytes <= standard - e.panel_bytes + interleaved;
+        let in_interleaved =
+            e.panel_bytes <= interleaved && e.other_bytes <= standard + interleaved - e.panel_bytes;
+        in_standard || in_interleaved
+    }
+}
+
+/// Whether `blocks` blocks of `size` cover `len` with none empty.
+fn tiles_exactly(blocks: u32, size: u32, len: u32) -> bool {
+    let (blocks, size, len) = (u64::from(blocks), u64::from(size), u64::from(len));
+    blocks > 0 && blocks * size >= len && (blocks - 1) * size < len
+}
+
+impl Mid {
+    /// Checks the mid against its graph and target; returns every problem found: every graph
+    /// operation covered by exactly one operator, every finalist with a partition per operator that
+    /// tiles its output and reduction on at most the target's tiles, every estimate fitting a tile.
+    pub fn verify(&self, graph: &Graph, target: &Target) -> Vec<String> {
+        let mid = self;
+        let mut v = Verifier::default();
+        let mut covered = vec![0u32; graph.ops.len()];
+        for o in &mid.operators {
+            for c in o.covers() {
+                covered[c.index()] += 1;
+            }
+        }
+        for (i, n) in covered.iter().enumerate() {
+            v.check(*n == 1, || {
+                format!("op{i}: covered by {n} operators, expected 1")
+            });
+        }
+        v.check(!mid.finalists.is_empty(), || "no finalist".to_string());
+        for (f, plan) in mid.finalists.iter().enumerate() {
+            v.check(plan.partitions.len() == mid.operators.len(), || {
+                format!("finalist {f}: partition count")
+            });
+            for (o, p) in mid.operators.iter().zip(&plan.partitions) {
+                let id = o.id();
+                v.check(p.tiles() <= target.tiles, || {
+                    format!("finalist {f} {id}: {} tiles", p.tiles())
+                });
+                match (o, p) {
+                    (Operator::MatMul(o), Partition::Grid(p)) => {
+                        v.check(tiles_exactly(p.row_blocks, p.block_rows, o.m), || {
+                            format!(
+                                "finalist {f} {id}: row blocks {p:?} do not tile {} rows",
+                                o.m
+                            )
+                        });
+                        v.check(tiles_exactly(p.col_blocks, p.block_cols, o.n), || {
+                            format!(
+                                "finalist {f} {id}: column blocks {p:?} do not tile {} columns",
+                                o.n
+                            )
+                        });
+                        v.check(p.block_cols % target.amp_block_width == 0, || {
+                            format!(
+                                "finalist {f} {id}: block width {} is not a multiple of {}",
+                                p.block_cols, target.amp_block_width
+                            )
+                        });
+                        v.check(
+                            tiles_exactly(p.depth_blocks, p.block_depth, o.k)
+                                && (p.depth_blocks == 1
+                                    || p.block_depth % target.amp_block_depth == 0),
+                            || format!("finalist {f} {id}: depth blocks {p:?} do not tile {}", o.k),
+                        );
+                    }
+                    (Operator::Attention(a), Partition::Attention(p)) => {
+                        let s = a.shape;
+                        v.check(
+                            p.groups == a.groups()
+                                && tiles_exactly(p.query_blocks, p.block_queries, s.queries)
+                                && tiles_exactly(p.key_blocks, p.block_keys, s.seen_keys()),
+                            || format!("finalist {f} {id}: {p:?} does not tile {s:?}"),
+                        );
+                        v.check(p.tiles_per_group == p.cells(&s), || {
+                            format!("finalist {f} {id}: {p:?} miscounts its cells")
+                        });
+                        v.check(
+                            p.sub_block > 0
+                                && p.sub_block <= p.block_keys
+                                && (p.sub_block == p.block_keys
+                                    || p.sub_block % target.amp_block_depth == 0),
+                            || format!("finalist {f} {id}: key sub-block {}", p.sub_block),
+                        );
+                    }
+                    _ => v.error(format!("finalist {f} {id}: partition of another kind")),
+                }
+            }
+            for e in &plan.operators {
+                v.check(e.fits(target), || {
+                    format!("finalist {f}: estimated memory does not fit")
+                });
+            }
+        }
+        v.finish()
     }
 }

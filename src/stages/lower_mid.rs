@@ -8,18 +8,18 @@
 //! reduction (a multiple of the AMP block depth); an attention into batch-and-head groups of query
 //! blocks x key blocks, with the key sub-block its online softmax steps by.
 //!
-//! Invariants (checked by [`verify`]): every graph operation is covered by exactly one operator; every
-//! partition covers its output and its reduction (`row_blocks * block_rows >= m`, `col_blocks *
-//! block_cols >= n`, `depth_blocks * block_depth >= k`; query and key blocks likewise) with no empty
-//! block and uses at most `target.tiles` tiles; every finalist's estimated memory fits a tile.
+//! Invariants (checked by [`Mid::verify`], which `select_finalist` runs on its input too): every graph
+//! operation is covered by exactly one operator; every partition covers its output and its reduction
+//! (`row_blocks * block_rows >= m`, `col_blocks * block_cols >= n`, `depth_blocks * block_depth >= k`;
+//! query and key blocks likewise) with no empty block and uses at most `target.tiles` tiles; every
+//! finalist's estimated memory fits a tile.
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{
-    Attention, AttentionPartition, DType, Graph, Grid, MatMul, Mid, OpKind, Operator,
-    OperatorEstimate, Partition, Plan, PlanEstimate,
+    Attention, AttentionPartition, CODE_RESERVE_BYTES, DType, Graph, Grid, MatMul, Mid, OpKind,
+    Operator, OperatorEstimate, Partition, Plan, PlanEstimate,
 };
 use crate::target::Target;
-use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -60,10 +60,6 @@ pub enum LowerMidError {
     Invalid(String),
 }
 
-/// Bytes each tile keeps for code and exchange tables in the analytical model (`place_storage` sizes the
-/// real code).
-pub const CODE_RESERVE_BYTES: u64 = 24 * 1024;
-
 pub fn lower_mid(
     graph: &Graph,
     target: &Target,
@@ -94,7 +90,7 @@ pub fn lower_mid(
                 .collect(),
         };
         let (mut candidates, too_big): (Vec<_>, Vec<_>) =
-            estimates.into_iter().partition(|(_, e)| fits(e, target));
+            estimates.into_iter().partition(|(_, e)| e.fits(target));
         if candidates.is_empty() {
             let capacity = u64::from(target.memory_end - target.memory_base);
             let Some((p, e)) = too_big.into_iter().min_by_key(|(_, e)| e.total_bytes()) else {
@@ -145,7 +141,7 @@ pub fn lower_mid(
         operators,
         finalists,
     };
-    let errors = verify(&mid, graph, target);
+    let errors = mid.verify(graph, target);
     if !errors.is_empty() {
         return Err(LowerMidError::Invalid(errors.join("\n")));
     }
@@ -504,108 +500,4 @@ fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) ->
             + scores(d),
         cycles: compute + exchange + steps * target.sync_cycles,
     }
-}
-
-/// Whether an operator's working set fits a tile: the interleaved-only buffers in interleaved memory, the
-/// A panel whole in one region, the rest in what is left of both.
-fn fits(e: &OperatorEstimate, target: &Target) -> bool {
-    let standard =
-        u64::from(target.interleaved_base - target.memory_base).saturating_sub(CODE_RESERVE_BYTES);
-    let Some(interleaved) =
-        u64::from(target.memory_end - target.interleaved_base).checked_sub(e.interleaved_bytes)
-    else {
-        return false;
-    };
-    let in_standard =
-        e.panel_bytes <= standard && e.other_bytes <= standard - e.panel_bytes + interleaved;
-    let in_interleaved =
-        e.panel_bytes <= interleaved && e.other_bytes <= standard + interleaved - e.panel_bytes;
-    in_standard || in_interleaved
-}
-
-/// Whether `blocks` blocks of `size` cover `len` with none empty.
-fn tiles_exactly(blocks: u32, size: u32, len: u32) -> bool {
-    let (blocks, size, len) = (u64::from(blocks), u64::from(size), u64::from(len));
-    blocks > 0 && blocks * size >= len && (blocks - 1) * size < len
-}
-
-/// Checks a mid against its graph and target; returns every problem found.
-pub fn verify(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
-    let mut v = Verifier::default();
-    let mut covered = vec![0u32; graph.ops.len()];
-    for o in &mid.operators {
-        for c in o.covers() {
-            covered[c.index()] += 1;
-        }
-    }
-    for (i, n) in covered.iter().enumerate() {
-        v.check(*n == 1, || {
-            format!("op{i}: covered by {n} operators, expected 1")
-        });
-    }
-    v.check(!mid.finalists.is_empty(), || "no finalist".to_string());
-    for (f, plan) in mid.finalists.iter().enumerate() {
-        v.check(plan.partitions.len() == mid.operators.len(), || {
-            format!("finalist {f}: partition count")
-        });
-        for (o, p) in mid.operators.iter().zip(&plan.partitions) {
-            let id = o.id();
-            v.check(p.tiles() <= target.tiles, || {
-                format!("finalist {f} {id}: {} tiles", p.tiles())
-            });
-            match (o, p) {
-                (Operator::MatMul(o), Partition::Grid(p)) => {
-                    v.check(tiles_exactly(p.row_blocks, p.block_rows, o.m), || {
-                        format!(
-                            "finalist {f} {id}: row blocks {p:?} do not tile {} rows",
-                            o.m
-                        )
-                    });
-                    v.check(tiles_exactly(p.col_blocks, p.block_cols, o.n), || {
-                        format!(
-                            "finalist {f} {id}: column blocks {p:?} do not tile {} columns",
-                            o.n
-                        )
-                    });
-                    v.check(p.block_cols % target.amp_block_width == 0, || {
-                        format!(
-                            "finalist {f} {id}: block width {} is not a multiple of {}",
-                            p.block_cols, target.amp_block_width
-                        )
-                    });
-                    v.check(
-                        tiles_exactly(p.depth_blocks, p.block_depth, o.k)
-                            && (p.depth_blocks == 1 || p.block_depth % target.amp_block_depth == 0),
-                        || format!("finalist {f} {id}: depth blocks {p:?} do not tile {}", o.k),
-                    );
-                }
-                (Operator::Attention(a), Partition::Attention(p)) => {
-                    let s = a.shape;
-                    v.check(
-                        p.groups == a.groups()
-                            && tiles_exactly(p.query_blocks, p.block_queries, s.queries)
-                            && tiles_exactly(p.key_blocks, p.block_keys, s.seen_keys()),
-                        || format!("finalist {f} {id}: {p:?} does not tile {s:?}"),
-                    );
-                    v.check(p.tiles_per_group == p.cells(&s), || {
-                        format!("finalist {f} {id}: {p:?} miscounts its cells")
-                    });
-                    v.check(
-                        p.sub_block > 0
-                            && p.sub_block <= p.block_keys
-                            && (p.sub_block == p.block_keys
-                                || p.sub_block % target.amp_block_depth == 0),
-                        || format!("finalist {f} {id}: key sub-block {}", p.sub_block),
-                    );
-                }
-                _ => v.error(format!("finalist {f} {id}: partition of another kind")),
-            }
-        }
-        for e in &plan.operators {
-            v.check(fits(e, target), || {
-                format!("finalist {f}: estimated memory does not fit")
-            });
-        }
-    }
-    v.finish()
 }

@@ -103,7 +103,7 @@ pub fn select_finalist(
         MappingChoice::RowMajor => &[Mapping::RowMajor],
         MappingChoice::ColumnMajor => &[Mapping::ColumnMajor],
     };
-    let errors = crate::stages::lower_mid::verify(mid, graph, target);
+    let errors = mid.verify(graph, target);
     if !errors.is_empty() {
         return Err(SelectFinalistError::InvalidMid(errors.join("\n")));
     }

@@ -112,7 +112,7 @@ impl Built {
     fn assert_accepted(&self, workload: &str) {
         let t = &self.target;
         let mut verdicts = vec![
-            ("lower_mid", lower_mid::verify(&self.mid, &self.graph, t)),
+            ("lower_mid", self.mid.verify(&self.graph, t)),
             (
                 "select_finalist",
                 select_finalist::verify(&self.selected, t),
