@@ -1446,3 +1446,190 @@ fn lower_exchanges_verifier_rejects_schedules_out_of_phase_order() {
     let errors = lower_exchanges::verify(&exchanges, &b.selected, &b.target);
     assert_rejects(&errors, &["the schedule of ex1 stands where ex0 is"]);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Damage the verifiers once let through: host streams, rows, tile counts, vertices, images.
+
+#[test]
+fn select_finalist_verifier_rejects_an_input_the_host_never_streams() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let value = sel.run_inputs[0].value;
+    sel.run_inputs
+        .retain(|t| t.value != value || t.rect != b.selected.run_inputs[0].rect);
+    assert_rejects(
+        &select_errors(b, &sel),
+        &["run inputs:", &value.to_string(), "is not covered once"],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_an_output_never_written_on_the_device() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let out = sel.run_outputs[0].buffer;
+    for cs in &mut sel.compute_sets {
+        cs.vertices.retain(|vx| {
+            !vx.kind
+                .operands()
+                .iter()
+                .any(|u| u.access.writes() && u.operand.buffer == out)
+        });
+    }
+    assert_rejects(
+        &select_errors(b, &sel),
+        &[
+            "run outputs:",
+            &out.to_string(),
+            "is never written on the device",
+        ],
+    );
+}
+
+#[test]
+fn plan_exchange_storage_verifier_rejects_a_missing_row() {
+    let b = small();
+    let mut storage = b.storage.clone();
+    let row = storage.phases[0].rows.remove(0);
+    assert_rejects(
+        &storage_errors(b, &storage),
+        &[
+            &format!("ex0 {} on {}", row.buffer, row.tile),
+            "receives with no row",
+        ],
+    );
+}
+
+#[test]
+fn plan_exchange_storage_verifier_rejects_a_missing_destination_run() {
+    let b = small();
+    let mut storage = b.storage.clone();
+    let runs = &mut storage.phases[0].transfers[0].destinations;
+    runs.pop();
+    let n = runs.len();
+    assert_rejects(
+        &storage_errors(b, &storage),
+        &[&format!(
+            "ex0 transfer 0: {n} destination runs for {} destinations",
+            n + 1
+        )],
+    );
+}
+
+#[test]
+fn place_storage_verifier_rejects_a_placement_of_too_few_tiles() {
+    let b = small();
+    let mut p = b.placement.clone();
+    p.tiles.truncate(10);
+    assert_rejects(
+        &placement_errors(b, &p),
+        &[&format!(
+            "10 tiles placed, the target has {}",
+            b.target.tiles
+        )],
+    );
+}
+
+/// The first tile with a compute vertex: its index, the vertex's position and its superstep.
+fn first_vertex(code: &TileCode) -> (usize, usize, usize) {
+    code.tiles
+        .iter()
+        .enumerate()
+        .find_map(|(t, p)| {
+            let at = p
+                .instrs
+                .iter()
+                .position(|i| matches!(i, Instr::Vertex(_)))?;
+            let step = p.instrs[..at]
+                .iter()
+                .filter(|i| matches!(i, Instr::Sync))
+                .count();
+            Some((t, at, step))
+        })
+        .expect("a tile with a vertex")
+}
+
+#[test]
+fn emit_verifier_rejects_a_missing_vertex() {
+    let b = small();
+    let mut code = b.code.clone();
+    let (t, at, step) = first_vertex(&code);
+    code.tiles[t].instrs.remove(at);
+    assert_rejects(
+        &code_errors(b, &code),
+        &[&format!("tile{t} step{step}: vertices")],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_send_outside_an_exchange_phase() {
+    let b = small();
+    let mut code = b.code.clone();
+    let (t, at, step) = code
+        .tiles
+        .iter()
+        .enumerate()
+        .find_map(|(t, p)| {
+            let at = p
+                .instrs
+                .iter()
+                .position(|i| matches!(i, Instr::Exchange { .. }))?;
+            matches!(p.instrs.get(at + 1), Some(Instr::Send { .. })).then(|| {
+                let step = p.instrs[..at]
+                    .iter()
+                    .filter(|i| matches!(i, Instr::Sync))
+                    .count();
+                (t, at, step)
+            })
+        })
+        .expect("a tile whose exchange phase opens with a send");
+    code.tiles[t].instrs.remove(at);
+    assert_rejects(
+        &code_errors(b, &code),
+        &[
+            &format!("tile{t} step{step}: send at cycle"),
+            "outside an exchange phase",
+        ],
+    );
+}
+
+#[test]
+fn build_images_verifier_rejects_bytes_past_a_code_image() {
+    let b = small();
+    let mut package = b.package.clone();
+    let t = busy_tile(b);
+    package.tiles[t].code.push(0);
+    assert_rejects(
+        &package_errors(b, &package),
+        &[&format!(
+            "tile{t}: code image does not decode to its program"
+        )],
+    );
+}
+
+#[test]
+fn build_images_verifier_rejects_a_missing_tile_image() {
+    let b = small();
+    let mut package = b.package.clone();
+    package.tiles.pop();
+    let n = b.target.tiles;
+    assert_rejects(
+        &package_errors(b, &package),
+        &[&format!(
+            "{} tile images for {n} tile programs and {n} placed tiles",
+            n - 1
+        )],
+    );
+}
+
+#[test]
+fn build_images_verifier_rejects_a_code_image_at_another_address() {
+    let b = small();
+    let mut package = b.package.clone();
+    let t = busy_tile(b);
+    package.tiles[t].code_address += 16;
+    assert_rejects(
+        &package_errors(b, &package),
+        &[&format!("tile{t}: code image at"), "placed at"],
+    );
+}

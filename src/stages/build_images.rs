@@ -90,6 +90,17 @@ pub fn build_images(
 
 pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<String> {
     let mut v = Verifier::default();
+    v.check(
+        package.tiles.len() == code.tiles.len() && code.tiles.len() == placement.tiles.len(),
+        || {
+            format!(
+                "{} tile images for {} tile programs and {} placed tiles",
+                package.tiles.len(),
+                code.tiles.len(),
+                placement.tiles.len()
+            )
+        },
+    );
     for ((image, program), usage) in package.tiles.iter().zip(&code.tiles).zip(&placement.tiles) {
         v.check(image.code.len() as u32 <= usage.code_bytes, || {
             format!(
@@ -99,8 +110,16 @@ pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<
                 usage.code_bytes
             )
         });
+        v.check(image.code_address == usage.code_address, || {
+            format!(
+                "{}: code image at {:#x}, placed at {:#x}",
+                program.tile, image.code_address, usage.code_address
+            )
+        });
+        // The image is exactly its program's encoding: no bytes past it.
         v.check(
-            TileProgram::decode(&image.code).ok().as_ref() == Some(program),
+            TileProgram::decode(&image.code).ok().as_ref() == Some(program)
+                && image.code == program.encode(),
             || {
                 format!(
                     "{}: code image does not decode to its program",

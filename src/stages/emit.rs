@@ -109,6 +109,20 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     type Sends = BTreeMap<(u32, TileId, u32), ((u32, u32), usize)>;
     let mut sends: Sends = BTreeMap::new();
     let mut receives = Vec::new();
+    // (superstep, tile) -> the kinds of its vertices, in order: what the program asks, what the code has.
+    type Vertices = BTreeMap<(usize, TileId), Vec<&'static str>>;
+    let mut expected: Vertices = BTreeMap::new();
+    for (s, step) in sel.steps.iter().enumerate() {
+        if let Step::Compute(c) = step {
+            for vx in &sel.compute_sets[*c as usize].vertices {
+                expected
+                    .entry((s, vx.tile))
+                    .or_default()
+                    .push(vx.kind.name());
+            }
+        }
+    }
+    let mut emitted: Vertices = BTreeMap::new();
     let in_memory = |a: u32, len: u32| {
         a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end)
     };
@@ -121,7 +135,7 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                 sel.steps.len()
             )
         });
-        let mut phase = None;
+        let (mut phase, mut step) = (None, 0);
         for i in &p.instrs {
             match i {
                 Instr::Exchange { phase: id, .. } => phase = Some(id.0),
@@ -134,6 +148,12 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                 } => {
                     v.check(in_memory(run.offset, run.end() - run.offset), || {
                         format!("{}: send run {run:?} outside memory", p.tile)
+                    });
+                    v.check(phase.is_some(), || {
+                        format!(
+                            "{} step{step}: send at cycle {start} outside an exchange phase",
+                            p.tile
+                        )
                     });
                     sends.insert(
                         (phase.unwrap_or(u32::MAX), p.tile, *start),
@@ -160,6 +180,10 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                     ));
                 }
                 Instr::Vertex(vertex) => {
+                    emitted
+                        .entry((step, p.tile))
+                        .or_default()
+                        .push(vertex.name());
                     for u in vertex.operands() {
                         let len = u.rows * u.operand.stride;
                         v.check(in_memory(u.operand.address, len), || {
@@ -173,9 +197,25 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                         });
                     }
                 }
-                Instr::Sync => phase = None,
+                Instr::Sync => (phase, step) = (None, step + 1),
             }
         }
+    }
+    for key in expected
+        .keys()
+        .chain(emitted.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let (want, have) = (expected.get(key), emitted.get(key));
+        v.check(want == have, || {
+            format!(
+                "{} step{}: vertices {:?} where the program has {:?}",
+                key.1,
+                key.0,
+                have.cloned().unwrap_or_default(),
+                want.cloned().unwrap_or_default()
+            )
+        });
     }
     for (phase, tile, from, sent, bytes) in receives {
         match sends.get_mut(&(phase, from, sent)) {

@@ -320,6 +320,14 @@ pub fn verify(p: &Placement, sel: &Selected, target: &Target) -> Vec<String> {
     v.check(p.addresses.len() == sel.buffers.len(), || {
         "address count differs from buffer count".to_string()
     });
+    if p.tiles.len() != target.tiles as usize {
+        v.error(format!(
+            "{} tiles placed, the target has {}",
+            p.tiles.len(),
+            target.tiles
+        ));
+        return v.finish();
+    }
     let mut by_tile: Vec<Vec<(&Buffer, u32)>> = vec![Vec::new(); target.tiles as usize];
     for (b, &a) in sel.buffers.iter().zip(&p.addresses) {
         by_tile[b.tile.index()].push((b, a));

@@ -105,6 +105,14 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
                     )
                 },
             );
+            v.check(ts.destinations.len() == t.destinations.len(), || {
+                format!(
+                    "{} transfer {i}: {} destination runs for {} destinations",
+                    ex.id,
+                    ts.destinations.len(),
+                    t.destinations.len()
+                )
+            });
             for (run, d) in ts.destinations.iter().zip(&t.destinations) {
                 let dst = &sel.buffers[d.buffer.index()];
                 v.check(run.total() == t.bytes && run.end() <= dst.bytes(), || {
@@ -138,6 +146,13 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
                     ex.id, row.buffer, row.tile, row.bytes
                 )
             });
+        }
+        for buffer in written.keys() {
+            let tile = sel.buffers[buffer.index()].tile;
+            v.error(format!(
+                "{} {buffer} on {tile}: receives with no row",
+                ex.id
+            ));
         }
     }
     v.finish()

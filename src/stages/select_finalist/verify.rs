@@ -6,13 +6,17 @@
 //! source written before and live at the phase, every destination born in it); coverage (every
 //! panel and partials share covered exactly once by its incoming transfers); vertices (every operand
 //! on the vertex's tile, live at its step and inside its buffer's storage; AMP partials and weight
-//! panels in interleaved memory). It reads only the selection and the target.
+//! panels in interleaved memory); host streams (every input and weight value written whole and once by
+//! its stream, the output read whole and once, every buffer the host reads written on the device). It
+//! reads only the selection and the target.
 
+use crate::ids::BufferId;
 use crate::ids::StepId;
-use crate::ir::{BufferClass, Rect, Selected};
+use crate::ir::{BufferClass, HostTransfer, Rect, Selected, ValueRole};
 use crate::isa::VertexKind;
 use crate::target::Target;
 use crate::verify::Verifier;
+use std::collections::BTreeSet;
 
 /// Checks a selection; returns every problem found.
 pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
@@ -22,6 +26,7 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     let incoming = check_transfers(&mut v, s);
     check_coverage(&mut v, s, &incoming);
     check_vertices(&mut v, s);
+    check_host_streams(&mut v, s);
     v.finish()
 }
 
@@ -209,5 +214,53 @@ fn check_vertices(v: &mut Verifier, s: &Selected) {
                 );
             }
         }
+    }
+}
+
+/// Every input and weight value written whole and once by its stream (`run` inputs, `initialize`), the
+/// output read whole and once (`run` outputs), and every buffer the host reads written on the device.
+fn check_host_streams(v: &mut Verifier, s: &Selected) {
+    for (stream, transfers, role) in [
+        ("initialize", &s.initialize, ValueRole::Weight),
+        ("run inputs", &s.run_inputs, ValueRole::Input),
+        ("run outputs", &s.run_outputs, ValueRole::Output),
+    ] {
+        for value in s.graph.values.iter().filter(|x| x.role == role) {
+            let rects: Vec<Rect> = (transfers.iter())
+                .filter(|t| t.value == value.id)
+                .map(|t| t.rect)
+                .collect();
+            let whole = Rect::new(0, value.rows, 0, value.cols);
+            let inside = rects.iter().all(|r| r.intersect(&whole) == Some(*r));
+            let elements: u64 = rects.iter().map(Rect::elements).sum();
+            let disjoint = (0..rects.len()).all(|i| {
+                rects[i + 1..]
+                    .iter()
+                    .all(|r| rects[i].intersect(r).is_none())
+            });
+            v.check(inside && disjoint && elements == whole.elements(), || {
+                format!(
+                    "{stream}: {} ({}) is not covered once by its {} rectangles",
+                    value.id,
+                    value.name,
+                    rects.len()
+                )
+            });
+        }
+    }
+    let written: BTreeSet<BufferId> = (s.compute_sets.iter())
+        .flat_map(|cs| &cs.vertices)
+        .flat_map(|vx| vx.kind.operands())
+        .filter(|u| u.access.writes())
+        .map(|u| u.operand.buffer)
+        .chain(s.exchanges.iter().flat_map(|ex| {
+            (ex.transfers.iter()).flat_map(|t| t.destinations.iter().map(|d| d.buffer))
+        }))
+        .collect();
+    for t in &s.run_outputs {
+        let HostTransfer { value, buffer, .. } = t;
+        v.check(written.contains(buffer), || {
+            format!("run outputs: {buffer} of {value} is never written on the device")
+        });
     }
 }
