@@ -1451,15 +1451,37 @@ fn lower_exchanges_verifier_rejects_schedules_out_of_phase_order() {
 // Damage the verifiers once let through: host streams, rows, tile counts, vertices, images.
 
 #[test]
-fn select_finalist_verifier_rejects_an_input_the_host_never_streams() {
+fn select_finalist_verifier_rejects_an_input_piece_the_host_never_streams() {
     let b = small();
     let mut sel = b.selected.clone();
-    let value = sel.run_inputs[0].value;
-    sel.run_inputs
-        .retain(|t| t.value != value || t.rect != b.selected.run_inputs[0].rect);
+    let lost = sel.run_inputs.remove(0).buffer;
     assert_rejects(
         &select_errors(b, &sel),
-        &["run inputs:", &value.to_string(), "is not covered once"],
+        &["run inputs:", &lost.to_string(), "is streamed 0 times"],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_a_weight_streamed_into_another_rectangle() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let t = &mut sel.initialize[0];
+    t.rect.row1 += 1;
+    let buffer = t.buffer;
+    assert_rejects(
+        &select_errors(b, &sel),
+        &["initialize:", &format!("into {buffer}")],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_an_output_the_host_reads_in_part() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let value = sel.run_outputs.pop().expect("an output").value;
+    assert_rejects(
+        &select_errors(b, &sel),
+        &["run outputs:", &value.to_string(), "is not covered once"],
     );
 }
 

@@ -6,8 +6,8 @@
 //! source written before and live at the phase, every destination born in it); coverage (every
 //! panel and partials share covered exactly once by its incoming transfers); vertices (every operand
 //! on the vertex's tile, live at its step and inside its buffer's storage; AMP partials and weight
-//! panels in interleaved memory); host streams (every input and weight value written whole and once by
-//! its stream, the output read whole and once, every buffer the host reads written on the device). It
+//! panels in interleaved memory); host streams (every home buffer written once by its stream with its
+//! own rectangle, the output read whole and once, every buffer the host reads written on the device). It
 //! reads only the selection and the target.
 
 use crate::ids::BufferId;
@@ -217,36 +217,75 @@ fn check_vertices(v: &mut Verifier, s: &Selected) {
     }
 }
 
-/// Every input and weight value written whole and once by its stream (`run` inputs, `initialize`), the
-/// output read whole and once (`run` outputs), and every buffer the host reads written on the device.
+/// Every home buffer written once by its stream, exactly its rectangle of its value (weights at
+/// `initialize`, inputs at every `run`: parts of an input no tile uses are never streamed), the output
+/// read whole and once (`run` outputs), and every buffer the host reads written on the device.
 fn check_host_streams(v: &mut Verifier, s: &Selected) {
-    for (stream, transfers, role) in [
-        ("initialize", &s.initialize, ValueRole::Weight),
-        ("run inputs", &s.run_inputs, ValueRole::Input),
-        ("run outputs", &s.run_outputs, ValueRole::Output),
+    for (stream, transfers, class) in [
+        ("initialize", &s.initialize, BufferClass::WeightHome),
+        ("run inputs", &s.run_inputs, BufferClass::InputHome),
     ] {
-        for value in s.graph.values.iter().filter(|x| x.role == role) {
-            let rects: Vec<Rect> = (transfers.iter())
-                .filter(|t| t.value == value.id)
-                .map(|t| t.rect)
-                .collect();
-            let whole = Rect::new(0, value.rows, 0, value.cols);
-            let inside = rects.iter().all(|r| r.intersect(&whole) == Some(*r));
-            let elements: u64 = rects.iter().map(Rect::elements).sum();
-            let disjoint = (0..rects.len()).all(|i| {
-                rects[i + 1..]
-                    .iter()
-                    .all(|r| rects[i].intersect(r).is_none())
-            });
-            v.check(inside && disjoint && elements == whole.elements(), || {
+        let mut streamed = vec![0u32; s.buffers.len()];
+        for t in transfers.iter() {
+            let Some(buf) = s.buffers.get(t.buffer.index()) else {
+                v.error(format!("{stream}: {} does not exist", t.buffer));
+                continue;
+            };
+            streamed[buf.id.index()] += 1;
+            v.check(
+                buf.class == class
+                    && buf.value == t.value
+                    && buf.rect == t.rect
+                    && buf.tile == t.tile,
+                || {
+                    format!(
+                        "{stream}: {} {} of {} on {} into {}",
+                        t.value,
+                        t.rect,
+                        t.tile,
+                        buf.id,
+                        buf.describe()
+                    )
+                },
+            );
+        }
+        for buf in s.buffers.iter().filter(|b| b.class == class) {
+            let n = streamed[buf.id.index()];
+            v.check(n == 1, || {
                 format!(
-                    "{stream}: {} ({}) is not covered once by its {} rectangles",
-                    value.id,
-                    value.name,
-                    rects.len()
+                    "{stream}: {} ({}) is streamed {n} times",
+                    buf.id,
+                    buf.describe()
                 )
             });
         }
+    }
+    for value in s
+        .graph
+        .values
+        .iter()
+        .filter(|x| x.role == ValueRole::Output)
+    {
+        let rects: Vec<Rect> = (s.run_outputs.iter())
+            .filter(|t| t.value == value.id)
+            .map(|t| t.rect)
+            .collect();
+        let whole = Rect::new(0, value.rows, 0, value.cols);
+        let inside = rects.iter().all(|r| r.intersect(&whole) == Some(*r));
+        let elements: u64 = rects.iter().map(Rect::elements).sum();
+        let disjoint = (0..rects.len()).all(|i| {
+            rects[i + 1..]
+                .iter()
+                .all(|r| rects[i].intersect(r).is_none())
+        });
+        v.check(inside && disjoint && elements == whole.elements(), || {
+            format!(
+                "run outputs: {} ({}) is not covered once by its {} rectangles",
+                value.id,
+                value.name,
+                rects.len()
+            )
+        });
     }
     let written: BTreeSet<BufferId> = (s.compute_sets.iter())
         .flat_map(|cs| &cs.vertices)
