@@ -231,7 +231,7 @@ fn check_host_streams(v: &mut Verifier, s: &Selected) {
                 v.error(format!("{stream}: {} does not exist", t.buffer));
                 continue;
             };
-            streamed[buf.id.index()] += 1;
+            streamed[t.buffer.index()] += 1;
             v.check(
                 buf.class == class
                     && buf.value == t.value
@@ -239,24 +239,22 @@ fn check_host_streams(v: &mut Verifier, s: &Selected) {
                     && buf.tile == t.tile,
                 || {
                     format!(
-                        "{stream}: {} {} of {} on {} into {}",
+                        "{stream}: {} {} for {} goes into {} on {}",
                         t.value,
                         t.rect,
                         t.tile,
-                        buf.id,
-                        buf.describe()
+                        buf.describe(),
+                        buf.tile
                     )
                 },
             );
         }
-        for buf in s.buffers.iter().filter(|b| b.class == class) {
-            let n = streamed[buf.id.index()];
+        for (buf, &n) in s.buffers.iter().zip(&streamed) {
+            if buf.class != class {
+                continue;
+            }
             v.check(n == 1, || {
-                format!(
-                    "{stream}: {} ({}) is streamed {n} times",
-                    buf.id,
-                    buf.describe()
-                )
+                format!("{stream}: {} is streamed {n} times", buf.describe())
             });
         }
     }
