@@ -4,14 +4,15 @@
 pub mod calibrate;
 pub mod device;
 pub mod driver;
+pub mod elements;
 pub mod exchange;
 pub mod ids;
 pub mod ir;
 pub mod isa;
 pub mod lowering;
 pub mod numerics;
-pub mod pipeline;
 pub mod report;
+pub mod rng;
 pub mod stages;
 pub mod store;
 pub mod target;

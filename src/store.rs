@@ -393,3 +393,31 @@ impl Store {
         (removed, removed_bytes)
     }
 }
+
+/// An artifact a phase reads or writes, named by its store kind (`mid`, `selected`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ArtifactKind(&'static str);
+
+impl ArtifactKind {
+    /// The kind of artifact type `A`.
+    pub const fn of<A: Artifact>() -> ArtifactKind {
+        ArtifactKind(A::KIND)
+    }
+
+    /// The name in stage records and messages: `exchange_storage`.
+    pub fn name(self) -> &'static str {
+        self.0
+    }
+}
+
+impl fmt::Display for ArtifactKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl fmt::Debug for ArtifactKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}

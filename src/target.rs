@@ -9,7 +9,7 @@
 //! estimate), weight loads, supervisor overhead and vector-unit rates: §5; host link: §6. The simulated
 //! device charges exactly these functions; `ipu-codegen calibrate` shows it.
 
-use crate::ir::DType;
+use crate::elements::DType;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 

@@ -1,6 +1,8 @@
-//! The dependency rule, read off the sources: phases depend on the IR, the target, the exchange model,
-//! the lowering and numerics, never on each other; the IR depends on no phase; the ISA and the device
-//! depend on no phase, and the ISA not on the device; and the library's modules form no circle.
+//! The dependency rule, read off the sources: a phase depends only on the IR, the ISA, the lowering,
+//! the target, the exchange model, numerics and the store, never on another phase; only the driver
+//! depends on phases; the ISA is a leaf (ids and element types only); the device depends only on the
+//! ISA, the IR, the target and numerics; and the library's modules form no circle, neither file by file
+//! nor between top-level modules.
 //!
 //! Each library file is a module (`src/a/b.rs` is `a::b`). Its dependencies are the modules its
 //! `crate::` and `super::` paths name, outside comments and `#[cfg(test)]` code; a name a module re-exports with
@@ -21,19 +23,32 @@ fn module_of(relative: &str) -> Option<String> {
     Some(path.replace('/', "::"))
 }
 
-/// The code of a source: test code and comments cut off (a doc link is not a dependency).
+/// The code of a source: comments and the items marked `#[cfg(test)]` (a `mod tests;` line or a
+/// braced item) cut off; a doc link is not a dependency.
 fn without_tests(source: &str) -> String {
-    let code = match source.find("#[cfg(test)]") {
-        Some(at) => &source[..at],
-        None => source,
-    };
-    code.lines()
+    let code: String = source
+        .lines()
         .map(|line| match line.find("//") {
             Some(at) if !line[..at].contains('"') => &line[..at],
             _ => line,
         })
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let mut kept = String::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        kept.push_str(&rest[..at]);
+        let item = &rest[at + "#[cfg(test)]".len()..];
+        let end = match (item.find(';'), item.find('{')) {
+            (Some(semi), Some(brace)) if semi < brace => semi + 1,
+            (Some(semi), None) => semi + 1,
+            (_, Some(brace)) => brace + 1 + matching_brace(&item[brace + 1..]) + 1,
+            (None, None) => item.len(),
+        };
+        rest = &item[end.min(item.len())..];
+    }
+    kept.push_str(rest);
+    kept
 }
 
 fn library_sources() -> Sources {
@@ -83,14 +98,13 @@ fn resolve(sources: &Sources, start: &str, segments: &[&str]) -> Option<String> 
             continue;
         }
         let prefix = format!("{module}::");
+        let parent = sources.get(&module).map_or("", String::as_str);
         let exported = sources.iter().find(|(m, text)| {
-            m.strip_prefix(&prefix)
-                .is_some_and(|rest| !rest.contains("::"))
-                && sources[&module].contains(&format!(
-                    "pub use {}::*;",
-                    m.rsplit("::").next().unwrap_or_default()
-                ))
-                && defines(text, segment)
+            let Some(child) = m.strip_prefix(&prefix).filter(|rest| !rest.contains("::")) else {
+                return false;
+            };
+            let glob = parent.contains(&format!("pub use {child}::*;")) && defines(text, segment);
+            glob || re_exports(parent, child, segment)
         });
         if let Some((m, _)) = exported {
             module = m.clone();
@@ -98,6 +112,18 @@ fn resolve(sources: &Sources, start: &str, segments: &[&str]) -> Option<String> 
         break;
     }
     (!module.is_empty()).then_some(module)
+}
+
+/// Whether `source` re-exports `name` from its child module `child` by name
+/// (`pub use child::name;`, `pub use child::{a, name};`).
+fn re_exports(source: &str, child: &str, name: &str) -> bool {
+    let statement = format!("pub use {child}::");
+    source.match_indices(&statement).any(|(at, _)| {
+        let rest = &source[at + statement.len()..];
+        let body = &rest[..rest.find(';').unwrap_or(rest.len())];
+        body.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|word| word == name)
+    })
 }
 
 fn parent(module: &str) -> &str {
@@ -119,7 +145,13 @@ fn paths(module: &str, source: &str) -> Vec<(String, Vec<String>)> {
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
                 continue;
             }
-            expand(&start, Vec::new(), rest, &mut found);
+            // `super::super::x` climbs once per `super`.
+            let (mut from, mut path) = (start.clone(), rest);
+            while let Some(after) = path.strip_prefix("super::") {
+                from = parent(&from).to_string();
+                path = after;
+            }
+            expand(&from, Vec::new(), path, &mut found);
         }
     }
     found
@@ -211,6 +243,14 @@ fn graph(sources: &Sources) -> BTreeMap<String, BTreeSet<String>> {
     edges
 }
 
+/// What a phase may depend on besides its own modules.
+const PHASE_MAY_USE: [&str; 9] = [
+    "ir", "isa", "lowering", "target", "exchange", "numerics", "store", "verify", "ids",
+];
+
+/// What the device may depend on besides itself.
+const DEVICE_MAY_USE: [&str; 6] = ["device", "isa", "ir", "target", "numerics", "ids"];
+
 fn top(module: &str) -> &str {
     module.split("::").next().unwrap_or(module)
 }
@@ -230,18 +270,17 @@ fn breaches(sources: &Sources) -> Vec<String> {
         for to in targets {
             let breach = match (phase(from), phase(to)) {
                 (Some(a), Some(b)) if a != b => Some("a phase depends on another phase"),
-                (None, Some(_))
-                    if ["ir", "isa", "device", "exchange", "lowering", "target"]
-                        .contains(&top(from)) =>
-                {
-                    Some("only the driver may depend on a phase")
+                (Some(_), None) if !PHASE_MAY_USE.contains(&top(to)) => Some(
+                    "a phase depends only on the IR, the ISA, the lowering, the target, the exchange \
+                     model, numerics and the store",
+                ),
+                (None, Some(_)) if top(from) != "driver" => {
+                    Some("only the driver depends on a phase")
                 }
-                _ if top(from) == "isa" && top(to) == "device" => {
-                    Some("the ISA depends on the device")
+                _ if top(from) == "isa" && !["isa", "ids", "elements"].contains(&top(to)) => {
+                    Some("the ISA is a leaf: it depends only on ids and element types")
                 }
-                _ if top(from) == "device"
-                    && !["isa", "ir", "target", "numerics", "ids", "device"].contains(&top(to)) =>
-                {
+                _ if top(from) == "device" && !DEVICE_MAY_USE.contains(&top(to)) => {
                     Some("the device depends only on the ISA, the IR, the target and numerics")
                 }
                 _ => None,
@@ -252,6 +291,20 @@ fn breaches(sources: &Sources) -> Vec<String> {
         }
     }
     found.extend(circles(&edges));
+    // The same between top-level modules (a phase counts as its own).
+    let node = |m: &str| match phase(m) {
+        Some(p) => format!("stages::{p}"),
+        None => top(m).to_string(),
+    };
+    let mut tops: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, targets) in &edges {
+        let here = node(from);
+        let there: BTreeSet<String> = targets.iter().map(|t| node(t)).collect();
+        tops.entry(here.clone())
+            .or_default()
+            .extend(there.into_iter().filter(|t| *t != here));
+    }
+    found.extend(circles(&tops).into_iter().map(|c| format!("top-level {c}")));
     found
 }
 
@@ -312,7 +365,9 @@ fn the_graph_sees_the_phases_dependencies() {
         emit.contains("ir::placement"),
         "re-export resolved: {emit:?}"
     );
-    assert!(edges["isa"].contains("ir::graph"), "{:?}", edges["isa"]);
+    assert!(edges["isa"].contains("elements"), "{:?}", edges["isa"]);
+    let phases = &edges["driver::phases"];
+    assert!(phases.contains("stages::emit"), "{phases:?}");
 }
 
 fn crafted(files: &[(&str, &str)]) -> Sources {
@@ -381,4 +436,91 @@ fn test_code_and_comments_are_not_dependencies() {
         !source.contains("device") && !source.contains("stages"),
         "{source}"
     );
+}
+
+#[test]
+fn code_after_a_test_module_declaration_still_counts() {
+    let source = without_tests(
+        "#[cfg(test)]\nmod tests;\nuse crate::stages::emit;\n#[cfg(test)]\nmod more { use crate::device; }\nuse crate::isa;\n",
+    );
+    assert!(
+        source.contains("stages::emit") && source.contains("crate::isa"),
+        "{source}"
+    );
+    assert!(!source.contains("device"), "{source}");
+}
+
+#[test]
+fn a_phase_reaching_a_sibling_through_super_super_breaks_the_rule() {
+    let sources = crafted(&[
+        ("stages", "pub mod emit;\npub mod select_finalist;\n"),
+        ("stages::emit", "pub fn emit() {}\n"),
+        ("stages::select_finalist", "mod matmul;\n"),
+        (
+            "stages::select_finalist::matmul",
+            "use super::super::emit::emit;\n",
+        ),
+    ]);
+    let found = breaches(&sources).join("\n");
+    assert!(
+        found.contains(
+            "stages::select_finalist::matmul -> stages::emit: a phase depends on another phase"
+        ),
+        "{found}"
+    );
+}
+
+#[test]
+fn a_circle_through_a_named_re_export_breaks_the_rule() {
+    let sources = crafted(&[
+        ("driver", "mod phases;\npub use phases::{PHASES, Phase};\n"),
+        (
+            "driver::phases",
+            "use crate::pipeline::Kind;\npub static PHASES: [u8; 0] = [];\npub struct Phase;\n",
+        ),
+        ("pipeline", "use crate::driver::PHASES;\npub struct Kind;\n"),
+    ]);
+    let found = breaches(&sources).join("\n");
+    assert!(
+        found.contains("circle: driver::phases -> pipeline -> driver::phases"),
+        "{found}"
+    );
+}
+
+#[test]
+fn a_phase_using_the_device_or_the_isa_using_the_ir_breaks_the_rule() {
+    let sources = crafted(&[
+        ("stages", "pub mod emit;\n"),
+        ("stages::emit", "use crate::device::Device;\n"),
+        ("device", "pub struct Device;\n"),
+        ("isa", "use crate::ir::Graph;\n"),
+        ("ir", "pub struct Graph;\n"),
+    ]);
+    let found = breaches(&sources).join("\n");
+    assert!(
+        found.contains("stages::emit -> device: a phase depends only on"),
+        "{found}"
+    );
+    assert!(found.contains("isa -> ir: the ISA is a leaf"), "{found}");
+}
+
+#[test]
+fn a_circle_between_top_level_modules_breaks_the_rule() {
+    let sources = crafted(&[
+        ("ir", "pub mod program;\n"),
+        (
+            "ir::program",
+            "use crate::exchange::Pattern;\npub struct Selected;\n",
+        ),
+        (
+            "exchange",
+            "use crate::numerics::Rng;\npub struct Pattern;\n",
+        ),
+        (
+            "numerics",
+            "use crate::ir::program::Selected;\npub struct Rng;\n",
+        ),
+    ]);
+    let found = breaches(&sources).join("\n");
+    assert!(found.contains("top-level circle:"), "{found}");
 }

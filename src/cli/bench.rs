@@ -2,13 +2,13 @@
 //! seed system's phases, and on the real phases of a workload.
 
 use anyhow::{Context, Result, bail};
+use ipu_codegen::driver::PIPELINE;
 use ipu_codegen::driver::{Build, SELECTED, producer};
 use ipu_codegen::exchange::check::check;
 use ipu_codegen::exchange::schedule::schedule;
 use ipu_codegen::exchange::synthetic::{Family, SEED_PHASES, pattern};
 use ipu_codegen::exchange::{Overheads, Pattern, Schedule};
 use ipu_codegen::ir::Selected;
-use ipu_codegen::pipeline::PIPELINE;
 use ipu_codegen::store::{self, ContentHash};
 use std::time::Instant;
 

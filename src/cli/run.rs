@@ -4,11 +4,11 @@
 use super::BuildArgs;
 use anyhow::{Context, Result, bail};
 use ipu_codegen::device::{Device, host_data};
+use ipu_codegen::driver::PIPELINE;
 use ipu_codegen::driver::{RunFigures, verdict};
 use ipu_codegen::ir::ValueRole;
 use ipu_codegen::ir::read_ipuexe;
 use ipu_codegen::numerics;
-use ipu_codegen::pipeline::PIPELINE;
 use ipu_codegen::store::{self, Store};
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -1,14 +1,11 @@
 //! Artifacts with their type erased, as the phase table passes them.
 //!
-//! Contract: a phase's adapters see its artifacts through [`PhaseArtifacts`], which decodes each from
-//! the store at most once per build (through [`Decoded`]) and hands back the type the adapter asks
-//! for. An adapter may read only the inputs its row of the table declares (the action key covers
-//! exactly those); asking for any other artifact is an error, never a silent dependency. A phase's
-//! result leaves its adapter as an [`Output`]: its store bytes (header first) and its value.
+//! Contract: a build decodes each artifact from the store at most once ([`Decoded`]) and hands back
+//! the type asked for; the phase table's `PhaseArtifacts` decides which of them a phase may see. A
+//! phase's result leaves its adapter as an [`Output`]: its store bytes (header first) and its value.
 
 use super::BuildError;
-use crate::pipeline::{ArtifactKind, Phase};
-use crate::store::{self, Artifact, ContentHash, Store};
+use crate::store::{self, Artifact, ArtifactKind, ContentHash, Store};
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -73,54 +70,5 @@ impl Decoded {
         let value: Rc<A> = Rc::new(store::decode(&bytes, hash)?);
         self.insert(*hash, value.clone());
         Ok(value)
-    }
-}
-
-/// The artifacts one phase sees: the build's outputs so far (its inputs, and its own output once it
-/// has one), decoded on demand.
-pub struct PhaseArtifacts<'a> {
-    pub(super) phase: Phase,
-    pub(super) outputs: &'a BTreeMap<ArtifactKind, ContentHash>,
-    pub(super) store: &'a Store,
-    pub(super) decoded: &'a Decoded,
-}
-
-impl PhaseArtifacts<'_> {
-    /// The phase's input of type `A`.
-    pub fn input<A: Artifact + 'static>(&self) -> Result<Rc<A>, BuildError> {
-        let kind = ArtifactKind::of::<A>();
-        if !self.phase.inputs().contains(&kind) {
-            return Err(BuildError::Undeclared {
-                phase: self.phase,
-                kind,
-            });
-        }
-        self.get(kind)
-    }
-
-    /// The phase's output, as an `A`.
-    pub fn output<A: Artifact + 'static>(&self) -> Result<Rc<A>, BuildError> {
-        let kind = ArtifactKind::of::<A>();
-        if self.phase.output() != kind {
-            return Err(BuildError::Undeclared {
-                phase: self.phase,
-                kind,
-            });
-        }
-        self.get(kind)
-    }
-
-    fn get<A: Artifact + 'static>(&self, kind: ArtifactKind) -> Result<Rc<A>, BuildError> {
-        let hash = self
-            .outputs
-            .get(&kind)
-            .ok_or(BuildError::NoArtifact { kind })?;
-        self.decoded.get::<A>(self.store, hash)
-    }
-
-    /// The store, for a phase that reuses results of earlier builds by their own keys
-    /// (`lower_exchanges`' schedules).
-    pub fn store(&self) -> &Store {
-        self.store
     }
 }

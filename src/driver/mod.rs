@@ -18,16 +18,15 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
-pub use artifact::{Decoded, Output, PhaseArtifacts, PhaseError};
+pub use artifact::{Decoded, Output, PhaseError};
 pub use phases::{
-    EXCHANGE_STORAGE, EXCHANGES, GRAPH, MID, PACKAGE, PHASES, PLACEMENT, PhaseConfigs, PhaseSpec,
-    SELECTED, TILE_CODE, check_table,
+    EXCHANGE_STORAGE, EXCHANGES, GRAPH, MID, PACKAGE, PHASES, PIPELINE, PLACEMENT, Phase,
+    PhaseArtifacts, PhaseConfigs, PhaseSpec, SELECTED, TILE_CODE, check_table,
 };
 pub use summary::{RunFigures, verdict};
 
 use crate::ir::{Graph, write_ipuexe};
-use crate::pipeline::{ArtifactKind, PIPELINE, Phase};
-use crate::store::{self, Artifact, ContentHash, Store, StoreError};
+use crate::store::{self, Artifact, ArtifactKind, ContentHash, Store, StoreError};
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

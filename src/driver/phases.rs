@@ -7,12 +7,15 @@
 //! [`PhaseConfigs`], run it, verify its output, take the headline figures for its stage record, and
 //! dump its output as text. Adapters only translate between the erased artifacts and the phase's own
 //! typed function in `crate::stages`; [`check_table`] states the rules the rows keep. Adding a phase
-//! is a row here, a field of [`PhaseConfigs`], and its module.
+//! is a row here, a field of [`PhaseConfigs`], the line of the command line that builds its config,
+//! and its module. A [`Phase`] is a row of the table, [`PIPELINE`] every row in order; an adapter
+//! sees its artifacts through [`PhaseArtifacts`] and may read only the inputs its row declares (the
+//! action key covers exactly those): asking for any other is an error, never a silent dependency.
 
-use super::artifact::{Output, PhaseArtifacts, PhaseError};
+use super::BuildError;
+use super::artifact::{Decoded, Output, PhaseError};
 use crate::exchange::Schedule;
 use crate::ir::{ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode};
-use crate::pipeline::ArtifactKind;
 use crate::stages::build_images::{self, BuildImagesConfig, build_images};
 use crate::stages::emit::{self, EmitConfig, emit};
 use crate::stages::lower_exchanges::{self, LowerExchangesConfig, lower_exchanges, pattern_keys};
@@ -22,12 +25,14 @@ use crate::stages::plan_exchange_storage::{
     self, PlanExchangeStorageConfig, plan_exchange_storage,
 };
 use crate::stages::select_finalist::{self, SelectFinalistConfig, select_finalist};
-use crate::store::{self, Artifact};
+use crate::store::{self, Artifact, ArtifactKind, ContentHash, Store};
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::fmt;
+use std::rc::Rc;
 
 /// Every phase's config, one field per phase, named as the phase. Each phase's action key covers only
 /// its own; its stage record shows it.
@@ -340,4 +345,122 @@ pub fn check_table(table: &[PhaseSpec], imported: ArtifactKind) -> Vec<String> {
         available.push(row.output);
     }
     v.finish()
+}
+
+/// A phase of the pipeline: its row in the phase table. Phases compare in pipeline order.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Phase(usize);
+
+/// Every phase, in pipeline order: one per row of the phase table.
+pub const PIPELINE: [Phase; PHASES.len()] = {
+    let mut all = [Phase(0); PHASES.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = Phase(i);
+        i += 1;
+    }
+    all
+};
+
+impl Phase {
+    /// The phase's row in the table.
+    pub fn spec(self) -> &'static PhaseSpec {
+        &PHASES[self.0]
+    }
+
+    /// The name in logs, stage records and dumps: `lower_mid`.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The subcommand: `lower-mid`.
+    pub fn command(self) -> String {
+        self.name().replace('_', "-")
+    }
+
+    /// The phase named `name` or `command`.
+    pub fn parse(name: &str) -> Option<Phase> {
+        PIPELINE
+            .into_iter()
+            .find(|p| p.name() == name || p.command() == name)
+    }
+
+    /// The place in the pipeline, from 0.
+    pub fn index(self) -> usize {
+        self.0
+    }
+
+    pub fn inputs(self) -> &'static [ArtifactKind] {
+        self.spec().inputs
+    }
+
+    pub fn output(self) -> ArtifactKind {
+        self.spec().output
+    }
+
+    /// One line for the phase's subcommand.
+    pub fn about(self) -> &'static str {
+        self.spec().about
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Debug for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The artifacts one phase sees: the build's outputs so far (its inputs, and its own output once it
+/// has one), decoded on demand.
+pub struct PhaseArtifacts<'a> {
+    pub(super) phase: Phase,
+    pub(super) outputs: &'a BTreeMap<ArtifactKind, ContentHash>,
+    pub(super) store: &'a Store,
+    pub(super) decoded: &'a Decoded,
+}
+
+impl PhaseArtifacts<'_> {
+    /// The phase's input of type `A`.
+    pub fn input<A: Artifact + 'static>(&self) -> Result<Rc<A>, BuildError> {
+        let kind = ArtifactKind::of::<A>();
+        if !self.phase.inputs().contains(&kind) {
+            return Err(BuildError::Undeclared {
+                phase: self.phase,
+                kind,
+            });
+        }
+        self.get(kind)
+    }
+
+    /// The phase's output, as an `A`.
+    pub fn output<A: Artifact + 'static>(&self) -> Result<Rc<A>, BuildError> {
+        let kind = ArtifactKind::of::<A>();
+        if self.phase.output() != kind {
+            return Err(BuildError::Undeclared {
+                phase: self.phase,
+                kind,
+            });
+        }
+        self.get(kind)
+    }
+
+    fn get<A: Artifact + 'static>(&self, kind: ArtifactKind) -> Result<Rc<A>, BuildError> {
+        let hash = self
+            .outputs
+            .get(&kind)
+            .ok_or(BuildError::NoArtifact { kind })?;
+        self.decoded.get::<A>(self.store, hash)
+    }
+
+    /// The store, for a phase that reuses results of earlier builds by their own keys
+    /// (`lower_exchanges`' schedules).
+    pub fn store(&self) -> &Store {
+        self.store
+    }
 }

@@ -33,7 +33,7 @@ impl Family {
     }
 }
 
-pub use crate::numerics::SplitMix64 as Rng;
+pub use crate::rng::SplitMix64 as Rng;
 
 /// A pattern of `transfers` transfers over `tiles` tiles with mean size `mean_words`. Transfers come
 /// in rounds: in each round every tile sends one transfer and (but for the hot receivers of `Skewed`)

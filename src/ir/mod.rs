@@ -1,6 +1,7 @@
 //! The IR: every artifact the phases pass along, in pipeline order. It depends on no phase; phases
 //! depend on it. Each artifact's type, its store kind and schema, and its stable text dump live here;
-//! what produces an artifact and what checks it live in the phase that writes it.
+//! what produces an artifact and what checks it live in the phase that writes it, except the mid's
+//! verifier (`Mid::verify`), which `select_finalist` also runs on its input.
 //!
 //! graph → mid → program (`selected`) → exchange storage → exchanges → placement → tile code → package
 

@@ -161,7 +161,7 @@ impl TileProgram {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostTransfer {
     pub value: crate::ids::ValueId,
-    pub rect: crate::ir::Rect,
+    pub rect: crate::elements::Rect,
     pub tile: TileId,
     pub address: u32,
     pub stride: u32,

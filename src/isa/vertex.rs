@@ -1,14 +1,14 @@
 //! The compute vertices, each defined once, generic over its operand: a buffer view
 //! (`crate::ir::Operand`) in the program, a [`Placed`] operand (address, row stride, element type) in
 //! tile code. [`VertexKind::operands`] is the one operand visitor: the program's verifier reads buffer
-//! lifetimes from it, `emit` places operands with [`VertexKind::map`], emit's verifier checks their
-//! extents, the device and the text form read the fields.
+//! lifetimes and windows from it, emit's verifier checks the placed extents; the lowering places
+//! operands with [`VertexKind::map`]; the device and the text form read each kind's fields.
 //!
 //! A new vertex kind is a struct here, its arm in `operands`, `map`, `name` and `Display`, its
 //! semantics in the device and its cost in the target; the phases that place, encode and check vertices
 //! need no change.
 
-use crate::ir::DType;
+use crate::elements::DType;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

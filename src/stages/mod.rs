@@ -1,4 +1,4 @@
-//! The compiler's phases, one module each, in pipeline order (see `crate::pipeline`).
+//! The compiler's phases, one module each, in pipeline order (see the phase table, `crate::driver::PHASES`).
 
 pub mod build_images;
 pub mod emit;

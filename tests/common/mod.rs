@@ -177,7 +177,7 @@ pub const SMALL_ATTENTION_ID: &str = "attention-flash-f16-b1-t37-h2-d24-k45-pf32
 pub const SMALL_ID: &str = "siglip-mlp-f16-b1-t21-d40-h72-n2-bias-s7";
 
 pub fn phases() -> Vec<&'static str> {
-    ipu_codegen::pipeline::PIPELINE
+    ipu_codegen::driver::PIPELINE
         .iter()
         .map(|p| p.name())
         .collect()
