@@ -15,6 +15,18 @@ use crate::isa::{Instr, PLACEHOLDER_ADDRESS, Placed, Run, TileProgram};
 use crate::target::Target;
 use std::collections::BTreeMap;
 
+/// Exchange storage and schedules that do not belong to the program they are lowered with.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the exchange storage ({storage} phases) and the schedules ({schedules}) do not belong to a \
+     program of {program} exchange phases: they come from different builds"
+)]
+pub struct Mismatch {
+    pub program: usize,
+    pub storage: usize,
+    pub schedules: usize,
+}
+
 /// `operand` of the program placed with its buffer at `base` ([`PLACEHOLDER_ADDRESS`] stays one).
 fn placed(sel: &Selected, operand: &Operand, base: u32) -> Placed {
     let buffer = &sel.buffers[operand.buffer.index()];
@@ -105,7 +117,19 @@ pub fn tile_programs(
     exchanges: &Exchanges,
     target: &Target,
     address: &dyn Fn(BufferId) -> u32,
-) -> Vec<TileProgram> {
+) -> Result<Vec<TileProgram>, Mismatch> {
+    let (program, storage_phases, schedules) = (
+        sel.exchanges.len(),
+        storage.phases.len(),
+        exchanges.phases.len(),
+    );
+    if storage_phases != program || schedules != program {
+        return Err(Mismatch {
+            program,
+            storage: storage_phases,
+            schedules,
+        });
+    }
     let mut instrs: Vec<Vec<Instr>> = vec![Vec::new(); target.tiles as usize];
     // A placeholder base stays a placeholder, so sized code is never shorter than real code.
     let place = |run: &Run, base: u32| {
@@ -155,12 +179,12 @@ pub fn tile_programs(
             program.push(Instr::Sync);
         }
     }
-    instrs
+    Ok(instrs
         .into_iter()
         .enumerate()
         .map(|(t, instrs)| TileProgram {
             tile: TileId::from_index(t),
             instrs,
         })
-        .collect()
+        .collect())
 }

@@ -28,6 +28,13 @@ pub enum EmitError {
         "the schedule of ex{phase} does not fit its pattern (stale exchanges artifact?):\n{errors}"
     )]
     Schedule { phase: u32, errors: String },
+    #[error(transparent)]
+    Mismatch(#[from] crate::lowering::Mismatch),
+    #[error(
+        "the placement has {addresses} addresses for the program's {buffers} buffers: they come from \
+         different builds"
+    )]
+    Placement { addresses: usize, buffers: usize },
     #[error("emit produced invalid tile code:\n{0}")]
     Invalid(String),
 }
@@ -56,8 +63,14 @@ pub fn emit(
             "reused exchange optimization after validating relocated rows"
         );
     }
+    if placement.addresses.len() != sel.buffers.len() {
+        return Err(EmitError::Placement {
+            addresses: placement.addresses.len(),
+            buffers: sel.buffers.len(),
+        });
+    }
     let address = |b: BufferId| placement.addresses[b.index()];
-    let tiles = tile_programs(sel, storage, exchanges, target, &address);
+    let tiles = tile_programs(sel, storage, exchanges, target, &address)?;
     let host_transfer = |t: &crate::ir::HostTransfer| {
         let buf = &sel.buffers[t.buffer.index()];
         HostTransfer {

@@ -10,9 +10,12 @@
 //! validated against the pattern by the independent checker before it is used. Because the key covers
 //! everything the scheduler reads, a reused schedule is byte-identical to a recomputed one.
 //!
-//! Invariants (checked by `crate::exchange::check`): no tile sends or receives two words in one cycle,
-//! mux switches and supertile pair mates' wide pieces included; every word of every transfer arrives exactly once at every destination; the
-//! horizon covers every arrival and is at least the lower bound; exchange storage matches the selection.
+//! Invariants (checked by [`verify`]): one schedule per exchange phase of the selection, in order, each
+//! passing the independent checker (`crate::exchange::check`) against its phase's pattern: no tile
+//! sends or receives two words in one cycle, mux switches and supertile pair mates' wide pieces
+//! included; every word of every transfer arrives exactly once at every destination; the horizon
+//! covers every arrival and is at least the lower bound. The phase runs the checker on every schedule
+//! it returns, reused or computed; the exchange storage must have as many phases as the selection.
 
 use crate::exchange::check::check;
 use crate::exchange::schedule::schedule;

@@ -74,6 +74,8 @@ pub struct PlaceStorageConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlaceStorageError {
+    #[error(transparent)]
+    Mismatch(#[from] crate::lowering::Mismatch),
     #[error(
         "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {live} bytes are live at {step} with code, \
          {over} bytes over the tile's {capacity} bytes; use fewer tokens or a smaller dimension"
@@ -111,7 +113,7 @@ pub fn place_storage(
     cfg: &PlaceStorageConfig,
 ) -> Result<Placement, PlaceStorageError> {
     let code_bytes: Vec<u32> =
-        tile_programs(sel, storage, exchanges, target, &|_| PLACEHOLDER_ADDRESS)
+        tile_programs(sel, storage, exchanges, target, &|_| PLACEHOLDER_ADDRESS)?
             .par_iter()
             .map(|p| (p.encode().len() as u32).next_multiple_of(16))
             .collect();

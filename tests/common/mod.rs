@@ -1,4 +1,5 @@
-//! A sandbox per test: its own store and stages directory, and the `ipu-codegen` binary.
+//! A sandbox per test: its own store and stages directory, and the `ipu-codegen` binary; `pipeline`
+//! builds the small presets phase by phase in-process, for tests of the verifiers.
 
 #![allow(dead_code)]
 
