@@ -138,7 +138,13 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
                     )
                 });
             }
-            let buf = &sel.buffers[row.buffer.index()];
+            let Some(buf) = sel.buffers.get(row.buffer.index()) else {
+                v.error(format!(
+                    "{} {} on {}: no such buffer",
+                    ex.id, row.buffer, row.tile
+                ));
+                continue;
+            };
             let expected = buf.rect.elements() as u32 * buf.dtype.bytes();
             v.check(row.bytes == expected, || {
                 format!(
