@@ -1,20 +1,24 @@
-//! `select_finalist`'s verifier: every buffer on a tile of the target with a lifetime, a rectangle and
-//! aligned rows; every transfer inside its source and its destinations, both stored in the same order,
-//! its source written before and live at the phase and every destination born in it; every panel
-//! covered exactly once by its incoming transfers; every vertex's operands on its tile, live at its
-//! step, the AMP's in interleaved memory; every home buffer streamed once with its own rectangle, the
-//! output read whole and once and written on the device.
+//! `select_finalist`'s verifier: the steps list every exchange phase and compute set once, each
+//! recorded at its position and an exchange phase under its own id, with an estimate per step; every
+//! buffer on a tile of the target with a lifetime, a rectangle and aligned rows; every transfer inside
+//! its source and its destinations, both stored in the same order, its source written before and live
+//! at the phase and every destination born in it; every panel covered exactly once by its incoming
+//! transfers; every vertex's operands on its tile, live at its step, the AMP's in interleaved memory;
+//! every home buffer streamed once with its own rectangle, the output read whole and once and written
+//! on the device.
 //!
-//! The tests damage the selection: a buffer beyond the tiles, with an empty lifetime or rectangle or a
-//! stride off its alignment; a transfer reading a dead or unwritten source, outside it or of the wrong
-//! size; a panel left short or filled twice; a destination stored in another order or born early; an
-//! operand read after it dies, AMP weights outside interleaved memory; a host stream lost or into
+//! The tests damage the selection: two steps swapped, a compute set listed twice, an exchange phase
+//! left out of the steps, a step naming no exchange phase or compute set, an exchange phase under
+//! another id, an estimate a step short; a buffer beyond the tiles, with an empty lifetime or rectangle
+//! or a stride off its alignment; a transfer reading a dead or unwritten source, outside it or of the
+//! wrong size; a panel left short or filled twice; a destination stored in another order or born early;
+//! an operand read after it dies, AMP weights outside interleaved memory; a host stream lost or into
 //! another rectangle, an output read in part or never written.
 
 use crate::common::pipeline::{Built, small};
 use crate::{assert_rejects, first_of};
-use ipu_codegen::ids::{StepId, TileId};
-use ipu_codegen::ir::{BufferClass, Selected};
+use ipu_codegen::ids::{ExchangeId, StepId, TileId};
+use ipu_codegen::ir::{BufferClass, Selected, Step};
 use ipu_codegen::stages::select_finalist;
 
 fn select_errors(b: &Built, sel: &Selected) -> Vec<String> {
@@ -31,6 +35,157 @@ fn later_transfer(sel: &Selected, pick: impl Fn(usize, usize) -> bool) -> (usize
         .flat_map(|(e, ex)| (0..ex.transfers.len()).map(move |t| (e, t)))
         .find(|&(e, t)| pick(e, t))
         .expect("a transfer to damage")
+}
+
+/// The position of `step` in the steps.
+fn position(sel: &Selected, step: Step) -> usize {
+    (sel.steps.iter())
+        .position(|&s| s == step)
+        .unwrap_or_else(|| panic!("{step:?} is not a step"))
+}
+
+#[test]
+fn select_finalist_verifier_rejects_two_steps_swapped() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    // ex1 gathers op0's partials, compute set 1 reduces them.
+    let (i, j) = (
+        position(&sel, Step::Exchange(ExchangeId(1))),
+        position(&sel, Step::Compute(1)),
+    );
+    sel.steps.swap(i, j);
+    let name = &sel.compute_sets[1].name;
+    let errors = select_errors(b, &sel);
+    assert_rejects(
+        &errors,
+        &[&format!(
+            "{}: ex1 is recorded at {}",
+            StepId::from_index(j),
+            StepId::from_index(i)
+        )],
+    );
+    assert_rejects(
+        &errors,
+        &[&format!(
+            "{}: compute set 1 ({name}) is recorded at {}",
+            StepId::from_index(i),
+            StepId::from_index(j)
+        )],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_a_compute_set_listed_twice() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    // Compute set 0 again where compute set 1 stands.
+    let (first, twin) = (
+        position(&sel, Step::Compute(0)),
+        position(&sel, Step::Compute(1)),
+    );
+    sel.steps[twin] = Step::Compute(0);
+    let (name, lost) = (&sel.compute_sets[0].name, &sel.compute_sets[1].name);
+    let errors = select_errors(b, &sel);
+    assert_rejects(
+        &errors,
+        &[&format!("steps: compute set 0 ({name}) is listed 2 times")],
+    );
+    assert_rejects(
+        &errors,
+        &[&format!(
+            "{}: compute set 0 ({name}) is recorded at {}",
+            StepId::from_index(twin),
+            StepId::from_index(first)
+        )],
+    );
+    assert_rejects(
+        &errors,
+        &[&format!("steps: compute set 1 ({lost}) is listed 0 times")],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_an_exchange_phase_missing_from_the_steps() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let last = ExchangeId::from_index(sel.exchanges.len() - 1);
+    let at = position(&sel, Step::Exchange(last));
+    sel.steps.remove(at);
+    let errors = select_errors(b, &sel);
+    assert_rejects(&errors, &[&format!("steps: {last} is listed 0 times")]);
+    // The step after it moves up one.
+    let Step::Compute(c) = sel.steps[at] else {
+        panic!("a compute set follows {last}");
+    };
+    assert_rejects(
+        &errors,
+        &[
+            &format!("{}: compute set {c}", StepId::from_index(at)),
+            &format!("is recorded at {}", StepId::from_index(at + 1)),
+        ],
+    );
+    let n = sel.steps.len();
+    assert_rejects(
+        &errors,
+        &[&format!("estimate: {} step estimates for {n} steps", n + 1)],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_a_step_naming_no_exchange_phase() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let n = sel.exchanges.len();
+    sel.steps[0] = Step::Exchange(ExchangeId::from_index(n));
+    let errors = select_errors(b, &sel);
+    assert_rejects(
+        &errors,
+        &[&format!(
+            "step0: ex{n} does not exist; there are {n} exchange phases"
+        )],
+    );
+    assert_rejects(&errors, &["steps: ex0 is listed 0 times"]);
+}
+
+#[test]
+fn select_finalist_verifier_rejects_a_step_naming_no_compute_set() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let at = position(&sel, Step::Compute(0));
+    let n = sel.compute_sets.len();
+    sel.steps[at] = Step::Compute(u32::MAX);
+    assert_rejects(
+        &select_errors(b, &sel),
+        &[&format!(
+            "{}: compute set {} does not exist; there are {n} compute sets",
+            StepId::from_index(at),
+            u32::MAX
+        )],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_an_exchange_phase_under_another_id() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    sel.exchanges[2].id = ExchangeId(3);
+    let at = StepId::from_index(position(&sel, Step::Exchange(ExchangeId(2))));
+    assert_rejects(
+        &select_errors(b, &sel),
+        &[&format!("{at}: ex2 records the id ex3")],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_an_estimate_one_step_short() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    sel.estimate.steps.pop();
+    let n = sel.steps.len();
+    assert_rejects(
+        &select_errors(b, &sel),
+        &[&format!("estimate: {} step estimates for {n} steps", n - 1)],
+    );
 }
 
 #[test]
