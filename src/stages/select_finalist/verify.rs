@@ -1,18 +1,21 @@
 //! The program's verifier.
 //!
 //! Contract: [`verify`] returns every problem found in a selection, each naming its place, in the
-//! order of its families of checks: buffers (tile, lifetime, rectangle, row alignment); transfers
-//! (each rectangle inside its source and every destination, both stored in the same order, the
-//! source written before and live at the phase, every destination born in it); coverage (every
-//! panel and partials share covered exactly once by its incoming transfers); vertices (every operand
-//! on the vertex's tile, live at its step and inside its buffer's storage; AMP partials and weight
-//! panels in interleaved memory); host streams (every home buffer written once by its stream with its
-//! own rectangle, the output read whole and once, every buffer the host reads written on the device). It
-//! reads only the selection and the target.
+//! order of its families of checks: steps (every exchange phase and every compute set listed exactly
+//! once, by an id that exists; each recorded at its position, an exchange phase under its own id; an
+//! estimate for every step); buffers (tile, lifetime, rectangle, row alignment); transfers (each
+//! rectangle inside its source and every destination, both stored in the same order, the source
+//! written before and live at the phase, every destination born in it); coverage (every panel and
+//! partials share covered exactly once by its incoming transfers); vertices (every operand on the
+//! vertex's tile, live at its step and inside its buffer's storage; AMP partials and weight panels in
+//! interleaved memory); host streams (every home buffer written once by its stream with its own
+//! rectangle, the output read whole and once, every buffer the host reads written on the device). The
+//! later families read no step list, so they run whatever the steps hold. It reads only the selection
+//! and the target.
 
 use crate::ids::BufferId;
-use crate::ids::StepId;
-use crate::ir::{BufferClass, HostTransfer, Rect, Selected, ValueRole};
+use crate::ids::{ExchangeId, StepId};
+use crate::ir::{BufferClass, HostTransfer, Rect, Selected, Step, ValueRole};
 use crate::isa::VertexKind;
 use crate::target::Target;
 use crate::verify::Verifier;
@@ -21,6 +24,7 @@ use std::collections::BTreeSet;
 /// Checks a selection; returns every problem found.
 pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     let mut v = Verifier::default();
+    check_steps(&mut v, s);
     check_buffers(&mut v, s, target);
     // Coverage of every gathered buffer, and liveness of sources and destinations.
     let incoming = check_transfers(&mut v, s);
@@ -28,6 +32,67 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     check_vertices(&mut v, s);
     check_host_streams(&mut v, s);
     v.finish()
+}
+
+/// Every exchange phase and every compute set listed once in the steps, by an id that exists, each
+/// recorded at its position and an exchange phase under its own id; an estimate for every step.
+fn check_steps(v: &mut Verifier, s: &Selected) {
+    let mut exchanges_listed = vec![0u32; s.exchanges.len()];
+    let mut compute_sets_listed = vec![0u32; s.compute_sets.len()];
+    for (i, &step) in s.steps.iter().enumerate() {
+        let at = StepId::from_index(i);
+        match step {
+            Step::Exchange(id) => {
+                let Some(ex) = s.exchanges.get(id.index()) else {
+                    v.error(format!(
+                        "{at}: {id} does not exist; there are {} exchange phases",
+                        s.exchanges.len()
+                    ));
+                    continue;
+                };
+                exchanges_listed[id.index()] += 1;
+                v.check(ex.id == id, || {
+                    format!("{at}: {id} records the id {}", ex.id)
+                });
+                v.check(ex.step == at, || {
+                    format!("{at}: {id} is recorded at {}", ex.step)
+                });
+            }
+            Step::Compute(c) => {
+                let Some(cs) = s.compute_sets.get(c as usize) else {
+                    v.error(format!(
+                        "{at}: compute set {c} does not exist; there are {} compute sets",
+                        s.compute_sets.len()
+                    ));
+                    continue;
+                };
+                compute_sets_listed[c as usize] += 1;
+                v.check(cs.step == at, || {
+                    format!(
+                        "{at}: compute set {c} ({}) is recorded at {}",
+                        cs.name, cs.step
+                    )
+                });
+            }
+        }
+    }
+    for (i, &n) in exchanges_listed.iter().enumerate() {
+        v.check(n == 1, || {
+            format!("steps: {} is listed {n} times", ExchangeId::from_index(i))
+        });
+    }
+    for (c, (cs, &n)) in s.compute_sets.iter().zip(&compute_sets_listed).enumerate() {
+        v.check(n == 1, || {
+            format!("steps: compute set {c} ({}) is listed {n} times", cs.name)
+        });
+    }
+    v.check(s.estimate.steps.len() == s.steps.len(), || {
+        format!(
+            "estimate: {} step estimates for {} steps",
+            s.estimate.steps.len(),
+            s.steps.len()
+        )
+    });
 }
 
 /// Every buffer on a tile of the target, with a lifetime, a rectangle and aligned rows.

@@ -1,0 +1,275 @@
+//! `emit`'s verifier: a program per tile of the target, with a sync per superstep; each tile's vertices
+//! per superstep as the program asks; sends only inside an exchange phase; every send received and every
+//! receive naming bytes its sender sends at that cycle; every run and operand in tile memory.
+//!
+//! The tests damage the tile code: a sync lost or added, a tile program or a vertex lost, a send or
+//! receive run outside memory, a receive of a cycle nothing is sent or of more bytes than sent, a send
+//! lost, a send nobody receives, a send outside its exchange phase.
+
+use crate::common::pipeline::{Built, small, small_attention};
+use crate::{Located, assert_rejects, exchange_instrs};
+use ipu_codegen::ir::TileCode;
+use ipu_codegen::isa::Instr;
+use ipu_codegen::stages::emit;
+
+fn code_errors(b: &Built, code: &TileCode) -> Vec<String> {
+    emit::verify(code, &b.selected, &b.target)
+}
+
+/// The receives of the send at `send`: (tile, index) of each.
+fn receivers_of(code: &TileCode, send: &Located) -> Vec<(usize, usize)> {
+    let Instr::Send { start, .. } = code.tiles[send.tile].instrs[send.at] else {
+        unreachable!()
+    };
+    exchange_instrs(code, false)
+        .into_iter()
+        .filter(|r| {
+            let Instr::Receive { from, sent, .. } = code.tiles[r.tile].instrs[r.at] else {
+                unreachable!()
+            };
+            r.phase == send.phase && from.index() == send.tile && sent == start
+        })
+        .map(|r| (r.tile, r.at))
+        .collect()
+}
+
+#[test]
+fn emit_verifier_rejects_a_tile_missing_a_sync() {
+    let b = small();
+    let mut code = b.code.clone();
+    let p = &mut code.tiles[100];
+    let last = p
+        .instrs
+        .iter()
+        .rposition(|i| matches!(i, Instr::Sync))
+        .unwrap();
+    p.instrs.remove(last);
+    let steps = b.selected.steps.len();
+    assert_rejects(
+        &code_errors(b, &code),
+        &[&format!(
+            "tile100: {} syncs for {steps} supersteps",
+            steps - 1
+        )],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_tile_with_an_extra_sync() {
+    let b = small_attention();
+    let mut code = b.code.clone();
+    code.tiles[7].instrs.insert(0, Instr::Sync);
+    let steps = b.selected.steps.len();
+    assert_rejects(
+        &code_errors(b, &code),
+        &[&format!(
+            "tile7: {} syncs for {steps} supersteps",
+            steps + 1
+        )],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_missing_tile_program() {
+    let b = small();
+    let mut code = b.code.clone();
+    code.tiles.pop();
+    let tiles = b.target.tiles;
+    assert_rejects(
+        &code_errors(b, &code),
+        &[&format!("{} tile programs for {tiles} tiles", tiles - 1)],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_send_run_outside_memory() {
+    let b = small();
+    let mut code = b.code.clone();
+    let s = &exchange_instrs(&code, true)[10];
+    let Instr::Send { run, .. } = &mut code.tiles[s.tile].instrs[s.at] else {
+        unreachable!()
+    };
+    run.offset = b.target.memory_end;
+    assert_rejects(
+        &code_errors(b, &code),
+        &[&format!("tile{}: send run", s.tile), "outside memory"],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_receive_run_outside_memory() {
+    let b = small_attention();
+    let mut code = b.code.clone();
+    let r = &exchange_instrs(&code, false)[20];
+    let Instr::Receive { run, .. } = &mut code.tiles[r.tile].instrs[r.at] else {
+        unreachable!()
+    };
+    // Below the tile's memory.
+    run.offset = b.target.memory_base - 4;
+    assert_rejects(
+        &code_errors(b, &code),
+        &[&format!("tile{}: receive run", r.tile), "outside memory"],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_receive_of_a_cycle_nothing_is_sent() {
+    let b = small();
+    let mut code = b.code.clone();
+    let r = &exchange_instrs(&code, false)[30];
+    let Instr::Receive { from, sent, .. } = &mut code.tiles[r.tile].instrs[r.at] else {
+        unreachable!()
+    };
+    *sent += 1;
+    let (from, sent) = (*from, *sent);
+    assert_rejects(
+        &code_errors(b, &code),
+        &[
+            &format!("ex{} tile{}: receives bytes", r.phase, r.tile),
+            &format!("from {from} sent at cycle {sent}, which sends no such thing"),
+        ],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_receive_of_more_bytes_than_sent() {
+    let b = small();
+    let mut code = b.code.clone();
+    let r = &exchange_instrs(&code, false)[40];
+    let Instr::Receive {
+        from,
+        sent,
+        skip,
+        bytes,
+        ..
+    } = &mut code.tiles[r.tile].instrs[r.at]
+    else {
+        unreachable!()
+    };
+    *bytes += 4;
+    let (from, sent, skip, end) = (*from, *sent, *skip, *skip + *bytes);
+    assert_rejects(
+        &code_errors(b, &code),
+        &[
+            &format!("ex{} tile{}: receives bytes", r.phase, r.tile),
+            &format!(
+                "bytes {skip}..{end} from {from} sent at cycle {sent}, which sends no such thing"
+            ),
+        ],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_missing_send() {
+    let b = small();
+    let mut code = b.code.clone();
+    // A send with few receivers, so that every one of their problems is listed.
+    let (s, receivers) = exchange_instrs(&code, true)
+        .into_iter()
+        .skip(50)
+        .map(|s| {
+            let r = receivers_of(&code, &s);
+            (s, r)
+        })
+        .find(|(_, r)| (1..=10).contains(&r.len()))
+        .expect("a send with at most ten receivers");
+    code.tiles[s.tile].instrs.remove(s.at);
+    let errors = code_errors(b, &code);
+    for (tile, _) in receivers {
+        assert_rejects(
+            &errors,
+            &[
+                &format!("ex{} tile{tile}: receives bytes", s.phase),
+                &format!("from tile{}", s.tile),
+                "which sends no such thing",
+            ],
+        );
+    }
+}
+
+#[test]
+fn emit_verifier_rejects_a_send_nobody_receives() {
+    let b = small();
+    let mut code = b.code.clone();
+    let s = exchange_instrs(&code, true).swap_remove(60);
+    let Instr::Send { start, .. } = code.tiles[s.tile].instrs[s.at] else {
+        unreachable!()
+    };
+    let mut receivers = receivers_of(&code, &s);
+    assert!(!receivers.is_empty());
+    // Removed from the back, so earlier indices stay put.
+    receivers.sort_unstable();
+    for (tile, at) in receivers.into_iter().rev() {
+        code.tiles[tile].instrs.remove(at);
+    }
+    assert_rejects(
+        &code_errors(b, &code),
+        &[&format!(
+            "ex{} tile{}: send at cycle {start} has no receiver",
+            s.phase, s.tile
+        )],
+    );
+}
+
+/// The first tile with a compute vertex: its index, the vertex's position and its superstep.
+fn first_vertex(code: &TileCode) -> (usize, usize, usize) {
+    code.tiles
+        .iter()
+        .enumerate()
+        .find_map(|(t, p)| {
+            let at = p
+                .instrs
+                .iter()
+                .position(|i| matches!(i, Instr::Vertex(_)))?;
+            let step = p.instrs[..at]
+                .iter()
+                .filter(|i| matches!(i, Instr::Sync))
+                .count();
+            Some((t, at, step))
+        })
+        .expect("a tile with a vertex")
+}
+
+#[test]
+fn emit_verifier_rejects_a_missing_vertex() {
+    let b = small();
+    let mut code = b.code.clone();
+    let (t, at, step) = first_vertex(&code);
+    code.tiles[t].instrs.remove(at);
+    assert_rejects(
+        &code_errors(b, &code),
+        &[&format!("tile{t} step{step}: vertices")],
+    );
+}
+
+#[test]
+fn emit_verifier_rejects_a_send_outside_an_exchange_phase() {
+    let b = small();
+    let mut code = b.code.clone();
+    let (t, at, step) = code
+        .tiles
+        .iter()
+        .enumerate()
+        .find_map(|(t, p)| {
+            let at = p
+                .instrs
+                .iter()
+                .position(|i| matches!(i, Instr::Exchange { .. }))?;
+            matches!(p.instrs.get(at + 1), Some(Instr::Send { .. })).then(|| {
+                let step = p.instrs[..at]
+                    .iter()
+                    .filter(|i| matches!(i, Instr::Sync))
+                    .count();
+                (t, at, step)
+            })
+        })
+        .expect("a tile whose exchange phase opens with a send");
+    code.tiles[t].instrs.remove(at);
+    assert_rejects(
+        &code_errors(b, &code),
+        &[
+            &format!("tile{t} step{step}: send at cycle"),
+            "outside an exchange phase",
+        ],
+    );
+}
