@@ -11,7 +11,7 @@
 use crate::exchange::Schedule;
 use crate::ids::{BufferId, ExchangeId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Operand, Selected, Step};
-use crate::isa::{Instr, PLACEHOLDER_ADDRESS, Placed, Run, TileProgram};
+use crate::isa::{Instr, PLACEHOLDER_ADDRESS, Placed, Receive, Run, Send, TileProgram};
 use crate::target::Target;
 use std::collections::BTreeMap;
 
@@ -66,13 +66,13 @@ pub fn exchange_programs(
         let bytes = (piece.words * word).min(t.bytes - skip);
         per_tile.entry(t.source).or_default().push((
             start,
-            Instr::Send {
+            Instr::Send(Send {
                 start,
                 skip,
                 bytes,
                 run: t.source_run,
                 wide: piece.wide,
-            },
+            }),
         ));
         let served = match piece.destinations {
             None => 0..t.destinations.len(),
@@ -82,7 +82,7 @@ pub fn exchange_programs(
             let switch = start + target.exchange_transit_cycles - target.mux_switch_cycles;
             per_tile.entry(tile).or_default().push((
                 switch,
-                Instr::Receive {
+                Instr::Receive(Receive {
                     switch,
                     from: t.source,
                     sent: start,
@@ -90,14 +90,14 @@ pub fn exchange_programs(
                     bytes,
                     run,
                     wide: piece.wide,
-                },
+                }),
             ));
         }
     }
     per_tile
         .into_iter()
         .map(|(tile, mut list)| {
-            list.sort_by_key(|(cycle, i)| (*cycle, matches!(i, Instr::Receive { .. })));
+            list.sort_by_key(|(cycle, i)| (*cycle, matches!(i, Instr::Receive(_))));
             let program = std::iter::once(Instr::Exchange {
                 phase,
                 horizon: schedule.horizon,

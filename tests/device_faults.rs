@@ -6,7 +6,7 @@ use common::{SMALL, SMALL_ID, Sandbox};
 use ipu_codegen::device::{Device, Fault, host_data};
 use ipu_codegen::ids::TileId;
 use ipu_codegen::ir::{Package, read_ipuexe, write_ipuexe};
-use ipu_codegen::isa::{Instr, TileProgram, VertexKind};
+use ipu_codegen::isa::{Instr, Receive, Send, TileProgram, VertexKind};
 use std::sync::OnceLock;
 
 fn small_package() -> Package {
@@ -109,9 +109,9 @@ fn two_senders_reaching_one_receiver_at_once() {
             .iter()
             .zip(phases_of(&prog))
             .filter_map(|(i, ph)| match i {
-                Instr::Receive {
+                Instr::Receive(Receive {
                     from, sent, bytes, ..
-                } => Some((ph, *from, *sent, *bytes)),
+                }) => Some((ph, *from, *sent, *bytes)),
                 _ => None,
             })
             .collect();
@@ -128,7 +128,7 @@ fn two_senders_reaching_one_receiver_at_once() {
                 .iter()
                 .zip(&sender_phases)
                 .any(|(i, sp)| match i {
-                    Instr::Send { start, bytes, .. } => {
+                    Instr::Send(Send { start, bytes, .. }) => {
                         *sp == ph
                             && *start != s2
                             && *start < s1 + len
@@ -139,25 +139,25 @@ fn two_senders_reaching_one_receiver_at_once() {
             // Nor may B's send be wide, or land on a wide send of B's pair mate.
             let mate = program(&p, b.index() ^ 1);
             let wide_clash = sender.instrs.iter().zip(&sender_phases).any(|(i, sp)| {
-                matches!(i, Instr::Send { start, wide: true, .. } if *sp == ph && *start == s2)
+                matches!(i, Instr::Send(Send { start, wide: true, .. }) if *sp == ph && *start == s2)
             }) || mate
                 .instrs
                 .iter()
                 .zip(phases_of(&mate))
                 .any(|(i, sp)| match i {
-                    Instr::Send {
+                    Instr::Send(Send {
                         start,
                         bytes,
                         wide: true,
                         ..
-                    } => sp == ph && *start < s1 + len && s1 < start + bytes.div_ceil(8),
+                    }) => sp == ph && *start < s1 + len && s1 < start + bytes.div_ceil(8),
                     _ => false,
                 });
             if clash || wide_clash {
                 continue;
             }
             for (i, sp) in sender.instrs.iter_mut().zip(&sender_phases) {
-                if let Instr::Send { start, .. } = i
+                if let Instr::Send(Send { start, .. }) = i
                     && *sp == ph
                     && *start == s2
                 {
@@ -170,12 +170,12 @@ fn two_senders_reaching_one_receiver_at_once() {
                 let tile_phases = phases_of(&prog);
                 let mut changed = false;
                 for (i, tp) in prog.instrs.iter_mut().zip(&tile_phases) {
-                    if let Instr::Receive {
+                    if let Instr::Receive(Receive {
                         from,
                         sent,
                         switch: sw,
                         ..
-                    } = i
+                    }) = i
                         && *tp == ph
                         && *from == b
                         && *sent == s2
@@ -204,12 +204,12 @@ fn data_arriving_while_the_receiver_listens_elsewhere() {
             program(&p, t)
                 .instrs
                 .iter()
-                .any(|i| matches!(i, Instr::Receive { .. }))
+                .any(|i| matches!(i, Instr::Receive(_)))
         })
         .unwrap();
     let mut prog = program(&p, t);
     for i in &mut prog.instrs {
-        if let Instr::Receive { sent, .. } = i {
+        if let Instr::Receive(Receive { sent, .. }) = i {
             *sent += 1;
             break;
         }
@@ -316,24 +316,23 @@ fn a_wide_send_while_the_pair_mate_sends() {
         let (prog, mate) = (program(&p, t), program(&p, t + 1));
         let (phases, mate_phases) = (phases_of(&prog), phases_of(&mate));
         let found = prog.instrs.iter().zip(&phases).find_map(|(i, ph)| match i {
-            Instr::Send { start, bytes, .. } => {
-                mate.instrs
-                    .iter()
-                    .zip(&mate_phases)
-                    .find_map(|(j, mph)| match j {
-                        Instr::Send {
-                            start: s2,
-                            bytes: b2,
-                            ..
-                        } if mph == ph
-                            && *s2 < start + bytes.div_ceil(8)
-                            && *start < s2 + b2.div_ceil(4) =>
-                        {
-                            Some((*ph, *start))
-                        }
-                        _ => None,
-                    })
-            }
+            Instr::Send(Send { start, bytes, .. }) => mate
+                .instrs
+                .iter()
+                .zip(&mate_phases)
+                .find_map(|(j, mph)| match j {
+                    Instr::Send(Send {
+                        start: s2,
+                        bytes: b2,
+                        ..
+                    }) if mph == ph
+                        && *s2 < start + bytes.div_ceil(8)
+                        && *start < s2 + b2.div_ceil(4) =>
+                    {
+                        Some((*ph, *start))
+                    }
+                    _ => None,
+                }),
             _ => None,
         });
         let Some((ph, start)) = found else { continue };
@@ -342,14 +341,14 @@ fn a_wide_send_while_the_pair_mate_sends() {
             let tp = phases_of(&prog);
             for (i, phase) in prog.instrs.iter_mut().zip(&tp) {
                 match i {
-                    Instr::Send { start: s, wide, .. }
+                    Instr::Send(Send { start: s, wide, .. })
                         if tile == t && *phase == ph && *s == start =>
                     {
                         *wide = true
                     }
-                    Instr::Receive {
+                    Instr::Receive(Receive {
                         from, sent, wide, ..
-                    } if from.index() == t && *phase == ph && *sent == start => *wide = true,
+                    }) if from.index() == t && *phase == ph && *sent == start => *wide = true,
                     _ => {}
                 }
             }

@@ -13,7 +13,7 @@
 
 use super::{Device, Fault, fault};
 use crate::ids::TileId;
-use crate::isa::{Instr, Run};
+use crate::isa::{Instr, Receive, Run, Send};
 use crate::target::Target;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -54,13 +54,13 @@ impl Device {
                             ));
                         }
                     }
-                    Instr::Send {
+                    Instr::Send(Send {
                         start,
                         skip,
                         bytes,
                         run,
                         wide,
-                    } => {
+                    }) => {
                         if u64::from(*start) < last_end {
                             return Err(fault(
                                 t,
@@ -84,7 +84,7 @@ impl Device {
                             },
                         );
                     }
-                    Instr::Receive { .. } => {}
+                    Instr::Receive(_) => {}
                     other => {
                         return Err(fault(
                             t,
@@ -139,7 +139,11 @@ impl Device {
         };
         for (t, tile) in self.tiles.iter().enumerate() {
             let mut listening: Option<(u64, TileId)> = None;
-            for r in tile.steps[step].iter().filter_map(Receive::of) {
+            let of_tile = tile.steps[step].iter().filter_map(|i| match i {
+                Instr::Receive(r) => Some(*r),
+                _ => None,
+            });
+            for r in of_tile {
                 let s = self.matching_send(t, step, &r, listening, sends)?;
                 let cycle = u64::from(r.sent) + transit;
                 let until = cycle + transfer_cycles(&self.target, r.bytes, r.wide);
@@ -371,43 +375,6 @@ struct Sent {
     bytes: u32,
     run: Run,
     wide: bool,
-}
-
-/// A receive instruction's fields ([`Instr::Receive`]).
-#[derive(Clone, Copy)]
-struct Receive {
-    switch: u32,
-    from: TileId,
-    sent: u32,
-    skip: u32,
-    bytes: u32,
-    run: Run,
-    wide: bool,
-}
-
-impl Receive {
-    fn of(instr: &Instr) -> Option<Receive> {
-        match *instr {
-            Instr::Receive {
-                switch,
-                from,
-                sent,
-                skip,
-                bytes,
-                run,
-                wide,
-            } => Some(Receive {
-                switch,
-                from,
-                sent,
-                skip,
-                bytes,
-                run,
-                wide,
-            }),
-            _ => None,
-        }
-    }
 }
 
 /// The phase's receives, per receiving tile: what each delivers, and when each keeps the tile busy.

@@ -35,8 +35,8 @@ impl TileCode {
                 let name = match i {
                     Instr::Vertex(v) => v.name(),
                     Instr::Exchange { .. } => "exchange",
-                    Instr::Send { .. } => "send",
-                    Instr::Receive { .. } => "receive",
+                    Instr::Send(_) => "send",
+                    Instr::Receive(_) => "receive",
                     Instr::Sync => "sync",
                 };
                 *counts.entry(name).or_default() += 1;

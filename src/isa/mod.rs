@@ -54,35 +54,43 @@ impl Run {
     }
 }
 
+/// Sends bytes `skip..skip+bytes` of the stream read from `run`, one word per cycle from cycle
+/// `start` of the phase; two words per cycle when `wide`, over the supertile pair's shared bus
+/// (the pair mate must not send meanwhile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Send {
+    pub start: u32,
+    pub skip: u32,
+    pub bytes: u32,
+    pub run: Run,
+    pub wide: bool,
+}
+
+/// Switches the receive mux to `from` at cycle `switch`, then stores the bytes that `from` sends from
+/// cycle `sent` (arriving `transit` cycles later) as bytes `skip..skip+bytes` of the stream written
+/// to `run`. `wide` receives a wide send at two words per cycle: the pair mate must not receive
+/// meanwhile, unless it receives the same data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receive {
+    pub switch: u32,
+    pub from: TileId,
+    pub sent: u32,
+    pub skip: u32,
+    pub bytes: u32,
+    pub run: Run,
+    pub wide: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Instr {
     /// A compute vertex with its operands placed.
     Vertex(VertexKind<Placed>),
     /// Starts exchange phase `phase`, which lasts `horizon` cycles.
     Exchange { phase: ExchangeId, horizon: u32 },
-    /// Sends bytes `skip..skip+bytes` of the stream read from `run`, one word per cycle from cycle
-    /// `start` of the phase; two words per cycle when `wide`, over the supertile pair's shared bus
-    /// (the pair mate must not send meanwhile).
-    Send {
-        start: u32,
-        skip: u32,
-        bytes: u32,
-        run: Run,
-        wide: bool,
-    },
-    /// Switches the receive mux to `from` at cycle `switch`, then stores the bytes that `from` sends from
-    /// cycle `sent` (arriving `transit` cycles later) as bytes `skip..skip+bytes` of the stream written
-    /// to `run`. `wide` receives a wide send at two words per cycle: the pair mate must not receive
-    /// meanwhile, unless it receives the same data.
-    Receive {
-        switch: u32,
-        from: TileId,
-        sent: u32,
-        skip: u32,
-        bytes: u32,
-        run: Run,
-        wide: bool,
-    },
+    /// A send of the tile's part of an exchange phase.
+    Send(Send),
+    /// A receive of the tile's part of an exchange phase.
+    Receive(Receive),
     /// Ends a superstep: wait for every tile.
     Sync,
 }
@@ -100,13 +108,13 @@ impl std::fmt::Display for Instr {
         match self {
             Instr::Vertex(v) => v.fmt(f),
             Instr::Exchange { phase, horizon } => write!(f, "exchange {phase} horizon={horizon}"),
-            Instr::Send {
+            Instr::Send(Send {
                 start,
                 skip,
                 bytes,
                 run: r,
                 wide,
-            } => {
+            }) => {
                 write!(
                     f,
                     "  send @{start} {bytes}B+{skip} from {}{}",
@@ -114,7 +122,7 @@ impl std::fmt::Display for Instr {
                     if *wide { " wide" } else { "" }
                 )
             }
-            Instr::Receive {
+            Instr::Receive(Receive {
                 switch,
                 from,
                 sent,
@@ -122,7 +130,7 @@ impl std::fmt::Display for Instr {
                 bytes,
                 run: r,
                 wide,
-            } => write!(
+            }) => write!(
                 f,
                 "  receive @{switch} from {from} sent@{sent} {bytes}B+{skip} to {}{}",
                 run(r),

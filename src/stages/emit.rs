@@ -12,7 +12,7 @@ use crate::exchange::Overheads;
 use crate::exchange::check::check;
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Placement, Selected, Step, TileCode};
-use crate::isa::{HostProgram, HostTransfer, Instr};
+use crate::isa::{HostProgram, HostTransfer, Instr, Receive, Send};
 use crate::lowering::tile_programs;
 use crate::target::Target;
 use crate::verify::Verifier;
@@ -152,13 +152,13 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         for i in &p.instrs {
             match i {
                 Instr::Exchange { phase: id, .. } => phase = Some(id.0),
-                Instr::Send {
+                Instr::Send(Send {
                     start,
                     skip,
                     bytes,
                     run,
                     ..
-                } => {
+                }) => {
                     v.check(in_memory(run.offset, run.end() - run.offset), || {
                         format!("{}: send run {run:?} outside memory", p.tile)
                     });
@@ -173,14 +173,14 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                         ((*skip, *bytes), 0),
                     );
                 }
-                Instr::Receive {
+                Instr::Receive(Receive {
                     from,
                     sent,
                     skip,
                     bytes,
                     run,
                     ..
-                } => {
+                }) => {
                     v.check(in_memory(run.offset, run.end() - run.offset), || {
                         format!("{}: receive run {run:?} outside memory", p.tile)
                     });

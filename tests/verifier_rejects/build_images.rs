@@ -10,7 +10,7 @@
 use crate::common::pipeline::{Built, small, small_attention};
 use crate::{assert_rejects, exchange_instrs};
 use ipu_codegen::ir::Package;
-use ipu_codegen::isa::{Instr, TileProgram};
+use ipu_codegen::isa::{Instr, Send, TileProgram};
 use ipu_codegen::stages::build_images;
 
 fn package_errors(b: &Built, package: &Package) -> Vec<String> {
@@ -102,7 +102,7 @@ fn build_images_verifier_rejects_a_code_image_sending_from_another_address() {
     let mut package = b.package.clone();
     let s = &exchange_instrs(&b.code, true)[0];
     let mut program = b.code.tiles[s.tile].clone();
-    let Instr::Send { run, .. } = &mut program.instrs[s.at] else {
+    let Instr::Send(Send { run, .. }) = &mut program.instrs[s.at] else {
         unreachable!()
     };
     run.offset += 8;

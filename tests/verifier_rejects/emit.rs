@@ -9,7 +9,7 @@
 use crate::common::pipeline::{Built, small, small_attention};
 use crate::{Located, assert_rejects, exchange_instrs};
 use ipu_codegen::ir::TileCode;
-use ipu_codegen::isa::Instr;
+use ipu_codegen::isa::{Instr, Receive, Send};
 use ipu_codegen::stages::emit;
 
 fn code_errors(b: &Built, code: &TileCode) -> Vec<String> {
@@ -18,13 +18,13 @@ fn code_errors(b: &Built, code: &TileCode) -> Vec<String> {
 
 /// The receives of the send at `send`: (tile, index) of each.
 fn receivers_of(code: &TileCode, send: &Located) -> Vec<(usize, usize)> {
-    let Instr::Send { start, .. } = code.tiles[send.tile].instrs[send.at] else {
+    let Instr::Send(Send { start, .. }) = code.tiles[send.tile].instrs[send.at] else {
         unreachable!()
     };
     exchange_instrs(code, false)
         .into_iter()
         .filter(|r| {
-            let Instr::Receive { from, sent, .. } = code.tiles[r.tile].instrs[r.at] else {
+            let Instr::Receive(Receive { from, sent, .. }) = code.tiles[r.tile].instrs[r.at] else {
                 unreachable!()
             };
             r.phase == send.phase && from.index() == send.tile && sent == start
@@ -86,7 +86,7 @@ fn emit_verifier_rejects_a_send_run_outside_memory() {
     let b = small();
     let mut code = b.code.clone();
     let s = &exchange_instrs(&code, true)[10];
-    let Instr::Send { run, .. } = &mut code.tiles[s.tile].instrs[s.at] else {
+    let Instr::Send(Send { run, .. }) = &mut code.tiles[s.tile].instrs[s.at] else {
         unreachable!()
     };
     run.offset = b.target.memory_end;
@@ -101,7 +101,7 @@ fn emit_verifier_rejects_a_receive_run_outside_memory() {
     let b = small_attention();
     let mut code = b.code.clone();
     let r = &exchange_instrs(&code, false)[20];
-    let Instr::Receive { run, .. } = &mut code.tiles[r.tile].instrs[r.at] else {
+    let Instr::Receive(Receive { run, .. }) = &mut code.tiles[r.tile].instrs[r.at] else {
         unreachable!()
     };
     // Below the tile's memory.
@@ -117,7 +117,7 @@ fn emit_verifier_rejects_a_receive_of_a_cycle_nothing_is_sent() {
     let b = small();
     let mut code = b.code.clone();
     let r = &exchange_instrs(&code, false)[30];
-    let Instr::Receive { from, sent, .. } = &mut code.tiles[r.tile].instrs[r.at] else {
+    let Instr::Receive(Receive { from, sent, .. }) = &mut code.tiles[r.tile].instrs[r.at] else {
         unreachable!()
     };
     *sent += 1;
@@ -136,13 +136,13 @@ fn emit_verifier_rejects_a_receive_of_more_bytes_than_sent() {
     let b = small();
     let mut code = b.code.clone();
     let r = &exchange_instrs(&code, false)[40];
-    let Instr::Receive {
+    let Instr::Receive(Receive {
         from,
         sent,
         skip,
         bytes,
         ..
-    } = &mut code.tiles[r.tile].instrs[r.at]
+    }) = &mut code.tiles[r.tile].instrs[r.at]
     else {
         unreachable!()
     };
@@ -192,7 +192,7 @@ fn emit_verifier_rejects_a_send_nobody_receives() {
     let b = small();
     let mut code = b.code.clone();
     let s = exchange_instrs(&code, true).swap_remove(60);
-    let Instr::Send { start, .. } = code.tiles[s.tile].instrs[s.at] else {
+    let Instr::Send(Send { start, .. }) = code.tiles[s.tile].instrs[s.at] else {
         unreachable!()
     };
     let mut receivers = receivers_of(&code, &s);
@@ -255,7 +255,7 @@ fn emit_verifier_rejects_a_send_outside_an_exchange_phase() {
                 .instrs
                 .iter()
                 .position(|i| matches!(i, Instr::Exchange { .. }))?;
-            matches!(p.instrs.get(at + 1), Some(Instr::Send { .. })).then(|| {
+            matches!(p.instrs.get(at + 1), Some(Instr::Send(_))).then(|| {
                 let step = p.instrs[..at]
                     .iter()
                     .filter(|i| matches!(i, Instr::Sync))

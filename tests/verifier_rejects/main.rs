@@ -71,12 +71,12 @@ fn exchange_instrs(code: &TileCode, sends: bool) -> Vec<Located> {
             match i {
                 Instr::Exchange { phase: id, .. } => phase = Some(id.0),
                 Instr::Sync => phase = None,
-                Instr::Send { .. } if sends => out.push(Located {
+                Instr::Send(_) if sends => out.push(Located {
                     tile,
                     at,
                     phase: phase.expect("sends follow an exchange marker"),
                 }),
-                Instr::Receive { .. } if !sends => out.push(Located {
+                Instr::Receive(_) if !sends => out.push(Located {
                     tile,
                     at,
                     phase: phase.expect("receives follow an exchange marker"),
