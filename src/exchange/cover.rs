@@ -551,20 +551,10 @@ impl TightCover {
         let Some((f, _)) = chosen else { return false };
         self.stamp_now += 1;
         let mut touched = Vec::new();
-        for i in 0..self.ports(f).len() {
-            if let Some(r) = self.running[self.ports(f)[i] as usize] {
-                touched.extend_from_slice(self.held(r));
-                self.stop(r);
-            }
-        }
+        self.stop_runs_on(f, &mut touched);
         self.start(f, false);
         self.flows[f as usize].covering = true;
-        for p in touched {
-            self.target = self.target.max(self.t + self.needed(p));
-            if self.free(p) {
-                self.freed.push(p);
-            }
-        }
+        self.release(touched);
         true
     }
 
@@ -583,17 +573,28 @@ impl TightCover {
         }
         let mut touched = Vec::new();
         for &f in &path {
-            for i in 0..self.ports(f).len() {
-                if let Some(r) = self.running[self.ports(f)[i] as usize] {
-                    touched.extend_from_slice(self.held(r));
-                    self.stop(r);
-                }
-            }
+            self.stop_runs_on(f, &mut touched);
         }
         for &f in &path {
             self.start(f, false);
             self.flows[f as usize].covering = true;
         }
+        self.release(touched);
+    }
+
+    /// Stops every run holding a port of flow `f`; the ports those runs held go to `touched`.
+    fn stop_runs_on(&mut self, f: u32, touched: &mut Vec<u32>) {
+        for i in 0..self.ports(f).len() {
+            if let Some(r) = self.running[self.ports(f)[i] as usize] {
+                touched.extend_from_slice(self.held(r));
+                self.stop(r);
+            }
+        }
+    }
+
+    /// After runs were stopped: the horizon target rises to cover what `touched` ports still need,
+    /// and those left free are queued.
+    fn release(&mut self, touched: Vec<u32>) {
         for p in touched {
             self.target = self.target.max(self.t + self.needed(p));
             if self.free(p) {

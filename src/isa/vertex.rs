@@ -115,9 +115,6 @@ pub enum Access {
 }
 
 impl Access {
-    pub fn reads(self) -> bool {
-        self != Access::Write
-    }
     pub fn writes(self) -> bool {
         self != Access::Read
     }
