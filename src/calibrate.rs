@@ -58,6 +58,7 @@ impl<'a> Micro<'a> {
             dtype: DType::F16,
             role: ValueRole::Input,
             fan_in: 1,
+            shape: Vec::new(),
         });
         self.write(id, tile, address);
         id

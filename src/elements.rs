@@ -9,6 +9,8 @@ use std::fmt;
 pub enum DType {
     F16,
     F32,
+    /// Integers (token ids, masks): host values only, never on the device.
+    I64,
 }
 
 impl DType {
@@ -16,6 +18,7 @@ impl DType {
         match self {
             DType::F16 => 2,
             DType::F32 => 4,
+            DType::I64 => 8,
         }
     }
 }
@@ -25,6 +28,7 @@ impl fmt::Display for DType {
         f.write_str(match self {
             DType::F16 => "f16",
             DType::F32 => "f32",
+            DType::I64 => "i64",
         })
     }
 }

@@ -20,6 +20,7 @@ pub fn unit_roundoff(dtype: DType) -> f64 {
     match dtype {
         DType::F16 => 2f64.powi(-11),
         DType::F32 => 2f64.powi(-24),
+        DType::I64 => 0.0,
     }
 }
 
@@ -29,6 +30,7 @@ pub fn round_to(dtype: DType, v: f32) -> f32 {
     match dtype {
         DType::F16 => f16::from_f32(v).to_f32(),
         DType::F32 => v,
+        DType::I64 => v.round(),
     }
 }
 
@@ -36,6 +38,11 @@ pub fn round_to(dtype: DType, v: f32) -> f32 {
 pub fn gelu_tanh_f32(x: f32) -> f32 {
     let inner = GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
     0.5 * x * (1.0 + libm::tanhf(inner))
+}
+
+/// `0.5 x (1 + erf(x / √2))` in float64.
+pub fn gelu_erf_f64(x: f64) -> f64 {
+    0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
 }
 
 pub fn gelu_tanh_f64(x: f64) -> f64 {
@@ -254,11 +261,74 @@ pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Reference {
                     .collect()
             }
             OpKind::GeluTanh { x } => data[x.index()].iter().map(|&v| gelu_tanh_f64(v)).collect(),
-            OpKind::Attention { q, k, v, .. } => {
+            OpKind::GeluErf { x } => data[x.index()].iter().map(|&v| gelu_erf_f64(v)).collect(),
+            OpKind::Add { a, b } => data[a.index()]
+                .iter()
+                .zip(&data[b.index()])
+                .map(|(x, y)| x + y)
+                .collect(),
+            OpKind::LayerNorm {
+                x,
+                gamma,
+                beta,
+                epsilon,
+            } => {
+                let (g, b) = (&data[gamma.index()], &data[beta.index()]);
+                data[x.index()]
+                    .chunks(n)
+                    .flat_map(|row| {
+                        let mean = row.iter().sum::<f64>() / n as f64;
+                        let variance =
+                            row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+                        let inverse = 1.0 / (variance + f64::from(epsilon)).sqrt();
+                        row.iter()
+                            .zip(g.iter().zip(b))
+                            .map(move |(v, (g, b))| (v - mean) * inverse * g + b)
+                    })
+                    .collect()
+            }
+            OpKind::Attention { q, k, v, mask, scale, .. } => {
                 let shape = graph.attention_shape(op).expect("an attention has a shape");
-                let (out, s) =
-                    attention_f64(&shape, &data[q.index()], &data[k.index()], &data[v.index()]);
+                let mask = mask.map(|m| data[m.index()].as_slice());
+                let (out, s) = attention_f64(
+                    &shape,
+                    f64::from(scale),
+                    mask,
+                    &data[q.index()],
+                    &data[k.index()],
+                    &data[v.index()],
+                );
                 softmax = softmax.max(s);
+                out
+            }
+            OpKind::Embed { ref lookups } => {
+                let mut out = vec![0f64; out.elements() as usize];
+                for &(table, indices) in lookups {
+                    let table = &data[table.index()];
+                    for (o, &i) in out.chunks_mut(n).zip(&data[indices.index()]) {
+                        let row = &table[i as usize * n..(i as usize + 1) * n];
+                        o.iter_mut().zip(row).for_each(|(o, t)| *o += t);
+                    }
+                }
+                out
+            }
+            OpKind::MaskBias { mask, fill } => data[mask.index()]
+                .iter()
+                .map(|m| (1.0 - m) * f64::from(fill))
+                .collect(),
+            OpKind::MeanPool { x, mask, min_count } => {
+                let mask = &data[mask.index()];
+                let tokens = mask.len() / out.rows.max(1) as usize;
+                let mut out = vec![0f64; out.elements() as usize];
+                for (b, o) in out.chunks_mut(n).enumerate() {
+                    let keep = &mask[b * tokens..(b + 1) * tokens];
+                    let rows = data[x.index()][b * tokens * n..(b + 1) * tokens * n].chunks(n);
+                    for (row, m) in rows.zip(keep) {
+                        o.iter_mut().zip(row).for_each(|(o, v)| *o += m * v);
+                    }
+                    let count = keep.iter().sum::<f64>().max(f64::from(min_count));
+                    o.iter_mut().for_each(|o| *o /= count);
+                }
                 out
             }
         };
@@ -296,12 +366,13 @@ impl SoftmaxStatistics {
 /// Attention in float64: per batch, head and query, `softmax(q · kᵀ / √d) · v` over the visible keys.
 fn attention_f64(
     s: &AttentionShape,
+    scale: f64,
+    mask: Option<&[f64]>,
     q: &[f64],
     k: &[f64],
     v: &[f64],
 ) -> (Vec<f64>, SoftmaxStatistics) {
     let (d, width) = (s.head_dim as usize, (s.heads * s.head_dim) as usize);
-    let scale = 1.0 / f64::from(s.head_dim).sqrt();
     let rows = (s.batch * s.queries) as usize;
     let mut out = vec![0f64; rows * width];
     // The largest |v| among keys 0..=j, per batch and head: `[batch][head][j]`.
@@ -338,6 +409,7 @@ fn attention_f64(
                             .map(|(a, b)| a * b)
                             .sum::<f64>()
                             * scale
+                            + mask.map_or(0.0, |m| m[batch * s.keys as usize + j])
                     })
                     .collect();
                 let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);

@@ -121,7 +121,7 @@ impl Target {
         let worker_rows = u64::from(rows.div_ceil(self.workers));
         let row_cycles = match partials {
             DType::F16 => self.amp_row_cycles_f16_partials,
-            DType::F32 => self.amp_row_cycles_f32_partials,
+            DType::F32 | DType::I64 => self.amp_row_cycles_f32_partials,
         };
         let per_block_worker =
             self.amp_block_cycles + row_cycles * worker_rows.saturating_sub(self.amp_min_rows);
@@ -142,7 +142,7 @@ impl Target {
     ) -> u64 {
         let lanes = match dtype {
             DType::F16 => self.vector_f16_lanes,
-            DType::F32 => self.vector_f32_lanes,
+            DType::F32 | DType::I64 => self.vector_f32_lanes,
         };
         self.vertex_overhead_cycles
             + (elements * ops).div_ceil(lanes)

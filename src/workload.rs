@@ -325,6 +325,7 @@ fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
         dtype: a.dtype,
         role,
         fan_in: 0,
+        shape: Vec::new(),
     };
     let (queries, keys) = (a.batch * a.tokens, a.batch * a.keys());
     Graph {
@@ -345,6 +346,8 @@ fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
                 batch: a.batch,
                 heads: a.heads,
                 causal: a.causal,
+                scale: 1.0 / (a.head_dim as f32).sqrt(),
+                mask: None,
             },
             out: ValueId::from_index(3),
         }],
@@ -413,6 +416,7 @@ impl MlpGraph<'_> {
             dtype: self.m.dtype,
             role,
             fan_in,
+            shape: Vec::new(),
         });
         id
     }

@@ -152,6 +152,7 @@ impl TileMemory {
                     row.chunks_exact(4)
                         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
                 ),
+                DType::I64 => return Err(format!("{what}: i64 is a host type, not a tile's")),
             }
         }
         Ok(out)
@@ -171,6 +172,7 @@ impl TileMemory {
                 DType::F32 => vals
                     .iter()
                     .for_each(|v| row.extend_from_slice(&v.to_le_bytes())),
+                DType::I64 => return Err(format!("{what}: i64 is a host type, not a tile's")),
             }
             self.write(m.row(r), &row, Some(step), what)?;
         }

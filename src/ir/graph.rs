@@ -30,6 +30,10 @@ pub struct Value {
     pub role: ValueRole,
     /// For weights: the fan-in the seeded generator scales by (1/sqrt(fan_in)).
     pub fan_in: u32,
+    /// The tensor's shape as the model's user sees it (an ONNX shape, say): what `run` takes and
+    /// writes. Its product is `rows · cols`; empty means `[rows, cols]`.
+    #[serde(default)]
+    pub shape: Vec<u32>,
 }
 
 impl Value {
@@ -39,9 +43,20 @@ impl Value {
     pub fn bytes(&self) -> u64 {
         self.elements() * u64::from(self.dtype.bytes())
     }
+    /// The user-facing shape: [`Value::shape`], or `[rows, cols]` when it is empty.
+    pub fn user_shape(&self) -> Vec<u32> {
+        if self.shape.is_empty() {
+            vec![self.rows, self.cols]
+        } else {
+            self.shape.clone()
+        }
+    }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// An operation. The first ones run on the device; [`OpKind::Embed`], [`OpKind::MaskBias`] and
+/// [`OpKind::MeanPool`] run on the host ([`OpKind::on_host`]), before the device (from the model's inputs
+/// and weights) or after it (from its outputs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum OpKind {
     /// `out = a · b`, `a: [m, k]`, `b: [k, n]`.
     MatMul { a: ValueId, b: ValueId },
@@ -49,9 +64,22 @@ pub enum OpKind {
     AddBias { x: ValueId, bias: ValueId },
     /// `out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
     GeluTanh { x: ValueId },
-    /// Per batch and head, `out = softmax(q · kᵀ / √d) · v`. `q: [batch · queries, heads · d]`,
-    /// `k, v: [batch · keys, heads · d]`; head `h` owns columns `h·d..(h+1)·d`. With `causal`, query `i`
-    /// sees keys `0..=i` (top-left aligned).
+    /// `out = 0.5 x (1 + erf(x / √2))`.
+    GeluErf { x: ValueId },
+    /// `out = a + b`, element by element, `a` and `b` of one shape (a residual connection).
+    Add { a: ValueId, b: ValueId },
+    /// Per row: `out = (x − mean) / √(variance + epsilon) · gamma + beta`, the variance biased (over
+    /// `cols`), `gamma, beta: [1, cols]`.
+    LayerNorm {
+        x: ValueId,
+        gamma: ValueId,
+        beta: ValueId,
+        epsilon: f32,
+    },
+    /// Per batch and head, `out = softmax(q · kᵀ · scale + mask) · v`. `q: [batch · queries, heads · d]`,
+    /// `k, v: [batch · keys, heads · d]`; head `h` owns columns `h·d..(h+1)·d` (heads are split and
+    /// merged by layout). `mask: [batch, keys]` is added to every score of its batch's keys. With
+    /// `causal`, query `i` sees keys `0..=i` (top-left aligned).
     Attention {
         q: ValueId,
         k: ValueId,
@@ -59,7 +87,68 @@ pub enum OpKind {
         batch: u32,
         heads: u32,
         causal: bool,
+        /// `1/√d` unless the model says otherwise.
+        scale: f32,
+        mask: Option<ValueId>,
     },
+    /// Host: `out[r, :] = Σ_i table_i[indices_i[r], :]`, each `(table, indices)` pair a lookup of
+    /// `indices` (`rows` integers, i64) in `table: [entries, cols]` (an embedding and its sum).
+    Embed { lookups: Vec<(ValueId, ValueId)> },
+    /// Host: `out = (1 − mask) · fill`, a key-padding mask (`[batch, keys]`, 1 for a real key and 0 for
+    /// padding) made into the additive bias an attention takes.
+    MaskBias { mask: ValueId, fill: f32 },
+    /// Host: per batch `b`, `out[b, :] = Σ_r mask[b, r] · x[b·tokens + r, :] / max(Σ_r mask[b, r],
+    /// min_count)`, the mean of the rows the mask keeps. `x: [batch · tokens, cols]`,
+    /// `mask: [batch, tokens]`.
+    MeanPool {
+        x: ValueId,
+        mask: ValueId,
+        min_count: f32,
+    },
+}
+
+impl OpKind {
+    /// Whether the host runs this operation rather than the device.
+    pub fn on_host(&self) -> bool {
+        matches!(
+            self,
+            OpKind::Embed { .. } | OpKind::MaskBias { .. } | OpKind::MeanPool { .. }
+        )
+    }
+
+    /// The operation's inputs, in the order its fields name them.
+    pub fn inputs(&self) -> Vec<ValueId> {
+        match self {
+            OpKind::MatMul { a, b } | OpKind::Add { a, b } => vec![*a, *b],
+            OpKind::AddBias { x, bias } => vec![*x, *bias],
+            OpKind::GeluTanh { x } | OpKind::GeluErf { x } => vec![*x],
+            OpKind::LayerNorm { x, gamma, beta, .. } => vec![*x, *gamma, *beta],
+            OpKind::Attention { q, k, v, mask, .. } => {
+                let mut i = vec![*q, *k, *v];
+                i.extend(mask);
+                i
+            }
+            OpKind::Embed { lookups } => lookups.iter().flat_map(|&(t, i)| [t, i]).collect(),
+            OpKind::MaskBias { mask, .. } => vec![*mask],
+            OpKind::MeanPool { x, mask, .. } => vec![*x, *mask],
+        }
+    }
+
+    /// The operation's name in dumps and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::MatMul { .. } => "matmul",
+            OpKind::AddBias { .. } => "add_bias",
+            OpKind::GeluTanh { .. } => "gelu_tanh",
+            OpKind::GeluErf { .. } => "gelu_erf",
+            OpKind::Add { .. } => "add",
+            OpKind::LayerNorm { .. } => "layer_norm",
+            OpKind::Attention { .. } => "attention",
+            OpKind::Embed { .. } => "embed",
+            OpKind::MaskBias { .. } => "mask_bias",
+            OpKind::MeanPool { .. } => "mean_pool",
+        }
+    }
 }
 
 /// The shape of an attention operation, derived from its values.
@@ -102,7 +191,7 @@ impl AttentionShape {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Op {
     pub id: OpId,
     pub name: String,
@@ -110,7 +199,7 @@ pub struct Op {
     pub out: ValueId,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Graph {
     pub workload: String,
     pub values: Vec<Value>,
@@ -183,27 +272,41 @@ impl Graph {
             self.workload, self.partials, self.seed
         );
         for v in &self.values {
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "  {} {:?} {} [{}, {}] {}",
                 v.id, v.role, v.name, v.rows, v.cols, v.dtype
             );
+            if !v.shape.is_empty() {
+                let _ = write!(s, " shape={:?}", v.shape);
+            }
+            let _ = writeln!(s);
         }
         for op in &self.ops {
-            let args = match &op.kind {
-                OpKind::MatMul { a, b } => format!("matmul {a} {b}"),
-                OpKind::AddBias { x, bias } => format!("add_bias {x} {bias}"),
-                OpKind::GeluTanh { x } => format!("gelu_tanh {x}"),
+            let inputs: Vec<String> = op.kind.inputs().iter().map(|v| v.to_string()).collect();
+            let attributes = match &op.kind {
                 OpKind::Attention {
-                    q,
-                    k,
-                    v,
                     batch,
                     heads,
                     causal,
-                } => format!("attention {q} {k} {v} batch={batch} heads={heads} causal={causal}"),
+                    scale,
+                    ..
+                } => format!(" batch={batch} heads={heads} causal={causal} scale={scale}"),
+                OpKind::LayerNorm { epsilon, .. } => format!(" epsilon={epsilon:e}"),
+                OpKind::MaskBias { fill, .. } => format!(" fill={fill:e}"),
+                OpKind::MeanPool { min_count, .. } => format!(" min_count={min_count:e}"),
+                _ => String::new(),
             };
-            let _ = writeln!(s, "  {} {} = {} ({})", op.id, op.out, args, op.name);
+            let unit = if op.kind.on_host() { "host " } else { "" };
+            let _ = writeln!(
+                s,
+                "  {} {} = {unit}{} {}{attributes} ({})",
+                op.id,
+                op.out,
+                op.kind.name(),
+                inputs.join(" "),
+                op.name
+            );
         }
         s
     }

@@ -30,7 +30,7 @@ pub struct BufferInfo {
     pub name: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Package {
     pub compiler_version: String,
     pub target: Target,

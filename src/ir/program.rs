@@ -275,7 +275,7 @@ pub struct SelectedEstimate {
     pub steps: Vec<u64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Selected {
     pub workload: String,
     pub graph: Graph,

@@ -184,12 +184,10 @@ fn plan(chosen: &[&(Partition, OperatorEstimate)]) -> Plan {
 /// Fuses each matmul with the bias add and GELU that follow it; an attention is an operator of its own.
 fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     let consumers = |v: ValueId| {
-        graph.ops.iter().filter(move |op| match op.kind {
-            OpKind::MatMul { a, b } => a == v || b == v,
-            OpKind::AddBias { x, bias } => x == v || bias == v,
-            OpKind::GeluTanh { x } => x == v,
-            OpKind::Attention { q, k, v: vv, .. } => q == v || k == v || vv == v,
-        })
+        graph
+            .ops
+            .iter()
+            .filter(move |op| op.kind.inputs().contains(&v))
     };
     let mut covered = vec![false; graph.ops.len()];
     let mut operators = Vec::new();
@@ -261,12 +259,7 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
         }));
     }
     if let Some(op) = graph.ops.iter().find(|op| !covered[op.id.index()]) {
-        let kind = match op.kind {
-            OpKind::MatMul { .. } => "matmul",
-            OpKind::AddBias { .. } => "add_bias",
-            OpKind::GeluTanh { .. } => "gelu_tanh",
-            OpKind::Attention { .. } => "attention",
-        };
+        let kind = op.kind.name();
         return Err(LowerMidError::Unfusable {
             op: op.id,
             name: op.name.clone(),
