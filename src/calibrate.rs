@@ -10,7 +10,7 @@ use crate::exchange::{Overheads, Pattern, PatternTransfer};
 use crate::ids::{ExchangeId, TileId, ValueId};
 use crate::ir::{DType, Graph, Rect, Value, ValueRole};
 use crate::ir::{Package, TileImage};
-use crate::isa::Run;
+use crate::isa::{Activation, Run};
 use crate::isa::{
     Amp, Epilogue, HostProgram, HostTransfer, Instr, Placed, TileProgram, VertexKind,
 };
@@ -186,13 +186,16 @@ fn vector_case(
     m.programs[0].push(Instr::Vertex(VertexKind::Epilogue(Epilogue {
         partials: vec![f16(partials)],
         bias: bias.then_some(f16(bias_at)),
+        residual: None,
         out: f16(out),
         rows,
         cols,
-        gelu,
+        activation: gelu.then_some(Activation::GeluTanh),
+        transpose: false,
     })));
     let e = m.run()?;
-    let (ops, transcendentals) = Target::epilogue_ops(DType::F16, 1, bias, gelu);
+    let activation = gelu.then_some(Activation::GeluTanh);
+    let (ops, transcendentals) = Target::epilogue_ops(DType::F16, 1, bias, activation, false);
     Ok(Calibration {
         case: format!(
             "vector {rows}x{cols}{}{}",

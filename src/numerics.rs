@@ -8,9 +8,13 @@
 
 use crate::ids::ValueId;
 use crate::ir::{AttentionShape, DType, Graph, OpKind, Value, ValueRole};
+use crate::isa::Activation;
 use crate::rng::SplitMix64;
 use half::f16;
 use rayon::prelude::*;
+
+mod tolerance;
+pub use tolerance::tolerance;
 
 pub const GELU_SQRT_2_OVER_PI: f32 = 0.797_884_6;
 pub const GELU_CUBIC: f32 = 0.044_715;
@@ -92,14 +96,41 @@ pub fn amp_matmul(
     }
 }
 
-/// The epilogue of a matmul: `f16(gelu?(partial + bias?))`, computed in f32.
+/// The epilogue of a matmul: `f16(activation?(partial + bias?) + residual?)`, computed in f32.
 #[inline]
-pub fn epilogue(partial: f32, bias: Option<f32>, gelu: bool) -> f16 {
+pub fn epilogue(
+    partial: f32,
+    bias: Option<f32>,
+    activation: Option<Activation>,
+    residual: Option<f32>,
+) -> f16 {
     let mut v = partial + bias.unwrap_or(0.0);
-    if gelu {
-        v = gelu_tanh_f32(v);
-    }
-    f16::from_f32(v)
+    v = match activation {
+        None => v,
+        Some(Activation::GeluTanh) => gelu_tanh_f32(v),
+        Some(Activation::GeluErf) => gelu_erf_f32(v),
+    };
+    f16::from_f32(v + residual.unwrap_or(0.0))
+}
+
+/// `0.5 x (1 + erf(x / √2))` in f32.
+#[inline]
+pub fn gelu_erf_f32(x: f32) -> f32 {
+    0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// One row of a layer norm, in f32: the mean, then the biased variance of the deviations (two
+/// passes, summed in order), `inverse = 1/√(variance + epsilon)`, and
+/// `out[c] = f16((x[c] − mean) · inverse · gamma[c] + beta[c])`.
+pub fn layer_norm_row(x: &[f32], gamma: &[f32], beta: &[f32], epsilon: f32) -> Vec<f32> {
+    let n = x.len().max(1) as f32;
+    let mean = x.iter().sum::<f32>() / n;
+    let variance = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    let inverse = 1.0 / (variance + epsilon).sqrt();
+    x.iter()
+        .zip(gamma.iter().zip(beta))
+        .map(|(v, (g, b))| f16::from_f32((v - mean) * inverse * g + b).to_f32())
+        .collect()
 }
 
 /// One step of the online softmax over a block of scoresᵀ (`keys x queries`, dense, values of the
@@ -111,6 +142,9 @@ pub fn epilogue(partial: f32, bias: Option<f32>, gelu: bool) -> f16 {
 ///   the vector unit's f16 transcendental; masked scores give 0;
 /// - `l' = l · rescale[c] + Σ_r p[r][c]`, summed in f32 in row order.
 ///
+/// With a key bias `b` (an additive mask), key `r`'s scores are `s[r][c] + b[r] / scale` in f32
+/// before all of the above: the bias is added to the scaled score (`-inf` masks the key).
+///
 /// A column with every score masked so far keeps `m = -inf`, `l = 0` and rescale 1. Returns the
 /// probabilities (dense, f16 values) and the rescale factors; updates `max` and `sum`.
 #[allow(clippy::too_many_arguments)]
@@ -120,10 +154,21 @@ pub fn softmax_block(
     queries: usize,
     scale: f32,
     mask: Option<(u32, u32)>,
+    key_bias: Option<&[f32]>,
     first: bool,
     max: &mut [f32],
     sum: &mut [f32],
 ) -> (Vec<f32>, Vec<f32>) {
+    let biased;
+    let scores = match key_bias {
+        Some(bias) => {
+            biased = (0..keys * queries)
+                .map(|i| scores[i] + bias[i / queries] / scale)
+                .collect::<Vec<f32>>();
+            &biased[..]
+        }
+        None => scores,
+    };
     let visible = |r: usize, c: usize| {
         mask.is_none_or(|(first_key, first_query)| {
             first_key as usize + r <= first_query as usize + c
@@ -287,7 +332,14 @@ pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Reference {
                     })
                     .collect()
             }
-            OpKind::Attention { q, k, v, mask, scale, .. } => {
+            OpKind::Attention {
+                q,
+                k,
+                v,
+                mask,
+                scale,
+                ..
+            } => {
                 let shape = graph.attention_shape(op).expect("an attention has a shape");
                 let mask = mask.map(|m| data[m.index()].as_slice());
                 let (out, s) = attention_f64(
@@ -462,48 +514,9 @@ pub struct Check {
     pub pass: bool,
 }
 
-/// The tolerance on the final output's absolute error, derived from the precision: each matmul rounds its
-/// partial once per 16-deep block (a random walk of `ceil(k/16)` roundings at the partials' unit roundoff)
-/// and every f16 value on the way rounds once more; four standard deviations of that, relative to the
-/// largest reference magnitude.
-///
-/// An attention's output is a weighted mean of values. Each weight is off by the rounding of its f16
-/// exponent (`u16 · spread`), of its f16 probability (`u16`) and of its score's partials
-/// (`up · √⌈d/16⌉ · largest logit`), each taken at its worst; treating those relative errors `ε_j` as
-/// independent, they move an output element by `Σ_j w_j ε_j (v_j − o)`, whose standard deviation is at
-/// most the error times the reference's largest sensitivity `√Σ_j w_j² (v_j − o)²`. The weighted sum
-/// rounds its partials once per 16-deep block of keys, relative to partial sums estimated at
-/// `|o| + 2 |v| √Σ w²` (values of random sign; the reference's largest partials walk), and the output
-/// rounds to f16. Like the matmul's, this is a statistical estimate for the seeded data, not a worst
-/// case: data with structure (long runs of values of one sign) could exceed it.
-pub fn tolerance(graph: &Graph, reference: &Reference, max_output: f64) -> f64 {
-    let u16 = unit_roundoff(DType::F16);
-    let up = unit_roundoff(graph.partials);
-    let mut error = 0.0;
-    let mut relative = 0.0;
-    for op in &graph.ops {
-        match op.kind {
-            OpKind::MatMul { a, .. } => {
-                relative += up * f64::from(graph.value(a).cols.div_ceil(16)).sqrt() + u16;
-            }
-            OpKind::Attention { .. } => {
-                let s = graph.attention_shape(op).expect("an attention has a shape");
-                let weight = u16 * (1.0 + reference.softmax.spread)
-                    + up * f64::from(s.head_dim.div_ceil(16)).sqrt() * reference.softmax.logit;
-                error +=
-                    reference.softmax.sensitivity * weight + up * reference.softmax.partials_walk;
-                relative += u16;
-            }
-            _ => {}
-        }
-    }
-    4.0 * (error + relative * max_output).max(f64::MIN_POSITIVE)
-}
-
 pub fn check(graph: &Graph, device: &[f16], reference: &Reference, output: ValueId) -> Check {
     let reference_data = &reference.data[output.index()];
-    let max_reference = reference_data.iter().fold(0f64, |m, v| m.max(v.abs()));
-    let tolerance = tolerance(graph, reference, max_reference);
+    let tolerance = tolerance(graph, reference, output);
     let reference = reference_data;
     let mut max_err = 0f64;
     let mut sum_sq = 0f64;
@@ -550,8 +563,9 @@ mod tests {
         for (first, rows) in [(true, 0..25), (false, 25..keys)] {
             let block = &scores[rows.start * queries..rows.end * queries];
             let n = rows.len();
-            let (p, rescale) =
-                softmax_block(block, n, queries, scale, None, first, &mut max, &mut sum);
+            let (p, rescale) = softmax_block(
+                block, n, queries, scale, None, None, first, &mut max, &mut sum,
+            );
             for c in 0..queries {
                 let weighted: f32 = (0..n)
                     .map(|r| p[r * queries + c] * values[rows.start + r])
@@ -591,6 +605,7 @@ mod tests {
             queries,
             scale,
             Some((0, 0)),
+            None,
             true,
             &mut max,
             &mut sum,
@@ -605,10 +620,80 @@ mod tests {
             queries,
             scale,
             Some((10, 0)),
+            None,
             true,
             &mut max,
             &mut sum,
         );
         assert!(max.iter().all(|m| *m == f32::NEG_INFINITY) && sum.iter().all(|s| *s == 0.0));
+    }
+
+    #[test]
+    fn a_layer_norm_row_matches_float64_and_honours_epsilon() {
+        let x: Vec<f32> = (0..40).map(|i| ((i * 7 % 13) as f32 - 6.0) / 3.0).collect();
+        let gamma: Vec<f32> = (0..40).map(|i| 0.5 + i as f32 / 80.0).collect();
+        let beta: Vec<f32> = (0..40).map(|i| i as f32 / 100.0 - 0.2).collect();
+        let out = layer_norm_row(&x, &gamma, &beta, 1e-12);
+        let n = x.len() as f64;
+        let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        let var = x
+            .iter()
+            .map(|&v| (f64::from(v) - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        for (i, o) in out.iter().enumerate() {
+            let expected =
+                (f64::from(x[i]) - mean) / var.sqrt() * f64::from(gamma[i]) + f64::from(beta[i]);
+            assert!(
+                (f64::from(*o) - expected).abs() <= 2e-3 * expected.abs().max(1.0),
+                "{i}"
+            );
+        }
+        // A constant row is all beta with a real epsilon, and not with none.
+        let flat = layer_norm_row(&[2.0; 8], &[1.0; 8], &[0.25; 8], 1e-5);
+        assert!(flat.iter().all(|&v| v == 0.25), "{flat:?}");
+        assert!(layer_norm_row(&[2.0; 8], &[1.0; 8], &[0.25; 8], 0.0)[0].is_nan());
+    }
+
+    #[test]
+    fn an_epilogue_adds_its_residual_after_the_activation() {
+        let erf = epilogue(1.0, Some(0.5), Some(Activation::GeluErf), Some(-2.0)).to_f32();
+        let expected = gelu_erf_f64(1.5) - 2.0;
+        assert!(
+            (f64::from(erf) - expected).abs() < 2e-3,
+            "{erf} against {expected}"
+        );
+        let tanh = epilogue(1.0, Some(0.5), Some(Activation::GeluTanh), None).to_f32();
+        assert!((f64::from(tanh) - gelu_tanh_f64(1.5)).abs() < 2e-3);
+        assert_ne!(erf, tanh - 2.0, "erf and tanh GELU differ at 1.5");
+    }
+
+    #[test]
+    fn a_key_bias_adds_to_the_scaled_scores_and_minus_infinity_masks() {
+        let (keys, queries, scale) = (4, 3, 0.5f32);
+        let scores: Vec<f32> = (0..keys * queries).map(|i| (i % 5) as f32 - 2.0).collect();
+        let bias = [0.0f32, -1.0, f32::NEG_INFINITY, 0.5];
+        let run = |bias: Option<&[f32]>| {
+            let (mut max, mut sum) = (vec![0f32; queries], vec![0f32; queries]);
+            let (p, _) = softmax_block(
+                &scores, keys, queries, scale, None, bias, true, &mut max, &mut sum,
+            );
+            (p, sum)
+        };
+        let (p, sum) = run(Some(&bias));
+        for c in 0..queries {
+            assert_eq!(p[2 * queries + c], 0.0, "a -inf bias masks key 2");
+            // Probabilities follow exp(scale · s + b) up to the common max.
+            let logit = |r: usize| f64::from(scale * scores[r * queries + c] + bias[r]);
+            let ratio = f64::from(p[3 * queries + c]) / f64::from(p[c]);
+            let expected = (logit(3) - logit(0)).exp();
+            assert!(
+                (ratio / expected - 1.0).abs() < 4e-3,
+                "{c}: {ratio} against {expected}"
+            );
+            assert!(sum[c] > 0.0);
+        }
+        let (unbiased, _) = run(None);
+        assert_ne!(p, unbiased);
     }
 }

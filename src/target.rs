@@ -10,6 +10,7 @@
 //! device charges exactly these functions; `ipu-codegen calibrate` shows it.
 
 use crate::elements::DType;
+use crate::isa::Activation;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -151,12 +152,30 @@ impl Target {
 
     /// Lane operations and transcendentals per element of a matmul epilogue over `parts` partials (the
     /// depth blocks of a split reduction): an add per extra part, a cast unless one f16 part is the
-    /// sum, a bias add, and GELU (seven lane operations and one tanh).
-    pub fn epilogue_ops(partials: DType, parts: u32, bias: bool, gelu: bool) -> (u64, u64) {
+    /// sum, a bias add, GELU (seven lane operations and one tanh or erf) and a residual add.
+    pub fn epilogue_ops(
+        partials: DType,
+        parts: u32,
+        bias: bool,
+        activation: Option<Activation>,
+        residual: bool,
+    ) -> (u64, u64) {
         let parts = u64::from(parts.max(1));
         let cast = u64::from(partials != DType::F16 || parts > 1);
-        let ops = parts - 1 + cast + u64::from(bias) + if gelu { 7 } else { 0 };
+        let gelu = activation.is_some();
+        let ops =
+            parts - 1 + cast + u64::from(bias) + if gelu { 7 } else { 0 } + u64::from(residual);
         (ops, u64::from(gelu))
+    }
+
+    /// Tile cycles of a layer norm over `rows x cols` f16 elements, in f32: per element a sum, a
+    /// subtraction, a square-and-add, a scale, a gamma multiply, a beta add and a cast (seven f32 lane
+    /// operations); per row four cycles for the mean, the variance and one reciprocal square root.
+    pub fn layer_norm_cycles(&self, rows: u32, cols: u32) -> u64 {
+        let elements = u64::from(rows) * u64::from(cols);
+        self.vertex_overhead_cycles
+            + (elements * 7).div_ceil(self.vector_f32_lanes)
+            + u64::from(rows) * 4
     }
 
     /// Tile cycles of one online-softmax block over `keys x queries` scores of type `scores`: per score a

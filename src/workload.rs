@@ -5,8 +5,11 @@ use crate::ids::{OpId, ValueId};
 use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
 use serde::{Deserialize, Serialize};
 
+mod encoder;
+pub use encoder::EncoderSpec;
+
 /// Presets shipped in `workloads/`, by name.
-pub const PRESETS: [(&str, &str); 4] = [
+pub const PRESETS: [(&str, &str); 6] = [
     ("siglip-mlp", include_str!("../workloads/siglip-mlp.toml")),
     (
         "siglip-mlp-small",
@@ -20,13 +23,22 @@ pub const PRESETS: [(&str, &str); 4] = [
         "attention-flash-small",
         include_str!("../workloads/attention-flash-small.toml"),
     ),
+    (
+        "bert-encoder-small",
+        include_str!("../workloads/bert-encoder-small.toml"),
+    ),
+    (
+        "minilm-encoder",
+        include_str!("../workloads/minilm-encoder.toml"),
+    ),
 ];
 
 /// A workload spec; the TOML's `kind` key says which.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum WorkloadSpec {
     Mlp(MlpSpec),
     Attention(AttentionSpec),
+    Encoder(EncoderSpec),
 }
 
 /// `y = W2 · gelu_tanh(W1 · x + b1) + b2`, repeated `blocks` times, over `batch · tokens` rows.
@@ -127,11 +139,12 @@ impl WorkloadSpec {
         match table.get("kind").and_then(|k| k.as_str()) {
             Some("mlp") => Ok(WorkloadSpec::Mlp(toml::from_str(text).map_err(flat)?)),
             Some("attention") => Ok(WorkloadSpec::Attention(toml::from_str(text).map_err(flat)?)),
+            Some("encoder") => Ok(WorkloadSpec::Encoder(toml::from_str(text).map_err(flat)?)),
             Some(other) => Err(error(format!(
-                "unknown workload kind {other:?}; kinds: mlp, attention"
+                "unknown workload kind {other:?}; kinds: mlp, attention, encoder"
             ))),
             None => Err(error(
-                "missing key `kind` (kinds: mlp, attention)".to_string(),
+                "missing key `kind` (kinds: mlp, attention, encoder)".to_string(),
             )),
         }
     }
@@ -184,6 +197,25 @@ impl WorkloadSpec {
                     ],
                 )
             }
+            WorkloadSpec::Encoder(e) => {
+                e.batch = o.batch.unwrap_or(e.batch);
+                e.tokens = o.tokens.unwrap_or(e.tokens);
+                e.hidden = o.dimension.unwrap_or(e.hidden);
+                e.intermediate = o.hidden.unwrap_or(e.intermediate);
+                e.layers = o.blocks.unwrap_or(e.layers);
+                e.heads = o.heads.unwrap_or(e.heads);
+                e.partials = o.partials.unwrap_or(e.partials);
+                e.seed = o.seed.unwrap_or(e.seed);
+                (
+                    "encoder",
+                    [
+                        ("key-tokens", o.key_tokens.is_some()),
+                        ("head-dim", o.head_dim.is_some()),
+                        ("causal", o.causal.is_some()),
+                        ("biases", o.biases.is_some()),
+                    ],
+                )
+            }
         };
         match foreign.iter().find(|(_, given)| *given) {
             Some((flag, _)) => Err(WorkloadError::Inapplicable {
@@ -231,6 +263,19 @@ impl WorkloadSpec {
                 }
                 if a.seed != 1 {
                     id.push_str(&format!("-s{}", a.seed));
+                }
+                id
+            }
+            WorkloadSpec::Encoder(e) => {
+                let mut id = format!(
+                    "{}-{}-b{}-t{}-d{}-h{}-i{}-l{}",
+                    e.name, e.dtype, e.batch, e.tokens, e.hidden, e.heads, e.intermediate, e.layers
+                );
+                if e.partials != e.dtype {
+                    id.push_str(&format!("-p{}", e.partials));
+                }
+                if e.seed != 1 {
+                    id.push_str(&format!("-s{}", e.seed));
                 }
                 id
             }
@@ -297,6 +342,53 @@ impl WorkloadSpec {
                     });
                 }
                 Ok(attention_graph(id, a))
+            }
+            WorkloadSpec::Encoder(e) => {
+                for (parameter, v) in [
+                    ("batch", e.batch),
+                    ("tokens", e.tokens),
+                    ("hidden", e.hidden),
+                    ("heads", e.heads),
+                    ("intermediate", e.intermediate),
+                    ("layers", e.layers),
+                ] {
+                    if v == 0 {
+                        return Err(WorkloadError::NotPositive { id, parameter });
+                    }
+                }
+                if e.dtype != DType::F16 {
+                    return Err(WorkloadError::DType { id, dtype: e.dtype });
+                }
+                let invalid = |message: String| WorkloadError::Parse {
+                    origin: id.clone(),
+                    message,
+                };
+                if e.hidden % e.heads != 0 {
+                    return Err(invalid(format!(
+                        "hidden {} is not a multiple of heads {}",
+                        e.hidden, e.heads
+                    )));
+                }
+                if e.gelu != "erf" && e.gelu != "tanh" {
+                    return Err(invalid(format!("gelu {:?}: erf or tanh", e.gelu)));
+                }
+                if !(e.epsilon.is_finite() && e.epsilon >= 0.0) {
+                    return Err(invalid(format!(
+                        "epsilon {} is not a finite non-negative number",
+                        e.epsilon
+                    )));
+                }
+                let rows = u64::from(e.batch) * u64::from(e.tokens);
+                let widest = u64::from(e.hidden.max(e.intermediate));
+                let limit = 1u64 << 31;
+                if rows * widest >= limit || u64::from(e.hidden) * widest >= limit {
+                    return Err(WorkloadError::TooLarge {
+                        id,
+                        what: "an activation or a weight",
+                        elements: rows.max(u64::from(e.hidden)) * widest,
+                    });
+                }
+                Ok(encoder::encoder_graph(id, e))
             }
         }
     }

@@ -12,7 +12,9 @@
 use super::memory::{Matrix, TileMemory};
 use super::{Device, Fault, fault};
 use crate::ir::DType;
-use crate::isa::{Accumulate, Amp, Combine, Epilogue, Instr, Placed, Softmax, VertexKind};
+use crate::isa::{
+    Accumulate, Amp, Combine, Epilogue, Instr, LayerNorm, Placed, Softmax, VertexKind,
+};
 use crate::numerics;
 use crate::target::Target;
 use rayon::prelude::*;
@@ -54,6 +56,7 @@ fn execute_vertex(
         VertexKind::Softmax(v) => softmax(target, memory, v, step),
         VertexKind::Accumulate(v) => accumulate(target, memory, v, step),
         VertexKind::Combine(v) => combine(target, memory, v, step),
+        VertexKind::LayerNorm(v) => layer_norm(target, memory, v, step),
     }
 }
 
@@ -186,7 +189,7 @@ fn check_amp_operands(target: &Target, memory: &TileMemory, v: &Amp<Placed>) -> 
     Ok(())
 }
 
-/// `out = f16(gelu?(Σ partials + bias?))` on the vector unit ([`Epilogue`]).
+/// `out = f16(activation?(Σ partials + bias?) + residual?)` on the vector unit ([`Epilogue`]).
 fn epilogue(
     target: &Target,
     memory: &mut TileMemory,
@@ -194,7 +197,10 @@ fn epilogue(
     step: u32,
 ) -> Result<u64, String> {
     let Epilogue {
-        rows, cols, gelu, ..
+        rows,
+        cols,
+        activation,
+        ..
     } = *v;
     let (out, out_stride) = (v.out.address, v.out.stride);
     expect(&v.out, DType::F16, "epilogue output")?;
@@ -231,27 +237,48 @@ fn epilogue(
         )?),
         None => None,
     };
+    let residual = match &v.residual {
+        Some(r) => Some(memory.load(
+            &Matrix {
+                addr: expect(r, DType::F16, "epilogue residual")?,
+                stride: r.stride,
+                rows,
+                cols,
+                dtype: DType::F16,
+            },
+            "epilogue residual",
+        )?),
+        None => None,
+    };
     let result: Vec<f32> = p
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            numerics::epilogue(v, bv.as_ref().map(|b| b[i % cols as usize]), gelu).to_f32()
+            let bias = bv.as_ref().map(|b| b[i % cols as usize]);
+            let residual = residual.as_ref().map(|r| r[i]);
+            numerics::epilogue(v, bias, activation, residual).to_f32()
         })
         .collect();
+    let (stored, result) = stored_form(rows, cols, result, v.transpose);
     memory.store(
         &Matrix {
             addr: out,
             stride: out_stride,
-            rows,
-            cols,
+            rows: stored.0,
+            cols: stored.1,
             dtype: DType::F16,
         },
         &result,
         step,
         "epilogue output",
     )?;
-    let (ops, transcendentals) =
-        Target::epilogue_ops(partials_type, v.partials.len() as u32, bv.is_some(), gelu);
+    let (ops, transcendentals) = Target::epilogue_ops(
+        partials_type,
+        v.partials.len() as u32,
+        bv.is_some(),
+        activation,
+        residual.is_some(),
+    );
     Ok(target.vector_cycles(
         u64::from(rows) * u64::from(cols),
         DType::F16,
@@ -295,6 +322,19 @@ fn softmax(
         &matrix(scores, scores_stride, keys, scores_type),
         "softmax scores",
     )?;
+    let key_bias = match &v.key_bias {
+        Some(b) => Some(memory.load(
+            &Matrix {
+                addr: expect(b, DType::F16, "softmax key bias")?,
+                stride: b.stride,
+                rows: 1,
+                cols: keys,
+                dtype: DType::F16,
+            },
+            "softmax key bias",
+        )?),
+        None => None,
+    };
     let q = queries as usize;
     let (mut max, mut sum) = if first {
         (vec![0f32; q], vec![0f32; q])
@@ -308,6 +348,7 @@ fn softmax(
         q,
         f32::from_bits(scale_bits),
         mask,
+        key_bias.as_deref(),
         first,
         &mut max,
         &mut sum,
@@ -322,7 +363,12 @@ fn softmax(
     )?;
     max.extend_from_slice(&sum);
     memory.store(&stats, &max, step, "softmax running max and sum")?;
-    Ok(target.softmax_cycles(keys, queries, scores_type, mask.is_some()))
+    Ok(target.softmax_cycles(
+        keys,
+        queries,
+        scores_type,
+        mask.is_some() || key_bias.is_some(),
+    ))
 }
 
 /// The rescaled accumulation of `values · probabilities` into the flash state ([`Accumulate`]).
@@ -410,15 +456,27 @@ fn combine(
         cols as usize,
         f32::from_bits(scale_bits),
     );
+    let (stored, o) = stored_form(rows, cols, o, v.transpose);
     let m = Matrix {
         addr: out,
         stride: out_stride,
-        rows,
-        cols,
+        rows: stored.0,
+        cols: stored.1,
         dtype: DType::F16,
     };
     memory.store(&m, &o, step, "attention output")?;
     Ok(target.combine_cycles(states.len() as u32, u64::from(rows) * u64::from(cols), cols))
+}
+
+/// A dense `rows x cols` result as it is stored: itself, or transposed (its stored rows and elements
+/// per row, and the data in that order).
+fn stored_form(rows: u32, cols: u32, data: Vec<f32>, transpose: bool) -> ((u32, u32), Vec<f32>) {
+    if !transpose {
+        return ((rows, cols), data);
+    }
+    let (r, c) = (rows as usize, cols as usize);
+    let t = (0..r * c).map(|i| data[(i % r) * c + i / r]).collect();
+    ((cols, rows), t)
 }
 
 /// The operand's address, when its element type is the one the vertex reads or writes there.
@@ -437,4 +495,39 @@ fn check_alignment(value: u32, align: u32, what: &str) -> Result<(), String> {
         return Err(format!("{what} {value:#x} is not {align}-byte aligned"));
     }
     Ok(())
+}
+
+/// A layer norm over rows of f16 elements, in f32 ([`LayerNorm`], [`numerics::layer_norm_row`]).
+fn layer_norm(
+    target: &Target,
+    memory: &mut TileMemory,
+    v: &LayerNorm<Placed>,
+    step: u32,
+) -> Result<u64, String> {
+    let (rows, cols) = (v.rows, v.cols);
+    let matrix = |o: &Placed, rows| Matrix {
+        addr: o.address,
+        stride: o.stride,
+        rows,
+        cols,
+        dtype: DType::F16,
+    };
+    for (o, what) in [
+        (&v.x, "layer norm input"),
+        (&v.gamma, "layer norm gamma"),
+        (&v.beta, "layer norm beta"),
+        (&v.out, "layer norm output"),
+    ] {
+        expect(o, DType::F16, what)?;
+    }
+    let x = memory.load(&matrix(&v.x, rows), "layer norm input")?;
+    let gamma = memory.load(&matrix(&v.gamma, 1), "layer norm gamma")?;
+    let beta = memory.load(&matrix(&v.beta, 1), "layer norm beta")?;
+    let epsilon = f32::from_bits(v.epsilon_bits);
+    let out: Vec<f32> = x
+        .chunks(cols.max(1) as usize)
+        .flat_map(|row| numerics::layer_norm_row(row, &gamma, &beta, epsilon))
+        .collect();
+    memory.store(&matrix(&v.out, rows), &out, step, "layer norm output")?;
+    Ok(target.layer_norm_cycles(rows, cols))
 }

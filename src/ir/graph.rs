@@ -222,6 +222,29 @@ impl Graph {
         &self.values[id.index()]
     }
 
+    /// The operation computing `v`, if any (none for inputs and weights).
+    pub fn producer(&self, v: ValueId) -> Option<&Op> {
+        self.ops.iter().find(|op| op.out == v)
+    }
+
+    /// Whether the host supplies `v` to the device: an input, or the result of a host operation. (Weights
+    /// the device reads are streamed once, at `initialize`.)
+    pub fn host_provides(&self, v: ValueId) -> bool {
+        self.value(v).role == ValueRole::Input
+            || self.producer(v).is_some_and(|op| op.kind.on_host())
+    }
+
+    /// Whether the host reads `v` back from the device: a device result that is an output or that a
+    /// host operation reads.
+    pub fn host_reads(&self, v: ValueId) -> bool {
+        self.producer(v).is_some_and(|op| !op.kind.on_host())
+            && (self.value(v).role == ValueRole::Output
+                || self
+                    .ops
+                    .iter()
+                    .any(|op| op.kind.on_host() && op.kind.inputs().contains(&v)))
+    }
+
     /// Useful flops, what effective TFLOPs and efficiency count: `2·m·k·n` per matmul and
     /// [`AttentionShape::flops`] per attention; bias, GELU and softmax count nothing.
     pub fn useful_flops(&self) -> u64 {

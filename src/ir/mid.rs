@@ -1,19 +1,21 @@
-//! The mid-level program (`mid`): the graph lowered to tileable operators (a matmul with its fused
-//! epilogue, a flash attention), their candidate partitions over the tiles and the best whole-program
+//! The mid-level program (`mid`): the graph's device operations lowered to tileable operators (a
+//! matmul with its fused epilogue, a flash attention, a layer norm), their candidate partitions over the tiles and the best whole-program
 //! plans with their estimates. Written by `lower_mid`, read by `select_finalist`.
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{AttentionShape, DType, Graph};
+use crate::isa::Activation;
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
-/// A tileable operator: a matmul with its fused epilogue, or a flash attention.
+/// A tileable operator: a matmul with its fused epilogue, a flash attention or a layer norm.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Operator {
     MatMul(MatMul),
     Attention(Attention),
+    LayerNorm(LayerNorm),
 }
 
 impl Operator {
@@ -21,18 +23,21 @@ impl Operator {
         match self {
             Operator::MatMul(o) => o.id,
             Operator::Attention(o) => o.id,
+            Operator::LayerNorm(o) => o.id,
         }
     }
     pub fn name(&self) -> &str {
         match self {
             Operator::MatMul(o) => &o.name,
             Operator::Attention(o) => &o.name,
+            Operator::LayerNorm(o) => &o.name,
         }
     }
     pub fn out(&self) -> ValueId {
         match self {
             Operator::MatMul(o) => o.out,
             Operator::Attention(o) => o.out,
+            Operator::LayerNorm(o) => o.out,
         }
     }
     /// The graph operations this operator implements.
@@ -40,11 +45,13 @@ impl Operator {
         match self {
             Operator::MatMul(o) => &o.covers,
             Operator::Attention(o) => &o.covers,
+            Operator::LayerNorm(o) => &o.covers,
         }
     }
 }
 
-/// Flash attention of one graph operation: per batch and head, `out = softmax(q · kᵀ · scale) · v`.
+/// Flash attention of one graph operation: per batch and head, `out = softmax(q · kᵀ · scale + mask)
+/// · v`, the mask (`[batch, keys]`) added to every score of its batch's keys.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attention {
     pub id: OpId,
@@ -54,6 +61,12 @@ pub struct Attention {
     pub v: ValueId,
     pub out: ValueId,
     pub shape: AttentionShape,
+    /// The score scale as f32 bits.
+    pub scale_bits: u32,
+    pub mask: Option<ValueId>,
+    /// The output is stored transposed (one stored row per head dimension), as when only the host
+    /// reads it; row-major when a device operator reads it.
+    pub transposed_out: bool,
     pub partials: DType,
     /// The graph operation this operator implements.
     pub covers: Vec<OpId>,
@@ -64,13 +77,13 @@ impl Attention {
     pub fn groups(&self) -> u32 {
         self.shape.batch * self.shape.heads
     }
-    /// The score scale `1/√head_dim`, as the device computes with it.
+    /// The score scale, as the device computes with it.
     pub fn scale(&self) -> f32 {
-        1.0 / (self.shape.head_dim as f32).sqrt()
+        f32::from_bits(self.scale_bits)
     }
 }
 
-/// A matmul with its fused epilogue: `out = f16(gelu?(a · b + bias?))`.
+/// A matmul with its fused epilogue: `out = f16(activation?(a · b + bias?) + residual?)`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MatMul {
     pub id: OpId,
@@ -78,8 +91,13 @@ pub struct MatMul {
     pub a: ValueId,
     pub b: ValueId,
     pub bias: Option<ValueId>,
-    pub gelu: bool,
+    pub activation: Option<Activation>,
+    /// `[m, n]`, added after the activation (a residual connection).
+    pub residual: Option<ValueId>,
     pub out: ValueId,
+    /// The output is stored transposed (one stored row per column), as an attention reads its queries
+    /// and values.
+    pub transposed_out: bool,
     pub m: u32,
     pub k: u32,
     pub n: u32,
@@ -89,16 +107,45 @@ pub struct MatMul {
 }
 
 impl MatMul {
-    /// Whether the AMP's partials need a separate epilogue pass to become the f16 output: a bias, GELU,
-    /// f32 partials, or partials of several depth blocks to sum.
+    /// Whether the AMP's partials need a separate epilogue pass to become the f16 output: a bias, an
+    /// activation, a residual, f32 partials, or partials of several depth blocks to sum.
     pub fn has_epilogue(&self, depth_blocks: u32) -> bool {
-        self.bias.is_some() || self.gelu || self.partials != DType::F16 || depth_blocks > 1
+        self.bias.is_some()
+            || self.activation.is_some()
+            || self.residual.is_some()
+            || self.transposed_out
+            || self.partials != DType::F16
+            || depth_blocks > 1
     }
 
     /// Lane operations and transcendentals per output element of the epilogue.
     pub fn epilogue_ops(&self, depth_blocks: u32) -> (u64, u64) {
-        Target::epilogue_ops(self.partials, depth_blocks, self.bias.is_some(), self.gelu)
+        Target::epilogue_ops(
+            self.partials,
+            depth_blocks,
+            self.bias.is_some(),
+            self.activation,
+            self.residual.is_some(),
+        )
     }
+}
+
+/// A layer norm of one graph operation over the rows of `x: [rows, cols]`. Its partition is a
+/// [`Grid`] of row blocks with one column block (the whole row) and one depth block.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerNorm {
+    pub id: OpId,
+    pub name: String,
+    pub x: ValueId,
+    pub gamma: ValueId,
+    pub beta: ValueId,
+    pub out: ValueId,
+    pub rows: u32,
+    pub cols: u32,
+    /// Epsilon as f32 bits.
+    pub epsilon_bits: u32,
+    /// The graph operation this operator implements.
+    pub covers: Vec<OpId>,
 }
 
 /// How an operator is spread over tiles.
@@ -283,12 +330,29 @@ impl Mid {
             let covers: Vec<String> = o.covers().iter().map(|c| c.to_string()).collect();
             let o = match o {
                 Operator::MatMul(o) => o,
+                Operator::LayerNorm(l) => {
+                    let _ = writeln!(
+                        s,
+                        "  {} {}: {} = layer_norm({}, {}, {}) [{}x{}] epsilon={:e} covers={}",
+                        l.id,
+                        l.name,
+                        l.out,
+                        l.x,
+                        l.gamma,
+                        l.beta,
+                        l.rows,
+                        l.cols,
+                        f32::from_bits(l.epsilon_bits),
+                        covers.join(",")
+                    );
+                    continue;
+                }
                 Operator::Attention(a) => {
                     let shape = a.shape;
                     let _ = writeln!(
                         s,
                         "  {} {}: {} = attention({}, {}, {}) batch={} heads={} queries={} keys={} \
-                         head_dim={} causal={} partials={} covers={}",
+                         head_dim={} causal={}{} partials={} covers={}",
                         a.id,
                         a.name,
                         a.out,
@@ -301,6 +365,7 @@ impl Mid {
                         shape.keys,
                         shape.head_dim,
                         shape.causal,
+                        attention_extras(a),
                         a.partials,
                         covers.join(",")
                     );
@@ -309,7 +374,7 @@ impl Mid {
             };
             let _ = writeln!(
                 s,
-                "  {} {}: {} = {} · {} [{}x{}x{}] bias={} gelu={} partials={} covers={}",
+                "  {} {}: {} = {} · {} [{}x{}x{}] bias={} {}partials={} covers={}",
                 o.id,
                 o.name,
                 o.out,
@@ -319,7 +384,7 @@ impl Mid {
                 o.k,
                 o.n,
                 o.bias.map_or("-".to_string(), |b| b.to_string()),
-                o.gelu,
+                epilogue_extras(o),
                 o.partials,
                 covers.join(",")
             );
@@ -357,6 +422,37 @@ impl Mid {
     }
 }
 
+/// The dump's words for a matmul's activation and residual (`gelu=true` for tanh-GELU as ever).
+fn epilogue_extras(o: &MatMul) -> String {
+    let mut s = match o.activation {
+        None => "gelu=false ".to_string(),
+        Some(Activation::GeluTanh) => "gelu=true ".to_string(),
+        Some(Activation::GeluErf) => "gelu=erf ".to_string(),
+    };
+    if let Some(r) = o.residual {
+        let _ = write!(s, "residual={r} ");
+    }
+    if o.transposed_out {
+        s.push_str("transposed_out ");
+    }
+    s
+}
+
+/// The dump's words for an attention's scale and mask, when they are not the default.
+fn attention_extras(a: &Attention) -> String {
+    let mut s = String::new();
+    if a.scale_bits != (1.0 / (a.shape.head_dim as f32).sqrt()).to_bits() {
+        let _ = write!(s, " scale={}", a.scale());
+    }
+    if let Some(m) = a.mask {
+        let _ = write!(s, " mask={m}");
+    }
+    if !a.transposed_out {
+        s.push_str(" row_major_out");
+    }
+    s
+}
+
 /// Bytes each tile keeps for code and exchange tables in the analytical model (`place_storage` sizes the
 /// real code).
 pub const CODE_RESERVE_BYTES: u64 = 24 * 1024;
@@ -388,8 +484,8 @@ fn tiles_exactly(blocks: u32, size: u32, len: u32) -> bool {
 }
 
 impl Mid {
-    /// Checks the mid against its graph and target; returns every problem found: every graph
-    /// operation covered by exactly one operator, every finalist with a partition per operator that
+    /// Checks the mid against its graph and target; returns every problem found: every device
+    /// operation of the graph covered by exactly one operator and no host operation by any, every finalist with a partition per operator that
     /// tiles its output and reduction on at most the target's tiles, every estimate fitting a tile.
     pub fn verify(&self, graph: &Graph, target: &Target) -> Vec<String> {
         let mid = self;
@@ -397,12 +493,16 @@ impl Mid {
         let mut covered = vec![0u32; graph.ops.len()];
         for o in &mid.operators {
             for c in o.covers() {
-                covered[c.index()] += 1;
+                match covered.get_mut(c.index()) {
+                    Some(n) => *n += 1,
+                    None => v.error(format!("{}: covers {c}, which the graph lacks", o.id())),
+                }
             }
         }
-        for (i, n) in covered.iter().enumerate() {
-            v.check(*n == 1, || {
-                format!("op{i}: covered by {n} operators, expected 1")
+        for ((i, n), op) in covered.iter().enumerate().zip(&graph.ops) {
+            let expected = u32::from(!op.kind.on_host());
+            v.check(*n == expected, || {
+                format!("op{i}: covered by {n} operators, expected {expected}")
             });
         }
         v.check(!mid.finalists.is_empty(), || "no finalist".to_string());
@@ -440,6 +540,15 @@ impl Mid {
                                 && (p.depth_blocks == 1
                                     || p.block_depth % target.amp_block_depth == 0),
                             || format!("finalist {f} {id}: depth blocks {p:?} do not tile {}", o.k),
+                        );
+                    }
+                    (Operator::LayerNorm(o), Partition::Grid(p)) => {
+                        v.check(
+                            tiles_exactly(p.row_blocks, p.block_rows, o.rows)
+                                && p.col_blocks == 1
+                                && p.block_cols == o.cols
+                                && p.depth_blocks == 1,
+                            || format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols),
                         );
                     }
                     (Operator::Attention(a), Partition::Attention(p)) => {

@@ -70,8 +70,11 @@ pub enum BufferClass {
     APanel,
     /// An operator's B operand (weights): all of `k`, its block columns. Read by 128-bit weight loads.
     BPanel,
-    /// An operator's bias for its block columns.
+    /// An operator's bias for its block columns (a layer norm's gamma and beta; an attention's key
+    /// mask for its keys).
     BiasPanel,
+    /// A matmul epilogue's residual for its share of the output block.
+    Residual,
     /// AMP partials.
     Partials,
     /// A share of the rows of another depth block's partials, to be summed by the epilogue.

@@ -40,16 +40,44 @@ pub struct Amp<O> {
     pub cols: u32,
 }
 
-/// `out = f16(gelu?(Σ partials + bias?))` on the vector unit: the partials of every depth block, summed
-/// in f32 in order.
+/// The activation an epilogue applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Activation {
+    /// `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
+    GeluTanh,
+    /// `0.5 x (1 + erf(x / √2))`.
+    GeluErf,
+}
+
+/// `out = f16(activation?(Σ partials + bias?) + residual?)` on the vector unit
+/// ([`crate::numerics::epilogue`]): the partials of every depth block, summed in f32 in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Epilogue<O> {
     pub partials: Vec<O>,
     pub bias: Option<O>,
+    /// `rows x cols` f16 added last.
+    pub residual: Option<O>,
     pub out: O,
     pub rows: u32,
     pub cols: u32,
-    pub gelu: bool,
+    pub activation: Option<Activation>,
+    /// `out` is stored transposed: stored row `c` holds column `c` of the `rows x cols` result.
+    pub transpose: bool,
+}
+
+/// Per row, in f32 ([`crate::numerics::layer_norm_row`]): `out = f16((x − mean) / √(variance +
+/// epsilon) · gamma + beta)` over `cols` f16 elements, the variance biased; `gamma` and `beta` are
+/// `1 x cols` f16.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerNorm<O> {
+    pub x: O,
+    pub gamma: O,
+    pub beta: O,
+    pub out: O,
+    pub rows: u32,
+    pub cols: u32,
+    /// Epsilon as f32 bits.
+    pub epsilon_bits: u32,
 }
 
 /// One step of the online softmax over `keys x queries` scoresᵀ (vector unit,
@@ -67,8 +95,10 @@ pub struct Softmax<O> {
     /// Accumulator rows of the state; the max and the sum follow.
     pub head_dim: u32,
     pub mask: Option<Mask>,
+    /// `1 x keys` f16, added to each key's scaled scores (an additive key mask).
+    pub key_bias: Option<O>,
     pub first: bool,
-    /// `1/√head_dim` as f32 bits.
+    /// The score scale (`1/√head_dim` unless the model says otherwise) as f32 bits.
     pub scale_bits: u32,
 }
 
@@ -94,6 +124,9 @@ pub struct Combine<O> {
     pub rows: u32,
     pub cols: u32,
     pub scale_bits: u32,
+    /// `out` is stored transposed: stored row `c` holds column `c` (one query) of the `rows x cols`
+    /// result, the attention's output in row-major order.
+    pub transpose: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +136,7 @@ pub enum VertexKind<O> {
     Softmax(Softmax<O>),
     Accumulate(Accumulate<O>),
     Combine(Combine<O>),
+    LayerNorm(LayerNorm<O>),
 }
 
 /// How a vertex uses an operand.
@@ -140,6 +174,7 @@ impl<O> VertexKind<O> {
             VertexKind::Softmax(_) => "softmax",
             VertexKind::Accumulate(_) => "accumulate",
             VertexKind::Combine(_) => "combine",
+            VertexKind::LayerNorm(_) => "layer_norm",
         }
     }
 
@@ -162,21 +197,34 @@ impl<O> VertexKind<O> {
             VertexKind::Epilogue(v) => (v.partials.iter())
                 .map(|p| at("partials", Read, (v.rows, v.cols), p))
                 .chain(v.bias.iter().map(|b| at("bias", Read, (1, v.cols), b)))
-                .chain([at("out", Write, (v.rows, v.cols), &v.out)])
+                .chain(
+                    v.residual
+                        .iter()
+                        .map(|r| at("residual", Read, (v.rows, v.cols), r)),
+                )
+                .chain([at(
+                    "out",
+                    Write,
+                    extent(v.rows, v.cols, v.transpose),
+                    &v.out,
+                )])
                 .collect(),
             VertexKind::Softmax(v) => {
                 let state = if v.first { Write } else { Update };
-                vec![
-                    at("scores", Read, (v.keys, v.queries), &v.scores),
-                    at(
-                        "probabilities",
-                        Write,
-                        (v.keys, v.queries),
-                        &v.probabilities,
-                    ),
-                    at("state", state, (v.head_dim + 2, v.queries), &v.state),
-                    at("rescale", Write, (1, v.queries), &v.rescale),
-                ]
+                (v.key_bias.iter())
+                    .map(|b| at("key_bias", Read, (1, v.keys), b))
+                    .chain([
+                        at("scores", Read, (v.keys, v.queries), &v.scores),
+                        at(
+                            "probabilities",
+                            Write,
+                            (v.keys, v.queries),
+                            &v.probabilities,
+                        ),
+                        at("state", state, (v.head_dim + 2, v.queries), &v.state),
+                        at("rescale", Write, (1, v.queries), &v.rescale),
+                    ])
+                    .collect()
             }
             VertexKind::Accumulate(v) => vec![
                 at("partials", Read, (v.rows, v.cols), &v.partials),
@@ -185,8 +233,19 @@ impl<O> VertexKind<O> {
             ],
             VertexKind::Combine(v) => (v.states.iter())
                 .map(|s| at("states", Read, (v.rows + 2, v.cols), s))
-                .chain([at("out", Write, (v.rows, v.cols), &v.out)])
+                .chain([at(
+                    "out",
+                    Write,
+                    extent(v.rows, v.cols, v.transpose),
+                    &v.out,
+                )])
                 .collect(),
+            VertexKind::LayerNorm(v) => vec![
+                at("x", Read, (v.rows, v.cols), &v.x),
+                at("gamma", Read, (1, v.cols), &v.gamma),
+                at("beta", Read, (1, v.cols), &v.beta),
+                at("out", Write, (v.rows, v.cols), &v.out),
+            ],
         }
     }
 
@@ -204,12 +263,15 @@ impl<O> VertexKind<O> {
             VertexKind::Epilogue(v) => VertexKind::Epilogue(Epilogue {
                 partials: v.partials.iter().map(&mut f).collect(),
                 bias: v.bias.as_ref().map(&mut f),
+                residual: v.residual.as_ref().map(&mut f),
                 out: f(&v.out),
                 rows: v.rows,
                 cols: v.cols,
-                gelu: v.gelu,
+                activation: v.activation,
+                transpose: v.transpose,
             }),
             VertexKind::Softmax(v) => VertexKind::Softmax(Softmax {
+                key_bias: v.key_bias.as_ref().map(&mut f),
                 scores: f(&v.scores),
                 probabilities: f(&v.probabilities),
                 state: f(&v.state),
@@ -235,8 +297,27 @@ impl<O> VertexKind<O> {
                 rows: v.rows,
                 cols: v.cols,
                 scale_bits: v.scale_bits,
+                transpose: v.transpose,
+            }),
+            VertexKind::LayerNorm(v) => VertexKind::LayerNorm(LayerNorm {
+                x: f(&v.x),
+                gamma: f(&v.gamma),
+                beta: f(&v.beta),
+                out: f(&v.out),
+                rows: v.rows,
+                cols: v.cols,
+                epsilon_bits: v.epsilon_bits,
             }),
         }
+    }
+}
+
+/// The stored rows and the elements of each of a `rows x cols` result, stored transposed or not.
+fn extent(rows: u32, cols: u32, transpose: bool) -> (u32, u32) {
+    if transpose {
+        (cols, rows)
+    } else {
+        (rows, cols)
     }
 }
 
@@ -286,8 +367,19 @@ impl fmt::Display for VertexKind<Placed> {
                 if let Some(b) = &v.bias {
                     write!(f, " bias={:#x}", b.address)?;
                 }
-                let gelu = if v.gelu { " gelu" } else { "" };
-                write!(f, " out={}{gelu}", At(&v.out))
+                if let Some(r) = &v.residual {
+                    write!(f, " residual={}", At(r))?;
+                }
+                let activation = match v.activation {
+                    None => "",
+                    Some(Activation::GeluTanh) => " gelu",
+                    Some(Activation::GeluErf) => " gelu_erf",
+                };
+                write!(f, " out={}{activation}", At(&v.out))?;
+                if v.transpose {
+                    write!(f, " transposed")?;
+                }
+                Ok(())
             }
             VertexKind::Softmax(v) => {
                 write!(
@@ -305,6 +397,9 @@ impl fmt::Display for VertexKind<Placed> {
                 )?;
                 if let Some(m) = v.mask {
                     write!(f, " causal(key{}, query{})", m.first_key, m.first_query)?;
+                }
+                if let Some(b) = &v.key_bias {
+                    write!(f, " key_bias={:#x}", b.address)?;
                 }
                 if v.first {
                     write!(f, " first")?;
@@ -324,12 +419,24 @@ impl fmt::Display for VertexKind<Placed> {
             ),
             VertexKind::Combine(v) => write!(
                 f,
-                "combine {}x{} states=[{}] out={} scale={}",
+                "combine {}x{} states=[{}] out={} scale={}{}",
                 v.rows,
                 v.cols,
                 list(&v.states),
                 At(&v.out),
-                f32::from_bits(v.scale_bits)
+                f32::from_bits(v.scale_bits),
+                if v.transpose { " transposed" } else { "" }
+            ),
+            VertexKind::LayerNorm(v) => write!(
+                f,
+                "layer_norm {}x{} x={} gamma={:#x} beta={:#x} out={} epsilon={:e}",
+                v.rows,
+                v.cols,
+                At(&v.x),
+                v.gamma.address,
+                v.beta.address,
+                At(&v.out),
+                f32::from_bits(v.epsilon_bits)
             ),
         }
     }

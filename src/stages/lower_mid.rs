@@ -1,24 +1,26 @@
 //! `lower_mid`: graph + target -> `mid`.
 //!
-//! Lowers the graph's operations to tileable operators (a matmul with its bias and GELU fused into the
-//! epilogue; an attention as a flash attention), enumerates candidate partitions of every operator over
+//! Lowers the graph's device operations to tileable operators (a matmul with its bias, GELU and
+//! residual add fused into the epilogue; an attention as a flash attention; a layer norm over row
+//! blocks); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate partitions of every operator over
 //! the tiles, costs each analytically with the target model (compute, exchange, per-tile memory) and
 //! keeps the best `finalists` whole-program plans. A matmul is partitioned into row blocks x column
 //! blocks of its output (column blocks a multiple of the AMP block width) x depth blocks of its
 //! reduction (a multiple of the AMP block depth); an attention into batch-and-head groups of query
 //! blocks x key blocks, with the key sub-block its online softmax steps by.
 //!
-//! Invariants (checked by [`Mid::verify`], which `select_finalist` runs on its input too): every graph
-//! operation is covered by exactly one operator; every partition covers its output and its reduction
+//! Invariants (checked by [`Mid::verify`], which `select_finalist` runs on its input too): every device
+//! operation of the graph is covered by exactly one operator, no host operation by any; every partition covers its output and its reduction
 //! (`row_blocks * block_rows >= m`, `col_blocks * block_cols >= n`, `depth_blocks * block_depth >= k`;
 //! query and key blocks likewise) with no empty block and uses at most `target.tiles` tiles; every
 //! finalist's estimated memory fits a tile.
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{
-    Attention, AttentionPartition, CODE_RESERVE_BYTES, DType, Graph, Grid, MatMul, Mid, OpKind,
-    Operator, OperatorEstimate, Partition, Plan, PlanEstimate,
+    Attention, AttentionPartition, CODE_RESERVE_BYTES, DType, Graph, Grid, LayerNorm, MatMul, Mid,
+    OpKind, Operator, OperatorEstimate, Partition, Plan, PlanEstimate,
 };
+use crate::isa::Activation;
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +33,8 @@ pub struct LowerMidConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum LowerMidError {
     #[error(
-        "{op} ({name}): operation {kind} cannot be lowered on its own; it must follow a matmul"
+        "{op} ({name}): operation {kind} cannot be lowered on its own; it must follow a matmul (a \
+         bias add, then a GELU, then a residual add of a value computed before the matmul)"
     )]
     Unfusable {
         op: OpId,
@@ -56,6 +59,11 @@ pub enum LowerMidError {
         "{name}: no partition fits the target's {tiles} tiles (more batch-and-head groups than tiles)"
     )]
     NoPartition { name: String, tiles: u32 },
+    #[error(
+        "{name} reads {value} row by row, but an attention reads it as its queries or values, which \
+         the producing matmul stores transposed"
+    )]
+    Layout { name: String, value: String },
     #[error("lower_mid produced an invalid mid:\n{0}")]
     Invalid(String),
 }
@@ -72,6 +80,7 @@ pub fn lower_mid(
             Operator::MatMul(o) => {
                 graph.value(o.b).bytes() + o.bias.map_or(0, |b| graph.value(b).bytes())
             }
+            Operator::LayerNorm(o) => graph.value(o.gamma).bytes() + graph.value(o.beta).bytes(),
             Operator::Attention(_) => 0,
         })
         .sum();
@@ -88,6 +97,15 @@ pub fn lower_mid(
                 .into_iter()
                 .map(|p| (Partition::Attention(p), attention_estimate(a, &p, target)))
                 .collect(),
+            Operator::LayerNorm(o) => row_partitions(o.rows, o.cols, target)
+                .into_iter()
+                .map(|p| {
+                    (
+                        Partition::Grid(p),
+                        layer_norm_estimate(o, &p, target, resident),
+                    )
+                })
+                .collect(),
         };
         let (mut candidates, too_big): (Vec<_>, Vec<_>) =
             estimates.into_iter().partition(|(_, e)| e.fits(target));
@@ -102,13 +120,16 @@ pub fn lower_mid(
             let needed = e.total_bytes() + CODE_RESERVE_BYTES;
             let shape = match op {
                 Operator::MatMul(o) => format!("{}x{} times {}x{}", o.m, o.k, o.k, o.n),
+                Operator::LayerNorm(o) => format!("{} rows of {}", o.rows, o.cols),
                 Operator::Attention(a) => format!(
                     "{} queries x {} keys, head dimension {}",
                     a.shape.queries, a.shape.keys, a.shape.head_dim
                 ),
             };
             let advice = match op {
-                Operator::MatMul(_) => "use fewer tokens or a smaller dimension",
+                Operator::MatMul(_) | Operator::LayerNorm(_) => {
+                    "use fewer tokens or a smaller dimension"
+                }
                 Operator::Attention(_) => "use shorter queries or keys or a smaller head dimension",
             };
             return Err(LowerMidError::DoesNotFit {
@@ -181,7 +202,8 @@ fn plan(chosen: &[&(Partition, OperatorEstimate)]) -> Plan {
     }
 }
 
-/// Fuses each matmul with the bias add and GELU that follow it; an attention is an operator of its own.
+/// Fuses each matmul with the bias add, the GELU and the residual add that follow it; an attention
+/// and a layer norm are operators of their own; host operations are no operator's.
 fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     let consumers = |v: ValueId| {
         graph
@@ -189,26 +211,75 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
             .iter()
             .filter(move |op| op.kind.inputs().contains(&v))
     };
-    let mut covered = vec![false; graph.ops.len()];
+    let single = |v: ValueId| {
+        let mut it = consumers(v);
+        match (it.next(), it.next()) {
+            (Some(c), None) => Some(c),
+            _ => None,
+        }
+    };
+    // The index of the operation producing each value (none for inputs and weights).
+    let mut producer = vec![None; graph.values.len()];
+    for (i, op) in graph.ops.iter().enumerate() {
+        producer[op.out.index()] = Some(i);
+    }
+    let mut covered: Vec<bool> = graph.ops.iter().map(|op| op.kind.on_host()).collect();
     let mut operators = Vec::new();
-    for op in &graph.ops {
+    for (index, op) in graph.ops.iter().enumerate() {
         let id = OpId::from_index(operators.len());
-        if let (OpKind::Attention { q, k, v, .. }, Some(shape)) =
-            (&op.kind, graph.attention_shape(op))
-        {
-            covered[op.id.index()] = true;
-            operators.push(Operator::Attention(Attention {
-                id,
-                name: op.name.clone(),
-                q: *q,
-                k: *k,
-                v: *v,
-                out: op.out,
-                shape,
-                partials: graph.partials,
-                covers: vec![op.id],
-            }));
-            continue;
+        match op.kind {
+            OpKind::Attention {
+                q,
+                k,
+                v,
+                scale,
+                mask,
+                ..
+            } => {
+                let Some(shape) = graph.attention_shape(op) else {
+                    continue;
+                };
+                covered[op.id.index()] = true;
+                operators.push(Operator::Attention(Attention {
+                    id,
+                    name: op.name.clone(),
+                    q,
+                    k,
+                    v,
+                    out: op.out,
+                    shape,
+                    scale_bits: scale.to_bits(),
+                    mask,
+                    transposed_out: !consumers(op.out).any(|c| !c.kind.on_host()),
+                    partials: graph.partials,
+                    covers: vec![op.id],
+                }));
+                continue;
+            }
+            OpKind::LayerNorm {
+                x,
+                gamma,
+                beta,
+                epsilon,
+            } => {
+                covered[op.id.index()] = true;
+                let xv = graph.value(x);
+                operators.push(Operator::LayerNorm(LayerNorm {
+                    id,
+                    name: op.name.clone(),
+                    x,
+                    gamma,
+                    beta,
+                    out: op.out,
+                    rows: xv.rows,
+                    cols: xv.cols,
+                    epsilon_bits: epsilon.to_bits(),
+                    covers: vec![op.id],
+                }));
+                continue;
+            }
+            OpKind::MatMul { .. } => {}
+            _ => continue,
         }
         let OpKind::MatMul { a, b } = op.kind else {
             continue;
@@ -216,14 +287,8 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
         let mut covers = vec![op.id];
         let mut out = op.out;
         let mut bias = None;
-        let mut gelu = false;
-        let single = |v: ValueId| {
-            let mut it = consumers(v);
-            match (it.next(), it.next()) {
-                (Some(c), None) => Some(c),
-                _ => None,
-            }
-        };
+        let mut activation = None;
+        let mut residual = None;
         if let Some(next) = single(out)
             && let OpKind::AddBias { x, bias: b } = next.kind
             && x == out
@@ -232,12 +297,28 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
             covers.push(next.id);
             out = next.out;
         }
+        if let Some(next) = single(out) {
+            activation = match next.kind {
+                OpKind::GeluTanh { .. } => Some(Activation::GeluTanh),
+                OpKind::GeluErf { .. } => Some(Activation::GeluErf),
+                _ => None,
+            };
+            if activation.is_some() {
+                covers.push(next.id);
+                out = next.out;
+            }
+        }
         if let Some(next) = single(out)
-            && let OpKind::GeluTanh { .. } = next.kind
+            && let OpKind::Add { a: x, b: y } = next.kind
         {
-            gelu = true;
-            covers.push(next.id);
-            out = next.out;
+            let other = if x == out { y } else { x };
+            // The residual must exist before the matmul runs.
+            let earlier = producer[other.index()].is_none_or(|p| p < index);
+            if other != out && earlier {
+                residual = Some(other);
+                covers.push(next.id);
+                out = next.out;
+            }
         }
         for c in &covers {
             covered[c.index()] = true;
@@ -249,8 +330,10 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
             a,
             b,
             bias,
-            gelu,
+            activation,
+            residual,
             out,
+            transposed_out: false,
             m: av.rows,
             k: av.cols,
             n: bv.cols,
@@ -259,14 +342,105 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
         }));
     }
     if let Some(op) = graph.ops.iter().find(|op| !covered[op.id.index()]) {
-        let kind = op.kind.name();
         return Err(LowerMidError::Unfusable {
             op: op.id,
             name: op.name.clone(),
-            kind,
+            kind: op.kind.name(),
         });
     }
+    transpose_attention_operands(graph, &mut operators)?;
     Ok(operators)
+}
+
+/// An attention reads its queries and values transposed: the matmuls producing them store their
+/// outputs so, which no other device operator may then read.
+fn transpose_attention_operands(
+    graph: &Graph,
+    operators: &mut [Operator],
+) -> Result<(), LowerMidError> {
+    let transposed: Vec<ValueId> = operators
+        .iter()
+        .filter_map(|o| match o {
+            Operator::Attention(a) => Some([a.q, a.v]),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    for o in operators.iter_mut() {
+        if let Operator::MatMul(m) = o
+            && transposed.contains(&m.out)
+        {
+            m.transposed_out = true;
+        }
+    }
+    for o in operators.iter() {
+        let reads: Vec<ValueId> = match o {
+            Operator::MatMul(m) => [m.a, m.b].into_iter().chain(m.residual).collect(),
+            Operator::LayerNorm(l) => vec![l.x],
+            Operator::Attention(a) => vec![a.k],
+        };
+        if let Some(v) = reads.into_iter().find(|v| {
+            transposed.contains(v) && graph.producer(*v).is_some_and(|p| !p.kind.on_host())
+        }) {
+            return Err(LowerMidError::Layout {
+                name: o.name().to_string(),
+                value: graph.value(v).name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every distinct split of `rows` whole rows of `cols` into row blocks, one tile each: a [`Grid`]
+/// with one column block and one depth block.
+fn row_partitions(rows: u32, cols: u32, target: &Target) -> Vec<Grid> {
+    (1..=rows.min(target.tiles))
+        .filter_map(|row_blocks| {
+            let block_rows = rows.div_ceil(row_blocks);
+            (rows.div_ceil(block_rows) == row_blocks).then_some(Grid {
+                row_blocks,
+                block_rows,
+                col_blocks: 1,
+                block_cols: cols,
+                depth_blocks: 1,
+                block_depth: cols,
+            })
+        })
+        .collect()
+}
+
+/// The busiest tile's figures for a layer norm on row blocks: its rows, gamma and beta gathered, then
+/// the vector unit over its rows.
+fn layer_norm_estimate(
+    op: &LayerNorm,
+    p: &Grid,
+    target: &Target,
+    resident: u64,
+) -> OperatorEstimate {
+    let (rows, cols) = (u64::from(p.block_rows), u64::from(op.cols));
+    let row_bytes = cols.next_multiple_of(4) * 2;
+    let receive_bytes = rows * cols * 2 + 2 * cols * 2;
+    let (switch, transit) = (
+        u64::from(target.mux_switch_cycles),
+        u64::from(target.exchange_transit_cycles),
+    );
+    // The rows arrive from the producer's blocks across the row (at most one per column block of a
+    // matmul's grid, taken as the AMP width's share of the row), gamma and beta from their homes.
+    let pieces = cols
+        .div_ceil(u64::from(target.amp_block_width))
+        .min(rows * cols)
+        + 2;
+    let exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
+    let compute = target.layer_norm_cycles(p.block_rows, op.cols);
+    OperatorEstimate {
+        compute_cycles: compute,
+        exchange_cycles: exchange,
+        receive_bytes,
+        panel_bytes: rows * row_bytes,
+        other_bytes: rows * row_bytes + 2 * row_bytes + resident,
+        interleaved_bytes: 0,
+        cycles: compute + exchange + 2 * target.sync_cycles,
+    }
 }
 
 /// Every distinct grid: column blocks of a multiple of the AMP width, every row-block count, and every

@@ -25,6 +25,7 @@
 mod attention;
 mod builder;
 mod estimate;
+mod layer_norm;
 mod matmul;
 mod verify;
 

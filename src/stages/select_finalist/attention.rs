@@ -13,7 +13,8 @@
 //!   the query block's queries, and a compute set where each merges its share into the output
 //!   (stored transposed); with one, the merge ends the first compute set.
 //!
-//! Keys no query sees are neither stored nor sent; under a causal mask, keys past a query block's last
+//! With a key mask, each tile gathers its batch's mask for its keys and its softmax adds it to the
+//! scaled scores. Keys no query sees are neither stored nor sent; under a causal mask, keys past a query block's last
 //! query are neither sent nor scored, and a tile whose keys are all masked does no work. Buffers are
 //! made per group, query block and key block: queries, keys, values, then the scratch (scores,
 //! probabilities, weighted values, rescale factors) and the flash state; then, per share, the copies
@@ -72,6 +73,8 @@ struct FlashTile {
     weighted: BufferId,
     rescale: BufferId,
     state: BufferId,
+    /// The additive mask of the tile's keys.
+    key_bias: Option<BufferId>,
 }
 
 impl Layout<'_> {
@@ -162,13 +165,27 @@ impl Builder<'_> {
         self.finish(a.id, &a.name, "merge", a.out, work);
     }
 
-    /// Home pieces: the query block on its first tile; each key block's keys and values in chunks
-    /// over the tiles of its column.
+    /// Home pieces of what the host supplies: the query block on its first tile; each key block's
+    /// keys and values in chunks over the tiles of its column; a batch's key mask on its first
+    /// group's first tile.
     fn attention_homes(&mut self, l: &Layout) {
         let (a, p, s) = (l.a, l.p, &l.shape);
+        let [home_q, home_k, home_v] =
+            [a.q, a.k, a.v].map(|v| self.host_provides(v) && !self.is_held(v));
+        if let Some(m) = a.mask
+            && self.host_provides(m)
+            && !self.is_held(m)
+        {
+            for batch in 0..s.batch {
+                let rect = Rect::new(batch, batch + 1, 0, s.keys);
+                self.home(l.tile(batch * s.heads, 0, 0), m, rect, false);
+            }
+        }
         for g in 0..p.groups {
             for qb in 0..p.query_blocks {
-                self.home(l.tile(g, qb, 0), a.q, l.query_block(g, qb).rect, true);
+                if home_q {
+                    self.home(l.tile(g, qb, 0), a.q, l.query_block(g, qb).rect, true);
+                }
             }
             let (batch, cols) = l.group(g);
             for kb in 0..p.key_blocks {
@@ -183,8 +200,12 @@ impl Builder<'_> {
                     let tile = l.tile(g, q, kb);
                     let rows = (batch * s.keys + k0 + r0, batch * s.keys + k0 + r1);
                     let rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
-                    self.home(tile, a.k, rect, false);
-                    self.home(tile, a.v, rect, true);
+                    if home_k {
+                        self.home(tile, a.k, rect, false);
+                    }
+                    if home_v {
+                        self.home(tile, a.v, rect, true);
+                    }
                 }
             }
         }
@@ -240,6 +261,20 @@ impl Builder<'_> {
             live,
         );
         self.gather(a.v, kv_rect, values, ex_step, groups);
+        let key_bias = a.mask.map(|m| {
+            let rect = Rect::new(q.batch, q.batch + 1, k0, k1);
+            let id = self.buffer(
+                tile,
+                m,
+                BufferClass::BiasPanel,
+                rect,
+                DType::F16,
+                false,
+                live,
+            );
+            self.gather(m, rect, id, ex_step, groups);
+            id
+        });
         let here = [cs_step, cs_step];
         let sub = l.p.sub_block.min(nk);
         let scratch = |b: &mut Self, class, rows, dtype| {
@@ -281,6 +316,7 @@ impl Builder<'_> {
             weighted,
             rescale,
             state,
+            key_bias,
         }
     }
 
@@ -331,7 +367,7 @@ impl Builder<'_> {
                 BufferClass::Output,
                 Rect::new(rows + c0, rows + c1, q.cols.0, q.cols.1),
                 DType::F16,
-                true,
+                a.transposed_out,
                 [merge_cs, merge_cs],
             );
             work.finishing(Vertex {
@@ -347,6 +383,7 @@ impl Builder<'_> {
                     rows: d,
                     cols: c1 - c0,
                     scale_bits: l.scale_bits,
+                    transpose: !a.transposed_out,
                 }),
             });
             work.outputs.push(out);
@@ -387,7 +424,12 @@ impl FlashTile {
             },
             Vertex {
                 tile,
-                estimated_cycles: target.softmax_cycles(nj, nq, a.partials, s.causal),
+                estimated_cycles: target.softmax_cycles(
+                    nj,
+                    nq,
+                    a.partials,
+                    s.causal || self.key_bias.is_some(),
+                ),
                 kind: VertexKind::Softmax(Softmax {
                     scores: Operand::whole(self.scores),
                     probabilities: Operand::whole(self.probabilities),
@@ -399,6 +441,11 @@ impl FlashTile {
                     mask: s.causal.then_some(Mask {
                         first_key: self.k0 + j0,
                         first_query: self.q0,
+                    }),
+                    key_bias: self.key_bias.map(|buffer| Operand {
+                        buffer,
+                        row: 0,
+                        col: j0,
                     }),
                     first,
                     scale_bits: l.scale_bits,

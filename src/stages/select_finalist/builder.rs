@@ -1,14 +1,15 @@
 //! The program builder: one finalist plan under one tile mapping, built into a whole program.
 //!
-//! Contract: [`build`] lays down the home pieces of the weights and inputs the matmuls read first
-//! (each on the grid of the matmul that first reads it), then, in the mid's operator order, each
-//! operator's supersteps as [`super::matmul`] and [`super::attention`] plan them (an attention makes
-//! its own home pieces first), and costs the result ([`super::estimate`]). The [`Builder`] hands out
+//! Contract: [`build`] lays down the home pieces of the weights and host-supplied values the matmuls
+//! and layer norms read first (each on the grid of the operator that first reads it), then, in the
+//! mid's operator order, each operator's supersteps as [`super::matmul`], [`super::layer_norm`] and
+//! [`super::attention`] plan them (an attention makes its own home pieces first), and costs the
+//! result ([`super::estimate`]). The [`Builder`] hands out
 //! dense ids in order of creation: buffers as they are made, exchange phases and compute sets as they
 //! are appended as the next step. A gather reads every buffer holding part of a value (its home
 //! pieces or its producer's output blocks) and extends the holder's lifetime to the gathering step;
-//! an operator's outputs become its value's holders, and the host reads them when the value is the
-//! graph's output. The same plan, mapping and target give the same program.
+//! an operator's outputs become its value's holders, and the host reads them when the value is a
+//! graph output or a host operation's input (`Graph::host_reads`). The same plan, mapping and target give the same program.
 
 use super::estimate::estimate;
 use crate::exchange::Overheads;
@@ -152,6 +153,11 @@ impl Builder<'_> {
         id
     }
 
+    /// Whether the host supplies `value` (an input or a host operation's result), streamed at `run`.
+    pub(super) fn host_provides(&self, value: ValueId) -> bool {
+        self.graph.host_provides(value)
+    }
+
     /// Whether some buffer already holds data of `value` that transfers may read.
     pub(super) fn is_held(&self, value: ValueId) -> bool {
         self.holders.contains_key(&value)
@@ -263,9 +269,9 @@ impl Builder<'_> {
     }
 
     /// Marks an operator's result buffers: they hold its value, and the host reads them when it is
-    /// the graph's output.
+    /// a graph output or a host operation reads it.
     fn outputs(&mut self, value: ValueId, outputs: Vec<BufferId>) {
-        if self.graph.value(value).role == ValueRole::Output {
+        if self.graph.host_reads(value) {
             for &o in &outputs {
                 let buf = &mut self.buffers[o.index()];
                 buf.last_step = StepId(self.last_step);
@@ -324,13 +330,16 @@ pub(super) fn build(
     };
     // Home pieces of weights and inputs, on the grid of the matmul that first reads them.
     for (op, p) in mid.operators.iter().zip(partitions) {
-        if let (Operator::MatMul(op), Partition::Grid(p)) = (op, p) {
-            b.matmul_homes(op, p);
+        match (op, p) {
+            (Operator::MatMul(op), Partition::Grid(p)) => b.matmul_homes(op, p),
+            (Operator::LayerNorm(op), Partition::Grid(p)) => b.layer_norm_homes(op, p),
+            _ => {}
         }
     }
     for (op, p) in mid.operators.iter().zip(partitions) {
         match (op, p) {
             (Operator::MatMul(op), Partition::Grid(p)) => b.matmul(op, p),
+            (Operator::LayerNorm(op), Partition::Grid(p)) => b.layer_norm(op, p),
             (Operator::Attention(a), Partition::Attention(p)) => b.attention(a, p),
             // lower_mid's verifier pairs every operator with a partition of its kind.
             _ => unreachable!("{}: partition of another kind", op.id()),

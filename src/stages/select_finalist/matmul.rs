@@ -1,13 +1,15 @@
-//! The matmul planner: a fused matmul (`out = f16(gelu?(a · b + bias?))`) on its grid of tiles.
+//! The matmul planner: a fused matmul (`out = f16(activation?(a · b + bias?) + residual?)`) on its
+//! grid of tiles.
 //!
 //! Contract: [`Builder::matmul_homes`] spreads the home pieces of a matmul's weights, bias and
 //! first-read input over its grid. [`Builder::matmul`] appends its supersteps: an exchange gathering
 //! every tile's A and B panels (and bias), then the AMP and the epilogue. With a split depth, each
 //! tile multiplies its depth block; a second exchange sends each tile of an output block the others'
 //! partials for its share of the rows, and its epilogue sums them (its own first, then the others in
-//! depth order). Without an epilogue the partials are the output. Buffers are made in the order
-//! output block, depth block, then A panel, B panel, bias panel, partials; then, per share of the
-//! rows, the copies of the others' partials and the output.
+//! depth order). A residual is gathered for each epilogue's share in the first exchange. Without an
+//! epilogue the partials are the output. Buffers are made in the order output block, depth block,
+//! then A panel, B panel, bias panel, partials; then, per share of the rows, the copies of the others'
+//! partials, the residual and the output.
 
 use super::builder::{Builder, Supersteps, Work, chunks};
 use crate::ids::{BufferId, TileId, ValueId};
@@ -46,8 +48,7 @@ impl Builder<'_> {
                 .collect();
             homes.push((bias, pieces));
         }
-        let av = self.graph.value(op.a);
-        if av.role == ValueRole::Input && !self.is_held(op.a) {
+        if self.host_provides(op.a) && !self.is_held(op.a) {
             let mut pieces = Vec::new();
             for rb in 0..p.row_blocks {
                 let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
@@ -61,6 +62,20 @@ impl Builder<'_> {
                 }
             }
             homes.push((op.a, pieces));
+        }
+        if let Some(r) = op.residual
+            && self.host_provides(r)
+            && !self.is_held(r)
+        {
+            let mut pieces = Vec::new();
+            for rb in 0..p.row_blocks {
+                for cb in 0..p.col_blocks {
+                    let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
+                    let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
+                    pieces.push((rb, cb, 0, Rect::new(rows.0, rows.1, cols.0, cols.1)));
+                }
+            }
+            homes.push((r, pieces));
         }
         for (value, pieces) in homes {
             for (rb, cb, kb, rect) in pieces {
@@ -223,13 +238,26 @@ impl Builder<'_> {
                     .push(Destination { tile, buffer: copy });
                 parts.push(Operand::whole(copy));
             }
+            let residual = op.residual.map(|r| {
+                let id = self.buffer(
+                    tile,
+                    r,
+                    BufferClass::Residual,
+                    share,
+                    DType::F16,
+                    false,
+                    [steps.gather, steps.reduce],
+                );
+                self.gather(r, share, id, steps.gather, &mut work.groups);
+                Operand::whole(id)
+            });
             let out = self.buffer(
                 tile,
                 op.out,
                 BufferClass::Output,
                 share,
                 DType::F16,
-                false,
+                op.transposed_out,
                 [steps.reduce, steps.reduce],
             );
             work.finishing(Vertex {
@@ -243,8 +271,10 @@ impl Builder<'_> {
                 kind: VertexKind::Epilogue(Epilogue {
                     partials: parts,
                     bias: bias.map(Operand::whole),
+                    residual,
                     out: Operand::whole(out),
-                    gelu: op.gelu,
+                    activation: op.activation,
+                    transpose: op.transposed_out,
                     rows: r1 - r0,
                     cols: nc,
                 }),

@@ -1,0 +1,91 @@
+//! The encoder preset end to end: every phase's dump, a passing run, the check catching a corrupted
+//! output, a changed weight and a dropped mask, and lower_mid refusing what it cannot lay out.
+
+mod common;
+use common::{Sandbox, assert_pass, corruption_fails_the_check, phases};
+
+const ENCODER: &str = "bert-encoder-small";
+const ENCODER_ID: &str = "bert-encoder-f16-b1-t24-d64-h2-i128-l2-pf32-s5";
+
+#[test]
+fn every_encoder_phase_dump_matches_its_snapshot() {
+    let sb = Sandbox::new();
+    for what in std::iter::once("graph").chain(phases()) {
+        let r = sb.run(&["show", what, ENCODER]);
+        r.assert_ok();
+        insta::assert_snapshot!(format!("encoder_{what}"), r.stdout);
+    }
+}
+
+#[test]
+fn the_encoder_runs_and_passes() {
+    let sb = Sandbox::new();
+    let out = assert_pass(&sb, &["run", ENCODER]);
+    assert!(out.contains("layers=2"), "{out}");
+}
+
+#[test]
+fn a_corrupted_encoder_output_fails_the_check() {
+    corruption_fails_the_check(ENCODER, ENCODER_ID);
+}
+
+/// The device's output, checked against the reference of other data: one weight changed, or the mask
+/// dropped, must fail; the data the device ran must pass.
+#[test]
+fn the_check_fails_against_a_changed_weight_or_mask() {
+    use ipu_codegen::device::{Device, host_data};
+    use ipu_codegen::ir::{ValueRole, read_ipuexe};
+    use ipu_codegen::numerics;
+    let sb = Sandbox::new();
+    sb.run(&["build", ENCODER]).assert_ok();
+    let bytes = std::fs::read(sb.stages().join(ENCODER_ID).join("model.ipuexe")).unwrap();
+    let (_, package) = read_ipuexe(&bytes).unwrap();
+    let graph = &package.graph;
+    let host = host_data(graph);
+    let mut device = Device::load(&package).unwrap();
+    device.initialize(&package, &host).unwrap();
+    let (_, output) = device.run(&package, &host).unwrap();
+    let out = graph
+        .values
+        .iter()
+        .find(|v| v.role == ValueRole::Output)
+        .unwrap()
+        .id;
+    let check = |host: &[Vec<half::f16>]| {
+        numerics::check(graph, &output, &numerics::reference(graph, host), out)
+    };
+    assert!(check(&host).pass, "{:?}", check(&host));
+    let named = |name: &str| graph.values.iter().find(|v| v.name == name).unwrap().id;
+
+    let mut changed = host.clone();
+    let w = named("layer1.intermediate.weight");
+    changed[w.index()][5] = half::f16::from_f32(changed[w.index()][5].to_f32() + 0.5);
+    assert!(!check(&changed).pass, "one changed weight must fail");
+
+    let mut unmasked = host.clone();
+    let mask = named("mask");
+    unmasked[mask.index()].fill(half::f16::ZERO);
+    assert!(!check(&unmasked).pass, "a dropped mask must fail");
+}
+
+#[test]
+fn lower_mid_refuses_an_add_it_cannot_fuse() {
+    use ipu_codegen::ir::OpKind;
+    use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
+    use ipu_codegen::target::Target;
+    use ipu_codegen::workload::WorkloadSpec;
+    let spec = WorkloadSpec::parse(WorkloadSpec::preset(ENCODER).unwrap(), ENCODER).unwrap();
+    let mut graph = spec.import().unwrap();
+    // The embeddings added to themselves in place of their layer norm: no matmul precedes the add.
+    let x = graph.ops[0].kind.inputs()[0];
+    graph.ops[0].kind = OpKind::Add { a: x, b: x };
+    graph.ops[0].name = "doubled".to_string();
+    let err = lower_mid(
+        &graph,
+        &Target::preset("mk2-1500").unwrap(),
+        &LowerMidConfig { finalists: 1 },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("doubled") && err.contains("add"), "{err}");
+}
