@@ -200,6 +200,7 @@ fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
             BufferClass::APanel
                 | BufferClass::BPanel
                 | BufferClass::BiasPanel
+                | BufferClass::Residual
                 | BufferClass::PartialsShare
         ) {
             continue;
@@ -283,8 +284,9 @@ fn check_vertices(v: &mut Verifier, s: &Selected) {
 }
 
 /// Every home buffer written once by its stream, exactly its rectangle of its value (weights at
-/// `initialize`, inputs at every `run`: parts of an input no tile uses are never streamed), the output
-/// read whole and once (`run` outputs), and every buffer the host reads written on the device.
+/// `initialize`, what the host supplies at every `run`: parts of an input no tile uses are never
+/// streamed), every value the host reads back read whole and once (`run` outputs), and every buffer
+/// the host reads written on the device.
 fn check_host_streams(v: &mut Verifier, s: &Selected) {
     for (stream, transfers, class) in [
         ("initialize", &s.initialize, BufferClass::WeightHome),
@@ -318,17 +320,29 @@ fn check_host_streams(v: &mut Verifier, s: &Selected) {
             if buf.class != class {
                 continue;
             }
+            let Some(value) = s.graph.values.get(buf.value.index()) else {
+                v.error(format!(
+                    "{stream}: {} holds no value of the graph",
+                    buf.describe()
+                ));
+                continue;
+            };
+            let streamable = match class {
+                BufferClass::WeightHome => value.role == ValueRole::Weight,
+                _ => s.graph.host_provides(value.id),
+            };
+            v.check(streamable, || {
+                format!(
+                    "{stream}: {} is not a value the host supplies there",
+                    buf.describe()
+                )
+            });
             v.check(n == 1, || {
                 format!("{stream}: {} is streamed {n} times", buf.describe())
             });
         }
     }
-    for value in s
-        .graph
-        .values
-        .iter()
-        .filter(|x| x.role == ValueRole::Output)
-    {
+    for value in s.graph.values.iter().filter(|x| s.graph.host_reads(x.id)) {
         let rects: Vec<Rect> = (s.run_outputs.iter())
             .filter(|t| t.value == value.id)
             .map(|t| t.rect)
