@@ -54,14 +54,17 @@ fn acquire(path: &Path, timeout: Duration) -> Result<DeviceLock> {
 }
 
 pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> Result<()> {
-    let package_path: PathBuf = if args.workload.ends_with(".ipuexe") {
-        PathBuf::from(&args.workload)
+    let (package_path, seed): (PathBuf, u64) = if args.workload.ends_with(".ipuexe") {
+        (PathBuf::from(&args.workload), args.seed.unwrap_or(1))
     } else {
         let store = Store::open(cache)?;
         let b = args.build(&store, stages)?;
-        b.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
+        let seed = args.spec()?.seed();
+        let path = b
+            .run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
             .package_path
-            .context("the build wrote no package")?
+            .context("the build wrote no package")?;
+        (path, seed)
     };
     tracing::info!("reading application package");
     let bytes = std::fs::read(&package_path)
@@ -79,7 +82,7 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     )?;
 
     let graph = &package.graph;
-    let host = host_data(graph);
+    let host = host_data(graph, seed);
     let started = Instant::now();
     tracing::info!(path = "sim:0", "opening IPU device");
     tracing::info!(path = "sim:0", "IPU device attached");
@@ -144,7 +147,12 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         .iter()
         .find(|v| v.role == ValueRole::Output)
         .context("the graph has no output")?;
-    let check = numerics::check(graph, &output, &reference, out_value.id);
+    let check = numerics::check(
+        graph,
+        output.get(&out_value.id).map_or(&[][..], Vec::as_slice),
+        &reference,
+        out_value.id,
+    );
     tracing::info!(
         simulation_ms = simulated_ms,
         reference_ms = reference_started.elapsed().as_millis(),
@@ -165,7 +173,10 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     if let Some(line) = figures.check_line(&check) {
         println!("{line}");
     }
-    println!("{}", figures.summary_line(&package, &execution, &check));
+    println!(
+        "{}",
+        figures.summary_line(&package, &execution, &check, seed)
+    );
     println!("{summary_head} hardwareTest={}", verdict(check.pass));
     if !check.pass {
         bail!(

@@ -68,8 +68,15 @@ impl RunFigures {
         })
     }
 
-    /// The summary line: the workload and its parameters, the run's figures, the error and the verdict.
-    pub fn summary_line(&self, package: &Package, execution: &Execution, check: &Check) -> String {
+    /// The summary line: the workload (its id, with `-s<seed>` when the data's seed is not 1) and its
+    /// parameters, the run's figures, the error and the verdict.
+    pub fn summary_line(
+        &self,
+        package: &Package,
+        execution: &Execution,
+        check: &Check,
+        seed: u64,
+    ) -> String {
         let graph = &package.graph;
         let params: Vec<String> = graph
             .parameters
@@ -80,7 +87,11 @@ impl RunFigures {
             "workload={} {} activeTiles={} executionTiles={} inputBytes={} weightBytes={} cycles={} minimumTileCycles={} \
              estimatedCycles={} peakBoundCycles={:.0} deviceMicroseconds={:.3} hostMicroseconds={:.3} {}={:.3} \
              peakTflops={:.3} efficiencyPercent={:.2} maximumAbsoluteError={:.6} tolerance={:.6} numericalTest={}",
-            graph.workload,
+            if seed == 1 {
+                graph.workload.clone()
+            } else {
+                format!("{}-s{seed}", graph.workload)
+            },
             params.join(" "),
             self.active_tiles,
             package.tiles.len(),
