@@ -198,7 +198,7 @@ pub fn bind(graph: &Graph, seed: u64, bindings: &Bindings) -> Result<Vec<Vec<f32
         }
     }
     let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
-    for (name, file, tensor) in &bindings.inputs {
+    for (name, file, _) in &bindings.inputs {
         if let Some(first) = seen.insert(name, file) {
             return Err(BindError::Twice {
                 name: name.clone(),
@@ -206,6 +206,8 @@ pub fn bind(graph: &Graph, seed: u64, bindings: &Bindings) -> Result<Vec<Vec<f32
                 second: file.clone(),
             });
         }
+    }
+    for (name, file, tensor) in &bindings.inputs {
         let Some(value) = signature.inputs.iter().find(|t| t.name == *name) else {
             let inputs: Vec<&str> = signature.inputs.iter().map(|t| t.name.as_str()).collect();
             return Err(BindError::NotAnInput {
