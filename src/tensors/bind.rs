@@ -307,3 +307,63 @@ mod tests {
         assert_eq!(output_file_name("a/b c.d-e"), "a_b_c.d-e.npy");
     }
 }
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+    use crate::ir::ValueRole;
+
+    fn graph() -> Graph {
+        let mut g = crate::workload::WorkloadSpec::parse(
+            crate::workload::WorkloadSpec::preset("siglip-mlp-small").unwrap(),
+            "p",
+        )
+        .unwrap()
+        .import()
+        .unwrap();
+        g.values[0].dtype = DType::I64;
+        g
+    }
+
+    #[test]
+    fn integers_beyond_two_to_the_24_are_refused() {
+        let g = graph();
+        let ids = |x: i64| Bindings {
+            weights: None,
+            inputs: vec![(
+                "x".to_string(),
+                "ids.npy".to_string(),
+                Tensor {
+                    shape: vec![21, 40],
+                    elements: Elements::I64((0..840).map(|i| if i == 9 { x } else { i }).collect()),
+                },
+            )],
+        };
+        let host = bind(&g, 1, &ids(-(INTEGER_LIMIT - 1))).unwrap();
+        assert_eq!(host[0][9], -16_777_215.0);
+        let e = bind(&g, 1, &ids(INTEGER_LIMIT)).unwrap_err();
+        assert!(
+            matches!(&e, BindError::IntegerRange { name, position: 9, .. } if name == "x"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("ids.npy"), "{e}");
+    }
+
+    #[test]
+    fn two_outputs_with_one_file_name_are_refused() {
+        let mut g = graph();
+        let n = g.values.len();
+        g.values[n - 2].role = ValueRole::Output;
+        g.values[n - 2].name = "a:b".to_string();
+        g.values[n - 1].name = "a/b".to_string();
+        let data: Vec<Vec<f32>> = g
+            .values
+            .iter()
+            .map(|v| vec![0.0; v.elements() as usize])
+            .collect();
+        assert_eq!(
+            output_files(&g, &data).unwrap_err().to_string(),
+            "outputs \"a:b\" and \"a/b\" would both be written to a_b.npy"
+        );
+    }
+}

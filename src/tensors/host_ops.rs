@@ -145,3 +145,130 @@ fn run_one(graph: &Graph, op: &Op, data: &[Vec<f32>]) -> Result<Vec<f32>, HostOp
         _ => Vec::new(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::ValueId;
+    use crate::ir::{DType, Value};
+
+    fn value(id: usize, name: &str, rows: u32, cols: u32, dtype: DType, role: ValueRole) -> Value {
+        Value {
+            id: ValueId::from_index(id),
+            name: name.to_string(),
+            rows,
+            cols,
+            dtype,
+            role,
+            fan_in: 1,
+            shape: Vec::new(),
+        }
+    }
+
+    /// An encoder's host ends with no device part: embedding, mask bias, mean pool of the embedding.
+    fn encoder_ends() -> Graph {
+        use ValueRole::*;
+        let v = |i| ValueId::from_index(i);
+        let op = |i: usize, name: &str, kind, out| Op {
+            id: OpId::from_index(i),
+            name: name.to_string(),
+            kind,
+            out,
+        };
+        Graph {
+            workload: "ends".to_string(),
+            values: vec![
+                value(0, "input_ids", 2, 3, DType::I64, Input),
+                value(1, "mask", 2, 3, DType::F16, Input),
+                value(2, "table", 5, 4, DType::F16, Weight),
+                value(3, "embedded", 6, 4, DType::F16, Intermediate),
+                value(4, "bias", 2, 3, DType::F16, Intermediate),
+                value(5, "pooled", 2, 4, DType::F16, Output),
+            ],
+            ops: vec![
+                op(
+                    0,
+                    "embed",
+                    OpKind::Embed {
+                        lookups: vec![(v(2), v(0))],
+                    },
+                    v(3),
+                ),
+                op(
+                    1,
+                    "bias",
+                    OpKind::MaskBias {
+                        mask: v(1),
+                        fill: -1e4,
+                    },
+                    v(4),
+                ),
+                op(
+                    2,
+                    "pool",
+                    OpKind::MeanPool {
+                        x: v(3),
+                        mask: v(1),
+                        min_count: 1e-9,
+                    },
+                    v(5),
+                ),
+            ],
+            partials: DType::F16,
+            parameters: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn host_operations_match_the_reference() {
+        let g = encoder_ends();
+        let ops = HostOps::of(&g);
+        assert_eq!(ops.before, vec![OpId(0), OpId(1), OpId(2)]);
+        // Without the embedding on the host, its result comes from the device: pooling runs after.
+        let mut device_embedding = g.clone();
+        device_embedding.ops.remove(0);
+        assert_eq!(HostOps::of(&device_embedding).after, vec![OpId(2)]);
+        let mut data = vec![
+            vec![0.0, 4.0, 2.0, 1.0, 1.0, 3.0],
+            vec![1.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+            (0..20).map(|i| i as f32 / 8.0).collect(),
+            vec![],
+            vec![],
+            vec![],
+        ];
+        let reference = crate::numerics::reference(&g, &data);
+        HostOps::run(&g, &ops.before, &mut data).unwrap();
+        for (v, (data, reference)) in data.iter().zip(&reference.data).enumerate().skip(3) {
+            assert_eq!(data.len(), reference.len());
+            for (d, r) in data.iter().zip(reference) {
+                assert!(
+                    (f64::from(*d) - r).abs() <= r.abs() * 1e-3,
+                    "v{v}: {d} against {r}"
+                );
+            }
+        }
+        assert_eq!(data[4], vec![0.0, 0.0, -1e4, 0.0, -1e4, -1e4]);
+    }
+
+    #[test]
+    fn an_index_outside_its_table_names_the_tensor_and_position() {
+        let g = encoder_ends();
+        let mut data = vec![
+            vec![0.0, 4.0, 5.0, 1.0, 1.0, 3.0],
+            vec![1.0; 6],
+            vec![0.0; 20],
+        ];
+        data.resize(6, Vec::new());
+        let e = HostOps::run(&g, &[OpId(0)], &mut data).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "embed: index 5 at position 2 of input_ids is outside table table, which has 5 rows"
+        );
+        // Pooling before the device produced its input is an error, not a panic.
+        let e = HostOps::run(&g, &[OpId(2)], &mut data).unwrap_err();
+        assert!(
+            e.to_string().contains("holds 0 elements of embedded"),
+            "{e}"
+        );
+    }
+}
