@@ -16,7 +16,9 @@ fn small_attention_passes_with_the_seed_check_line() {
         "37 queries x 2 heads x 24 checked: {out}"
     );
     assert!(
-        out.contains(&format!("workload={SMALL_ATTENTION_ID} ")),
+        out.contains(&format!(
+            "workload={SMALL_ATTENTION_ID}-s{SMALL_ATTENTION_SEED} "
+        )),
         "{out}"
     );
     assert!(out.contains("effectiveTflops="), "{out}");
