@@ -82,7 +82,6 @@ impl<'a> Micro<'a> {
             values: self.values,
             ops: Vec::new(),
             partials: DType::F16,
-            seed: 1,
             parameters: Vec::new(),
         };
         let tiles = self
@@ -117,7 +116,7 @@ impl<'a> Micro<'a> {
             steps: vec![(self.kind.to_string(), 0)],
             estimated_cycles: 0,
         };
-        let host = host_data(&package.graph);
+        let host = host_data(&package.graph, 1);
         let mut device = Device::load(&package)?;
         device.run(&package, &host).map(|(e, _)| e)
     }

@@ -16,5 +16,6 @@ pub mod rng;
 pub mod stages;
 pub mod store;
 pub mod target;
+pub mod tensors;
 pub mod verify;
 pub mod workload;

@@ -245,19 +245,35 @@ pub fn combine(states: &[Vec<f32>], rows: usize, cols: usize, scale: f32) -> Vec
     out
 }
 
-/// The host data of a value (input or weight): row-major f16, from the seed and the value's name.
-/// Weights are scaled by 1/sqrt(fan_in).
-pub fn generate(value: &Value, seed: u64) -> Vec<f16> {
+/// The host data of a value (input or weight), row-major, from the seed and the value's name: for a
+/// float value uniform numbers in [-1, 1) rounded to the value's type (to f16 for f16), weights scaled
+/// by 1/sqrt(fan_in); for an integer (i64) value, integers uniform in `0..entries` (the rows of the
+/// table it indexes; zeros when `entries` is 0). f32 holds every number exactly.
+pub fn generate(value: &Value, seed: u64, entries: u32) -> Vec<f32> {
     let name_hash = blake3::hash(value.name.as_bytes());
     let salt = u64::from_le_bytes(name_hash.as_bytes()[..8].try_into().expect("8 bytes"));
     let mut rng = SplitMix64(seed ^ salt);
+    if value.dtype == DType::I64 {
+        let entries = f64::from(entries);
+        return (0..value.elements())
+            .map(|_| {
+                ((rng.uniform() + 1.0) / 2.0 * entries)
+                    .floor()
+                    .min(entries - 1.0)
+                    .max(0.0) as f32
+            })
+            .collect();
+    }
     let scale = if value.role == ValueRole::Weight {
         1.0 / f64::from(value.fan_in.max(1)).sqrt()
     } else {
         1.0
     };
     (0..value.elements())
-        .map(|_| f16::from_f64(rng.uniform() * scale))
+        .map(|_| match value.dtype {
+            DType::F32 => (rng.uniform() * scale) as f32,
+            _ => f16::from_f64(rng.uniform() * scale).to_f32(),
+        })
         .collect()
 }
 
@@ -270,12 +286,13 @@ pub struct Reference {
     pub softmax: SoftmaxStatistics,
 }
 
-/// Evaluates the graph in float64 from the (f16) host data of its inputs and weights.
-pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Reference {
+/// Evaluates the graph in float64 from the host data of its inputs and weights (f32, indexed by value
+/// id; what it holds for other values is recomputed).
+pub fn reference(graph: &Graph, host: &[Vec<f32>]) -> Reference {
     let mut softmax = SoftmaxStatistics::default();
     let mut data: Vec<Vec<f64>> = host
         .iter()
-        .map(|v| v.iter().map(|x| x.to_f64()).collect())
+        .map(|v| v.iter().map(|&x| f64::from(x)).collect())
         .collect();
     data.resize(graph.values.len(), Vec::new());
     for op in &graph.ops {
@@ -514,7 +531,9 @@ pub struct Check {
     pub pass: bool,
 }
 
-pub fn check(graph: &Graph, device: &[f16], reference: &Reference, output: ValueId) -> Check {
+/// Compares one output's data (the device's, or the host's for an output a host operation makes; f32,
+/// holding values of the output's type) with the reference's.
+pub fn check(graph: &Graph, device: &[f32], reference: &Reference, output: ValueId) -> Check {
     let reference_data = &reference.data[output.index()];
     let tolerance = tolerance(graph, reference, output);
     let reference = reference_data;
@@ -522,7 +541,7 @@ pub fn check(graph: &Graph, device: &[f16], reference: &Reference, output: Value
     let mut sum_sq = 0f64;
     let mut non_finite = 0;
     for (d, r) in device.iter().zip(reference) {
-        let d = d.to_f64();
+        let d = f64::from(*d);
         if !d.is_finite() {
             non_finite += 1;
             continue;

@@ -227,8 +227,9 @@ impl WorkloadSpec {
         }
     }
 
-    /// The workload id, as in the seed: `siglip-mlp-f16-b1-t729-d1152-h4304-n1`, with `-bias`, `-pf32` and
-    /// `-s<seed>` appended when they differ from the defaults.
+    /// The workload id, as in the seed: `siglip-mlp-f16-b1-t729-d1152-h4304-n1`, with `-bias` and `-pf32`
+    /// appended when they differ from the defaults. It names shapes only: the data's seed is no part of
+    /// it (nor of the graph), so builds under every seed are one build.
     pub fn id(&self) -> String {
         match self {
             WorkloadSpec::Mlp(m) => {
@@ -241,9 +242,6 @@ impl WorkloadSpec {
                 }
                 if m.partials != m.dtype {
                     id.push_str(&format!("-p{}", m.partials));
-                }
-                if m.seed != 1 {
-                    id.push_str(&format!("-s{}", m.seed));
                 }
                 id
             }
@@ -261,9 +259,6 @@ impl WorkloadSpec {
                 if a.partials != a.dtype {
                     id.push_str(&format!("-p{}", a.partials));
                 }
-                if a.seed != 1 {
-                    id.push_str(&format!("-s{}", a.seed));
-                }
                 id
             }
             WorkloadSpec::Encoder(e) => {
@@ -274,11 +269,26 @@ impl WorkloadSpec {
                 if e.partials != e.dtype {
                     id.push_str(&format!("-p{}", e.partials));
                 }
-                if e.seed != 1 {
-                    id.push_str(&format!("-s{}", e.seed));
-                }
                 id
             }
+        }
+    }
+
+    /// The seed `run` draws unbound inputs and weights from unless `--seed` says otherwise (the spec's
+    /// `seed` key). It is no part of the graph.
+    pub fn seed(&self) -> u64 {
+        match self {
+            WorkloadSpec::Mlp(m) => m.seed,
+            WorkloadSpec::Attention(a) => a.seed,
+            WorkloadSpec::Encoder(e) => e.seed,
+        }
+    }
+
+    /// The weights file `run` binds when `--weights` is not given (a path relative to the spec's own
+    /// file); `None` when the spec names none, as no preset does.
+    pub fn default_weights(&self) -> Option<std::path::PathBuf> {
+        match self {
+            WorkloadSpec::Mlp(_) | WorkloadSpec::Attention(_) | WorkloadSpec::Encoder(_) => None,
         }
     }
 
@@ -444,7 +454,6 @@ fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
             out: ValueId::from_index(3),
         }],
         partials: a.partials,
-        seed: a.seed,
         parameters,
     }
 }
@@ -472,7 +481,6 @@ fn mlp_graph(workload: String, m: &MlpSpec, rows: u32) -> Graph {
             values: Vec::new(),
             ops: Vec::new(),
             partials: m.partials,
-            seed: m.seed,
             parameters,
         },
     };

@@ -3,7 +3,8 @@
 
 mod common;
 use common::{
-    SMALL_ATTENTION, SMALL_ATTENTION_ID, Sandbox, assert_pass, corruption_fails_the_check,
+    SMALL_ATTENTION, SMALL_ATTENTION_ID, SMALL_ATTENTION_SEED, Sandbox, assert_pass,
+    corruption_fails_the_check,
 };
 
 #[test]
@@ -15,7 +16,9 @@ fn small_attention_passes_with_the_seed_check_line() {
         "37 queries x 2 heads x 24 checked: {out}"
     );
     assert!(
-        out.contains(&format!("workload={SMALL_ATTENTION_ID} ")),
+        out.contains(&format!(
+            "workload={SMALL_ATTENTION_ID}-s{SMALL_ATTENTION_SEED} "
+        )),
         "{out}"
     );
     assert!(out.contains("effectiveTflops="), "{out}");
@@ -109,7 +112,7 @@ fn a_causal_plan_gives_tiles_only_to_cells_its_queries_see() {
 
 #[test]
 fn corrupted_attention_output_fails_the_check() {
-    corruption_fails_the_check(SMALL_ATTENTION, SMALL_ATTENTION_ID);
+    corruption_fails_the_check(SMALL_ATTENTION, SMALL_ATTENTION_ID, SMALL_ATTENTION_SEED);
 }
 
 /// A mask bug fails: the device's unmasked output against the reference of the causal attention, and
@@ -124,7 +127,7 @@ fn attention_bugs_fail_the_check() {
     sb.run(&["build", SMALL_ATTENTION]).assert_ok();
     let bytes = std::fs::read(sb.stages().join(SMALL_ATTENTION_ID).join("model.ipuexe")).unwrap();
     let (_, package) = read_ipuexe(&bytes).unwrap();
-    let host = host_data(&package.graph);
+    let host = host_data(&package.graph, 3);
     let mut device = Device::load(&package).unwrap();
     device.initialize(&package, &host).unwrap();
     let (_, output) = device.run(&package, &host).unwrap();
@@ -135,13 +138,14 @@ fn attention_bugs_fail_the_check() {
         .find(|v| v.role == ValueRole::Output)
         .unwrap()
         .id;
-    assert!(numerics::check(graph, &output, &numerics::reference(graph, &host), out).pass);
+    let output = &output[&out];
+    assert!(numerics::check(graph, output, &numerics::reference(graph, &host), out).pass);
 
     let mut causal = graph.clone();
     if let OpKind::Attention { causal: c, .. } = &mut causal.ops[0].kind {
         *c = true;
     }
-    let check = numerics::check(&causal, &output, &numerics::reference(&causal, &host), out);
+    let check = numerics::check(&causal, output, &numerics::reference(&causal, &host), out);
     assert!(
         !check.pass,
         "an unmasked output must fail the causal check: {check:?}"
@@ -159,7 +163,7 @@ fn attention_bugs_fail_the_check() {
     let (first, last) = (0..cols, (keys - 1) * cols..keys * cols);
     let copy: Vec<_> = shifted[v.index()][first].to_vec();
     shifted[v.index()][last].copy_from_slice(&copy);
-    let check = numerics::check(graph, &output, &numerics::reference(graph, &shifted), out);
+    let check = numerics::check(graph, output, &numerics::reference(graph, &shifted), out);
     assert!(!check.pass, "a wrong key must fail: {check:?}");
 }
 

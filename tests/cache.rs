@@ -180,7 +180,7 @@ fn exchange_schedules_are_reused_after_placement_changes_and_across_builds() {
         sb.run(&args)
     };
     build(&[]).assert_ok();
-    let id = "siglip-mlp-f16-b1-t70-d96-h200-n2-bias-s7";
+    let id = "siglip-mlp-f16-b1-t70-d96-h200-n2-bias";
     let phases = sb.record(id, "lower_exchanges")["headline"]["horizons"]
         .as_array()
         .unwrap()
@@ -198,9 +198,18 @@ fn exchange_schedules_are_reused_after_placement_changes_and_across_builds() {
             format!("reused exchange optimization after validating relocated rows phase={phase}");
         assert!(r.stderr.contains(&line), "missing `{line}`:\n{}", r.stderr);
     }
-    // Another build with the same shapes (other data): lower_exchanges runs, and takes every schedule
-    // from the store by its pattern.
-    let r = build(&["--seed", "9"]);
+    // Another workload with the same shapes (another name): lower_exchanges runs, and takes every
+    // schedule from the store by its pattern.
+    let renamed = sb.path("renamed.toml");
+    let text = ipu_codegen::workload::WorkloadSpec::preset(SMALL).unwrap();
+    std::fs::write(
+        &renamed,
+        text.replace("name = \"siglip-mlp\"", "name = \"renamed-mlp\""),
+    )
+    .unwrap();
+    let mut args = vec!["build", renamed.to_str().unwrap()];
+    args.extend_from_slice(&shape);
+    let r = sb.run(&args);
     r.assert_ok();
     assert!(r.phases_run().contains(&"lower_exchanges".to_string()));
     for phase in 0..phases {

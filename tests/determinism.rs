@@ -15,11 +15,11 @@ fn artifact_hashes_do_not_depend_on_thread_count() {
         "--hidden",
         "200",
     ];
-    same_artifacts_on_one_and_two_threads(&mlp, "siglip-mlp-f16-b1-t70-d96-h200-n2-bias-s7");
+    same_artifacts_on_one_and_two_threads(&mlp, "siglip-mlp-f16-b1-t70-d96-h200-n2-bias");
     let attention = ["build", "attention-flash-small", "--causal", "true"];
     same_artifacts_on_one_and_two_threads(
         &attention,
-        "attention-flash-f16-b1-t37-h2-d24-k45-causal-pf32-s3",
+        "attention-flash-f16-b1-t37-h2-d24-k45-causal-pf32",
     );
 }
 

@@ -20,7 +20,7 @@ fn small_package() -> Package {
 }
 
 fn run(p: &Package) -> Result<(), Fault> {
-    let host = host_data(&p.graph);
+    let host = host_data(&p.graph, 7);
     let mut device = Device::load(p)?;
     device.initialize(p, &host)?;
     device.run(p, &host).map(|_| ())

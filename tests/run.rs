@@ -1,13 +1,14 @@
 //! End to end on the simulated device: numerical PASS for several shapes, and a corrupted output FAILs.
 
 mod common;
-use common::{SMALL, SMALL_ID, Sandbox, assert_pass, corruption_fails_the_check};
+use common::{SMALL, SMALL_ID, SMALL_SEED, Sandbox, assert_pass, corruption_fails_the_check};
 
 #[test]
 fn small_preset_passes_and_writes_package_and_profile() {
     let sb = Sandbox::new();
     let out = assert_pass(&sb, &["run", SMALL]);
-    assert!(out.contains(&format!("workload={SMALL_ID} ")), "{out}");
+    // The summary names the workload with the seed its data came from, as builds did before.
+    assert!(out.contains(&format!("workload={SMALL_ID}-s7 ")), "{out}");
     assert!(out.contains("peakTflops=282.624"), "{out}");
     for file in ["model.ipuexe", "execution.ipuprofile"] {
         assert!(
@@ -79,7 +80,7 @@ fn odd_shapes_pass() {
 
 #[test]
 fn corrupted_output_fails_the_check() {
-    corruption_fails_the_check(SMALL, SMALL_ID);
+    corruption_fails_the_check(SMALL, SMALL_ID, SMALL_SEED);
 }
 
 #[test]

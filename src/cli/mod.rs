@@ -103,6 +103,8 @@ enum Command {
         /// A workload (preset name or TOML file) or a model.ipuexe.
         #[command(flatten)]
         args: BuildArgs,
+        #[command(flatten)]
+        data: run::DataArgs,
         /// Give up waiting for the device after this many seconds.
         #[arg(long, default_value_t = 600)]
         lock_timeout: u64,
@@ -192,6 +194,8 @@ pub struct BuildArgs {
     biases: Option<bool>,
     #[arg(long, value_parser = parse_dtype)]
     partials: Option<DType>,
+    /// The seed `run` draws unbound inputs and weights from (the spec's `seed` key by default); no
+    /// part of the build.
     #[arg(long)]
     seed: Option<u64>,
     /// Attention: key and value length (the query length by default).
@@ -525,7 +529,11 @@ fn execute(cli: Cli) -> Result<()> {
                 bench::real(&b, o)?;
             }
         }
-        Command::Run { args, lock_timeout } => run::run(&g.cache, &g.stages, &args, lock_timeout)?,
+        Command::Run {
+            args,
+            data,
+            lock_timeout,
+        } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout)?,
         Command::Cache { action } => {
             let store = Store::open(&g.cache)?;
             match action {

@@ -1,15 +1,21 @@
-//! `ipu-codegen run`: build if needed, take the device, load, stream, execute, check, write the profile,
-//! print the summary (its figures come from `ipu_codegen::driver::RunFigures`).
+//! `ipu-codegen run`: build if needed, read the bound tensors (`--weights`, `--input`; the seeded
+//! generator for the rest), run the host operations before the device, take the device, load, stream,
+//! execute, run the host operations after it, check every output, write the profile (and with
+//! `--output-dir` every output as `.npy`), print the summary (its figures and lines come from
+//! `ipu_codegen::driver::RunFigures`).
 
 use super::BuildArgs;
 use anyhow::{Context, Result, bail};
-use ipu_codegen::device::{Device, host_data};
+use clap::Args;
+use ipu_codegen::device::Device;
 use ipu_codegen::driver::PIPELINE;
-use ipu_codegen::driver::{RunFigures, verdict};
-use ipu_codegen::ir::ValueRole;
-use ipu_codegen::ir::read_ipuexe;
+use ipu_codegen::driver::{RunFigures, output_check_line, verdict, worst_check};
+use ipu_codegen::ir::{Graph, read_ipuexe};
 use ipu_codegen::numerics;
 use ipu_codegen::store::{self, Store};
+use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files};
+use ipu_codegen::tensors::host_ops::HostOps;
+use ipu_codegen::tensors::{npy, safetensors};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -53,19 +59,76 @@ fn acquire(path: &Path, timeout: Duration) -> Result<DeviceLock> {
     Ok(DeviceLock { _file: file })
 }
 
-pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> Result<()> {
-    let package_path: PathBuf = if args.workload.ends_with(".ipuexe") {
-        PathBuf::from(&args.workload)
+/// The data a run binds and where its outputs go.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DataArgs {
+    /// Bind every weight by name from a .safetensors file (the file must hold every weight and
+    /// nothing else); unbound weights come from the seeded generator.
+    #[arg(long, value_name = "FILE")]
+    weights: Option<PathBuf>,
+    /// Bind one input by name from a .npy file (repeatable); unbound inputs come from the seeded
+    /// generator.
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
+    /// Write every output as DIR/<name>.npy (characters outside [A-Za-z0-9._-] become _).
+    #[arg(long, value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Reads the files `data` names (the spec's default weights when `--weights` is not given).
+fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Bindings> {
+    let weights = match data.weights.clone().or(default_weights) {
+        Some(path) => {
+            let file = path.display().to_string();
+            let tensors = safetensors::read(&read(&path)?).with_context(|| file.clone())?;
+            Some(TensorFile { file, tensors })
+        }
+        None => None,
+    };
+    let mut inputs = Vec::new();
+    for given in &data.inputs {
+        let Some((name, file)) = given.split_once('=') else {
+            bail!("--input {given:?}: expected NAME=FILE.npy");
+        };
+        let tensor = npy::read(&read(Path::new(file))?).with_context(|| file.to_string())?;
+        inputs.push((name.to_string(), file.to_string(), tensor));
+    }
+    Ok(Bindings { weights, inputs })
+}
+
+/// The host data of a run: bound and seeded inputs and weights, and what the host operations before
+/// the device make of them.
+fn host_data(graph: &Graph, seed: u64, bindings: &Bindings) -> Result<Vec<Vec<f32>>> {
+    let mut host = bind(graph, seed, bindings)?;
+    HostOps::run(graph, &HostOps::of(graph).before, &mut host)?;
+    Ok(host)
+}
+
+pub fn run(
+    cache: &Path,
+    stages: &Path,
+    args: &BuildArgs,
+    data: &DataArgs,
+    lock_timeout: u64,
+) -> Result<()> {
+    let (package_path, seed, default_weights) = if args.workload.ends_with(".ipuexe") {
+        (PathBuf::from(&args.workload), args.seed.unwrap_or(1), None)
     } else {
         let store = Store::open(cache)?;
         let b = args.build(&store, stages)?;
-        b.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
+        let spec = args.spec()?;
+        let path = b
+            .run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
             .package_path
-            .context("the build wrote no package")?
+            .context("the build wrote no package")?;
+        (path, spec.seed(), spec.default_weights())
     };
     tracing::info!("reading application package");
-    let bytes = std::fs::read(&package_path)
-        .with_context(|| format!("reading {}", package_path.display()))?;
+    let bytes = read(&package_path)?;
     let (compiler, package) =
         read_ipuexe(&bytes).with_context(|| format!("{}", package_path.display()))?;
     tracing::info!(tiles = package.tiles.len(), compiler = %compiler, "application package read");
@@ -73,13 +136,13 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         .parent()
         .unwrap_or(Path::new("."))
         .to_path_buf();
+    let graph = &package.graph;
+    let mut host = host_data(graph, seed, &bindings(data, default_weights)?)?;
     let _lock = acquire(
         &stages.join("device.lock"),
         Duration::from_secs(lock_timeout),
     )?;
 
-    let graph = &package.graph;
-    let host = host_data(graph);
     let started = Instant::now();
     tracing::info!(path = "sim:0", "opening IPU device");
     tracing::info!(path = "sim:0", "IPU device attached");
@@ -125,7 +188,7 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         );
         device.run(&package, &host)
     });
-    let (execution, output) = match result {
+    let (execution, streamed) = match result {
         Ok(r) => r,
         Err(fault) => {
             println!("{summary_head} hardwareTest=FAIL fault=\"{fault}\"");
@@ -139,12 +202,19 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     );
     let reference_started = Instant::now();
     let reference = numerics::reference(graph, &host);
-    let out_value = graph
-        .values
+    for (value, data) in streamed {
+        host[value.index()] = data;
+    }
+    HostOps::run(graph, &HostOps::of(graph).after, &mut host)?;
+    let outputs = package.signature().outputs;
+    if outputs.is_empty() {
+        bail!("the graph has no output");
+    }
+    let checks: Vec<numerics::Check> = outputs
         .iter()
-        .find(|v| v.role == ValueRole::Output)
-        .context("the graph has no output")?;
-    let check = numerics::check(graph, &output, &reference, out_value.id);
+        .map(|o| numerics::check(graph, &host[o.value.index()], &reference, o.value))
+        .collect();
+    let check = worst_check(&checks);
     tracing::info!(
         simulation_ms = simulated_ms,
         reference_ms = reference_started.elapsed().as_millis(),
@@ -154,6 +224,20 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
     let profile_path = build_dir.join("execution.ipuprofile");
     ipu_codegen::driver::write_if_changed(&profile_path, &store::encode(&execution))
         .with_context(|| format!("writing {}", profile_path.display()))?;
+    let files = match &data.output_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let mut written = Vec::new();
+            for (name, bytes) in output_files(graph, &host)? {
+                let path = dir.join(name);
+                std::fs::write(&path, bytes)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                written.push(path);
+            }
+            written
+        }
+        None => Vec::new(),
+    };
 
     let figures = RunFigures::of(&package, &execution);
     println!(
@@ -162,10 +246,20 @@ pub fn run(cache: &Path, stages: &Path, args: &BuildArgs, lock_timeout: u64) -> 
         package.tiles.len(),
         package.tiles.len() * execution.steps.len()
     );
-    if let Some(line) = figures.check_line(&check) {
+    for path in &files {
+        println!("output={}", path.display());
+    }
+    if checks.len() > 1 {
+        for (o, c) in outputs.iter().zip(&checks) {
+            println!("{}", output_check_line(&o.name, c));
+        }
+    } else if let Some(line) = figures.check_line(&check) {
         println!("{line}");
     }
-    println!("{}", figures.summary_line(&package, &execution, &check));
+    println!(
+        "{}",
+        figures.summary_line(&package, &execution, &check, seed)
+    );
     println!("{summary_head} hardwareTest={}", verdict(check.pass));
     if !check.pass {
         bail!(

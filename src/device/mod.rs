@@ -27,15 +27,15 @@ mod memory;
 mod profile;
 mod vertices;
 
-use crate::ids::TileId;
+use crate::ids::{TileId, ValueId};
 use crate::ir::Package;
 use crate::isa::{Instr, TileProgram};
 use crate::target::Target;
-use half::f16;
 pub use host::host_data;
 pub use memory::{Matrix, TileMemory};
 pub use profile::{Execution, StepProfile};
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 
 /// A compiler bug caught by the device.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -140,12 +140,13 @@ impl Device {
         self.tiles[0].steps.len()
     }
 
-    /// `run`: streams the inputs in, executes every superstep, streams the output out.
+    /// `run`: streams the inputs in, executes every superstep, streams the outputs out: the data of
+    /// every value the package's `run_outputs` names, by value id, as f32.
     pub fn run(
         &mut self,
         package: &Package,
-        host: &[Vec<f16>],
-    ) -> Result<(Execution, Vec<f16>), Fault> {
+        host: &[Vec<f32>],
+    ) -> Result<(Execution, BTreeMap<ValueId, Vec<f32>>), Fault> {
         let input_bytes = self.stream_in(&package.host.run_inputs, host, &package.graph)?;
         let mut steps = Vec::new();
         for s in 0..self.supersteps() {
@@ -169,7 +170,7 @@ impl Device {
             });
         }
         let output = self.stream_out(package)?;
-        let output_bytes = output.len() as u64 * 2;
+        let output_bytes = output.values().map(|o| o.len() as u64 * 2).sum();
         let execution = self.profile(package, steps, input_bytes, output_bytes);
         Ok((execution, output))
     }

@@ -23,7 +23,7 @@ pub use phases::{
     EXCHANGE_STORAGE, EXCHANGES, GRAPH, MID, PACKAGE, PHASES, PIPELINE, PLACEMENT, Phase,
     PhaseArtifacts, PhaseConfigs, PhaseSpec, SELECTED, TILE_CODE, check_table,
 };
-pub use summary::{RunFigures, verdict};
+pub use summary::{RunFigures, output_check_line, verdict, worst_check};
 
 use crate::ir::{Graph, write_ipuexe};
 use crate::store::{self, Artifact, ArtifactKind, ContentHash, Store, StoreError};

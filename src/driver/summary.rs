@@ -68,8 +68,15 @@ impl RunFigures {
         })
     }
 
-    /// The summary line: the workload and its parameters, the run's figures, the error and the verdict.
-    pub fn summary_line(&self, package: &Package, execution: &Execution, check: &Check) -> String {
+    /// The summary line: the workload (its id, with `-s<seed>` when the data's seed is not 1) and its
+    /// parameters, the run's figures, the error and the verdict.
+    pub fn summary_line(
+        &self,
+        package: &Package,
+        execution: &Execution,
+        check: &Check,
+        seed: u64,
+    ) -> String {
         let graph = &package.graph;
         let params: Vec<String> = graph
             .parameters
@@ -80,7 +87,11 @@ impl RunFigures {
             "workload={} {} activeTiles={} executionTiles={} inputBytes={} weightBytes={} cycles={} minimumTileCycles={} \
              estimatedCycles={} peakBoundCycles={:.0} deviceMicroseconds={:.3} hostMicroseconds={:.3} {}={:.3} \
              peakTflops={:.3} efficiencyPercent={:.2} maximumAbsoluteError={:.6} tolerance={:.6} numericalTest={}",
-            graph.workload,
+            if seed == 1 {
+                graph.workload.clone()
+            } else {
+                format!("{}-s{seed}", graph.workload)
+            },
             params.join(" "),
             self.active_tiles,
             package.tiles.len(),
@@ -105,6 +116,46 @@ impl RunFigures {
             verdict(check.pass),
         )
     }
+}
+
+/// The check line of one output of several: `outputCheck=NAME checked=… maxError=… rmsError=…
+/// tolerance=… numericalTest=…`.
+pub fn output_check_line(name: &str, check: &Check) -> String {
+    format!(
+        "outputCheck={name} checked={} maxError={:.6} rmsError={:.6} tolerance={:.6} numericalTest={}",
+        check.checked,
+        check.maximum_absolute_error,
+        check.rms_error,
+        check.tolerance,
+        verdict(check.pass),
+    )
+}
+
+/// The checks of several outputs as one, for the summary line: the failing check (or, when all pass,
+/// the one) with the largest error relative to its tolerance, the first among equals; it passes only
+/// when every check passes. The only check of a single output is itself.
+pub fn worst_check(checks: &[Check]) -> Check {
+    let ratio = |c: &Check| {
+        let r = c.maximum_absolute_error / c.tolerance;
+        if r.is_nan() { f64::INFINITY } else { r }
+    };
+    let mut worst = checks
+        .iter()
+        .fold(None::<&Check>, |w, c| match w {
+            Some(w) if (!w.pass, ratio(w)) >= (!c.pass, ratio(c)) => Some(w),
+            _ => Some(c),
+        })
+        .cloned()
+        .unwrap_or(Check {
+            maximum_absolute_error: 0.0,
+            rms_error: 0.0,
+            tolerance: 0.0,
+            checked: 0,
+            non_finite: 0,
+            pass: false,
+        });
+    worst.pass = checks.iter().all(|c| c.pass) && !checks.is_empty();
+    worst
 }
 
 /// `PASS` or `FAIL`.

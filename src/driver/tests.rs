@@ -384,7 +384,7 @@ fn the_run_figures_follow_from_the_profile() {
         .expect("package");
     let (_, package): (_, Package) =
         read_ipuexe(&std::fs::read(path).expect("read")).expect("ipuexe");
-    let host = host_data(&package.graph);
+    let host = host_data(&package.graph, 7);
     let mut device = Device::load(&package).expect("load");
     device.initialize(&package, &host).expect("initialize");
     let (mut execution, output) = device.run(&package, &host).expect("run");
@@ -397,7 +397,7 @@ fn the_run_figures_follow_from_the_profile() {
         .id;
     let check = numerics::check(
         &package.graph,
-        &output,
+        &output[&out],
         &numerics::reference(&package.graph, &host),
         out,
     );
@@ -411,7 +411,7 @@ fn the_run_figures_follow_from_the_profile() {
     let peak = execution.cycles as f64 * tiles as f64 * 128.0;
     assert!((f.efficiency_percent - f.flops / peak * 100.0).abs() < 1e-9);
     assert!(f.peak_bound_cycles <= execution.cycles as f64);
-    let line = f.summary_line(&package, &execution, &check);
+    let line = f.summary_line(&package, &execution, &check, 7);
     assert!(
         line.contains(&format!(" activeTiles={} ", f.active_tiles)),
         "{line}"

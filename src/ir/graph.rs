@@ -206,8 +206,6 @@ pub struct Graph {
     pub ops: Vec<Op>,
     /// The partials type the AMP accumulates in.
     pub partials: DType,
-    /// Seed of the generator that makes inputs and weights.
-    pub seed: u64,
     /// The workload's parameters as `key=value` pairs, in the order the run summary prints them.
     pub parameters: Vec<(String, String)>,
 }
@@ -289,11 +287,7 @@ impl Graph {
     /// The stable text dump.
     pub fn dump(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "graph {} partials={} seed={}",
-            self.workload, self.partials, self.seed
-        );
+        let _ = writeln!(s, "graph {} partials={}", self.workload, self.partials);
         for v in &self.values {
             let _ = write!(
                 s,

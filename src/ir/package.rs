@@ -1,10 +1,12 @@
 //! The application package (`package`) and its file form, `model.ipuexe`: every tile's memory image of
 //! code with its buffer table, the host program, the graph (for the host's data and reference), the
-//! estimated cycles of every superstep and the compiler version. It holds no weights. `model.ipuexe` is
+//! estimated cycles of every superstep and the compiler version. It holds no weights: its
+//! [`Signature`] names the tensors a run takes (inputs, weights) and gives (outputs). `model.ipuexe` is
 //! the package's store bytes behind a short header (magic, format version, compiler version, blake3 of
 //! the body). Written by `build_images`, read by the device.
 
-use crate::ir::Graph;
+use crate::ids::ValueId;
+use crate::ir::{DType, Graph, ValueRole};
 use crate::isa::HostProgram;
 use crate::store::{COMPILER_VERSION, ContentHash};
 use crate::target::Target;
@@ -94,7 +96,75 @@ pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
     Ok((String::from_utf8_lossy(version).into_owned(), package))
 }
 
+/// One named tensor a run takes or gives: a graph value with role input, weight or output, in the
+/// shape and type the user sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignatureTensor {
+    pub value: ValueId,
+    pub role: ValueRole,
+    pub name: String,
+    /// [`crate::ir::Value::user_shape`].
+    pub shape: Vec<u32>,
+    pub dtype: DType,
+}
+
+/// What a package's run takes (inputs bound by `--input`, weights by `--weights`) and gives (outputs),
+/// each in value order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    pub inputs: Vec<SignatureTensor>,
+    pub weights: Vec<SignatureTensor>,
+    pub outputs: Vec<SignatureTensor>,
+}
+
+impl Signature {
+    pub fn of(graph: &Graph) -> Signature {
+        let of_role = |role: ValueRole| {
+            graph
+                .values
+                .iter()
+                .filter(|v| v.role == role)
+                .map(|v| SignatureTensor {
+                    value: v.id,
+                    role,
+                    name: v.name.clone(),
+                    shape: v.user_shape(),
+                    dtype: v.dtype,
+                })
+                .collect()
+        };
+        Signature {
+            inputs: of_role(ValueRole::Input),
+            weights: of_role(ValueRole::Weight),
+            outputs: of_role(ValueRole::Output),
+        }
+    }
+
+    /// Every tensor: inputs, weights, then outputs.
+    pub fn tensors(&self) -> impl Iterator<Item = &SignatureTensor> {
+        self.inputs.iter().chain(&self.weights).chain(&self.outputs)
+    }
+}
+
+impl std::fmt::Display for SignatureTensor {
+    /// `input x [1, 21, 40] f16`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let role = match self.role {
+            ValueRole::Input => "input",
+            ValueRole::Weight => "weight",
+            ValueRole::Intermediate => "intermediate",
+            ValueRole::Output => "output",
+        };
+        write!(f, "{role} {} {:?} {}", self.name, self.shape, self.dtype)
+    }
+}
+
 impl Package {
+    /// The named tensors a run of this package takes and gives.
+    pub fn signature(&self) -> Signature {
+        Signature::of(&self.graph)
+    }
+
     pub fn dump(&self) -> String {
         let mut s = String::new();
         let code: Vec<usize> = self.tiles.iter().map(|t| t.code.len()).collect();
@@ -118,6 +188,14 @@ impl Package {
             self.host.run_inputs.len(),
             self.host.run_outputs.len()
         );
+        for t in self.signature().tensors() {
+            let verb = if t.role == ValueRole::Output {
+                "gives"
+            } else {
+                "takes"
+            };
+            let _ = writeln!(s, "  {verb} {t}");
+        }
         s
     }
 }

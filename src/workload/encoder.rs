@@ -65,7 +65,6 @@ pub(super) fn encoder_graph(workload: String, e: &EncoderSpec) -> Graph {
             values: Vec::new(),
             ops: Vec::new(),
             partials: e.partials,
-            seed: e.seed,
             parameters,
         },
     };
