@@ -287,7 +287,14 @@ pub fn reference(graph: &Graph, host: &[Vec<f16>]) -> Reference {
                     })
                     .collect()
             }
-            OpKind::Attention { q, k, v, mask, scale, .. } => {
+            OpKind::Attention {
+                q,
+                k,
+                v,
+                mask,
+                scale,
+                ..
+            } => {
                 let shape = graph.attention_shape(op).expect("an attention has a shape");
                 let mask = mask.map(|m| data[m.index()].as_slice());
                 let (out, s) = attention_f64(

@@ -5,6 +5,9 @@ use crate::ids::{OpId, ValueId};
 use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
 use serde::{Deserialize, Serialize};
 
+pub mod graph_spec;
+pub use graph_spec::GraphSpec;
+
 /// Presets shipped in `workloads/`, by name.
 pub const PRESETS: [(&str, &str); 4] = [
     ("siglip-mlp", include_str!("../workloads/siglip-mlp.toml")),
@@ -27,6 +30,7 @@ pub const PRESETS: [(&str, &str); 4] = [
 pub enum WorkloadSpec {
     Mlp(MlpSpec),
     Attention(AttentionSpec),
+    Graph(GraphSpec),
 }
 
 /// `y = W2 · gelu_tanh(W1 · x + b1) + b2`, repeated `blocks` times, over `batch · tokens` rows.
@@ -127,12 +131,21 @@ impl WorkloadSpec {
         match table.get("kind").and_then(|k| k.as_str()) {
             Some("mlp") => Ok(WorkloadSpec::Mlp(toml::from_str(text).map_err(flat)?)),
             Some("attention") => Ok(WorkloadSpec::Attention(toml::from_str(text).map_err(flat)?)),
+            Some("graph") => Ok(WorkloadSpec::Graph(GraphSpec::parse(text, origin)?)),
             Some(other) => Err(error(format!(
-                "unknown workload kind {other:?}; kinds: mlp, attention"
+                "unknown workload kind {other:?}; kinds: mlp, attention, graph"
             ))),
             None => Err(error(
-                "missing key `kind` (kinds: mlp, attention)".to_string(),
+                "missing key `kind` (kinds: mlp, attention, graph)".to_string(),
             )),
+        }
+    }
+
+    /// The weights file a graph spec names, resolved against the spec's folder; `None` for other kinds.
+    pub fn default_weights(&self) -> Option<std::path::PathBuf> {
+        match self {
+            WorkloadSpec::Graph(g) => Some(g.weights_path()),
+            _ => None,
         }
     }
 
@@ -146,6 +159,7 @@ impl WorkloadSpec {
     /// Applies the overrides; a flag of another kind of workload is an error.
     pub fn apply(&mut self, o: &Overrides) -> Result<(), WorkloadError> {
         let (kind, foreign) = match self {
+            WorkloadSpec::Graph(g) => return g.apply(o),
             WorkloadSpec::Mlp(m) => {
                 m.batch = o.batch.unwrap_or(m.batch);
                 m.tokens = o.tokens.unwrap_or(m.tokens);
@@ -199,6 +213,7 @@ impl WorkloadSpec {
     /// `-s<seed>` appended when they differ from the defaults.
     pub fn id(&self) -> String {
         match self {
+            WorkloadSpec::Graph(g) => g.id(),
             WorkloadSpec::Mlp(m) => {
                 let mut id = format!(
                     "{}-{}-b{}-t{}-d{}-h{}-n{}",
@@ -241,6 +256,7 @@ impl WorkloadSpec {
     pub fn import(&self) -> Result<Graph, WorkloadError> {
         let id = self.id();
         match self {
+            WorkloadSpec::Graph(g) => Ok(g.graph.clone()),
             WorkloadSpec::Mlp(m) => {
                 for (parameter, v) in [
                     ("batch", m.batch),
