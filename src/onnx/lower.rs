@@ -156,7 +156,24 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
     let mut notes = Vec::new();
     for o in &graph.output {
         match syms.get(&o.name) {
-            Some(Sym::Value { id, .. }) => cx.values[id.index()].role = ValueRole::Output,
+            Some(Sym::Value { id, .. }) => {
+                // The value takes the output's name, which `run` reads and writes it by.
+                if cx.values.iter().any(|v| v.name == o.name && v.id != *id) {
+                    return Err(OnnxError::Model(format!(
+                        "graph output `{}` names another value too",
+                        o.name
+                    )));
+                }
+                let v = &mut cx.values[id.index()];
+                if v.role == ValueRole::Output && v.name != o.name {
+                    return Err(OnnxError::Model(format!(
+                        "graph outputs `{}` and `{}` are one tensor",
+                        v.name, o.name
+                    )));
+                }
+                v.role = ValueRole::Output;
+                v.name = o.name.clone();
+            }
             Some(Sym::Host {
                 id, shape, base, ..
             }) if shape == base => notes.push(format!(
@@ -227,10 +244,10 @@ fn inputs(
                             )
                         })
                         .collect::<Vec<_>>()
-                        .join("x")
+                        .join(", ")
                 });
                 OnnxError::Model(format!(
-                    "graph input `{}` ({dims}) has no fixed shape: give --shape {}=AxB",
+                    "graph input `{}` [{dims}] has no fixed shape: give --shape {}=AxB",
                     input.name, input.name
                 ))
             })?;
