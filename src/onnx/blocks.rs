@@ -2,9 +2,9 @@
 //! completion: which pattern step each combination of operands advances, and the operations emitted
 //! when a pattern completes (see [`super::patterns`] for the list).
 
-use super::lower::{ImportConfig, WeightData};
+use super::imported::{ImportConfig, WeightData};
 use super::patterns::{Ctx, GeluStep, HEADS_KT, HEADS_QV, IDENTITY, Sym, near};
-use super::tensor::{self, Tensor};
+use super::tensor;
 use crate::ids::ValueId;
 use crate::ir::{DType, Graph, OpKind, ValueRole};
 use std::collections::BTreeMap;
@@ -604,13 +604,5 @@ impl Ctx {
             parameters,
         };
         (graph, self.weights)
-    }
-}
-
-/// A constant's value, as a weight's data.
-pub(super) fn weight_data(t: &Tensor, dtype: DType) -> WeightData {
-    match dtype {
-        DType::I64 => WeightData::I64(t.ints()),
-        _ => WeightData::F32(t.floats()),
     }
 }

@@ -13,43 +13,14 @@
 //! Graph outputs that are graph inputs passed through (`Identity`) are dropped and noted.
 
 use super::OnnxError;
+use super::imported::{ImportConfig, Imported};
 use super::patterns::{Ctx, Sym};
 use super::proto::{GraphProto, ModelProto, data_type};
 use super::tensor::{self, Attrs, Tensor};
 use crate::ids::ValueId;
-use crate::ir::{DType, Graph, ValueRole};
+use crate::ir::{DType, ValueRole};
 use std::collections::BTreeMap;
 use std::rc::Rc;
-
-/// What the import needs besides the model's bytes.
-#[derive(Clone, Debug)]
-pub struct ImportConfig {
-    /// The workload's name.
-    pub name: String,
-    /// The model's name for the parameters (its file stem, say).
-    pub model: String,
-    /// A fixed shape for every graph input, by name.
-    pub shapes: Vec<(String, Vec<u32>)>,
-}
-
-/// A weight's data, by value name, as written to the weights file.
-#[derive(Clone, Debug, PartialEq)]
-pub enum WeightData {
-    F32(Vec<f32>),
-    I64(Vec<i64>),
-}
-
-/// The imported graph with its weights and what the import did.
-#[derive(Clone, Debug)]
-pub struct Imported {
-    pub graph: Graph,
-    /// Every weight value's data, by value name.
-    pub weights: BTreeMap<String, WeightData>,
-    /// Nodes evaluated to constants (Constant nodes included).
-    pub folded: usize,
-    /// Lines for the import log (outputs dropped, and so on).
-    pub notes: Vec<String>,
-}
 
 /// Node types the folder evaluates when all their inputs are constant.
 const FOLDABLE: [&str; 18] = [

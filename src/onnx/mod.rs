@@ -6,17 +6,18 @@
 //! import's notes) or an [`OnnxError`] naming the node (its index in the node list, its name and its op
 //! type). It does no I/O; the CLI reads the model and writes the graph spec (`crate::graph_spec`).
 //!
-//! Modules: `proto` (the messages of onnx.proto the importer reads, as prost structs), `tensor` (constants
+//! Modules: `imported` (what goes in and comes out), `proto` (the messages of onnx.proto the importer reads, as prost structs), `tensor` (constants
 //! and the constant evaluator), `lower` (the pass over the nodes), `patterns` and `blocks` (what each
 //! node becomes).
 
 mod blocks;
+mod imported;
 mod lower;
 mod patterns;
 pub mod proto;
 pub mod tensor;
 
-pub use lower::{ImportConfig, Imported, WeightData};
+pub use imported::{ImportConfig, Imported, WeightData};
 
 /// Why a model does not import.
 #[derive(Debug, thiserror::Error)]

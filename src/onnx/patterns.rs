@@ -15,7 +15,7 @@
 //! A node that fits none, or fits one but for a detail (a head split that does not divide, a GELU
 //! constant that is not √2), is an error; the caller names the node.
 
-use super::lower::WeightData;
+use super::imported::WeightData;
 use super::tensor::{self, Attrs, Tensor};
 use crate::ids::{OpId, ValueId};
 use crate::ir::{DType, Op, OpKind, Value, ValueRole};
@@ -260,7 +260,10 @@ impl Ctx {
             return Ok(id);
         }
         let id = self.value(name, shape, dtype, ValueRole::Weight, fan_in)?;
-        let data = super::blocks::weight_data(t, dtype);
+        let data = match dtype {
+            DType::I64 => WeightData::I64(t.ints()),
+            _ => WeightData::F32(t.floats()),
+        };
         self.weights.insert(name.to_string(), data);
         self.weight_ids.insert(name.to_string(), id);
         Ok(id)

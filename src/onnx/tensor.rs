@@ -9,8 +9,8 @@
 
 use super::proto::{TensorProto, data_type};
 
-/// The most elements a constant may hold (2^28).
-pub const MAX_ELEMENTS: usize = 1 << 28;
+/// The most elements a folded constant may hold (2^24); an initializer may hold up to 2^31.
+pub const MAX_ELEMENTS: usize = 1 << 24;
 
 /// The elements of a constant: floats (float and double) or integers (int32, int64 and bool).
 #[derive(Clone, Debug, PartialEq)]
@@ -59,7 +59,14 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
 }
 
 /// Reshape's target: `0` copies the input's dimension (unless `allowzero`), one `-1` is inferred.
+/// It applies to computed tensors too, so it bounds nothing but overflow.
 pub fn reshape(input: &[usize], spec: &[i64], allowzero: bool) -> Result<Vec<usize>, String> {
+    let elements = |shape: &[usize]| {
+        shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| format!("shape {shape:?} overflows"))
+    };
     let total = elements(input)?;
     let mut out = Vec::with_capacity(spec.len());
     let mut infer = None;
@@ -188,7 +195,11 @@ impl Tensor {
             .iter()
             .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
             .collect::<Result<Vec<_>, _>>()?;
-        let n = elements(&shape)?;
+        let n = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .filter(|&n| n < 1 << 31)
+            .ok_or_else(|| format!("shape {shape:?} has 2^31 elements or more"))?;
         let raw = &t.raw_data;
         let data = match t.data_type {
             data_type::FLOAT if !raw.is_empty() => Data::F32(
