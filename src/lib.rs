@@ -11,6 +11,7 @@ pub mod ir;
 pub mod isa;
 pub mod lowering;
 pub mod numerics;
+pub mod onnx;
 pub mod report;
 pub mod rng;
 pub mod stages;

@@ -248,11 +248,18 @@ pub fn combine(states: &[Vec<f32>], rows: usize, cols: usize, scale: f32) -> Vec
 /// The host data of a value (input or weight), row-major, from the seed and the value's name: for a
 /// float value uniform numbers in [-1, 1) rounded to the value's type (to f16 for f16), weights scaled
 /// by 1/sqrt(fan_in); for an integer (i64) value, integers uniform in `0..entries` (the rows of the
-/// table it indexes; zeros when `entries` is 0). f32 holds every number exactly.
+/// table it indexes), or, when `entries` is 0 (no table: a key-padding mask), 1 over the first three
+/// quarters of each row and 0 after (real tokens, then padding). f32 holds every number exactly.
 pub fn generate(value: &Value, seed: u64, entries: u32) -> Vec<f32> {
     let name_hash = blake3::hash(value.name.as_bytes());
     let salt = u64::from_le_bytes(name_hash.as_bytes()[..8].try_into().expect("8 bytes"));
     let mut rng = SplitMix64(seed ^ salt);
+    if value.dtype == DType::I64 && entries == 0 {
+        let kept = (value.cols * 3).div_ceil(4) as u64;
+        return (0..value.elements())
+            .map(|i| f32::from(u8::from(i % u64::from(value.cols.max(1)) < kept)))
+            .collect();
+    }
     if value.dtype == DType::I64 {
         let entries = f64::from(entries);
         return (0..value.elements())
@@ -275,6 +282,15 @@ pub fn generate(value: &Value, seed: u64, entries: u32) -> Vec<f32> {
             _ => f16::from_f64(rng.uniform() * scale).to_f32(),
         })
         .collect()
+}
+
+/// `x` within the largest finite magnitude of `dtype` (65504 for f16), as a mask bias is rounded.
+pub fn saturate(dtype: DType, x: f64) -> f64 {
+    match dtype {
+        DType::F16 => x.clamp(-65504.0, 65504.0),
+        DType::F32 => x.clamp(f64::from(f32::MIN), f64::from(f32::MAX)),
+        DType::I64 => x,
+    }
 }
 
 /// What the float64 host reference computed.
@@ -383,7 +399,7 @@ pub fn reference(graph: &Graph, host: &[Vec<f32>]) -> Reference {
             }
             OpKind::MaskBias { mask, fill } => data[mask.index()]
                 .iter()
-                .map(|m| (1.0 - m) * f64::from(fill))
+                .map(|m| saturate(out.dtype, (1.0 - m) * f64::from(fill)))
                 .collect(),
             OpKind::MeanPool { x, mask, min_count } => {
                 let mask = &data[mask.index()];
@@ -471,18 +487,25 @@ fn attention_f64(
             for h in 0..s.heads as usize {
                 let qv = &q[row * width + h * d..row * width + (h + 1) * d];
                 let key = |j: usize| (batch * s.keys as usize + j) * width + h * d;
-                let logits: Vec<f64> = (0..visible)
+                let scores: Vec<f64> = (0..visible)
                     .map(|j| {
                         qv.iter()
                             .zip(&k[key(j)..key(j) + d])
                             .map(|(a, b)| a * b)
                             .sum::<f64>()
                             * scale
-                            + mask.map_or(0.0, |m| m[batch * s.keys as usize + j])
                     })
                     .collect();
+                let logits: Vec<f64> = (scores.iter().enumerate())
+                    .map(|(j, x)| x + mask.map_or(0.0, |m| m[batch * s.keys as usize + j]))
+                    .collect();
                 let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let bottom = logits.iter().copied().fold(f64::INFINITY, f64::min);
+                // The spread over the keys whose weight an f16 probability can hold (a masked key's
+                // is 0 either way), of the logits the device rounds.
+                let bottom = (logits.iter().copied())
+                    .filter(|x| x - top > -17.4)
+                    .fold(f64::INFINITY, f64::min);
+                let largest_score = scores.iter().fold(0f64, |m, x| m.max(x.abs()));
                 let weights: Vec<f64> = logits.iter().map(|x| (x - top).exp()).collect();
                 let total: f64 = weights.iter().sum();
                 let o = &mut o[h * d..(h + 1) * d];
@@ -508,7 +531,7 @@ fn attention_f64(
                 let largest_output = o.iter().fold(0f64, |m, x| m.max(x.abs()));
                 stats = stats.max(SoftmaxStatistics {
                     sensitivity: moved.iter().copied().fold(0f64, f64::max).sqrt(),
-                    logit: top.abs().max(bottom.abs()),
+                    logit: largest_score,
                     spread: top - bottom,
                     partials_walk: (visible.div_ceil(16) as f64).sqrt()
                         * (largest_output + 2.0 * largest_value * concentration),

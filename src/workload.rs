@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 
 mod encoder;
 pub use encoder::EncoderSpec;
+pub mod graph_spec;
+pub use graph_spec::GraphSpec;
 
 /// Presets shipped in `workloads/`, by name.
 pub const PRESETS: [(&str, &str); 6] = [
@@ -39,6 +41,7 @@ pub enum WorkloadSpec {
     Mlp(MlpSpec),
     Attention(AttentionSpec),
     Encoder(EncoderSpec),
+    Graph(GraphSpec),
 }
 
 /// `y = W2 · gelu_tanh(W1 · x + b1) + b2`, repeated `blocks` times, over `batch · tokens` rows.
@@ -140,11 +143,12 @@ impl WorkloadSpec {
             Some("mlp") => Ok(WorkloadSpec::Mlp(toml::from_str(text).map_err(flat)?)),
             Some("attention") => Ok(WorkloadSpec::Attention(toml::from_str(text).map_err(flat)?)),
             Some("encoder") => Ok(WorkloadSpec::Encoder(toml::from_str(text).map_err(flat)?)),
+            Some("graph") => Ok(WorkloadSpec::Graph(GraphSpec::parse(text, origin)?)),
             Some(other) => Err(error(format!(
-                "unknown workload kind {other:?}; kinds: mlp, attention, encoder"
+                "unknown workload kind {other:?}; kinds: mlp, attention, encoder, graph"
             ))),
             None => Err(error(
-                "missing key `kind` (kinds: mlp, attention, encoder)".to_string(),
+                "missing key `kind` (kinds: mlp, attention, encoder, graph)".to_string(),
             )),
         }
     }
@@ -159,6 +163,7 @@ impl WorkloadSpec {
     /// Applies the overrides; a flag of another kind of workload is an error.
     pub fn apply(&mut self, o: &Overrides) -> Result<(), WorkloadError> {
         let (kind, foreign) = match self {
+            WorkloadSpec::Graph(g) => return g.apply(o),
             WorkloadSpec::Mlp(m) => {
                 m.batch = o.batch.unwrap_or(m.batch);
                 m.tokens = o.tokens.unwrap_or(m.tokens);
@@ -232,6 +237,7 @@ impl WorkloadSpec {
     /// it (nor of the graph), so builds under every seed are one build.
     pub fn id(&self) -> String {
         match self {
+            WorkloadSpec::Graph(g) => g.id(),
             WorkloadSpec::Mlp(m) => {
                 let mut id = format!(
                     "{}-{}-b{}-t{}-d{}-h{}-n{}",
@@ -281,6 +287,7 @@ impl WorkloadSpec {
             WorkloadSpec::Mlp(m) => m.seed,
             WorkloadSpec::Attention(a) => a.seed,
             WorkloadSpec::Encoder(e) => e.seed,
+            WorkloadSpec::Graph(g) => g.seed,
         }
     }
 
@@ -288,6 +295,7 @@ impl WorkloadSpec {
     /// file); `None` when the spec names none, as no preset does.
     pub fn default_weights(&self) -> Option<std::path::PathBuf> {
         match self {
+            WorkloadSpec::Graph(g) => Some(g.weights_path()),
             WorkloadSpec::Mlp(_) | WorkloadSpec::Attention(_) | WorkloadSpec::Encoder(_) => None,
         }
     }
@@ -296,6 +304,7 @@ impl WorkloadSpec {
     pub fn import(&self) -> Result<Graph, WorkloadError> {
         let id = self.id();
         match self {
+            WorkloadSpec::Graph(g) => Ok(g.graph.clone()),
             WorkloadSpec::Mlp(m) => {
                 for (parameter, v) in [
                     ("batch", m.batch),

@@ -4,6 +4,7 @@
 //! phase table is added to the derived ones.
 
 mod bench;
+mod import;
 mod run;
 
 use anyhow::{Context, Result, bail};
@@ -132,6 +133,8 @@ enum Command {
         #[command(subcommand)]
         what: BenchWhat,
     },
+    /// Import an ONNX model: write DIR/NAME.toml (a `graph` workload) and DIR/NAME.safetensors.
+    Import(import::ImportArgs),
     /// Inspect or clean the store.
     Cache {
         #[command(subcommand)]
@@ -529,6 +532,7 @@ fn execute(cli: Cli) -> Result<()> {
                 bench::real(&b, o)?;
             }
         }
+        Command::Import(args) => import::import(&args)?,
         Command::Run {
             args,
             data,

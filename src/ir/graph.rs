@@ -95,7 +95,9 @@ pub enum OpKind {
     /// `indices` (`rows` integers, i64) in `table: [entries, cols]` (an embedding and its sum).
     Embed { lookups: Vec<(ValueId, ValueId)> },
     /// Host: `out = (1 − mask) · fill`, a key-padding mask (`[batch, keys]`, 1 for a real key and 0 for
-    /// padding) made into the additive bias an attention takes.
+    /// padding) made into the additive bias an attention takes; it saturates at the largest finite
+    /// magnitude of `out`'s type (a fill of `f32::MIN` is −65504 in f16), so that a row whose keys are
+    /// all padding still has a softmax.
     MaskBias { mask: ValueId, fill: f32 },
     /// Host: per batch `b`, `out[b, :] = Σ_r mask[b, r] · x[b·tokens + r, :] / max(Σ_r mask[b, r],
     /// min_count)`, the mean of the rows the mask keeps. `x: [batch · tokens, cols]`,

@@ -16,8 +16,8 @@
 //!   deviation of its rows, then rounds to f16;
 //! - an attention's output is a weighted mean of values. Each weight is off by the rounding of its
 //!   f16 exponent (`u16 · spread`), of its f16 probability (`u16`), of its score's partials
-//!   (`up · √⌈d/16⌉ · largest logit`) and by its inputs' errors (the queries' and keys' relative
-//!   errors times the largest logit), each taken at its worst; treating those relative errors `ε_j`
+//!   (`up · √⌈d/16⌉ · largest score`) and by its inputs' errors (`scale · √d · (s_q · rms(k) + s_k ·
+//!   rms(q))`, a sum of `d` products off by their operands' errors), each taken at its worst; treating those relative errors `ε_j`
 //!   as independent, they move an output element by `Σ_j w_j ε_j (v_j − o)`, whose standard deviation
 //!   is at most the error times the reference's largest sensitivity `√Σ_j w_j² (v_j − o)²`. The
 //!   weighted sum rounds its partials once per 16-deep block of keys, relative to partial sums
@@ -45,7 +45,6 @@ pub fn tolerance(graph: &Graph, reference: &Reference, output: ValueId) -> f64 {
         let d = data(v);
         (d.iter().map(|x| x * x).sum::<f64>() / d.len().max(1) as f64).sqrt()
     };
-    let relative = |s: &[f64], v: ValueId| s[v.index()] / rms(v).max(f64::MIN_POSITIVE);
     let mut error = vec![0f64; graph.values.len()];
     for op in &graph.ops {
         let out = rms(op.out);
@@ -73,10 +72,13 @@ pub fn tolerance(graph: &Graph, reference: &Reference, output: ValueId) -> f64 {
                     .fold(f64::INFINITY, f64::min);
                 s[x.index()] * rms(gamma) / spread.max(f64::MIN_POSITIVE) + u16 * out
             }
-            OpKind::Attention { q, k, v, .. } => {
+            OpKind::Attention { q, k, v, scale, .. } => {
                 let shape = graph.attention_shape(op).expect("an attention has a shape");
                 let stats = &reference.softmax;
-                let inputs = (relative(s, q) + relative(s, k)) * stats.logit;
+                // A score sums `d` products, each off by its operands' errors.
+                let inputs = f64::from(scale)
+                    * f64::from(shape.head_dim).sqrt()
+                    * (s[q.index()] * rms(k) + s[k.index()] * rms(q));
                 let weight = u16 * (1.0 + stats.spread)
                     + up * f64::from(shape.head_dim.div_ceil(16)).sqrt() * stats.logit
                     + inputs;

@@ -10,7 +10,7 @@
 
 use crate::ids::OpId;
 use crate::ir::{Graph, Op, OpKind, ValueRole};
-use crate::numerics::round_to;
+use crate::numerics::{round_to, saturate};
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HostOpError {
@@ -122,7 +122,7 @@ fn run_one(graph: &Graph, op: &Op, data: &[Vec<f32>]) -> Result<Vec<f32>, HostOp
         }
         OpKind::MaskBias { mask, fill } => data[mask.index()]
             .iter()
-            .map(|m| (1.0 - m) * fill)
+            .map(|m| saturate(out.dtype, f64::from((1.0 - m) * fill)) as f32)
             .collect(),
         OpKind::MeanPool { x, mask, min_count } => {
             let tokens = graph.value(mask).cols as usize;

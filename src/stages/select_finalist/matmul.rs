@@ -28,7 +28,8 @@ impl Builder<'_> {
         let db = p.depth_blocks;
         let mut homes: Vec<(ValueId, HomePieces)> = Vec::new();
         let bv = self.graph.value(op.b);
-        if bv.role == ValueRole::Weight {
+        // A weight two matmuls share has its homes on the grid of the first.
+        if bv.role == ValueRole::Weight && !self.is_held(op.b) {
             let mut pieces = Vec::new();
             for cb in 0..p.col_blocks {
                 let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
@@ -39,7 +40,7 @@ impl Builder<'_> {
             }
             homes.push((op.b, pieces));
         }
-        if let Some(bias) = op.bias {
+        if let Some(bias) = op.bias.filter(|&b| !self.is_held(b)) {
             let pieces = (0..p.col_blocks)
                 .map(|cb| {
                     let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));

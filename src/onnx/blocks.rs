@@ -1,0 +1,607 @@
+//! The arithmetic nodes of the patterns (`Add`, `Mul`, `Div`, `MatMul`, `Reshape`) and the graph's
+//! completion: which pattern step each combination of operands advances, and the operations emitted
+//! when a pattern completes (see [`super::patterns`] for the list).
+
+use super::imported::{ImportConfig, WeightData};
+use super::patterns::{Ctx, GeluStep, HEADS_KT, HEADS_QV, IDENTITY, Sym, near};
+use super::tensor;
+use crate::ids::ValueId;
+use crate::ir::{DType, Graph, OpKind, ValueRole};
+use std::collections::BTreeMap;
+
+const SQRT_2: f32 = std::f32::consts::SQRT_2;
+
+impl Ctx {
+    pub(super) fn add(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        a: &Sym,
+        b: &Sym,
+    ) -> Result<Sym, String> {
+        for (a, b) in [(a, b), (b, a)] {
+            match (a, b) {
+                (
+                    Sym::Embed {
+                        lookups: la,
+                        shape: sa,
+                        ..
+                    },
+                    Sym::Embed {
+                        lookups: lb,
+                        shape: sb,
+                        ..
+                    },
+                ) => {
+                    return Ok(Sym::Embed {
+                        lookups: la.iter().chain(lb).cloned().collect(),
+                        shape: tensor::broadcast(sa, sb)?,
+                        name: name.to_string(),
+                        tensor: tensor.to_string(),
+                    });
+                }
+                (
+                    Sym::Scores {
+                        q,
+                        k,
+                        base,
+                        keys,
+                        scale,
+                        mask: None,
+                        softmax: false,
+                    },
+                    Sym::MaskBias {
+                        id,
+                        shape,
+                        fill,
+                        name: bias_name,
+                        tensor: bias_tensor,
+                    },
+                ) => {
+                    if shape != &[base[0], 1, 1, *keys] {
+                        return Err(format!(
+                            "the mask bias of shape {shape:?} is not [batch, 1, 1, keys] = {:?}",
+                            [base[0], 1, 1, *keys]
+                        ));
+                    }
+                    let key = (*id, fill.to_bits());
+                    let mask = match self.mask_biases.get(&key) {
+                        Some(&m) => m,
+                        None => {
+                            let out = self.value(
+                                bias_tensor,
+                                &[base[0], *keys],
+                                DType::F16,
+                                ValueRole::Intermediate,
+                                0,
+                            )?;
+                            self.op(
+                                bias_name,
+                                OpKind::MaskBias {
+                                    mask: *id,
+                                    fill: *fill,
+                                },
+                                out,
+                            );
+                            self.mask_biases.insert(key, out);
+                            out
+                        }
+                    };
+                    return Ok(Sym::Scores {
+                        q: *q,
+                        k: *k,
+                        base: *base,
+                        keys: *keys,
+                        scale: *scale,
+                        mask: Some(mask),
+                        softmax: false,
+                    });
+                }
+                (
+                    Sym::Gelu {
+                        x,
+                        shape,
+                        step: GeluStep::Erf,
+                    },
+                    c,
+                ) => {
+                    return match c.scalar() {
+                        Some(v) if near(v, 1.0) => Ok(Sym::Gelu {
+                            x: *x,
+                            shape: shape.clone(),
+                            step: GeluStep::OnePlus,
+                        }),
+                        _ => Err("erf-GELU adds 1 to erf(x/√2); this Add adds something else"
+                            .to_string()),
+                    };
+                }
+                (x @ (Sym::Value { .. } | Sym::Embed { .. }), Sym::Const(n, t)) => {
+                    let (x, shape) = self.materialize(x)?;
+                    let cols = *shape.last().ok_or("Add of a scalar")?;
+                    let lead_ones = t
+                        .shape
+                        .split_last()
+                        .is_some_and(|(&l, lead)| l == cols && lead.iter().all(|&d| d == 1));
+                    if !(t.is_float() && lead_ones && t.shape.len() <= shape.len()) {
+                        return Err(format!(
+                            "a constant added to a computed tensor must be a bias of {cols} floats; `{n}` has shape {:?}",
+                            t.shape
+                        ));
+                    }
+                    let fan_in = self.fan_in_of(x);
+                    let bias = self.weight(n, t, &t.shape, DType::F16, fan_in)?;
+                    let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
+                    self.op(name, OpKind::AddBias { x, bias }, out);
+                    return Ok(Sym::Value { id: out, shape });
+                }
+                _ => {}
+            }
+        }
+        let materializable = |s: &Sym| matches!(s, Sym::Value { .. } | Sym::Embed { .. });
+        if materializable(a) && materializable(b) {
+            let ((x, sx), (y, sy)) = (self.materialize(a)?, self.materialize(b)?);
+            if sx != sy {
+                return Err(format!(
+                    "a residual Add takes two tensors of one shape; got {sx:?} and {sy:?}"
+                ));
+            }
+            let out = self.value(tensor, &sx, DType::F16, ValueRole::Intermediate, 0)?;
+            self.op(name, OpKind::Add { a: x, b: y }, out);
+            return Ok(Sym::Value { id: out, shape: sx });
+        }
+        Err(format!(
+            "Add of {} and {} fits no pattern",
+            a.what(),
+            b.what()
+        ))
+    }
+
+    /// The fan-in of the matmul that produced `x`, else its columns.
+    fn fan_in_of(&self, x: ValueId) -> u32 {
+        self.ops
+            .iter()
+            .rev()
+            .find(|op| op.out == x)
+            .and_then(|op| match op.kind {
+                OpKind::MatMul { a, .. } => Some(self.values[a.index()].cols),
+                _ => None,
+            })
+            .unwrap_or(self.values[x.index()].cols)
+    }
+
+    fn gelu(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        x: ValueId,
+        shape: &[usize],
+    ) -> Result<Sym, String> {
+        let out = self.value(tensor, shape, DType::F16, ValueRole::Intermediate, 0)?;
+        self.op(name, OpKind::GeluErf { x }, out);
+        Ok(Sym::Value {
+            id: out,
+            shape: shape.to_vec(),
+        })
+    }
+
+    pub(super) fn mul(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        a: &Sym,
+        b: &Sym,
+    ) -> Result<Sym, String> {
+        for (a, b) in [(a, b), (b, a)] {
+            let c = b.scalar();
+            match (a, b) {
+                (Sym::InvMask { id, shape }, _) if c.is_some() => {
+                    return Ok(Sym::MaskBias {
+                        id: *id,
+                        shape: shape.clone(),
+                        fill: c.expect("checked"),
+                        name: name.to_string(),
+                        tensor: tensor.to_string(),
+                    });
+                }
+                (
+                    Sym::Scores {
+                        q,
+                        k,
+                        base,
+                        keys,
+                        scale,
+                        mask: None,
+                        softmax: false,
+                    },
+                    _,
+                ) if c.is_some() => {
+                    let scale = scale * c.expect("checked");
+                    return Ok(Sym::Scores {
+                        q: *q,
+                        k: *k,
+                        base: *base,
+                        keys: *keys,
+                        scale,
+                        mask: None,
+                        softmax: false,
+                    });
+                }
+                (
+                    Sym::Gelu {
+                        x,
+                        shape,
+                        step: GeluStep::OnePlus,
+                    },
+                    Sym::Value { id, .. },
+                ) if id == x => {
+                    return Ok(Sym::Gelu {
+                        x: *x,
+                        shape: shape.clone(),
+                        step: GeluStep::TimesX,
+                    });
+                }
+                (
+                    Sym::Gelu {
+                        x,
+                        shape,
+                        step: GeluStep::TimesX,
+                    },
+                    _,
+                ) => {
+                    return match c {
+                        Some(v) if near(v, 0.5) => self.gelu(name, tensor, *x, shape),
+                        _ => Err("erf-GELU ends with a multiplication by 0.5; this Mul multiplies by something else".to_string()),
+                    };
+                }
+                (
+                    Sym::Gelu {
+                        x,
+                        shape,
+                        step: GeluStep::Half,
+                    },
+                    Sym::Gelu {
+                        x: y,
+                        step: GeluStep::OnePlus,
+                        ..
+                    },
+                ) if x == y => {
+                    return self.gelu(name, tensor, *x, shape);
+                }
+                (Sym::Value { id, shape }, _) if c.is_some_and(|v| near(v, 0.5)) => {
+                    return Ok(Sym::Gelu {
+                        x: *id,
+                        shape: shape.clone(),
+                        step: GeluStep::Half,
+                    });
+                }
+                (Sym::Value { id, shape }, _) if c.is_some_and(|v| near(v, 1.0 / SQRT_2)) => {
+                    return Ok(Sym::Gelu {
+                        x: *id,
+                        shape: shape.clone(),
+                        step: GeluStep::Scaled,
+                    });
+                }
+                (
+                    Sym::Value { id, shape },
+                    Sym::Host {
+                        id: mask,
+                        base,
+                        shape: m,
+                        float: true,
+                    },
+                ) => {
+                    let fits = shape.len() == 3
+                        && base.as_slice() == &shape[..2]
+                        && m.len() == 3
+                        && m[..2] == shape[..2]
+                        && (m[2] == 1 || m[2] == shape[2]);
+                    if !fits {
+                        return Err(format!(
+                            "mean pooling multiplies [batch, tokens, dim] by the mask; got {shape:?} and {m:?}"
+                        ));
+                    }
+                    return Ok(Sym::Masked {
+                        x: *id,
+                        mask: *mask,
+                        shape: shape.clone(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Err(format!(
+            "Mul of {} and {} fits no pattern",
+            a.what(),
+            b.what()
+        ))
+    }
+
+    pub(super) fn div(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        a: &Sym,
+        b: &Sym,
+    ) -> Result<Sym, String> {
+        match (a, b) {
+            (
+                Sym::Scores {
+                    q,
+                    k,
+                    base,
+                    keys,
+                    scale,
+                    mask: None,
+                    softmax: false,
+                },
+                c,
+            ) if c.scalar().is_some() => {
+                let scale = scale / c.scalar().expect("checked");
+                Ok(Sym::Scores {
+                    q: *q,
+                    k: *k,
+                    base: *base,
+                    keys: *keys,
+                    scale,
+                    mask: None,
+                    softmax: false,
+                })
+            }
+            (Sym::Value { id, shape }, c) if c.scalar().is_some() => match c.scalar() {
+                Some(v) if near(v, SQRT_2) => Ok(Sym::Gelu {
+                    x: *id,
+                    shape: shape.clone(),
+                    step: GeluStep::Scaled,
+                }),
+                Some(v) => Err(format!(
+                    "a computed tensor divided by {v} fits no pattern (erf-GELU divides by √2)"
+                )),
+                None => unreachable!("checked"),
+            },
+            (Sym::MaskedSum { x, mask, shape }, Sym::Count { mask: m, min, .. }) if mask == m => {
+                let out = self.value(tensor, shape, DType::F32, ValueRole::Intermediate, 0)?;
+                self.op(
+                    name,
+                    OpKind::MeanPool {
+                        x: *x,
+                        mask: *mask,
+                        min_count: *min,
+                    },
+                    out,
+                );
+                Ok(Sym::Value {
+                    id: out,
+                    shape: shape.clone(),
+                })
+            }
+            _ => Err(format!(
+                "Div of {} by {} fits no pattern",
+                a.what(),
+                b.what()
+            )),
+        }
+    }
+
+    pub(super) fn matmul(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        a: &Sym,
+        b: &Sym,
+    ) -> Result<Sym, String> {
+        match (a, b) {
+            (
+                Sym::Heads {
+                    id: q,
+                    base,
+                    perm: HEADS_QV,
+                },
+                Sym::Heads {
+                    id: k,
+                    base: kb,
+                    perm: HEADS_KT,
+                },
+            ) => {
+                if (base[0], base[2], base[3]) != (kb[0], kb[2], kb[3]) {
+                    return Err(format!(
+                        "queries {base:?} and keys {kb:?} differ in batch, heads or head size"
+                    ));
+                }
+                Ok(Sym::Scores {
+                    q: *q,
+                    k: *k,
+                    base: *base,
+                    keys: kb[1],
+                    scale: 1.0,
+                    mask: None,
+                    softmax: false,
+                })
+            }
+            (Sym::Heads { .. }, Sym::Heads { .. }) => Err(
+                "attention scores take queries as [b, h, s, d] and keys as [b, h, d, s]"
+                    .to_string(),
+            ),
+            (
+                Sym::Scores {
+                    q,
+                    k,
+                    base,
+                    keys,
+                    scale,
+                    mask,
+                    softmax: true,
+                },
+                Sym::Heads {
+                    id: v,
+                    base: vb,
+                    perm: HEADS_QV,
+                },
+            ) => {
+                if (vb[0], vb[1], vb[2], vb[3]) != (base[0], *keys, base[2], base[3]) {
+                    return Err(format!(
+                        "values {vb:?} do not match the scores' batch, keys, heads and head size"
+                    ));
+                }
+                let [b, s, h, d] = *base;
+                let out = self.value(
+                    tensor,
+                    &[b, s, h * d],
+                    DType::F16,
+                    ValueRole::Intermediate,
+                    0,
+                )?;
+                let kind = OpKind::Attention {
+                    q: *q,
+                    k: *k,
+                    v: *v,
+                    batch: b as u32,
+                    heads: h as u32,
+                    causal: false,
+                    scale: *scale,
+                    mask: *mask,
+                };
+                self.op(name, kind, out);
+                self.layers += 1;
+                Ok(Sym::Heads {
+                    id: out,
+                    base: *base,
+                    perm: HEADS_QV,
+                })
+            }
+            (x @ (Sym::Value { .. } | Sym::Embed { .. }), Sym::Const(n, w))
+                if w.is_float() && w.shape.len() == 2 =>
+            {
+                let (x, mut shape) = self.materialize(x)?;
+                let (kk, nn) = (w.shape[0], w.shape[1]);
+                if shape.last() != Some(&kk) {
+                    return Err(format!(
+                        "MatMul of {shape:?} by the weight `{n}` of shape {:?}",
+                        w.shape
+                    ));
+                }
+                let w = self.weight(n, w, &[kk, nn], DType::F16, kk as u32)?;
+                *shape.last_mut().expect("checked") = nn;
+                let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
+                self.op(name, OpKind::MatMul { a: x, b: w }, out);
+                Ok(Sym::Value { id: out, shape })
+            }
+            _ => Err(format!(
+                "MatMul of {} by {} fits no pattern (a weight must be a constant [k, n])",
+                a.what(),
+                b.what()
+            )),
+        }
+    }
+
+    pub(super) fn reshape(
+        &mut self,
+        x: &Sym,
+        spec: &Sym,
+        attrs: &tensor::Attrs,
+    ) -> Result<Sym, String> {
+        let Sym::Const(_, spec) = spec else {
+            return Err("Reshape's shape must be constant".to_string());
+        };
+        let spec = spec.ints();
+        let allowzero = attrs.i("allowzero") == Some(1);
+        match x {
+            Sym::Heads {
+                id,
+                base,
+                perm: IDENTITY,
+            } => {
+                let target = tensor::reshape(base, &spec, allowzero)?;
+                if target != [base[0], base[1], base[2] * base[3]] {
+                    return Err(format!(
+                        "heads {base:?} merge only into [batch, tokens, heads·size]; got {target:?}"
+                    ));
+                }
+                Ok(Sym::Value {
+                    id: *id,
+                    shape: target,
+                })
+            }
+            Sym::Heads { perm, .. } => Err(format!(
+                "heads seen in axis order {perm:?} must be transposed back ([0, 2, 1, 3]) before the merge"
+            )),
+            Sym::Value { .. } | Sym::Embed { .. } => {
+                let (id, shape) = self.materialize(x)?;
+                let last = *shape.last().ok_or("Reshape of a scalar")?;
+                if spec.len() == 4
+                    && shape.len() == 3
+                    && spec[2] > 0
+                    && last % spec[2] as usize != 0
+                {
+                    return Err(format!(
+                        "the head count {} does not divide the hidden size {last}",
+                        spec[2]
+                    ));
+                }
+                let target = tensor::reshape(&shape, &spec, allowzero)?;
+                if target.len() == 4 {
+                    if shape.len() != 3 || target[..2] != shape[..2] {
+                        return Err(format!(
+                            "a split into heads keeps [batch, tokens] and splits the last dimension; {shape:?} into {target:?} does not"
+                        ));
+                    }
+                    return Ok(Sym::Heads {
+                        id,
+                        base: [target[0], target[1], target[2], target[3]],
+                        perm: IDENTITY,
+                    });
+                }
+                if target.last() != Some(&last) {
+                    return Err(format!(
+                        "Reshape of {shape:?} into {target:?} changes the last dimension"
+                    ));
+                }
+                Ok(Sym::Value { id, shape: target })
+            }
+            other => Err(format!("Reshape of {} fits no pattern", other.what())),
+        }
+    }
+
+    /// The finished graph and its weights.
+    pub(super) fn finish(self, config: &ImportConfig) -> (Graph, BTreeMap<String, WeightData>) {
+        let host = self.ops.iter().filter(|o| o.kind.on_host()).count();
+        let tokens = self.ops.iter().find_map(|o| match o.kind {
+            OpKind::Attention { q, .. } => Some(self.values[q.index()].rows),
+            _ => None,
+        });
+        let inputs: Vec<String> = self
+            .values
+            .iter()
+            .filter(|v| v.role == ValueRole::Input)
+            .map(|v| {
+                format!(
+                    "{}={}",
+                    v.name,
+                    v.shape
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join("x")
+                )
+            })
+            .collect();
+        let mut parameters = vec![
+            ("model".to_string(), config.model.clone()),
+            ("inputs".to_string(), inputs.join(",")),
+            ("layers".to_string(), self.layers.to_string()),
+        ];
+        if let Some(t) = tokens {
+            parameters.push(("tokens".to_string(), t.to_string()));
+        }
+        parameters.push(("deviceOps".to_string(), (self.ops.len() - host).to_string()));
+        parameters.push(("hostOps".to_string(), host.to_string()));
+        parameters.push(("partials".to_string(), DType::F32.to_string()));
+        let graph = Graph {
+            workload: config.name.clone(),
+            values: self.values,
+            ops: self.ops,
+            partials: DType::F32,
+            parameters,
+        };
+        (graph, self.weights)
+    }
+}

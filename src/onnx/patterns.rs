@@ -1,0 +1,497 @@
+//! The patterns of a transformer encoder's export and the graph operations they become. [`Sym`] is what
+//! an ONNX tensor stands for; [`Ctx::node`] takes one node that is not constant and either advances a
+//! pattern (returns its next step) or emits the operation a pattern's last node completes:
+//!
+//! - `MatMul(x, W)` → `MatMul`; `Add(x, b[n])` → `AddBias` (`b` a `[1, n]` weight); `Add(x, y)` → `Add`.
+//! - `Gather(table, ids)` summed by `Add` → host `Embed` (constant indices become i64 weights).
+//! - `Cast(Unsqueeze(mask))` → `Sub(1, ·)` → `Mul(·, fill)` → host `MaskBias` (one per mask and fill).
+//! - `Reshape(x, [b, s, h, d])` + `Transpose` for q, k (`[0,2,3,1]` overall) and v;
+//!   `MatMul(q, kᵀ)` → `Div`/`Mul` by a scalar → `Add(mask bias)`? → `Softmax(-1)` → `MatMul(·, v)` →
+//!   `Transpose([0,2,1,3])` → `Reshape([b, s, h·d])` → one `Attention`.
+//! - `Div(x, √2)` → `Erf` → `Add(1)` → `Mul(x)` → `Mul(0.5)` (or `0.5·x` first) → `GeluErf`.
+//! - `LayerNormalization` over the last axis → `LayerNorm`.
+//! - `Mul(x, mask)` → `ReduceSum(1)` over `Clip(ReduceSum(mask, 1), min)` → host `MeanPool`.
+//!
+//! A node that fits none, or fits one but for a detail (a head split that does not divide, a GELU
+//! constant that is not √2), is an error; the caller names the node.
+
+use super::imported::WeightData;
+use super::tensor::{self, Attrs, Tensor};
+use crate::ids::{OpId, ValueId};
+use crate::ir::{DType, Op, OpKind, Value, ValueRole};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// An embedding lookup's indices: a graph input, or a constant (named by its ONNX tensor).
+#[derive(Clone, Debug)]
+pub enum Indices {
+    Input(ValueId),
+    Const(String, Rc<Tensor>),
+}
+
+/// The steps of erf-GELU over `x`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GeluStep {
+    /// `x / √2`
+    Scaled,
+    /// `erf(x / √2)`
+    Erf,
+    /// `1 + erf(x / √2)`
+    OnePlus,
+    /// `x · (1 + erf(x / √2))`
+    TimesX,
+    /// `0.5 · x`
+    Half,
+}
+
+/// What an ONNX tensor stands for.
+#[derive(Clone, Debug)]
+pub enum Sym {
+    /// A constant, with its ONNX tensor name.
+    Const(String, Rc<Tensor>),
+    /// A float value of the graph with its ONNX shape.
+    Value { id: ValueId, shape: Vec<usize> },
+    /// An i64 graph input (`base` its shape) seen through Unsqueeze, Expand and Cast.
+    Host {
+        id: ValueId,
+        base: Vec<usize>,
+        shape: Vec<usize>,
+        float: bool,
+    },
+    /// `1 − mask`.
+    InvMask { id: ValueId, shape: Vec<usize> },
+    /// `(1 − mask) · fill`; `name` and `tensor` the node and tensor that completed it.
+    MaskBias {
+        id: ValueId,
+        shape: Vec<usize>,
+        fill: f32,
+        name: String,
+        tensor: String,
+    },
+    /// A sum of embedding lookups `(table, indices)`.
+    Embed {
+        lookups: Vec<(ValueId, Indices)>,
+        shape: Vec<usize>,
+        name: String,
+        tensor: String,
+    },
+    /// A `[b, s, h, d]` value (`base`) seen through the axis order `perm`.
+    Heads {
+        id: ValueId,
+        base: [usize; 4],
+        perm: [usize; 4],
+    },
+    /// Attention scores `q · kᵀ · scale + mask`, softmaxed or not.
+    Scores {
+        q: ValueId,
+        k: ValueId,
+        base: [usize; 4],
+        keys: usize,
+        scale: f32,
+        mask: Option<ValueId>,
+        softmax: bool,
+    },
+    /// An erf-GELU under way over `x`.
+    Gelu {
+        x: ValueId,
+        shape: Vec<usize>,
+        step: GeluStep,
+    },
+    /// `x · mask` (the mask a graph input).
+    Masked {
+        x: ValueId,
+        mask: ValueId,
+        shape: Vec<usize>,
+    },
+    /// `Σ_tokens x · mask`.
+    MaskedSum {
+        x: ValueId,
+        mask: ValueId,
+        shape: Vec<usize>,
+    },
+    /// `max(Σ_tokens mask, min)`.
+    Count {
+        mask: ValueId,
+        min: f32,
+        shape: Vec<usize>,
+    },
+}
+
+fn permute(base: &[usize; 4], perm: &[usize; 4]) -> Vec<usize> {
+    perm.iter().map(|&p| base[p]).collect()
+}
+
+pub(super) const HEADS_QV: [usize; 4] = [0, 2, 1, 3];
+pub(super) const HEADS_KT: [usize; 4] = [0, 2, 3, 1];
+pub(super) const IDENTITY: [usize; 4] = [0, 1, 2, 3];
+
+impl Sym {
+    /// The tensor's ONNX shape.
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            Sym::Const(_, t) => t.shape.clone(),
+            Sym::Value { shape, .. }
+            | Sym::Host { shape, .. }
+            | Sym::InvMask { shape, .. }
+            | Sym::MaskBias { shape, .. }
+            | Sym::Embed { shape, .. }
+            | Sym::Gelu { shape, .. }
+            | Sym::Masked { shape, .. }
+            | Sym::MaskedSum { shape, .. }
+            | Sym::Count { shape, .. } => shape.clone(),
+            Sym::Heads { base, perm, .. } => permute(base, perm),
+            Sym::Scores { base, keys, .. } => vec![base[0], base[2], base[1], *keys],
+        }
+    }
+
+    pub(super) fn what(&self) -> &'static str {
+        match self {
+            Sym::Const(..) => "a constant",
+            Sym::Value { .. } => "a computed tensor",
+            Sym::Host { .. } => "an integer graph input",
+            Sym::InvMask { .. } | Sym::MaskBias { .. } => "the mask-bias chain",
+            Sym::Embed { .. } => "an embedding sum",
+            Sym::Heads { .. } => "a head split of attention",
+            Sym::Scores { .. } => "attention scores",
+            Sym::Gelu { .. } => "an erf-GELU",
+            Sym::Masked { .. } | Sym::MaskedSum { .. } | Sym::Count { .. } => "masked mean pooling",
+        }
+    }
+
+    pub(super) fn scalar(&self) -> Option<f32> {
+        match self {
+            Sym::Const(_, t) if t.is_float() || t.len() == 1 => t.scalar(),
+            _ => None,
+        }
+    }
+}
+
+pub(super) fn near(a: f32, b: f32) -> bool {
+    (a - b).abs() <= 1e-3 * b.abs().max(1.0)
+}
+
+/// The graph under construction.
+pub struct Ctx {
+    pub(super) opset: i64,
+    pub values: Vec<Value>,
+    pub(super) ops: Vec<Op>,
+    pub(super) weights: BTreeMap<String, WeightData>,
+    /// Weight values by ONNX initializer name.
+    pub(super) weight_ids: BTreeMap<String, ValueId>,
+    /// Mask-bias values by (mask, fill bits).
+    pub(super) mask_biases: BTreeMap<(ValueId, u32), ValueId>,
+    pub(super) layers: usize,
+}
+
+impl Ctx {
+    pub fn new(opset: i64) -> Ctx {
+        Ctx {
+            opset,
+            values: Vec::new(),
+            ops: Vec::new(),
+            weights: BTreeMap::new(),
+            weight_ids: BTreeMap::new(),
+            mask_biases: BTreeMap::new(),
+            layers: 0,
+        }
+    }
+
+    /// A new value with ONNX shape `shape` (leading dimensions flattened into rows).
+    pub fn value(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        dtype: DType,
+        role: ValueRole,
+        fan_in: u32,
+    ) -> Result<ValueId, String> {
+        let (lead, last) = match shape.split_last() {
+            Some((last, lead)) => (lead.iter().product::<usize>(), *last),
+            None => (1, 1),
+        };
+        let limit = 1usize << 31;
+        if lead.checked_mul(last).is_none_or(|n| n >= limit) || shape.iter().any(|&d| d >= limit) {
+            return Err(format!(
+                "tensor `{name}` of shape {shape:?} has 2^31 elements or more"
+            ));
+        }
+        if self.values.iter().any(|v| v.name == name) {
+            return Err(format!("a value named `{name}` exists already"));
+        }
+        let id = ValueId::from_index(self.values.len());
+        self.values.push(Value {
+            id,
+            name: name.to_string(),
+            rows: lead as u32,
+            cols: last as u32,
+            dtype,
+            role,
+            fan_in,
+            shape: shape.iter().map(|&d| d as u32).collect(),
+        });
+        Ok(id)
+    }
+
+    pub(super) fn op(&mut self, name: &str, kind: OpKind, out: ValueId) {
+        let id = OpId::from_index(self.ops.len());
+        self.ops.push(Op {
+            id,
+            name: name.to_string(),
+            kind,
+            out,
+        });
+    }
+
+    /// The weight value of initializer `name` (made on first use), with `rows` × `cols` elements.
+    pub(super) fn weight(
+        &mut self,
+        name: &str,
+        t: &Tensor,
+        shape: &[usize],
+        dtype: DType,
+        fan_in: u32,
+    ) -> Result<ValueId, String> {
+        if let Some(&id) = self.weight_ids.get(name) {
+            if self.values[id.index()].dtype != dtype {
+                return Err(format!(
+                    "constant `{name}` is used both as {dtype} and as another type"
+                ));
+            }
+            return Ok(id);
+        }
+        let id = self.value(name, shape, dtype, ValueRole::Weight, fan_in)?;
+        let data = match dtype {
+            DType::I64 => WeightData::I64(t.ints()),
+            _ => WeightData::F32(t.floats()),
+        };
+        self.weights.insert(name.to_string(), data);
+        self.weight_ids.insert(name.to_string(), id);
+        Ok(id)
+    }
+
+    /// A float value for `s`: a value as it is, an embedding sum as its host `Embed`.
+    pub(super) fn materialize(&mut self, s: &Sym) -> Result<(ValueId, Vec<usize>), String> {
+        match s {
+            Sym::Value { id, shape } => Ok((*id, shape.clone())),
+            Sym::Embed {
+                lookups,
+                shape,
+                name,
+                tensor,
+            } => {
+                let lead = &shape[..shape.len() - 1];
+                let mut pairs = Vec::new();
+                for (table, indices) in lookups {
+                    let ids = match indices {
+                        Indices::Input(id) => {
+                            if self.values[id.index()]
+                                .shape
+                                .iter()
+                                .map(|&d| d as usize)
+                                .ne(lead.iter().copied())
+                            {
+                                return Err(format!(
+                                    "the lookup of `{}` is not of shape {lead:?}",
+                                    self.values[id.index()].name
+                                ));
+                            }
+                            *id
+                        }
+                        Indices::Const(n, t) => {
+                            let full = t.expand(lead)?;
+                            if full.shape != lead {
+                                return Err(format!("indices `{n}` do not broadcast to {lead:?}"));
+                            }
+                            self.weight(n, &full, lead, DType::I64, 0)?
+                        }
+                    };
+                    pairs.push((*table, ids));
+                }
+                let out = self.value(tensor, shape, DType::F16, ValueRole::Intermediate, 0)?;
+                self.op(name, OpKind::Embed { lookups: pairs }, out);
+                Ok((out, shape.clone()))
+            }
+            other => Err(format!("{} cannot be used as a tensor here", other.what())),
+        }
+    }
+
+    /// One node whose inputs are not all constant.
+    pub fn node(
+        &mut self,
+        node: &super::proto::NodeProto,
+        ins: &[Option<Sym>],
+        attrs: &Attrs,
+    ) -> Result<Sym, String> {
+        let name = if node.name.is_empty() {
+            &node.output[0]
+        } else {
+            &node.name
+        };
+        let tensor = node.output[0].as_str();
+        let input = |i: usize| {
+            ins.get(i)
+                .and_then(Option::as_ref)
+                .ok_or(format!("input {i} is missing"))
+        };
+        let op = node.op_type.as_str();
+        match op {
+            "Identity" => Ok(input(0)?.clone()),
+            "Concat" if ins.len() == 1 => Ok(input(0)?.clone()),
+            "Cast" | "Unsqueeze" | "Expand" => self.host_view(op, ins, attrs),
+            "Gather" => match (input(0)?, input(1)?) {
+                (Sym::Const(n, t), idx) if t.is_float() && t.shape.len() == 2 && attrs.i("axis").unwrap_or(0) == 0 => {
+                    let table = self.weight(n, t, &t.shape, DType::F32, 1)?;
+                    let (indices, lead) = match idx {
+                        Sym::Host { id, base, shape, float: false } if base == shape => (Indices::Input(*id), shape.clone()),
+                        Sym::Const(m, i) if !i.is_float() => (Indices::Const(m.clone(), i.clone()), i.shape.clone()),
+                        other => return Err(format!("an embedding lookup takes graph-input or constant indices, not {}", other.what())),
+                    };
+                    let mut shape = lead;
+                    shape.push(t.shape[1]);
+                    Ok(Sym::Embed { lookups: vec![(table, indices)], shape, name: name.clone(), tensor: tensor.to_string() })
+                }
+                _ => Err("Gather lowers only as an embedding lookup (a constant float [entries, dim] table, axis 0)".to_string()),
+            },
+            "Add" => self.add(name, tensor, input(0)?, input(1)?),
+            "Sub" => match (input(0)?, input(1)?) {
+                (c, Sym::Host { id, shape, float: true, .. }) if c.scalar().is_some_and(|v| v == 1.0) => {
+                    Ok(Sym::InvMask { id: *id, shape: shape.clone() })
+                }
+                _ => Err("Sub lowers only as `1 − mask` of the mask-bias chain".to_string()),
+            },
+            "Mul" => self.mul(name, tensor, input(0)?, input(1)?),
+            "Div" => self.div(name, tensor, input(0)?, input(1)?),
+            "Erf" => match input(0)? {
+                Sym::Gelu { x, shape, step: GeluStep::Scaled } => Ok(Sym::Gelu { x: *x, shape: shape.clone(), step: GeluStep::Erf }),
+                _ => Err("Erf lowers only inside erf-GELU, after a division by √2".to_string()),
+            },
+            "MatMul" => self.matmul(name, tensor, input(0)?, input(1)?),
+            "Reshape" => self.reshape(input(0)?, input(1)?, attrs),
+            "Transpose" => {
+                let perm = attrs.ints("perm").ok_or("Transpose needs its perm")?;
+                let p: [usize; 4] = perm
+                    .iter()
+                    .map(|&a| usize::try_from(a).ok().filter(|&a| a < 4))
+                    .collect::<Option<Vec<_>>>()
+                    .and_then(|v| v.try_into().ok())
+                    .ok_or(format!("Transpose perm {perm:?} is not a 4-D permutation"))?;
+                match input(0)? {
+                    Sym::Heads { id, base, perm } => Ok(Sym::Heads { id: *id, base: *base, perm: p.map(|i| perm[i]) }),
+                    _ => Err("Transpose lowers only on attention heads".to_string()),
+                }
+            }
+            "Softmax" => {
+                let default = if self.opset >= 13 { -1 } else { 1 };
+                let axis = attrs.i("axis").unwrap_or(default);
+                match input(0)? {
+                    Sym::Scores { softmax: false, .. } if axis == -1 || axis == 3 => {
+                        let mut s = input(0)?.clone();
+                        if let Sym::Scores { softmax, .. } = &mut s {
+                            *softmax = true;
+                        }
+                        Ok(s)
+                    }
+                    Sym::Scores { .. } => Err(format!("Softmax over axis {axis}: attention takes it over the keys (-1)")),
+                    _ => Err("Softmax lowers only on attention scores".to_string()),
+                }
+            }
+            "LayerNormalization" => {
+                let (x, shape) = self.materialize(input(0)?)?;
+                let cols = *shape.last().ok_or("LayerNormalization of a scalar")?;
+                let axis = attrs.i("axis").unwrap_or(-1);
+                if tensor::axis(axis, shape.len())? != shape.len() - 1 {
+                    return Err(format!("LayerNormalization over axis {axis}: only the last axis lowers"));
+                }
+                let mut param = |i: usize| match ins.get(i).and_then(Option::as_ref) {
+                    Some(Sym::Const(n, t)) if t.is_float() && t.len() == cols && t.shape.last() == Some(&cols) => self.weight(n, t, &t.shape, DType::F16, 1),
+                    _ => Err(format!("LayerNormalization input {i} must be a constant of {cols} floats")),
+                };
+                let (gamma, beta) = (param(1)?, param(2)?);
+                let epsilon = attrs.f("epsilon").unwrap_or(1e-5);
+                let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
+                self.op(name, OpKind::LayerNorm { x, gamma, beta, epsilon }, out);
+                Ok(Sym::Value { id: out, shape })
+            }
+            "ReduceSum" => {
+                let axes = match ins.get(1).and_then(Option::as_ref) {
+                    Some(Sym::Const(_, t)) => t.ints(),
+                    Some(_) => return Err("ReduceSum's axes must be constant".to_string()),
+                    None => attrs.ints("axes").unwrap_or_default(),
+                };
+                let keep = attrs.i("keepdims").unwrap_or(1) != 0;
+                let s = input(0)?;
+                let shape = s.shape();
+                if axes.len() != 1 || tensor::axis(axes[0], shape.len())? != 1 || keep || shape.len() != 3 {
+                    return Err(format!("ReduceSum lowers only over the tokens (axis 1 of 3, keepdims 0) in mean pooling; got axes {axes:?}"));
+                }
+                let out = vec![shape[0], shape[2]];
+                match s {
+                    Sym::Masked { x, mask, .. } => Ok(Sym::MaskedSum { x: *x, mask: *mask, shape: out }),
+                    Sym::Host { id, float: true, .. } => Ok(Sym::Count { mask: *id, min: 0.0, shape: out }),
+                    _ => Err("ReduceSum lowers only in mean pooling".to_string()),
+                }
+            }
+            "Clip" => match (input(0)?, ins.get(1).and_then(Option::as_ref), ins.get(2).and_then(Option::as_ref)) {
+                (Sym::Count { mask, shape, .. }, Some(min), None) if min.scalar().is_some() => {
+                    Ok(Sym::Count { mask: *mask, min: min.scalar().expect("checked"), shape: shape.clone() })
+                }
+                _ => Err("Clip lowers only as the lower bound of mean pooling's token count".to_string()),
+            },
+            other => Err(format!(
+                "operator {other} does not lower onto the graph (it folds only on constants, or is not supported)"
+            )),
+        }
+    }
+
+    /// Unsqueeze, Expand and Cast of an integer graph input (the mask chains).
+    fn host_view(&mut self, op: &str, ins: &[Option<Sym>], attrs: &Attrs) -> Result<Sym, String> {
+        let Some(Some(Sym::Host {
+            id,
+            base,
+            shape,
+            float,
+        })) = ins.first()
+        else {
+            return Err(format!(
+                "{op} lowers only on an integer graph input (a mask) or on constants"
+            ));
+        };
+        let constant = |i: usize| match ins.get(i).and_then(Option::as_ref) {
+            Some(Sym::Const(_, t)) => Ok(Some(t.ints())),
+            None => Ok(None),
+            Some(_) => Err(format!("{op}'s input {i} must be constant")),
+        };
+        let (shape, float) = match op {
+            "Unsqueeze" => {
+                let axes = constant(1)?
+                    .or_else(|| attrs.ints("axes"))
+                    .ok_or("Unsqueeze needs its axes")?;
+                (tensor::unsqueeze(shape, &axes)?, *float)
+            }
+            "Expand" => {
+                let dims = constant(1)?.ok_or("Expand needs its shape")?;
+                let dims: Vec<usize> = dims
+                    .iter()
+                    .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
+                    .collect::<Result<_, _>>()?;
+                (tensor::broadcast(shape, &dims)?, *float)
+            }
+            _ => {
+                let to = attrs.i("to").unwrap_or(0) as i32;
+                (
+                    shape.clone(),
+                    matches!(
+                        to,
+                        super::proto::data_type::FLOAT | super::proto::data_type::DOUBLE | 10
+                    ),
+                )
+            }
+        };
+        Ok(Sym::Host {
+            id: *id,
+            base: base.clone(),
+            shape,
+            float,
+        })
+    }
+}

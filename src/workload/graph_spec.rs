@@ -1,0 +1,678 @@
+//! The `graph` workload kind: a graph written out value by value and op by op (what `ipu-codegen import`
+//! writes from an ONNX model), with its weights in a safetensors file beside it.
+//!
+//! ```toml
+//! kind = "graph"
+//! name = "encoder"
+//! partials = "f32"
+//! weights = "encoder.safetensors"   # relative to this file's folder
+//! parameters = [["model", "encoder"], ["layers", "2"]]
+//! [[values]]
+//! name = "x"; dtype = "f16"; role = "input"; rows = 24; cols = 64; shape = [1, 24, 64]
+//! [[ops]]
+//! name = "fc"; kind = "matmul"; inputs = ["x", "w"]; output = "y"
+//! ```
+//!
+//! An op's `inputs` follow [`OpKind::inputs`] (an embedding's `(table, indices)` pairs in turn, an
+//! attention's `q, k, v` then its mask); its attributes are `batch`, `heads`, `causal`, `scale`
+//! (attention), `epsilon` (layer_norm), `fill` (mask_bias) and `min_count` (mean_pool).
+//!
+//! Loading validates everything: names unique, references resolved, values produced once and before
+//! use, each op's shapes and dtypes consistent with its semantics, sizes below 2^31 elements; every
+//! error names the file and the value or op. Writing ([`to_toml`], [`safetensors_bytes`]) is
+//! deterministic: the same graph gives the same bytes.
+
+use super::WorkloadError;
+use crate::ids::{OpId, ValueId};
+use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
+use crate::onnx::WeightData;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A loaded, validated graph workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GraphSpec {
+    pub name: String,
+    pub graph: Graph,
+    /// The weights file as written in the spec (relative to [`GraphSpec::folder`]).
+    pub weights: String,
+    /// The folder of the spec's file, which `weights` is relative to.
+    pub folder: PathBuf,
+    /// The seed of the data `run` draws for what no file binds; no part of the graph.
+    pub seed: u64,
+}
+
+// Every float attribute is checked finite on load, so equality is an equivalence.
+impl Eq for GraphSpec {}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GraphFile {
+    kind: String,
+    name: String,
+    partials: DType,
+    #[serde(default = "one")]
+    seed: u64,
+    weights: String,
+    #[serde(default)]
+    parameters: Vec<(String, String)>,
+    values: Vec<ValueEntry>,
+    ops: Vec<OpEntry>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ValueEntry {
+    name: String,
+    dtype: DType,
+    role: ValueRole,
+    rows: u32,
+    cols: u32,
+    #[serde(default)]
+    shape: Vec<u32>,
+    #[serde(default)]
+    fan_in: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpEntry {
+    name: String,
+    kind: String,
+    inputs: Vec<String>,
+    output: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    batch: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    heads: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    causal: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "short_float")]
+    scale: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "short_float")]
+    epsilon: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "short_float")]
+    fill: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "short_float")]
+    min_count: Option<f32>,
+}
+
+/// f32 attributes written with their shortest decimal form (`0.17677669`, not `0.1767766922712326`).
+mod short_float {
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(v: &Option<f32>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_f64(v.to_string().parse::<f64>().unwrap_or(f64::from(*v))),
+            None => s.serialize_none(),
+        }
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f32>, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.map(|v| v as f32))
+    }
+}
+
+/// The kinds, their names as [`OpKind::name`] gives them.
+const KINDS: [&str; 10] = [
+    "matmul",
+    "add_bias",
+    "gelu_tanh",
+    "gelu_erf",
+    "add",
+    "layer_norm",
+    "attention",
+    "embed",
+    "mask_bias",
+    "mean_pool",
+];
+
+/// The graph spec's text for `graph`, its weights in `weights` (relative to the spec's folder).
+pub fn to_toml(graph: &Graph, weights: &str) -> String {
+    let name = |id: ValueId| graph.value(id).name.clone();
+    let file = GraphFile {
+        kind: "graph".to_string(),
+        name: graph.workload.clone(),
+        partials: graph.partials,
+        seed: 1,
+        weights: weights.to_string(),
+        parameters: graph.parameters.clone(),
+        values: graph
+            .values
+            .iter()
+            .map(|v| ValueEntry {
+                name: v.name.clone(),
+                dtype: v.dtype,
+                role: v.role,
+                rows: v.rows,
+                cols: v.cols,
+                shape: v.shape.clone(),
+                fan_in: v.fan_in,
+            })
+            .collect(),
+        ops: graph
+            .ops
+            .iter()
+            .map(|op| {
+                let mut e = OpEntry {
+                    name: op.name.clone(),
+                    kind: op.kind.name().to_string(),
+                    inputs: op.kind.inputs().into_iter().map(name).collect(),
+                    output: name(op.out),
+                    batch: None,
+                    heads: None,
+                    causal: None,
+                    scale: None,
+                    epsilon: None,
+                    fill: None,
+                    min_count: None,
+                };
+                match op.kind {
+                    OpKind::Attention {
+                        batch,
+                        heads,
+                        causal,
+                        scale,
+                        ..
+                    } => {
+                        (e.batch, e.heads, e.causal, e.scale) =
+                            (Some(batch), Some(heads), Some(causal), Some(scale));
+                    }
+                    OpKind::LayerNorm { epsilon, .. } => e.epsilon = Some(epsilon),
+                    OpKind::MaskBias { fill, .. } => e.fill = Some(fill),
+                    OpKind::MeanPool { min_count, .. } => e.min_count = Some(min_count),
+                    _ => {}
+                }
+                e
+            })
+            .collect(),
+    };
+    toml::to_string(&file).expect("a graph file serializes to TOML")
+}
+
+/// The safetensors bytes of every weight value's data, by value name: f32 for float weights, i64 for
+/// index tables, each of the value's user-facing shape.
+pub fn safetensors_bytes(
+    graph: &Graph,
+    weights: &BTreeMap<String, WeightData>,
+) -> Result<Vec<u8>, String> {
+    let mut data = Vec::new();
+    for v in graph.values.iter().filter(|v| v.role == ValueRole::Weight) {
+        let (dtype, bytes) = match weights.get(&v.name) {
+            Some(WeightData::F32(x)) => (
+                safetensors::Dtype::F32,
+                x.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>(),
+            ),
+            Some(WeightData::I64(x)) => (
+                safetensors::Dtype::I64,
+                x.iter().flat_map(|i| i.to_le_bytes()).collect(),
+            ),
+            None => return Err(format!("weight `{}` has no data", v.name)),
+        };
+        if bytes.len() as u64
+            != v.elements()
+                * if dtype == safetensors::Dtype::F32 {
+                    4
+                } else {
+                    8
+                }
+        {
+            return Err(format!("weight `{}` has data of the wrong length", v.name));
+        }
+        data.push((
+            v.name.clone(),
+            dtype,
+            v.user_shape()
+                .iter()
+                .map(|&d| d as usize)
+                .collect::<Vec<_>>(),
+            bytes,
+        ));
+    }
+    let views = data
+        .iter()
+        .map(|(n, dtype, shape, bytes)| {
+            safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes)
+                .map(|view| (n.clone(), view))
+                .map_err(|e| format!("weight `{n}`: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    safetensors::serialize(views, None).map_err(|e| e.to_string())
+}
+
+impl GraphSpec {
+    /// Parses and validates a graph spec; `origin` is the file's path (its folder anchors `weights`).
+    pub fn parse(text: &str, origin: &str) -> Result<GraphSpec, WorkloadError> {
+        let error = |message: String| WorkloadError::Parse {
+            origin: origin.to_string(),
+            message,
+        };
+        let file: GraphFile =
+            toml::from_str(text).map_err(|e| error(e.to_string().trim_end().replace('\n', " ")))?;
+        let graph = build(&file).map_err(error)?;
+        let folder = Path::new(origin)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Ok(GraphSpec {
+            name: file.name,
+            graph,
+            weights: file.weights,
+            folder,
+            seed: file.seed,
+        })
+    }
+
+    /// The build id: the name and a short hash of the graph.
+    pub fn id(&self) -> String {
+        let bytes = rmp_serde::to_vec(&self.graph).expect("a graph encodes");
+        format!("{}-{}", self.name, &blake3::hash(&bytes).to_hex()[..10])
+    }
+
+    /// The weights file, resolved against the spec's folder.
+    pub fn weights_path(&self) -> PathBuf {
+        self.folder.join(&self.weights)
+    }
+
+    /// `--seed` and `--partials` apply; the other overrides are an error.
+    pub fn apply(&mut self, o: &super::Overrides) -> Result<(), WorkloadError> {
+        let foreign = [
+            ("batch", o.batch.is_some()),
+            ("tokens", o.tokens.is_some()),
+            ("dimension", o.dimension.is_some()),
+            ("hidden", o.hidden.is_some()),
+            ("blocks", o.blocks.is_some()),
+            ("biases", o.biases.is_some()),
+            ("key-tokens", o.key_tokens.is_some()),
+            ("heads", o.heads.is_some()),
+            ("head-dim", o.head_dim.is_some()),
+            ("causal", o.causal.is_some()),
+        ];
+        if let Some((flag, _)) = foreign.iter().find(|(_, given)| *given) {
+            return Err(WorkloadError::Inapplicable {
+                id: self.id(),
+                flag,
+                kind: "graph",
+            });
+        }
+        self.seed = o.seed.unwrap_or(self.seed);
+        if let Some(p) = o.partials {
+            if p == DType::I64 {
+                return Err(WorkloadError::DType {
+                    id: self.id(),
+                    dtype: p,
+                });
+            }
+            self.graph.partials = p;
+            for (k, v) in &mut self.graph.parameters {
+                if k == "partials" {
+                    *v = p.to_string();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The graph a file describes, or what is wrong with it.
+fn build(file: &GraphFile) -> Result<Graph, String> {
+    if file.kind != "graph" {
+        return Err(format!("kind is {:?}, not \"graph\"", file.kind));
+    }
+    let safe = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    if !safe(&file.name) {
+        return Err(format!(
+            "name {:?} must be letters, digits, '.', '_' or '-' (it names the build folder)",
+            file.name
+        ));
+    }
+    if file.weights.is_empty() || Path::new(&file.weights).is_absolute() {
+        return Err(format!(
+            "weights {:?} must be a path relative to this file",
+            file.weights
+        ));
+    }
+    if file.partials == DType::I64 {
+        return Err("partials must be f16 or f32".to_string());
+    }
+    let mut by_name = BTreeMap::new();
+    let mut values = Vec::new();
+    for (i, v) in file.values.iter().enumerate() {
+        let what = format!("value `{}`", v.name);
+        if v.name.is_empty()
+            || by_name
+                .insert(v.name.as_str(), ValueId::from_index(i))
+                .is_some()
+        {
+            return Err(format!("{what}: names must be unique and non-empty"));
+        }
+        let elements = u64::from(v.rows) * u64::from(v.cols);
+        if v.rows == 0 || v.cols == 0 || elements >= 1 << 31 {
+            return Err(format!(
+                "{what}: [{}, {}] must be positive with fewer than 2^31 elements",
+                v.rows, v.cols
+            ));
+        }
+        let product = v
+            .shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(u64::from(d)));
+        if !v.shape.is_empty() && (v.shape.len() > 8 || product != Some(elements)) {
+            return Err(format!(
+                "{what}: shape {:?} does not hold rows · cols = {elements} elements",
+                v.shape
+            ));
+        }
+        values.push(Value {
+            id: ValueId::from_index(i),
+            name: v.name.clone(),
+            rows: v.rows,
+            cols: v.cols,
+            dtype: v.dtype,
+            role: v.role,
+            fan_in: v.fan_in,
+            shape: v.shape.clone(),
+        });
+    }
+    let mut produced = vec![false; values.len()];
+    let mut op_names = std::collections::BTreeSet::new();
+    let mut ops = Vec::new();
+    for (i, e) in file.ops.iter().enumerate() {
+        let what = format!("op `{}` ({})", e.name, e.kind);
+        if e.name.is_empty() || !op_names.insert(e.name.as_str()) {
+            return Err(format!("{what}: op names must be unique and non-empty"));
+        }
+        let resolve = |n: &str| {
+            by_name
+                .get(n)
+                .copied()
+                .ok_or_else(|| format!("{what}: no value named `{n}`"))
+        };
+        let inputs = e
+            .inputs
+            .iter()
+            .map(|n| resolve(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = resolve(&e.output)?;
+        for &v in &inputs {
+            let value = &values[v.index()];
+            if matches!(value.role, ValueRole::Intermediate | ValueRole::Output)
+                && !produced[v.index()]
+            {
+                return Err(format!(
+                    "{what}: input `{}` is not produced by an earlier op",
+                    value.name
+                ));
+            }
+        }
+        if matches!(
+            values[out.index()].role,
+            ValueRole::Input | ValueRole::Weight
+        ) || produced[out.index()]
+        {
+            return Err(format!(
+                "{what}: output `{}` must be an intermediate or output value no other op produces",
+                e.output
+            ));
+        }
+        produced[out.index()] = true;
+        let kind = op_kind(e, &inputs).map_err(|m| format!("{what}: {m}"))?;
+        check(&kind, out, &values).map_err(|m| format!("{what}: {m}"))?;
+        ops.push(Op {
+            id: OpId::from_index(i),
+            name: e.name.clone(),
+            kind,
+            out,
+        });
+    }
+    for (v, p) in values.iter().zip(&produced) {
+        if matches!(v.role, ValueRole::Intermediate | ValueRole::Output) && !p {
+            return Err(format!(
+                "value `{}` ({:?}) is produced by no op",
+                v.name, v.role
+            ));
+        }
+    }
+    if !values.iter().any(|v| v.role == ValueRole::Output) {
+        return Err("the graph has no output value".to_string());
+    }
+    Ok(Graph {
+        workload: file.name.clone(),
+        values,
+        ops,
+        partials: file.partials,
+        parameters: file.parameters.clone(),
+    })
+}
+
+/// The op's kind from its entry: the right number of inputs and exactly its attributes.
+fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
+    let finite = |name: &str, v: Option<f32>| match v {
+        Some(v) if v.is_finite() => Ok(v),
+        Some(v) => Err(format!("{name} = {v} must be finite")),
+        None => Err(format!("attribute {name} is missing")),
+    };
+    let arity = |n: usize| {
+        if i.len() == n {
+            Ok(())
+        } else {
+            Err(format!("takes {n} inputs, got {}", i.len()))
+        }
+    };
+    let attrs = [
+        ("batch", e.batch.is_some()),
+        ("heads", e.heads.is_some()),
+        ("causal", e.causal.is_some()),
+        ("scale", e.scale.is_some()),
+        ("epsilon", e.epsilon.is_some()),
+        ("fill", e.fill.is_some()),
+        ("min_count", e.min_count.is_some()),
+    ];
+    let allowed: &[&str] = match e.kind.as_str() {
+        "attention" => &["batch", "heads", "causal", "scale"],
+        "layer_norm" => &["epsilon"],
+        "mask_bias" => &["fill"],
+        "mean_pool" => &["min_count"],
+        k if KINDS.contains(&k) => &[],
+        k => return Err(format!("unknown kind {k:?}; kinds: {}", KINDS.join(", "))),
+    };
+    if let Some((a, _)) = attrs
+        .iter()
+        .find(|(a, given)| *given && !allowed.contains(a))
+    {
+        return Err(format!("attribute {a} does not apply to {}", e.kind));
+    }
+    Ok(match e.kind.as_str() {
+        "matmul" => arity(2).map(|_| OpKind::MatMul { a: i[0], b: i[1] })?,
+        "add_bias" => arity(2).map(|_| OpKind::AddBias {
+            x: i[0],
+            bias: i[1],
+        })?,
+        "gelu_tanh" => arity(1).map(|_| OpKind::GeluTanh { x: i[0] })?,
+        "gelu_erf" => arity(1).map(|_| OpKind::GeluErf { x: i[0] })?,
+        "add" => arity(2).map(|_| OpKind::Add { a: i[0], b: i[1] })?,
+        "layer_norm" => {
+            arity(3)?;
+            let epsilon = finite("epsilon", e.epsilon)?;
+            OpKind::LayerNorm {
+                x: i[0],
+                gamma: i[1],
+                beta: i[2],
+                epsilon,
+            }
+        }
+        "attention" => {
+            if !(i.len() == 3 || i.len() == 4) {
+                return Err(format!(
+                    "takes q, k, v and an optional mask, got {} inputs",
+                    i.len()
+                ));
+            }
+            let positive = |n: &str, v: Option<u32>| {
+                v.filter(|&v| v > 0)
+                    .ok_or(format!("attribute {n} must be a positive integer"))
+            };
+            OpKind::Attention {
+                q: i[0],
+                k: i[1],
+                v: i[2],
+                batch: positive("batch", e.batch)?,
+                heads: positive("heads", e.heads)?,
+                causal: e.causal.ok_or("attribute causal is missing")?,
+                scale: finite("scale", e.scale)?,
+                mask: i.get(3).copied(),
+            }
+        }
+        "embed" => {
+            if i.is_empty() || !i.len().is_multiple_of(2) {
+                return Err(format!(
+                    "takes (table, indices) pairs, got {} inputs",
+                    i.len()
+                ));
+            }
+            OpKind::Embed {
+                lookups: i.chunks(2).map(|p| (p[0], p[1])).collect(),
+            }
+        }
+        "mask_bias" => arity(1)
+            .and(finite("fill", e.fill))
+            .map(|fill| OpKind::MaskBias { mask: i[0], fill })?,
+        _ => {
+            arity(2)?;
+            let min_count = finite("min_count", e.min_count)?;
+            if min_count < 0.0 {
+                return Err("min_count must not be negative".to_string());
+            }
+            OpKind::MeanPool {
+                x: i[0],
+                mask: i[1],
+                min_count,
+            }
+        }
+    })
+}
+
+/// Shapes and dtypes consistent with the op's semantics (`crate::ir::OpKind`'s docs).
+fn check(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
+    let v = |id: ValueId| &values[id.index()];
+    let dims = |id: ValueId| (v(id).rows, v(id).cols);
+    let float = |id: ValueId| {
+        if v(id).dtype == DType::I64 {
+            Err(format!("`{}` must be a float value, not i64", v(id).name))
+        } else {
+            Ok(())
+        }
+    };
+    let want = |id: ValueId, rows: u32, cols: u32| {
+        if dims(id) == (rows, cols) {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{}` is [{}, {}], expected [{rows}, {cols}]",
+                v(id).name,
+                v(id).rows,
+                v(id).cols
+            ))
+        }
+    };
+    if !kind.on_host() {
+        for id in kind.inputs().into_iter().chain([out]) {
+            float(id)?;
+        }
+    }
+    match *kind {
+        OpKind::MatMul { a, b } => {
+            want(b, v(a).cols, v(b).cols)?;
+            want(out, v(a).rows, v(b).cols)
+        }
+        OpKind::AddBias { x, bias } => {
+            want(bias, 1, v(x).cols)?;
+            want(out, v(x).rows, v(x).cols)
+        }
+        OpKind::GeluTanh { x } | OpKind::GeluErf { x } => want(out, v(x).rows, v(x).cols),
+        OpKind::Add { a, b } => {
+            want(b, v(a).rows, v(a).cols)?;
+            want(out, v(a).rows, v(a).cols)
+        }
+        OpKind::LayerNorm {
+            x,
+            gamma,
+            beta,
+            epsilon,
+        } => {
+            if epsilon < 0.0 {
+                return Err("epsilon must not be negative".to_string());
+            }
+            want(gamma, 1, v(x).cols)?;
+            want(beta, 1, v(x).cols)?;
+            want(out, v(x).rows, v(x).cols)
+        }
+        OpKind::Attention {
+            q,
+            k,
+            v: vv,
+            batch,
+            heads,
+            mask,
+            ..
+        } => {
+            let (qr, qc) = dims(q);
+            if qr % batch != 0 || v(k).rows % batch != 0 {
+                return Err(format!(
+                    "the rows of q ({qr}) and k ({}) must be multiples of batch {batch}",
+                    v(k).rows
+                ));
+            }
+            if qc % heads != 0 {
+                return Err(format!("q's {qc} columns do not split into {heads} heads"));
+            }
+            want(k, v(k).rows, qc)?;
+            want(vv, v(k).rows, qc)?;
+            if let Some(m) = mask {
+                want(m, batch, v(k).rows / batch)?;
+            }
+            want(out, qr, qc)
+        }
+        OpKind::Embed { ref lookups } => {
+            let cols = v(out).cols;
+            for &(table, indices) in lookups {
+                float(table)?;
+                want(table, v(table).rows, cols)?;
+                if v(indices).dtype != DType::I64 || v(indices).elements() != u64::from(v(out).rows)
+                {
+                    return Err(format!(
+                        "indices `{}` must be {} i64 values",
+                        v(indices).name,
+                        v(out).rows
+                    ));
+                }
+            }
+            float(out)
+        }
+        OpKind::MaskBias { mask, .. } => {
+            float(out)?;
+            want(out, v(mask).rows, v(mask).cols)
+        }
+        OpKind::MeanPool { x, mask, .. } => {
+            float(x)?;
+            float(out)?;
+            if u64::from(v(x).rows) != v(mask).elements() {
+                return Err(format!(
+                    "x's {} rows are not batch · tokens of the mask [{}, {}]",
+                    v(x).rows,
+                    v(mask).rows,
+                    v(mask).cols
+                ));
+            }
+            want(out, v(mask).rows, v(x).cols)
+        }
+    }
+}
