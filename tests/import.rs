@@ -431,3 +431,101 @@ fn minilm_imports_with_three_layers() {
     let text = ipu_codegen::workload::graph_spec::to_toml(g, "minilm.safetensors");
     GraphSpec::parse(&text, "minilm.toml").unwrap();
 }
+
+/// Relative RMS error of `got` against `want`: `√Σ(got − want)² / √Σ want²`, and the largest absolute
+/// difference.
+fn errors(got: &[f64], want: &[f64]) -> (f64, f64) {
+    let diff: f64 = got.iter().zip(want).map(|(a, b)| (a - b).powi(2)).sum();
+    let norm: f64 = want.iter().map(|b| b * b).sum();
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    ((diff / norm.max(f64::MIN_POSITIVE)).sqrt(), worst)
+}
+
+/// The device's outputs for the imported test encoder, run with the model's own inputs and weights,
+/// against what onnx's reference evaluator (a runtime this project did not write) computed for the
+/// model: relative RMS error at most 1 % on both float outputs. With one weight of the model changed
+/// (the last layer norm's first gamma, plus one), the same comparison fails.
+#[test]
+fn the_device_matches_the_onnx_reference_evaluator_and_a_changed_weight_does_not() {
+    use ipu_codegen::tensors::{Elements, Tensor, npy, safetensors as st};
+    let sb = Sandbox::new();
+    sb.run(&[
+        "import",
+        model("encoder.onnx").to_str().unwrap(),
+        "--shape",
+        "input_ids=1x24",
+        "--shape",
+        "attention_mask=1x24",
+        "-o",
+        sb.path("out/encoder.toml").to_str().unwrap(),
+    ])
+    .assert_ok();
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model("encoder.expected.json")).unwrap())
+            .unwrap();
+    let numbers = |key: &str| -> Vec<f64> {
+        (expected[key].as_array().unwrap().iter())
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    for input in ["input_ids", "attention_mask"] {
+        let ids = numbers(input).iter().map(|&x| x as i64).collect();
+        let tensor = Tensor {
+            shape: vec![1, 24],
+            elements: Elements::I64(ids),
+        };
+        std::fs::write(sb.path(&format!("{input}.npy")), npy::write(&tensor)).unwrap();
+    }
+    let run = |weights: &str, out: &str| {
+        let (ids, mask) = (sb.path("input_ids.npy"), sb.path("attention_mask.npy"));
+        let r = sb.run(&[
+            "run",
+            sb.path("out/encoder.toml").to_str().unwrap(),
+            "--weights",
+            sb.path(weights).to_str().unwrap(),
+            "--input",
+            &format!("input_ids={}", ids.display()),
+            "--input",
+            &format!("attention_mask={}", mask.display()),
+            "--output-dir",
+            sb.path(out).to_str().unwrap(),
+        ]);
+        r.assert_ok();
+        ["last_hidden_state", "sentence_embedding"].map(|name| {
+            let bytes = std::fs::read(sb.path(&format!("{out}/{name}.npy"))).unwrap();
+            let t = npy::read(&bytes).unwrap();
+            let got: Vec<f64> = match t.elements {
+                Elements::F16(x) => x.iter().map(|v| v.to_f64()).collect(),
+                Elements::F32(x) => x.iter().map(|&v| f64::from(v)).collect(),
+                other => panic!("{name}: {}", other.type_name()),
+            };
+            (name, errors(&got, &numbers(name)))
+        })
+    };
+    for (name, (relative, worst)) in run("out/encoder.safetensors", "same") {
+        println!("{name}: relative RMS error {relative:.5}, largest absolute error {worst:.5}");
+        assert!(relative <= 0.01, "{name}: relative RMS error {relative}");
+    }
+
+    // One weight changed: the device runs other weights than the model's.
+    let mut tensors =
+        st::read(&std::fs::read(sb.path("out/encoder.safetensors")).unwrap()).unwrap();
+    let (_, gamma) = tensors
+        .iter_mut()
+        .find(|(n, _)| n == "l1.output.LayerNorm.weight")
+        .expect("the last layer norm's gamma");
+    let Elements::F32(g) = &mut gamma.elements else {
+        panic!("gamma is f32");
+    };
+    g[0] += 1.0;
+    std::fs::write(sb.path("changed.safetensors"), st::write(&tensors).unwrap()).unwrap();
+    let [(name, (relative, _)), _] = run("changed.safetensors", "changed");
+    assert!(
+        relative > 0.01,
+        "{name}: a changed weight gives relative RMS error {relative}"
+    );
+}

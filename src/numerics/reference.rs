@@ -1,0 +1,222 @@
+//! The float64 host reference: the graph evaluated from the host's data, twice.
+//!
+//! Contract: [`reference`] evaluates every operation in float64 (`Reference::data`, what the device's
+//! outputs are compared with), and again with the precision of the device's storage modelled
+//! (`Reference::rounded`): every value a device operation writes rounded to its type, a matmul's
+//! running partial sums rounded to the partials' type after each 16-deep block of the depth (the AMP's
+//! accumulation), an attention's scores rounded to the partials' type, its exponents and
+//! probabilities to f16 (the online softmax's) and the running sums of its weighted values to the
+//! partials' type after every 16 keys. How far `rounded` lies from `data` is what precision
+//! alone moves the result by; the tolerance builds on it ([`super::tolerance`]). Host operations are
+//! evaluated alike in both, their f16 results rounded in `rounded`.
+
+use super::{gelu_erf_f64, gelu_tanh_f64, round_to, saturate};
+use crate::ir::{AttentionShape, DType, Graph, OpKind};
+use rayon::prelude::*;
+
+/// What the float64 host reference computed.
+#[derive(Clone, Debug, Default)]
+pub struct Reference {
+    /// Every value's data in exact (float64) arithmetic, indexed by value id (empty for values never
+    /// computed).
+    pub data: Vec<Vec<f64>>,
+    /// The same with the device's storage precision modelled (module docs).
+    pub rounded: Vec<Vec<f64>>,
+}
+
+/// Evaluates the graph in float64 from the host data of its inputs and weights (f32, indexed by value
+/// id; what it holds for other values is recomputed), exactly and with storage precision modelled.
+pub fn reference(graph: &Graph, host: &[Vec<f32>]) -> Reference {
+    let (data, rounded) = rayon::join(
+        || evaluate(graph, host, None),
+        || evaluate(graph, host, Some(graph.partials)),
+    );
+    Reference { data, rounded }
+}
+
+/// `x` rounded to `dtype` when modelling precision.
+fn store(precision: Option<DType>, dtype: DType, x: f64) -> f64 {
+    match precision {
+        Some(_) if dtype != DType::I64 => f64::from(round_to(dtype, x as f32)),
+        _ => x,
+    }
+}
+
+/// Every value's data; `precision` is the partials' type when the device's precision is modelled.
+fn evaluate(graph: &Graph, host: &[Vec<f32>], precision: Option<DType>) -> Vec<Vec<f64>> {
+    let mut data: Vec<Vec<f64>> = host
+        .iter()
+        .map(|v| v.iter().map(|&x| f64::from(x)).collect())
+        .collect();
+    data.resize(graph.values.len(), Vec::new());
+    for op in &graph.ops {
+        let out = graph.value(op.out);
+        let n = out.cols as usize;
+        let result: Vec<f64> = match op.kind {
+            OpKind::MatMul { a, b } => {
+                let k = graph.value(a).cols as usize;
+                let (av, bv) = (&data[a.index()], &data[b.index()]);
+                av.par_chunks(k)
+                    .flat_map_iter(|arow| {
+                        let mut row = vec![0f64; n];
+                        for (block, chunk) in arow.chunks(16).enumerate() {
+                            let mut sum = vec![0f64; n];
+                            for (i, &x) in chunk.iter().enumerate() {
+                                let kk = block * 16 + i;
+                                for (o, &w) in sum.iter_mut().zip(&bv[kk * n..(kk + 1) * n]) {
+                                    *o += x * w;
+                                }
+                            }
+                            for (o, s) in row.iter_mut().zip(sum) {
+                                *o = match precision {
+                                    Some(p) => f64::from(round_to(p, (*o + s) as f32)),
+                                    None => *o + s,
+                                };
+                            }
+                        }
+                        row
+                    })
+                    .collect()
+            }
+            OpKind::AddBias { x, bias } => {
+                let bv = &data[bias.index()];
+                data[x.index()]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| v + bv[i % n])
+                    .collect()
+            }
+            OpKind::GeluTanh { x } => data[x.index()].iter().map(|&v| gelu_tanh_f64(v)).collect(),
+            OpKind::GeluErf { x } => data[x.index()].iter().map(|&v| gelu_erf_f64(v)).collect(),
+            OpKind::Add { a, b } => data[a.index()]
+                .iter()
+                .zip(&data[b.index()])
+                .map(|(x, y)| x + y)
+                .collect(),
+            OpKind::LayerNorm {
+                x,
+                gamma,
+                beta,
+                epsilon,
+            } => {
+                let (g, b) = (&data[gamma.index()], &data[beta.index()]);
+                data[x.index()]
+                    .chunks(n)
+                    .flat_map(|row| {
+                        let mean = row.iter().sum::<f64>() / n as f64;
+                        let variance =
+                            row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+                        let inverse = 1.0 / (variance + f64::from(epsilon)).sqrt();
+                        row.iter()
+                            .zip(g.iter().zip(b))
+                            .map(move |(v, (g, b))| (v - mean) * inverse * g + b)
+                    })
+                    .collect()
+            }
+            OpKind::Attention {
+                q,
+                k,
+                v,
+                mask,
+                scale,
+                ..
+            } => {
+                let shape = graph.attention_shape(op).expect("an attention has a shape");
+                let mask = mask.map(|m| data[m.index()].as_slice());
+                let operands = [q, k, v].map(|x| data[x.index()].as_slice());
+                attention_f64(&shape, f64::from(scale), mask, operands, precision)
+            }
+            OpKind::Embed { ref lookups } => {
+                let mut out = vec![0f64; out.elements() as usize];
+                for &(table, indices) in lookups {
+                    let table = &data[table.index()];
+                    for (o, &i) in out.chunks_mut(n).zip(&data[indices.index()]) {
+                        let row = &table[i as usize * n..(i as usize + 1) * n];
+                        o.iter_mut().zip(row).for_each(|(o, t)| *o += t);
+                    }
+                }
+                out
+            }
+            OpKind::MaskBias { mask, fill } => data[mask.index()]
+                .iter()
+                .map(|m| saturate(out.dtype, (1.0 - m) * f64::from(fill)))
+                .collect(),
+            OpKind::MeanPool { x, mask, min_count } => {
+                let mask = &data[mask.index()];
+                let tokens = mask.len() / out.rows.max(1) as usize;
+                let mut out = vec![0f64; out.elements() as usize];
+                for (b, o) in out.chunks_mut(n).enumerate() {
+                    let keep = &mask[b * tokens..(b + 1) * tokens];
+                    let rows = data[x.index()][b * tokens * n..(b + 1) * tokens * n].chunks(n);
+                    for (row, m) in rows.zip(keep) {
+                        o.iter_mut().zip(row).for_each(|(o, v)| *o += m * v);
+                    }
+                    let count = keep.iter().sum::<f64>().max(f64::from(min_count));
+                    o.iter_mut().for_each(|o| *o /= count);
+                }
+                out
+            }
+        };
+        data[op.out.index()] = result
+            .into_iter()
+            .map(|x| store(precision, out.dtype, x))
+            .collect();
+    }
+    data
+}
+
+/// Attention in float64: per batch, head and query, `softmax(q · kᵀ · scale + mask) · v` over the
+/// visible keys; with `precision` (the partials' type) the scores rounded to it, and the exponents
+/// (taken from the row's largest logit) and the probabilities to f16.
+fn attention_f64(
+    s: &AttentionShape,
+    scale: f64,
+    mask: Option<&[f64]>,
+    [q, k, v]: [&[f64]; 3],
+    precision: Option<DType>,
+) -> Vec<f64> {
+    let (d, width) = (s.head_dim as usize, (s.heads * s.head_dim) as usize);
+    let rows = (s.batch * s.queries) as usize;
+    let mut out = vec![0f64; rows * width];
+    let half = |x: f64| store(precision, DType::F16, x);
+    out.par_chunks_mut(width).enumerate().for_each(|(row, o)| {
+        let (batch, i) = (row / s.queries as usize, (row % s.queries as usize) as u32);
+        let visible = s.visible_keys(i) as usize;
+        for h in 0..s.heads as usize {
+            let qv = &q[row * width + h * d..row * width + (h + 1) * d];
+            let key = |j: usize| (batch * s.keys as usize + j) * width + h * d;
+            let logits: Vec<f64> = (0..visible)
+                .map(|j| {
+                    let score: f64 = qv
+                        .iter()
+                        .zip(&k[key(j)..key(j) + d])
+                        .map(|(a, b)| a * b)
+                        .sum();
+                    let score = precision.map_or(score, |p| f64::from(round_to(p, score as f32)));
+                    score * scale + mask.map_or(0.0, |m| m[batch * s.keys as usize + j])
+                })
+                .collect();
+            let top = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = logits.iter().map(|x| half(half(x - top).exp())).collect();
+            let total: f64 = weights.iter().sum();
+            // The weighted sum of the values, its running sums rounded after every 16 keys.
+            let mut sum = vec![0f64; d];
+            for (block, chunk) in weights.chunks(16).enumerate() {
+                let mut part = vec![0f64; d];
+                for (i, w) in chunk.iter().enumerate() {
+                    let j = block * 16 + i;
+                    for (p, vv) in part.iter_mut().zip(&v[key(j)..key(j) + d]) {
+                        *p += w * vv;
+                    }
+                }
+                for (s, p) in sum.iter_mut().zip(part) {
+                    *s = precision.map_or(*s + p, |t| f64::from(round_to(t, (*s + p) as f32)));
+                }
+            }
+            for (oo, s) in o[h * d..(h + 1) * d].iter_mut().zip(sum) {
+                *oo = s / total;
+            }
+        }
+    });
+    out
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The independent check of a device run: onnxruntime runs the ONNX model on the same inputs, and each
+float output the device wrote (DIR/<name>.npy, names sanitized as `run --output-dir` does) is compared
+with it: the largest absolute error and the relative RMS error sqrt(sum (d - r)^2) / sqrt(sum r^2).
+
+  onnx_check.py inputs DIR --tokens 128
+      writes DIR/input_ids.npy and DIR/attention_mask.npy: a real sentence in the uncased BERT
+      vocabulary MiniLM uses ([CLS] the quick brown fox jumps over the lazy dog [SEP]), padded with
+      [PAD] (id 0, mask 0) to --tokens.
+  onnx_check.py compare MODEL.onnx INPUTS_DIR OUTPUTS_DIR [--limit 0.01]
+      prints one line per float output and exits 1 when a relative RMS error exceeds --limit.
+"""
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+# bert-base-uncased ids: [CLS] the quick brown fox jumps over the lazy dog [SEP]
+SENTENCE = [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 102]
+
+
+def sanitized(name):
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def inputs(args):
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.tokens < len(SENTENCE):
+        sys.exit(f"--tokens {args.tokens} is shorter than the sentence ({len(SENTENCE)} tokens)")
+    ids = np.zeros((1, args.tokens), dtype=np.int64)
+    ids[0, : len(SENTENCE)] = SENTENCE
+    mask = (ids != 0).astype(np.int64)
+    np.save(out / "input_ids.npy", ids)
+    np.save(out / "attention_mask.npy", mask)
+    print(f"inputs={out} tokens={args.tokens} realTokens={len(SENTENCE)}")
+
+
+def compare(args):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(args.model, providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.load(Path(args.inputs) / f"{i.name}.npy") for i in session.get_inputs()}
+    names = [o.name for o in session.get_outputs()]
+    results = session.run(names, feeds)
+    failed = False
+    compared = 0
+    for name, reference in zip(names, results):
+        path = Path(args.outputs) / f"{sanitized(name)}.npy"
+        if reference.dtype.kind != "f" or not path.exists():
+            continue
+        device = np.load(path).astype(np.float64)
+        reference = reference.astype(np.float64)
+        if device.shape != reference.shape:
+            print(f"onnxruntimeCheck output={name} shape={list(device.shape)} expected={list(reference.shape)} FAIL")
+            failed = True
+            continue
+        diff = device - reference
+        worst = float(np.max(np.abs(diff)))
+        relative = float(np.sqrt(np.sum(diff * diff)) / max(np.sqrt(np.sum(reference * reference)), 1e-300))
+        verdict = "PASS" if relative <= args.limit else "FAIL"
+        failed |= verdict == "FAIL"
+        compared += 1
+        print(
+            f"onnxruntimeCheck output={name} elements={reference.size} maxAbsoluteError={worst:.6f} "
+            f"relativeRmsError={relative:.6f} limit={args.limit} {verdict}"
+        )
+    if compared == 0:
+        print("onnxruntimeCheck: no float output of the model was found in", args.outputs)
+        failed = True
+    sys.exit(1 if failed else 0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("inputs")
+    p.add_argument("dir")
+    p.add_argument("--tokens", type=int, default=128)
+    p.set_defaults(run=inputs)
+    p = sub.add_parser("compare")
+    p.add_argument("model")
+    p.add_argument("inputs")
+    p.add_argument("outputs")
+    p.add_argument("--limit", type=float, default=0.01)
+    p.set_defaults(run=compare)
+    args = parser.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()
