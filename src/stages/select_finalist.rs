@@ -34,6 +34,7 @@ pub use verify::verify;
 use crate::ir::{Graph, Mapping, Mid, Selected};
 use crate::target::Target;
 use builder::build;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,12 +125,19 @@ pub fn select_finalist(
 }
 
 /// The choice among the finalists: every finalist's program under every mapping, the one with the
-/// least modelled cycles kept (the first among equals, in finalist then mapping order).
+/// least modelled cycles kept (the first among equals, in finalist then mapping order). The programs
+/// are built in parallel; the choice is a total order, so it does not depend on which finishes first.
 fn cheapest(graph: &Graph, mid: &Mid, mappings: &[Mapping], target: &Target) -> Option<Selected> {
-    let mut best: Option<Selected> = None;
-    for (f, plan) in mid.finalists.iter().enumerate() {
-        for &mapping in mappings {
-            let s = build(graph, mid, &plan.partitions, f as u32, mapping, target);
+    let candidates: Vec<(usize, u32, Mapping)> = (0..mid.finalists.len())
+        .flat_map(|f| mappings.iter().map(move |&m| (f, m)))
+        .enumerate()
+        .map(|(order, (f, m))| (order, f as u32, m))
+        .collect();
+    candidates
+        .into_par_iter()
+        .map(|(order, f, mapping)| {
+            let plan = &mid.finalists[f as usize];
+            let s = build(graph, mid, &plan.partitions, f, mapping, target);
             tracing::info!(
                 finalist = f,
                 mapping = ?mapping,
@@ -138,13 +146,14 @@ fn cheapest(graph: &Graph, mid: &Mid, mappings: &[Mapping], target: &Target) -> 
                 modelled_exchange_cycles = s.estimate.exchange_cycles,
                 "modelled operator-plan finalist"
             );
-            if best
-                .as_ref()
-                .is_none_or(|b| s.estimate.cycles < b.estimate.cycles)
-            {
-                best = Some(s);
+            (order, s)
+        })
+        .reduce_with(|a, b| {
+            if (b.1.estimate.cycles, b.0) < (a.1.estimate.cycles, a.0) {
+                b
+            } else {
+                a
             }
-        }
-    }
-    best
+        })
+        .map(|(_, s)| s)
 }
