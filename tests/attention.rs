@@ -4,7 +4,7 @@
 mod common;
 use common::{
     SMALL_ATTENTION, SMALL_ATTENTION_ID, SMALL_ATTENTION_SEED, Sandbox, assert_pass,
-    corruption_fails_the_check,
+    corruption_fails_the_check, run_in_process,
 };
 
 #[test]
@@ -119,33 +119,17 @@ fn corrupted_attention_output_fails_the_check() {
 /// the device's output against the reference with one key dropped.
 #[test]
 fn attention_bugs_fail_the_check() {
-    use ipu_codegen::device::{Device, host_data};
-    use ipu_codegen::ir::read_ipuexe;
-    use ipu_codegen::ir::{OpKind, ValueRole};
+    use ipu_codegen::ir::OpKind;
     use ipu_codegen::numerics;
-    let sb = Sandbox::new();
-    sb.run(&["build", SMALL_ATTENTION]).assert_ok();
-    let bytes = std::fs::read(sb.stages().join(SMALL_ATTENTION_ID).join("model.ipuexe")).unwrap();
-    let (_, package) = read_ipuexe(&bytes).unwrap();
-    let host = host_data(&package.graph, 3);
-    let mut device = Device::load(&package).unwrap();
-    device.initialize(&package, &host).unwrap();
-    let (_, output) = device.run(&package, &host).unwrap();
-    let graph = &package.graph;
-    let out = graph
-        .values
-        .iter()
-        .find(|v| v.role == ValueRole::Output)
-        .unwrap()
-        .id;
-    let output = &output[&out];
-    assert!(numerics::check(graph, output, &numerics::reference(graph, &host), out).pass);
+    let run = run_in_process(SMALL_ATTENTION, SMALL_ATTENTION_ID, SMALL_ATTENTION_SEED);
+    let (graph, host, out, output) = (&run.package.graph, &run.host, run.out, &run.output);
+    assert!(numerics::check(output, &numerics::reference(graph, host), out).pass);
 
     let mut causal = graph.clone();
     if let OpKind::Attention { causal: c, .. } = &mut causal.ops[0].kind {
         *c = true;
     }
-    let check = numerics::check(&causal, output, &numerics::reference(&causal, &host), out);
+    let check = numerics::check(output, &numerics::reference(&causal, host), out);
     assert!(
         !check.pass,
         "an unmasked output must fail the causal check: {check:?}"
@@ -153,7 +137,7 @@ fn attention_bugs_fail_the_check() {
 
     // The last key's values made to match the first's: the same as dropping one key and counting
     // another twice, about one part in 45 of every output.
-    let mut shifted = host.clone();
+    let mut shifted = host.to_vec();
     let v = graph.ops[0].kind.clone();
     let OpKind::Attention { v, .. } = v else {
         unreachable!()
@@ -163,7 +147,7 @@ fn attention_bugs_fail_the_check() {
     let (first, last) = (0..cols, (keys - 1) * cols..keys * cols);
     let copy: Vec<_> = shifted[v.index()][first].to_vec();
     shifted[v.index()][last].copy_from_slice(&copy);
-    let check = numerics::check(graph, output, &numerics::reference(graph, &shifted), out);
+    let check = numerics::check(output, &numerics::reference(graph, &shifted), out);
     assert!(!check.pass, "a wrong key must fail: {check:?}");
 }
 

@@ -133,9 +133,9 @@ fn bound_weights_and_inputs_give_the_devices_output_for_that_data() {
         "the written output is the device's"
     );
     // ... within the tolerance of the reference of the changed data, and not of the seeded data's.
-    let check = numerics::check(graph, &written, &numerics::reference(graph, &changed), out);
+    let check = numerics::check(&written, &numerics::reference(graph, &changed), out);
     assert!(check.pass, "{check:?}");
-    let check = numerics::check(graph, &written, &numerics::reference(graph, &seeded), out);
+    let check = numerics::check(&written, &numerics::reference(graph, &seeded), out);
     assert!(
         !check.pass,
         "the seeded reference must not match: {check:?}"

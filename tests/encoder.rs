@@ -2,7 +2,7 @@
 //! output, a changed weight and a dropped mask, and lower_mid refusing what it cannot lay out.
 
 mod common;
-use common::{Sandbox, assert_pass, corruption_fails_the_check, phases};
+use common::{Sandbox, assert_pass, corruption_fails_the_check, phases, run_in_process};
 
 const ENCODER: &str = "bert-encoder-small";
 const ENCODER_ID: &str = "bert-encoder-f16-b1-t24-d64-h2-i128-l2-pf32";
@@ -34,36 +34,19 @@ fn a_corrupted_encoder_output_fails_the_check() {
 /// dropped, must fail; the data the device ran must pass.
 #[test]
 fn the_check_fails_against_a_changed_weight_or_mask() {
-    use ipu_codegen::device::{Device, host_data};
-    use ipu_codegen::ir::{ValueRole, read_ipuexe};
     use ipu_codegen::numerics;
-    let sb = Sandbox::new();
-    sb.run(&["build", ENCODER]).assert_ok();
-    let bytes = std::fs::read(sb.stages().join(ENCODER_ID).join("model.ipuexe")).unwrap();
-    let (_, package) = read_ipuexe(&bytes).unwrap();
-    let graph = &package.graph;
-    let host = host_data(graph, ENCODER_SEED);
-    let mut device = Device::load(&package).unwrap();
-    device.initialize(&package, &host).unwrap();
-    let (_, outputs) = device.run(&package, &host).unwrap();
-    let out = graph
-        .values
-        .iter()
-        .find(|v| v.role == ValueRole::Output)
-        .unwrap()
-        .id;
-    let output = &outputs[&out];
-    let check =
-        |host: &[Vec<f32>]| numerics::check(graph, output, &numerics::reference(graph, host), out);
-    assert!(check(&host).pass, "{:?}", check(&host));
+    let run = run_in_process(ENCODER, ENCODER_ID, ENCODER_SEED);
+    let (graph, host, out, output) = (&run.package.graph, &run.host, run.out, &run.output);
+    let check = |host: &[Vec<f32>]| numerics::check(output, &numerics::reference(graph, host), out);
+    assert!(check(host).pass, "{:?}", check(host));
     let named = |name: &str| graph.values.iter().find(|v| v.name == name).unwrap().id;
 
-    let mut changed = host.clone();
+    let mut changed = host.to_vec();
     let w = named("layer1.intermediate.weight");
     changed[w.index()][5] += 0.5;
     assert!(!check(&changed).pass, "one changed weight must fail");
 
-    let mut unmasked = host.clone();
+    let mut unmasked = host.to_vec();
     let mask = named("mask");
     unmasked[mask.index()].fill(0.0);
     assert!(!check(&unmasked).pass, "a dropped mask must fail");

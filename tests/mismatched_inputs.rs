@@ -2,7 +2,8 @@
 //! instead of indexing past their ends.
 
 mod common;
-use common::pipeline::{default_configs, small};
+use common::pipeline::small;
+use ipu_codegen::driver::PhaseConfigs;
 use ipu_codegen::stages::{emit, place_storage};
 
 #[test]
@@ -10,7 +11,7 @@ fn emit_refuses_schedules_of_another_program() {
     let b = small();
     let mut exchanges = b.exchanges.clone();
     exchanges.phases.pop();
-    let c = default_configs();
+    let c = PhaseConfigs::default();
     let err = emit::emit(
         &b.selected,
         &b.storage,
@@ -34,7 +35,7 @@ fn emit_refuses_a_placement_of_another_program() {
     let b = small();
     let mut placement = b.placement.clone();
     placement.addresses.pop();
-    let c = default_configs();
+    let c = PhaseConfigs::default();
     let err = emit::emit(
         &b.selected,
         &b.storage,
@@ -60,7 +61,7 @@ fn place_storage_refuses_exchange_storage_of_another_program() {
     let b = small();
     let mut storage = b.storage.clone();
     storage.phases.pop();
-    let c = default_configs();
+    let c = PhaseConfigs::default();
     let err = place_storage::place_storage(
         &b.selected,
         &storage,

@@ -212,7 +212,7 @@ pub fn run(
     }
     let checks: Vec<numerics::Check> = outputs
         .iter()
-        .map(|o| numerics::check(graph, &host[o.value.index()], &reference, o.value))
+        .map(|o| numerics::check(&host[o.value.index()], &reference, o.value))
         .collect();
     let check = worst_check(&checks);
     tracing::info!(

@@ -20,11 +20,11 @@ use crate::stages::build_images::{self, BuildImagesConfig, build_images};
 use crate::stages::emit::{self, EmitConfig, emit};
 use crate::stages::lower_exchanges::{self, LowerExchangesConfig, lower_exchanges, pattern_keys};
 use crate::stages::lower_mid::{LowerMidConfig, lower_mid};
-use crate::stages::place_storage::{self, PlaceStorageConfig, place_storage};
+use crate::stages::place_storage::{self, PlaceStorageConfig, PlacementOrder, place_storage};
 use crate::stages::plan_exchange_storage::{
     self, PlanExchangeStorageConfig, plan_exchange_storage,
 };
-use crate::stages::select_finalist::{self, SelectFinalistConfig, select_finalist};
+use crate::stages::select_finalist::{self, MappingChoice, SelectFinalistConfig, select_finalist};
 use crate::store::{self, Artifact, ArtifactKind, ContentHash, Store};
 use crate::target::Target;
 use crate::verify::Verifier;
@@ -45,6 +45,25 @@ pub struct PhaseConfigs {
     pub place_storage: PlaceStorageConfig,
     pub emit: EmitConfig,
     pub build_images: BuildImagesConfig,
+}
+
+impl Default for PhaseConfigs {
+    /// Every phase's config as `ipu-codegen build` passes it without options.
+    fn default() -> PhaseConfigs {
+        PhaseConfigs {
+            lower_mid: LowerMidConfig { finalists: 4 },
+            select_finalist: SelectFinalistConfig {
+                mapping: MappingChoice::Auto,
+            },
+            plan_exchange_storage: PlanExchangeStorageConfig {},
+            lower_exchanges: LowerExchangesConfig {},
+            place_storage: PlaceStorageConfig {
+                order: PlacementOrder::Lifetime,
+            },
+            emit: EmitConfig {},
+            build_images: BuildImagesConfig {},
+        }
+    }
 }
 
 impl PhaseConfigs {

@@ -6,30 +6,9 @@ use super::*;
 use crate::device::{Device, host_data};
 use crate::ir::{Exchanges, Mid, Package, Placement, Selected, ValueRole, read_ipuexe};
 use crate::numerics;
-use crate::stages::build_images::BuildImagesConfig;
-use crate::stages::emit::EmitConfig;
-use crate::stages::lower_exchanges::LowerExchangesConfig;
-use crate::stages::lower_mid::LowerMidConfig;
-use crate::stages::place_storage::{PlaceStorageConfig, PlacementOrder};
-use crate::stages::plan_exchange_storage::PlanExchangeStorageConfig;
-use crate::stages::select_finalist::{MappingChoice, SelectFinalistConfig};
+use crate::stages::place_storage::PlacementOrder;
+use crate::stages::select_finalist::MappingChoice;
 use crate::workload::WorkloadSpec;
-
-fn configs() -> PhaseConfigs {
-    PhaseConfigs {
-        lower_mid: LowerMidConfig { finalists: 4 },
-        select_finalist: SelectFinalistConfig {
-            mapping: MappingChoice::Auto,
-        },
-        plan_exchange_storage: PlanExchangeStorageConfig {},
-        lower_exchanges: LowerExchangesConfig {},
-        place_storage: PlaceStorageConfig {
-            order: PlacementOrder::Lifetime,
-        },
-        emit: EmitConfig {},
-        build_images: BuildImagesConfig {},
-    }
-}
 
 fn phase(name: &str) -> Phase {
     Phase::parse(name).unwrap_or_else(|| panic!("no phase {name}"))
@@ -110,7 +89,7 @@ fn a_table_that_breaks_a_rule_is_caught_at_its_row() {
 
 #[test]
 fn every_phase_has_its_config_in_the_records() {
-    let c = configs();
+    let c = PhaseConfigs::default();
     for p in PIPELINE {
         assert!(
             c.json(p.name()).is_object(),
@@ -128,13 +107,13 @@ fn every_phase_has_its_config_in_the_records() {
 
 #[test]
 fn an_action_key_changes_with_the_config_inputs_schema_and_target_and_nothing_else() {
-    let (c, target) = (configs(), hash("target"));
+    let (c, target) = (PhaseConfigs::default(), hash("target"));
     let spec = phase("lower_mid").spec();
     let inputs = [hash("graph")];
     let key = action_key(spec, &c, &target, &inputs);
 
     // Not otherwise: another phase's config, or the text of the row, leave the key alone.
-    let mut other = configs();
+    let mut other = PhaseConfigs::default();
     other.place_storage.order = PlacementOrder::Size;
     other.select_finalist.mapping = MappingChoice::RowMajor;
     assert_eq!(key, action_key(spec, &other, &target, &inputs));
@@ -144,7 +123,7 @@ fn an_action_key_changes_with_the_config_inputs_schema_and_target_and_nothing_el
     };
     assert_eq!(key, action_key(&reworded, &c, &target, &inputs));
 
-    let mut own = configs();
+    let mut own = PhaseConfigs::default();
     own.lower_mid.finalists = 5;
     assert_ne!(key, action_key(spec, &own, &target, &inputs));
     assert_ne!(key, action_key(spec, &c, &target, &[hash("other graph")]));
@@ -163,7 +142,7 @@ fn an_action_key_changes_with_the_config_inputs_schema_and_target_and_nothing_el
 
 #[test]
 fn an_action_key_follows_the_order_of_the_inputs() {
-    let (c, target) = (configs(), hash("target"));
+    let (c, target) = (PhaseConfigs::default(), hash("target"));
     let spec = phase("select_finalist").spec();
     let (a, b) = (hash("a"), hash("b"));
     assert_ne!(
@@ -244,7 +223,7 @@ impl Small {
             build: "small".to_string(),
             target: Target::preset("mk2-1500").expect("target"),
             graph: self.graph.clone(),
-            configs: configs(),
+            configs: PhaseConfigs::default(),
         }
     }
 }
@@ -396,7 +375,6 @@ fn the_run_figures_follow_from_the_profile() {
         .expect("output")
         .id;
     let check = numerics::check(
-        &package.graph,
         &output[&out],
         &numerics::reference(&package.graph, &host),
         out,

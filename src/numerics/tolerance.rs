@@ -12,10 +12,10 @@
 
 use super::{Reference, unit_roundoff};
 use crate::ids::ValueId;
-use crate::ir::{DType, Graph};
+use crate::ir::DType;
 
 /// The bound on the largest absolute error of the device's `output` (module docs).
-pub fn tolerance(_graph: &Graph, reference: &Reference, output: ValueId) -> f64 {
+pub fn tolerance(reference: &Reference, output: ValueId) -> f64 {
     let exact = &reference.data[output.index()];
     let rounded = &reference.rounded[output.index()];
     let moved = exact

@@ -218,11 +218,6 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
             _ => None,
         }
     };
-    // The index of the operation producing each value (none for inputs and weights).
-    let mut producer = vec![None; graph.values.len()];
-    for (i, op) in graph.ops.iter().enumerate() {
-        producer[op.out.index()] = Some(i);
-    }
     let mut covered: Vec<bool> = graph.ops.iter().map(|op| op.kind.on_host()).collect();
     let mut operators = Vec::new();
     for (index, op) in graph.ops.iter().enumerate() {
@@ -313,7 +308,7 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
         {
             let other = if x == out { y } else { x };
             // The residual must exist before the matmul runs.
-            let earlier = producer[other.index()].is_none_or(|p| p < index);
+            let earlier = graph.producer(other).is_none_or(|p| p.id.index() < index);
             if other != out && earlier {
                 residual = Some(other);
                 covers.push(next.id);

@@ -131,13 +131,19 @@ pub fn assert_pass(sb: &Sandbox, args: &[&str]) -> String {
     r.stdout
 }
 
-/// Builds `workload` (id `id`), runs it on the device in-process, and checks that its output passes
-/// while the same output with one element pushed past the tolerance, or made NaN, fails.
-pub fn corruption_fails_the_check(workload: &str, id: &str, seed: u64) {
+/// A package built in a sandbox and run on the device in-process with the seeded data.
+pub struct InProcess {
+    pub package: ipu_codegen::ir::Package,
+    pub host: Vec<Vec<f32>>,
+    /// The graph's (first) output value and the device's data for it.
+    pub out: ipu_codegen::ids::ValueId,
+    pub output: Vec<f32>,
+}
+
+/// Builds `workload` (id `id`) and runs it on the device in-process with the data of `seed`.
+pub fn run_in_process(workload: &str, id: &str, seed: u64) -> InProcess {
     use ipu_codegen::device::{Device, host_data};
-    use ipu_codegen::ir::ValueRole;
-    use ipu_codegen::ir::read_ipuexe;
-    use ipu_codegen::numerics;
+    use ipu_codegen::ir::{ValueRole, read_ipuexe};
     let sb = Sandbox::new();
     sb.run(&["build", workload]).assert_ok();
     let bytes = std::fs::read(sb.stages().join(id).join("model.ipuexe")).unwrap();
@@ -146,29 +152,44 @@ pub fn corruption_fails_the_check(workload: &str, id: &str, seed: u64) {
     let mut device = Device::load(&package).unwrap();
     device.initialize(&package, &host).unwrap();
     let (_, mut outputs) = device.run(&package, &host).unwrap();
-    let reference = numerics::reference(&package.graph, &host);
-    let out = package
-        .graph
-        .values
-        .iter()
+    let out = (package.graph.values.iter())
         .find(|v| v.role == ValueRole::Output)
         .unwrap()
         .id;
-    let output = outputs.get_mut(&out).unwrap();
-    let check = numerics::check(&package.graph, output, &reference, out);
+    let output = outputs.remove(&out).unwrap();
+    InProcess {
+        package,
+        host,
+        out,
+        output,
+    }
+}
+
+/// Builds `workload` (id `id`), runs it on the device in-process, and checks that its output passes
+/// while the same output with one element pushed past the tolerance, or made NaN, fails.
+pub fn corruption_fails_the_check(workload: &str, id: &str, seed: u64) {
+    use ipu_codegen::numerics;
+    let InProcess {
+        package,
+        host,
+        out,
+        mut output,
+    } = run_in_process(workload, id, seed);
+    let reference = numerics::reference(&package.graph, &host);
+    let check = numerics::check(&output, &reference, out);
     assert!(check.pass, "{check:?}");
 
     // One element off by a little more than the tolerance fails.
     let i = output.len() / 2;
     output[i] = half::f16::from_f64(f64::from(output[i]) + 1.5 * check.tolerance + 0.001).to_f32();
     assert!(
-        !numerics::check(&package.graph, output, &reference, out).pass,
+        !numerics::check(&output, &reference, out).pass,
         "a corrupted element must fail"
     );
     // A NaN fails.
     output[i] = f32::NAN;
     assert!(
-        !numerics::check(&package.graph, output, &reference, out).pass,
+        !numerics::check(&output, &reference, out).pass,
         "a NaN must fail"
     );
 }

@@ -8,13 +8,13 @@ use ipu_codegen::exchange::Schedule;
 use ipu_codegen::ir::{
     ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode,
 };
-use ipu_codegen::stages::build_images::{self, BuildImagesConfig};
-use ipu_codegen::stages::emit::{self, EmitConfig};
-use ipu_codegen::stages::lower_exchanges::{self, LowerExchangesConfig, lower_exchanges};
-use ipu_codegen::stages::lower_mid::{self, LowerMidConfig};
-use ipu_codegen::stages::place_storage::{self, PlaceStorageConfig, PlacementOrder};
-use ipu_codegen::stages::plan_exchange_storage::{self, PlanExchangeStorageConfig};
-use ipu_codegen::stages::select_finalist::{self, MappingChoice, SelectFinalistConfig};
+use ipu_codegen::stages::build_images::{self};
+use ipu_codegen::stages::emit::{self};
+use ipu_codegen::stages::lower_exchanges::{self, lower_exchanges};
+use ipu_codegen::stages::lower_mid::{self};
+use ipu_codegen::stages::place_storage::{self};
+use ipu_codegen::stages::plan_exchange_storage::{self};
+use ipu_codegen::stages::select_finalist::{self};
 use ipu_codegen::target::Target;
 use ipu_codegen::workload::WorkloadSpec;
 use std::collections::BTreeMap;
@@ -36,30 +36,13 @@ pub struct Built {
     pub package: Package,
 }
 
-/// Every phase's config as `ipu-codegen build` passes it without options.
-pub fn default_configs() -> PhaseConfigs {
-    PhaseConfigs {
-        lower_mid: LowerMidConfig { finalists: 4 },
-        select_finalist: SelectFinalistConfig {
-            mapping: MappingChoice::Auto,
-        },
-        plan_exchange_storage: PlanExchangeStorageConfig {},
-        lower_exchanges: LowerExchangesConfig {},
-        place_storage: PlaceStorageConfig {
-            order: PlacementOrder::Lifetime,
-        },
-        emit: EmitConfig {},
-        build_images: BuildImagesConfig {},
-    }
-}
-
 /// Builds preset `workload` through every phase, with no stored schedules to reuse.
 pub fn build(workload: &str) -> Built {
     let text = WorkloadSpec::preset(workload).unwrap_or_else(|| panic!("no preset {workload}"));
     let spec = WorkloadSpec::parse(text, &format!("preset {workload}")).expect("preset parses");
     let graph = spec.import().expect("preset imports");
     let target = Target::preset(TARGET).expect("target preset");
-    let c = default_configs();
+    let c = PhaseConfigs::default();
     let mid = lower_mid::lower_mid(&graph, &target, &c.lower_mid).expect("lower_mid");
     let selected = select_finalist::select_finalist(&graph, &mid, &target, &c.select_finalist)
         .expect("select_finalist");

@@ -170,12 +170,8 @@ impl Builder<'_> {
     /// group's first tile.
     fn attention_homes(&mut self, l: &Layout) {
         let (a, p, s) = (l.a, l.p, &l.shape);
-        let [home_q, home_k, home_v] =
-            [a.q, a.k, a.v].map(|v| self.host_provides(v) && !self.is_held(v));
-        if let Some(m) = a.mask
-            && self.host_provides(m)
-            && !self.is_held(m)
-        {
+        let [home_q, home_k, home_v] = [a.q, a.k, a.v].map(|v| self.needs_home(v));
+        if let Some(m) = a.mask.filter(|&m| self.needs_home(m)) {
             for batch in 0..s.batch {
                 let rect = Rect::new(batch, batch + 1, 0, s.keys);
                 self.home(l.tile(batch * s.heads, 0, 0), m, rect, false);

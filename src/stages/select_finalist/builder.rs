@@ -153,9 +153,10 @@ impl Builder<'_> {
         id
     }
 
-    /// Whether the host supplies `value` (an input or a host operation's result), streamed at `run`.
-    pub(super) fn host_provides(&self, value: ValueId) -> bool {
-        self.graph.host_provides(value)
+    /// Whether `value` needs home pieces: the host supplies it (an input or a host operation's
+    /// result, streamed at `run`) and no buffer holds it yet.
+    pub(super) fn needs_home(&self, value: ValueId) -> bool {
+        self.graph.host_provides(value) && !self.is_held(value)
     }
 
     /// Whether some buffer already holds data of `value` that transfers may read.

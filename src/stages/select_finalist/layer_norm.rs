@@ -20,7 +20,7 @@ impl Builder<'_> {
                 self.home(self.mapping.tile(p, rb, 0, 0), value, whole, false);
             }
         }
-        if self.host_provides(op.x) && !self.is_held(op.x) {
+        if self.needs_home(op.x) {
             for rb in 0..p.row_blocks {
                 let rect = self.row_block(op, p, rb);
                 self.home(self.mapping.tile(p, rb, 0, 0), op.x, rect, false);

@@ -49,7 +49,7 @@ impl Builder<'_> {
                 .collect();
             homes.push((bias, pieces));
         }
-        if self.host_provides(op.a) && !self.is_held(op.a) {
+        if self.needs_home(op.a) {
             let mut pieces = Vec::new();
             for rb in 0..p.row_blocks {
                 let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
@@ -64,10 +64,7 @@ impl Builder<'_> {
             }
             homes.push((op.a, pieces));
         }
-        if let Some(r) = op.residual
-            && self.host_provides(r)
-            && !self.is_held(r)
-        {
+        if let Some(r) = op.residual.filter(|&r| self.needs_home(r)) {
             let mut pieces = Vec::new();
             for rb in 0..p.row_blocks {
                 for cb in 0..p.col_blocks {
