@@ -351,9 +351,7 @@ impl Builder<'_> {
                     [merge_ex, merge_cs],
                 );
                 work.reductions
-                    .entry((state, share))
-                    .or_default()
-                    .push(Destination { tile, buffer: copy });
+                    .send(state, share, Destination { tile, buffer: copy });
                 parts.push(Operand::whole(copy));
             }
             let rows = q.batch * s.queries + q.q0;

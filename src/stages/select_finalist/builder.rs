@@ -21,8 +21,17 @@ use crate::ir::{
 use crate::target::Target;
 use std::collections::BTreeMap;
 
-/// Transfers of a phase being built, grouped by (source buffer, rectangle).
-pub(super) type Groups = BTreeMap<(BufferId, Rect), Vec<Destination>>;
+/// Transfers of a phase being built: (source buffer, rectangle, destination) triples, grouped into
+/// multicast transfers by (source buffer, rectangle) when the phase is appended.
+#[derive(Default)]
+pub(super) struct Groups(Vec<(BufferId, Rect, Destination)>);
+
+impl Groups {
+    /// Sends `rect` of buffer `source` to `destination`.
+    pub(super) fn send(&mut self, source: BufferId, rect: Rect, destination: Destination) {
+        self.0.push((source, rect, destination));
+    }
+}
 
 /// The program under construction.
 pub(super) struct Builder<'a> {
@@ -31,7 +40,7 @@ pub(super) struct Builder<'a> {
     pub(super) mapping: Mapping,
     buffers: Vec<Buffer>,
     /// Buffers holding each value's data that transfers may read, by value.
-    holders: BTreeMap<ValueId, Vec<BufferId>>,
+    holders: BTreeMap<ValueId, Holders>,
     initialize: Vec<HostTransfer>,
     run_inputs: Vec<HostTransfer>,
     run_outputs: Vec<HostTransfer>,
@@ -72,8 +81,8 @@ impl Work {
     pub(super) fn new(split: bool) -> Work {
         Work {
             split,
-            groups: Groups::new(),
-            reductions: Groups::new(),
+            groups: Groups::default(),
+            reductions: Groups::default(),
             vertices: Vec::new(),
             reduce_vertices: Vec::new(),
             outputs: Vec::new(),
@@ -138,7 +147,7 @@ impl Builder<'_> {
             _ => (BufferClass::InputHome, 0),
         };
         let id = self.buffer(tile, value, class, rect, v.dtype, transposed, [0, last]);
-        self.holders.entry(value).or_default().push(id);
+        self.holders.entry(value).or_default().push(rect, id);
         let t = HostTransfer {
             value,
             rect,
@@ -174,14 +183,13 @@ impl Builder<'_> {
         out: &mut Groups,
     ) {
         let tile = self.buffers[dest.index()].tile;
-        for &h in self.holders.get(&value).map(Vec::as_slice).unwrap_or(&[]) {
-            if let Some(piece) = self.buffers[h.index()].rect.intersect(&rect) {
-                out.entry((h, piece))
-                    .or_default()
-                    .push(Destination { tile, buffer: dest });
-                let b = &mut self.buffers[h.index()];
-                b.last_step = b.last_step.max(StepId(step));
-            }
+        let Some(holders) = self.holders.get_mut(&value) else {
+            return;
+        };
+        for (h, piece) in holders.intersecting(rect) {
+            out.send(h, piece, Destination { tile, buffer: dest });
+            let b = &mut self.buffers[h.index()];
+            b.last_step = b.last_step.max(StepId(step));
         }
     }
 
@@ -229,17 +237,19 @@ impl Builder<'_> {
     /// Appends an exchange phase made of `groups` as the next step.
     fn exchange(&mut self, groups: Groups) {
         let id = ExchangeId::from_index(self.exchanges.len());
-        let transfers: Vec<Transfer> = groups
-            .into_iter()
-            .map(|((h, rect), mut destinations)| {
-                destinations.sort_by_key(|d| (d.tile, d.buffer));
+        let mut sends = groups.0;
+        sends.sort_unstable_by_key(|&(h, rect, d)| (h, rect, d.tile, d.buffer));
+        let transfers: Vec<Transfer> = sends
+            .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
+            .map(|group| {
+                let (h, rect, _) = group[0];
                 let src = &self.buffers[h.index()];
                 Transfer {
                     source: src.tile,
                     source_buffer: h,
                     value: src.value,
                     rect,
-                    destinations,
+                    destinations: group.iter().map(|s| s.2).collect(),
                     bytes: rect.rows() * rect.cols() * src.dtype.bytes(),
                 }
             })
@@ -284,7 +294,87 @@ impl Builder<'_> {
                 });
             }
         }
-        self.holders.insert(value, outputs);
+        let mut holders = Holders::default();
+        for o in outputs {
+            holders.push(self.buffers[o.index()].rect, o);
+        }
+        self.holders.insert(value, holders);
+    }
+}
+
+/// The buffers holding one value, with an index by rectangle built when first asked (and again
+/// after a buffer is added): bands of rows, each from one holder's first row to the next, and in
+/// each band the holders overlapping it by first column, with the running maximum of their ends.
+#[derive(Default)]
+struct Holders {
+    held: Vec<(Rect, BufferId)>,
+    index: Option<Vec<Band>>,
+}
+
+struct Band {
+    row0: u32,
+    /// (first column, running maximum of end columns, holder index), by first column.
+    holders: Vec<(u32, u32, usize)>,
+}
+
+impl Holders {
+    fn push(&mut self, rect: Rect, id: BufferId) {
+        self.held.push((rect, id));
+        self.index = None;
+    }
+
+    /// Every holder intersecting `rect`, each once, with the intersection, in the order added.
+    fn intersecting(&mut self, rect: Rect) -> Vec<(BufferId, Rect)> {
+        let held = &self.held;
+        let bands = self.index.get_or_insert_with(|| {
+            let mut starts: Vec<u32> = held.iter().map(|(r, _)| r.row0).collect();
+            starts.sort_unstable();
+            starts.dedup();
+            let mut bands: Vec<Band> = starts
+                .iter()
+                .map(|&row0| Band {
+                    row0,
+                    holders: Vec::new(),
+                })
+                .collect();
+            for (k, (r, _)) in held.iter().enumerate() {
+                let first = starts.partition_point(|&s| s < r.row0);
+                let last = starts.partition_point(|&s| s < r.row1);
+                for band in &mut bands[first..last] {
+                    band.holders.push((r.col0, r.col1, k));
+                }
+            }
+            for band in &mut bands {
+                band.holders.sort_unstable();
+                let mut end = 0;
+                for h in &mut band.holders {
+                    end = end.max(h.1);
+                    h.1 = end;
+                }
+            }
+            bands
+        });
+        // The bands overlapping rect's rows: from the last starting at or before its first row.
+        let first = bands.partition_point(|b| b.row0 <= rect.row0).saturating_sub(1);
+        let mut found: Vec<usize> = Vec::new();
+        for band in bands[first..].iter().take_while(|b| b.row0 < rect.row1) {
+            let from = band.holders.partition_point(|h| h.1 <= rect.col0);
+            found.extend(
+                band.holders[from..]
+                    .iter()
+                    .take_while(|h| h.0 < rect.col1)
+                    .map(|h| h.2),
+            );
+        }
+        found.sort_unstable();
+        found.dedup();
+        found
+            .into_iter()
+            .filter_map(|k| {
+                let (r, id) = held[k];
+                r.intersect(&rect).map(|piece| (id, piece))
+            })
+            .collect()
     }
 }
 

@@ -231,9 +231,7 @@ impl Builder<'_> {
                     [steps.reduce_exchange, steps.reduce],
                 );
                 work.reductions
-                    .entry((partials, share))
-                    .or_default()
-                    .push(Destination { tile, buffer: copy });
+                    .send(partials, share, Destination { tile, buffer: copy });
                 parts.push(Operand::whole(copy));
             }
             let residual = op.residual.map(|r| {
