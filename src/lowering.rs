@@ -13,7 +13,7 @@ use crate::ids::{BufferId, ExchangeId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Operand, Selected, Step};
 use crate::isa::{Instr, PLACEHOLDER_ADDRESS, Placed, Receive, Run, Send, TileProgram};
 use crate::target::Target;
-use std::collections::BTreeMap;
+use rayon::prelude::*;
 
 /// Exchange storage and schedules that do not belong to the program they are lowered with.
 #[derive(Debug, thiserror::Error)]
@@ -50,21 +50,21 @@ pub struct BoundTransfer {
     pub destinations: Vec<(TileId, Run)>,
 }
 
-/// The exchange code of one phase: for every tile taking part, an `Exchange` marker then its sends and
-/// receives in cycle order, from the schedule's pieces.
+/// The exchange code of one phase: for every tile taking part, in tile order, an `Exchange` marker then
+/// its sends and receives in cycle order, from the schedule's pieces.
 pub fn exchange_programs(
     phase: ExchangeId,
     schedule: &Schedule,
     transfers: &[BoundTransfer],
     target: &Target,
-) -> BTreeMap<TileId, Vec<Instr>> {
-    let mut per_tile: BTreeMap<TileId, Vec<(u32, Instr)>> = BTreeMap::new();
+) -> Vec<(TileId, Vec<Instr>)> {
+    let mut per_tile: Vec<Vec<(u32, Instr)>> = vec![Vec::new(); target.tiles as usize];
     let word = target.exchange_bytes_per_cycle;
     for piece in &schedule.pieces {
         let t = &transfers[piece.transfer as usize];
         let (start, skip) = (piece.start, piece.word * word);
         let bytes = (piece.words * word).min(t.bytes - skip);
-        per_tile.entry(t.source).or_default().push((
+        per_tile[t.source.index()].push((
             start,
             Instr::Send(Send {
                 start,
@@ -80,7 +80,7 @@ pub fn exchange_programs(
         };
         for &(tile, run) in &t.destinations[served] {
             let switch = start + target.exchange_transit_cycles - target.mux_switch_cycles;
-            per_tile.entry(tile).or_default().push((
+            per_tile[tile.index()].push((
                 switch,
                 Instr::Receive(Receive {
                     switch,
@@ -96,6 +96,8 @@ pub fn exchange_programs(
     }
     per_tile
         .into_iter()
+        .enumerate()
+        .filter(|(_, list)| !list.is_empty())
         .map(|(tile, mut list)| {
             list.sort_by_key(|(cycle, i)| (*cycle, matches!(i, Instr::Receive(_))));
             let program = std::iter::once(Instr::Exchange {
@@ -104,7 +106,7 @@ pub fn exchange_programs(
             })
             .chain(list.into_iter().map(|(_, i)| i))
             .collect();
-            (tile, program)
+            (TileId::from_index(tile), program)
         })
         .collect()
 }
@@ -116,7 +118,7 @@ pub fn tile_programs(
     storage: &ExchangeStorage,
     exchanges: &Exchanges,
     target: &Target,
-    address: &dyn Fn(BufferId) -> u32,
+    address: &(dyn Fn(BufferId) -> u32 + Sync),
 ) -> Result<Vec<TileProgram>, Mismatch> {
     let (program, storage_phases, schedules) = (
         sel.exchanges.len(),
@@ -130,7 +132,6 @@ pub fn tile_programs(
             schedules,
         });
     }
-    let mut instrs: Vec<Vec<Instr>> = vec![Vec::new(); target.tiles as usize];
     // A placeholder base stays a placeholder, so sized code is never shorter than real code.
     let place = |run: &Run, base: u32| {
         if base == PLACEHOLDER_ADDRESS {
@@ -142,8 +143,11 @@ pub fn tile_programs(
             run.shifted(base)
         }
     };
-    for step in &sel.steps {
-        match step {
+    // Each superstep's instructions by tile, lowered in parallel, then appended in step order.
+    let steps: Vec<Vec<(TileId, Vec<Instr>)>> = sel
+        .steps
+        .par_iter()
+        .map(|step| match step {
             Step::Exchange(id) => {
                 let ex = &sel.exchanges[id.index()];
                 let ps = &storage.phases[id.index()];
@@ -164,16 +168,22 @@ pub fn tile_programs(
                             .collect(),
                     })
                     .collect();
-                for (tile, list) in exchange_programs(*id, sched, &bound, target) {
-                    instrs[tile.index()].extend(list);
-                }
+                exchange_programs(*id, sched, &bound, target)
             }
-            Step::Compute(c) => {
-                for v in &sel.compute_sets[*c as usize].vertices {
+            Step::Compute(c) => sel.compute_sets[*c as usize]
+                .vertices
+                .iter()
+                .map(|v| {
                     let vertex = v.kind.map(|o| placed(sel, o, address(o.buffer)));
-                    instrs[v.tile.index()].push(Instr::Vertex(vertex));
-                }
-            }
+                    (v.tile, vec![Instr::Vertex(vertex)])
+                })
+                .collect(),
+        })
+        .collect();
+    let mut instrs: Vec<Vec<Instr>> = vec![Vec::new(); target.tiles as usize];
+    for step in steps {
+        for (tile, list) in step {
+            instrs[tile.index()].extend(list);
         }
         for program in &mut instrs {
             program.push(Instr::Sync);

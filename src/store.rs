@@ -182,6 +182,29 @@ pub struct Store {
     root: PathBuf,
 }
 
+/// Bytes with their content hash, hashed once: what [`Store::put_object`] writes, shareable between
+/// threads.
+#[derive(Clone)]
+pub struct Object {
+    hash: ContentHash,
+    bytes: std::sync::Arc<Vec<u8>>,
+}
+
+impl Object {
+    pub fn new(bytes: Vec<u8>) -> Object {
+        Object {
+            hash: ContentHash::of(&bytes),
+            bytes: std::sync::Arc::new(bytes),
+        }
+    }
+    pub fn hash(&self) -> ContentHash {
+        self.hash
+    }
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 /// Marks a store file as used now, so `gc --max-age-days` keeps what builds still use.
 fn touch(path: &Path) {
     if let Ok(f) = fs::File::options().write(true).open(path) {
@@ -264,14 +287,25 @@ impl Store {
     /// Stores bytes under their content hash (no-op when present and intact).
     pub fn put(&self, bytes: &[u8]) -> Result<ContentHash, StoreError> {
         let hash = ContentHash::of(bytes);
-        let path = self.object_path(&hash);
+        self.put_hashed(&hash, bytes)?;
+        Ok(hash)
+    }
+
+    /// Stores an object under its hash (no-op when present and intact).
+    pub fn put_object(&self, object: &Object) -> Result<(), StoreError> {
+        self.put_hashed(&object.hash, &object.bytes)
+    }
+
+    /// `bytes` under `hash`, which is theirs.
+    fn put_hashed(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.object_path(hash);
         let intact = fs::read(&path)
-            .map(|b| ContentHash::of(&b) == hash)
+            .map(|b| ContentHash::of(&b) == *hash)
             .unwrap_or(false);
         if !intact {
             self.write_atomic(&path, bytes)?;
         }
-        Ok(hash)
+        Ok(())
     }
 
     /// Reads an object, re-hashing it. A damaged object is evicted and reads as `None`.

@@ -8,7 +8,8 @@
 //!   build ([`record_continues`]); otherwise the build stops and says which phase to build to first.
 //! - Every phase that runs or hits the cache gets a stage record (`stages/<build>/<phase>.json`),
 //!   rewritten only when its output or key changes; the package's phase also writes `model.ipuexe`,
-//!   rewritten only when its bytes change. Writes go through a temp file and a rename.
+//!   rewritten only when its bytes change. Writes go through a temp file and a rename, on a background
+//!   thread in the order a synchronous build would make them ([`writer`]).
 //! - Debug builds run each fresh output's verifier.
 //! - Nothing here prints: results are values and strings; progress goes out as tracing events.
 
@@ -17,6 +18,7 @@ mod phases;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod writer;
 
 pub use artifact::{Decoded, Output, PhaseError};
 pub use phases::{
@@ -24,9 +26,10 @@ pub use phases::{
     PhaseArtifacts, PhaseConfigs, PhaseSpec, SELECTED, TILE_CODE, check_table,
 };
 pub use summary::{RunFigures, output_check_line, verdict, worst_check};
+use writer::{Write, Writer};
 
-use crate::ir::{Graph, write_ipuexe};
-use crate::store::{self, Artifact, ArtifactKind, ContentHash, Store, StoreError};
+use crate::ir::Graph;
+use crate::store::{self, Artifact, ArtifactKind, ContentHash, Object, Store, StoreError};
 use crate::target::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -250,11 +253,27 @@ impl Build<'_> {
         ContentHash::of(&rmp_serde::to_vec(&self.target).expect("targets serialise"))
     }
 
-    /// Runs phases `from..=to` of the pipeline.
+    /// Runs phases `from..=to` of the pipeline. Its writes go to the disk in the background
+    /// ([`writer`]) and have all landed when this returns.
     pub fn run(&self, from: Phase, to: Phase) -> Result<BuildOutcome, BuildError> {
         if from > to {
             return Err(BuildError::Order { from, to });
         }
+        std::thread::scope(|scope| {
+            let writer = Writer::spawn(scope, self.store);
+            let outcome = self.run_phases(from, to, &writer);
+            let written = writer.finish();
+            let outcome = outcome?;
+            written.map(|()| outcome)
+        })
+    }
+
+    fn run_phases(
+        &self,
+        from: Phase,
+        to: Phase,
+        writer: &Writer,
+    ) -> Result<BuildOutcome, BuildError> {
         let span = tracing::info_span!(
             target: LOG_TARGET,
             "ipu_codegen.package.build",
@@ -265,13 +284,15 @@ impl Build<'_> {
         let target_hash = self.target_hash();
         let mut outputs = BTreeMap::new();
         let decoded = Decoded::default();
-        let graph_hash = self.store.put(&store::encode(&self.graph))?;
+        let graph = Object::new(store::encode(&self.graph));
+        let graph_hash = graph.hash();
+        writer.push(Write::Object(graph));
         decoded.insert(graph_hash, Rc::new(self.graph.clone()));
         outputs.insert(GRAPH, graph_hash);
         let mut ran = Vec::new();
         let mut package_path = None;
         for phase in PIPELINE {
-            if phase > to {
+            if phase > to || writer.failed() {
                 break;
             }
             if phase < from {
@@ -298,13 +319,15 @@ impl Build<'_> {
                 Some(out) if self.store.get(&out)?.is_some() => Some(out),
                 _ => None,
             };
-            let output = match cached {
-                Some(out) => out,
+            let (output, fresh) = match cached {
+                Some(out) => (out, None),
                 None => {
-                    let out = self.run_phase(phase, &outputs, &decoded)?;
-                    self.store.record(&key, &out)?;
+                    let object = self.run_phase(phase, &outputs, &decoded)?;
+                    let output = object.hash();
+                    writer.push(Write::Object(object.clone()));
+                    writer.push(Write::Action { key, output });
                     ran.push(phase);
-                    out
+                    (output, Some(object))
                 }
             };
             outputs.insert(phase.output(), output);
@@ -344,11 +367,26 @@ impl Build<'_> {
                     elapsed_ms,
                     headline,
                 };
-                let json = serde_json::to_vec_pretty(&record).expect("records serialise");
-                write_if_changed(&self.record_path(phase), &json)?;
+                let bytes = serde_json::to_vec_pretty(&record).expect("records serialise");
+                let path = self.record_path(phase);
+                writer.push(Write::Record { path, bytes });
             }
             if spec.output == PACKAGE {
-                package_path = Some(self.write_package(&output)?);
+                let body = match fresh {
+                    Some(object) => object,
+                    None => Object::new(
+                        self.store
+                            .get(&output)?
+                            .ok_or(BuildError::PackageVanished)?,
+                    ),
+                };
+                let path = self.dir().join("model.ipuexe");
+                writer.push(Write::Package {
+                    path: path.clone(),
+                    body,
+                    tiles: self.target.tiles,
+                });
+                package_path = Some(path);
             }
         }
         Ok(BuildOutcome {
@@ -407,13 +445,13 @@ impl Build<'_> {
         }
     }
 
-    /// Runs a phase's body and stores its output; returns the output's content hash.
+    /// Runs a phase's body; its output as an object to store, its value kept in `decoded`.
     fn run_phase(
         &self,
         phase: Phase,
         outputs: &BTreeMap<ArtifactKind, ContentHash>,
         decoded: &Decoded,
-    ) -> Result<ContentHash, BuildError> {
+    ) -> Result<Object, BuildError> {
         let spec = phase.spec();
         let out = (spec.run)(
             &self.view(phase, outputs, decoded),
@@ -427,9 +465,9 @@ impl Build<'_> {
                 found: out.kind(),
             });
         }
-        let hash = self.store.put(&out.bytes)?;
-        decoded.insert(hash, out.value);
-        Ok(hash)
+        let object = Object::new(out.bytes);
+        decoded.insert(object.hash(), out.value);
+        Ok(object)
     }
 
     /// Runs a phase's verifier on its output in `outputs`.
@@ -449,16 +487,6 @@ impl Build<'_> {
                 errors: errors.join("\n"),
             })
         }
-    }
-
-    /// Writes `model.ipuexe` from the package object `hash`, unless it holds those bytes already.
-    fn write_package(&self, hash: &ContentHash) -> Result<PathBuf, BuildError> {
-        let body = self.store.get(hash)?.ok_or(BuildError::PackageVanished)?;
-        let path = self.dir().join("model.ipuexe");
-        if write_if_changed(&path, &write_ipuexe(&body))? {
-            tracing::info!(target: LOG_TARGET, tiles = self.target.tiles, path = %path.display(), "application package written");
-        }
-        Ok(path)
     }
 
     /// An artifact of this build, by the outputs a run returned.

@@ -405,3 +405,22 @@ fn the_run_figures_follow_from_the_profile() {
     assert_eq!(idle.active_tiles, 0);
     assert!((idle.efficiency_percent * 2.0 - f.efficiency_percent).abs() < 1e-9);
 }
+
+#[test]
+fn a_failed_background_write_fails_the_build_and_stops_the_writes_after_it() {
+    let small = Small::new();
+    let b = small.build();
+    // A file where the build's stage folder goes: the first stage record cannot be written.
+    std::fs::create_dir_all(&small.stages).expect("stages");
+    std::fs::write(b.dir(), b"not a folder").expect("blocker");
+    let error = b.run(PIPELINE[0], last()).err().expect("the record write fails");
+    assert!(
+        matches!(error, BuildError::CreateDir { .. } | BuildError::Write { .. }),
+        "{error}"
+    );
+    // What was queued before the failed record landed (the graph, lower_mid's output and its action
+    // entry); select_finalist's output, queued after it, never did.
+    let kinds: Vec<String> = small.store.list().into_iter().map(|(_, _, kind)| kind).collect();
+    assert!(kinds.iter().any(|k| k.starts_with("mid ")), "{kinds:?}");
+    assert!(!kinds.iter().any(|k| k.starts_with("selected ")), "{kinds:?}");
+}
