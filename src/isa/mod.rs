@@ -3,13 +3,14 @@
 //! supersteps separated by `Sync`; every tile has the same number of syncs. Compute vertices are
 //! [`Instr::Vertex`], their kinds defined once in [`vertex`] for the program and tile code alike.
 //!
-//! Encoding: MessagePack of [`TileProgram`]. Integers encode by magnitude, so a program built with every
-//! address at `u32::MAX` ([`PLACEHOLDER_ADDRESS`]) is at least as long as the real one: `place_storage`
-//! reserves code space from that. This module depends on no phase and not on the device.
+//! Encoding: the binary form in [`encoding`], in which a program built with every address at `u32::MAX`
+//! ([`PLACEHOLDER_ADDRESS`]) is at least as long as the real one: `place_storage` reserves code space
+//! from that. This module depends on no phase and not on the device.
 
 use crate::ids::{ExchangeId, TileId};
 use serde::{Deserialize, Serialize};
 
+pub mod encoding;
 pub mod vertex;
 pub use vertex::*;
 
@@ -141,19 +142,34 @@ impl std::fmt::Display for Instr {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A tile's program. Artifacts store it in its binary form ([`encoding`]), as bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TileProgram {
     pub tile: TileId,
     pub instrs: Vec<Instr>,
 }
 
+impl Serialize for TileProgram {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.encode())
+    }
+}
+
+impl<'de> Deserialize<'de> for TileProgram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TileProgram, D::Error> {
+        let bytes = serde_bytes::ByteBuf::deserialize(d)?;
+        TileProgram::decode(&bytes).map_err(serde::de::Error::custom)
+    }
+}
+
 impl TileProgram {
+    /// The binary form ([`encoding`]).
     pub fn encode(&self) -> Vec<u8> {
-        rmp_serde::to_vec(self).expect("tile programs serialise")
+        encoding::encode(self)
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<TileProgram, rmp_serde::decode::Error> {
-        rmp_serde::from_slice(bytes)
+    pub fn decode(bytes: &[u8]) -> Result<TileProgram, encoding::DecodeError> {
+        encoding::decode(bytes)
     }
 
     pub fn syncs(&self) -> usize {

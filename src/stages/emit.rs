@@ -12,10 +12,11 @@ use crate::exchange::Overheads;
 use crate::exchange::check::check;
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Placement, Selected, Step, TileCode};
-use crate::isa::{HostProgram, HostTransfer, Instr, Receive, Send};
+use crate::isa::{HostProgram, HostTransfer, Instr, Receive, Send, TileProgram};
 use crate::lowering::tile_programs;
 use crate::target::Target;
 use crate::verify::Verifier;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -118,10 +119,6 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             target.tiles
         )
     });
-    // (phase, sender, cycle) -> ((skip, bytes), receivers).
-    type Sends = BTreeMap<(u32, TileId, u32), ((u32, u32), usize)>;
-    let mut sends: Sends = BTreeMap::new();
-    let mut receives = Vec::new();
     // (superstep, tile) -> the kinds of its vertices, in order: what the program asks, what the code has.
     type Vertices = BTreeMap<(usize, TileId), Vec<&'static str>>;
     let mut expected: Vertices = BTreeMap::new();
@@ -135,84 +132,19 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             }
         }
     }
+    // Every tile's program checked on its own, in parallel; the results joined in tile order.
+    let scans: Vec<TileScan> = code
+        .tiles
+        .par_iter()
+        .map(|p| scan(p, sel.steps.len(), target))
+        .collect();
     let mut emitted: Vertices = BTreeMap::new();
-    let in_memory = |a: u32, len: u32| {
-        a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end)
-    };
-    for p in &code.tiles {
-        v.check(p.syncs() == sel.steps.len(), || {
-            format!(
-                "{}: {} syncs for {} supersteps",
-                p.tile,
-                p.syncs(),
-                sel.steps.len()
-            )
-        });
-        let (mut phase, mut step) = (None, 0);
-        for i in &p.instrs {
-            match i {
-                Instr::Exchange { phase: id, .. } => phase = Some(id.0),
-                Instr::Send(Send {
-                    start,
-                    skip,
-                    bytes,
-                    run,
-                    ..
-                }) => {
-                    v.check(in_memory(run.offset, run.end() - run.offset), || {
-                        format!("{}: send run {run:?} outside memory", p.tile)
-                    });
-                    v.check(phase.is_some(), || {
-                        format!(
-                            "{} step{step}: send at cycle {start} outside an exchange phase",
-                            p.tile
-                        )
-                    });
-                    sends.insert(
-                        (phase.unwrap_or(u32::MAX), p.tile, *start),
-                        ((*skip, *bytes), 0),
-                    );
-                }
-                Instr::Receive(Receive {
-                    from,
-                    sent,
-                    skip,
-                    bytes,
-                    run,
-                    ..
-                }) => {
-                    v.check(in_memory(run.offset, run.end() - run.offset), || {
-                        format!("{}: receive run {run:?} outside memory", p.tile)
-                    });
-                    receives.push((
-                        phase.unwrap_or(u32::MAX),
-                        p.tile,
-                        *from,
-                        *sent,
-                        (*skip, *bytes),
-                    ));
-                }
-                Instr::Vertex(vertex) => {
-                    emitted
-                        .entry((step, p.tile))
-                        .or_default()
-                        .push(vertex.name());
-                    for u in vertex.operands() {
-                        let len = u.rows * u.operand.stride;
-                        v.check(in_memory(u.operand.address, len), || {
-                            format!(
-                                "{}: {} operand {} at {:#x}+{len} outside memory",
-                                p.tile,
-                                vertex.name(),
-                                u.role,
-                                u.operand.address
-                            )
-                        });
-                    }
-                }
-                Instr::Sync => (phase, step) = (None, step + 1),
-            }
-        }
+    let (mut sends, mut receives) = (Vec::new(), Vec::new());
+    for scan in scans {
+        v.append(scan.problems);
+        emitted.extend(scan.vertices);
+        sends.extend(scan.sends);
+        receives.extend(scan.receives);
     }
     for key in expected
         .keys()
@@ -230,16 +162,142 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             )
         });
     }
-    for (phase, tile, from, sent, bytes) in receives {
-        match sends.get_mut(&(phase, from, sent)) {
-            Some((b, n)) if *b == bytes => *n += 1,
-            _ => v.error(format!("ex{phase} {tile}: receives bytes {}..{} from {from} sent at cycle {sent}, which sends no such thing", bytes.0, bytes.0 + bytes.1)),
+    // Each receive against the send it names: both sorted by (phase, sender, cycle).
+    sends.par_sort_unstable();
+    receives.par_sort_unstable();
+    let mut received = vec![false; sends.len()];
+    for r in &receives {
+        let at = sends.partition_point(|s| (s.phase, s.tile, s.start) < (r.phase, r.from, r.sent));
+        match sends.get(at) {
+            Some(s) if (s.phase, s.tile, s.start, s.bytes) == (r.phase, r.from, r.sent, r.bytes) => {
+                received[at] = true;
+            }
+            _ => v.error(format!(
+                "ex{} {}: receives bytes {}..{} from {} sent at cycle {}, which sends no such thing",
+                r.phase,
+                r.tile,
+                r.bytes.0,
+                r.bytes.0 + r.bytes.1,
+                r.from,
+                r.sent
+            )),
         }
     }
-    for ((phase, tile, start), (_, n)) in sends {
-        v.check(n > 0, || {
-            format!("ex{phase} {tile}: send at cycle {start} has no receiver")
+    for (s, received) in sends.iter().zip(received) {
+        v.check(received, || {
+            format!("ex{} {}: send at cycle {} has no receiver", s.phase, s.tile, s.start)
         });
     }
     v.finish()
+}
+
+/// A send as a receive names it: phase, sender, cycle, then (skip, bytes).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SendKey {
+    phase: u32,
+    tile: TileId,
+    start: u32,
+    bytes: (u32, u32),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct ReceiveKey {
+    phase: u32,
+    from: TileId,
+    sent: u32,
+    bytes: (u32, u32),
+    tile: TileId,
+}
+
+/// What one tile's program holds for the cross-tile checks, and its own problems.
+struct TileScan {
+    problems: Verifier,
+    vertices: Vec<((usize, TileId), Vec<&'static str>)>,
+    sends: Vec<SendKey>,
+    receives: Vec<ReceiveKey>,
+}
+
+fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
+    let mut v = Verifier::default();
+    let in_memory = |a: u32, len: u32| {
+        a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end)
+    };
+    v.check(p.syncs() == steps, || {
+        format!("{}: {} syncs for {} supersteps", p.tile, p.syncs(), steps)
+    });
+    let (mut sends, mut receives) = (Vec::new(), Vec::new());
+    let mut vertices: Vec<((usize, TileId), Vec<&'static str>)> = Vec::new();
+    let (mut phase, mut step) = (None, 0);
+    for i in &p.instrs {
+        match i {
+            Instr::Exchange { phase: id, .. } => phase = Some(id.0),
+            Instr::Send(Send {
+                start,
+                skip,
+                bytes,
+                run,
+                ..
+            }) => {
+                v.check(in_memory(run.offset, run.end() - run.offset), || {
+                    format!("{}: send run {run:?} outside memory", p.tile)
+                });
+                v.check(phase.is_some(), || {
+                    format!(
+                        "{} step{step}: send at cycle {start} outside an exchange phase",
+                        p.tile
+                    )
+                });
+                sends.push(SendKey {
+                    phase: phase.unwrap_or(u32::MAX),
+                    tile: p.tile,
+                    start: *start,
+                    bytes: (*skip, *bytes),
+                });
+            }
+            Instr::Receive(Receive {
+                from,
+                sent,
+                skip,
+                bytes,
+                run,
+                ..
+            }) => {
+                v.check(in_memory(run.offset, run.end() - run.offset), || {
+                    format!("{}: receive run {run:?} outside memory", p.tile)
+                });
+                receives.push(ReceiveKey {
+                    phase: phase.unwrap_or(u32::MAX),
+                    from: *from,
+                    sent: *sent,
+                    bytes: (*skip, *bytes),
+                    tile: p.tile,
+                });
+            }
+            Instr::Vertex(vertex) => {
+                match vertices.last_mut() {
+                    Some((key, names)) if *key == (step, p.tile) => names.push(vertex.name()),
+                    _ => vertices.push(((step, p.tile), vec![vertex.name()])),
+                }
+                for u in vertex.operands() {
+                    let len = u.rows * u.operand.stride;
+                    v.check(in_memory(u.operand.address, len), || {
+                        format!(
+                            "{}: {} operand {} at {:#x}+{len} outside memory",
+                            p.tile,
+                            vertex.name(),
+                            u.role,
+                            u.operand.address
+                        )
+                    });
+                }
+            }
+            Instr::Sync => (phase, step) = (None, step + 1),
+        }
+    }
+    TileScan {
+        problems: v,
+        vertices,
+        sends,
+        receives,
+    }
 }

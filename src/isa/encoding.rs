@@ -1,0 +1,303 @@
+//! The binary form of a tile program: what `build_images` writes into tile memory and the device
+//! decodes from it, and how `tile_code` stores its programs.
+//!
+//! A program is its tile, then its instructions to the end of the bytes. Integers are LEB128 (7 bits a
+//! byte, low first, at most 5 bytes for a `u32`) except tile addresses (a [`Run`]'s offset), which are
+//! 4 bytes little-endian: a program whose addresses are all [`super::PLACEHOLDER_ADDRESS`] encodes to
+//! exactly the length of the same program placed, and `place_storage` reserves code space from that
+//! (a vertex's operands are MessagePack, where a placeholder is never shorter than an address).
+//!
+//! | opcode | instruction | fields |
+//! |---|---|---|
+//! | 0 | `Sync` | |
+//! | 1 | `Exchange` | phase, horizon |
+//! | 2, 3 | `Send`, wide `Send` | start, skip, bytes, run |
+//! | 4, 5 | `Receive`, wide `Receive` | switch, from, sent, skip, bytes, run |
+//! | 6 | `Vertex` | length, then that many bytes of MessagePack [`VertexKind`] |
+//!
+//! A run is offset (4 bytes), bytes, count, stride. Decoding never panics: truncated bytes, an unknown
+//! opcode, an integer past `u32` or an undecodable vertex is an error naming the byte where it starts.
+
+use super::{Instr, Placed, Receive, Run, Send, TileProgram, VertexKind};
+use crate::ids::{ExchangeId, TileId};
+
+const SYNC: u8 = 0;
+const EXCHANGE: u8 = 1;
+const SEND: u8 = 2;
+const SEND_WIDE: u8 = 3;
+const RECEIVE: u8 = 4;
+const RECEIVE_WIDE: u8 = 5;
+const VERTEX: u8 = 6;
+
+/// Bytes that are not a tile program, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("at byte {at}: {what}")]
+pub struct DecodeError {
+    pub at: usize,
+    pub what: String,
+}
+
+pub fn encode(program: &TileProgram) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 * program.instrs.len() + 8);
+    varint(&mut out, program.tile.0);
+    for instr in &program.instrs {
+        match instr {
+            Instr::Sync => out.push(SYNC),
+            Instr::Exchange { phase, horizon } => {
+                out.push(EXCHANGE);
+                varint(&mut out, phase.0);
+                varint(&mut out, *horizon);
+            }
+            Instr::Send(s) => {
+                out.push(if s.wide { SEND_WIDE } else { SEND });
+                for field in [s.start, s.skip, s.bytes] {
+                    varint(&mut out, field);
+                }
+                run(&mut out, &s.run);
+            }
+            Instr::Receive(r) => {
+                out.push(if r.wide { RECEIVE_WIDE } else { RECEIVE });
+                for field in [r.switch, r.from.0, r.sent, r.skip, r.bytes] {
+                    varint(&mut out, field);
+                }
+                run(&mut out, &r.run);
+            }
+            Instr::Vertex(v) => {
+                out.push(VERTEX);
+                let body = rmp_serde::to_vec(v).expect("vertices serialise");
+                varint(&mut out, body.len() as u32);
+                out.extend_from_slice(&body);
+            }
+        }
+    }
+    out
+}
+
+pub fn decode(bytes: &[u8]) -> Result<TileProgram, DecodeError> {
+    let mut r = Reader { bytes, at: 0 };
+    let tile = TileId(r.varint()?);
+    let mut instrs = Vec::new();
+    while r.at < bytes.len() {
+        let at = r.at;
+        let instr = match r.byte()? {
+            SYNC => Instr::Sync,
+            EXCHANGE => Instr::Exchange {
+                phase: ExchangeId(r.varint()?),
+                horizon: r.varint()?,
+            },
+            op @ (SEND | SEND_WIDE) => Instr::Send(Send {
+                start: r.varint()?,
+                skip: r.varint()?,
+                bytes: r.varint()?,
+                run: r.run()?,
+                wide: op == SEND_WIDE,
+            }),
+            op @ (RECEIVE | RECEIVE_WIDE) => Instr::Receive(Receive {
+                switch: r.varint()?,
+                from: TileId(r.varint()?),
+                sent: r.varint()?,
+                skip: r.varint()?,
+                bytes: r.varint()?,
+                run: r.run()?,
+                wide: op == RECEIVE_WIDE,
+            }),
+            VERTEX => {
+                let len = r.varint()? as usize;
+                let body = r.take(len)?;
+                let vertex: VertexKind<Placed> =
+                    rmp_serde::from_slice(body).map_err(|e| DecodeError {
+                        at,
+                        what: format!("vertex does not decode: {e}"),
+                    })?;
+                Instr::Vertex(vertex)
+            }
+            op => {
+                return Err(DecodeError {
+                    at,
+                    what: format!("unknown opcode {op}"),
+                });
+            }
+        };
+        instrs.push(instr);
+    }
+    Ok(TileProgram { tile, instrs })
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn run(out: &mut Vec<u8>, r: &Run) {
+    out.extend_from_slice(&r.offset.to_le_bytes());
+    for field in [r.bytes, r.count, r.stride] {
+        varint(out, field);
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn truncated(&self) -> DecodeError {
+        DecodeError {
+            at: self.at,
+            what: "truncated".to_string(),
+        }
+    }
+
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let b = *self.bytes.get(self.at).ok_or_else(|| self.truncated())?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.at.checked_add(len).ok_or_else(|| self.truncated())?;
+        let slice = self.bytes.get(self.at..end).ok_or_else(|| self.truncated())?;
+        self.at = end;
+        Ok(slice)
+    }
+
+    fn varint(&mut self) -> Result<u32, DecodeError> {
+        let start = self.at;
+        let mut value = 0u64;
+        for shift in (0..35).step_by(7) {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return u32::try_from(value).map_err(|_| DecodeError {
+                    at: start,
+                    what: "integer past u32".to_string(),
+                });
+            }
+        }
+        Err(DecodeError {
+            at: start,
+            what: "integer longer than 5 bytes".to_string(),
+        })
+    }
+
+    fn run(&mut self) -> Result<Run, DecodeError> {
+        let offset = self.take(4)?;
+        Ok(Run {
+            offset: u32::from_le_bytes([offset[0], offset[1], offset[2], offset[3]]),
+            bytes: self.varint()?,
+            count: self.varint()?,
+            stride: self.varint()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elements::DType;
+    use crate::isa::{Amp, PLACEHOLDER_ADDRESS};
+
+    fn run(offset: u32) -> Run {
+        Run {
+            offset,
+            bytes: 300,
+            count: 3,
+            stride: 640,
+        }
+    }
+
+    fn program(address: u32) -> TileProgram {
+        let placed = |a: u32| Placed {
+            address: a,
+            stride: 64,
+            dtype: DType::F16,
+        };
+        TileProgram {
+            tile: TileId(1471),
+            instrs: vec![
+                Instr::Vertex(VertexKind::Amp(Amp {
+                    a: placed(address),
+                    b: placed(address),
+                    partials: placed(address),
+                    rows: 16,
+                    depth: 64,
+                    cols: 16,
+                })),
+                Instr::Sync,
+                Instr::Exchange {
+                    phase: ExchangeId(3),
+                    horizon: 70_000,
+                },
+                Instr::Send(Send {
+                    start: 5,
+                    skip: 0,
+                    bytes: 128,
+                    run: run(address),
+                    wide: true,
+                }),
+                Instr::Receive(Receive {
+                    switch: 200,
+                    from: TileId(17),
+                    sent: 190,
+                    skip: 4,
+                    bytes: 8,
+                    run: run(address),
+                    wide: false,
+                }),
+                Instr::Sync,
+            ],
+        }
+    }
+
+    #[test]
+    fn a_program_decodes_to_itself() {
+        for address in [0x4_c000, 0, u32::MAX - 1] {
+            let p = program(address);
+            assert_eq!(decode(&encode(&p)), Ok(p));
+        }
+    }
+
+    #[test]
+    fn a_placeholder_program_is_never_shorter_than_the_placed_one() {
+        let sized = encode(&program(PLACEHOLDER_ADDRESS)).len();
+        for address in [0, 0x4_c000, 0x7_ffff] {
+            let placed = encode(&program(address)).len();
+            assert!(placed <= sized, "{placed} > {sized}");
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_damaged_byte_is_an_error_or_another_program_never_a_panic() {
+        let bytes = encode(&program(0x4_c000));
+        for len in 0..bytes.len() {
+            // A cut between instructions is a shorter program; anywhere else an error.
+            let _ = decode(&bytes[..len]);
+        }
+        // The program ends with a receive (its stride the last byte) and a sync.
+        let e = decode(&bytes[..bytes.len() - 2]).unwrap_err();
+        assert_eq!((e.at, e.what.as_str()), (bytes.len() - 2, "truncated"));
+        for i in 0..bytes.len() {
+            for flip in [0x01, 0x80, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[i] ^= flip;
+                let _ = decode(&damaged);
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_opcode_and_an_overlong_integer_name_their_byte() {
+        let mut bytes = encode(&program(0));
+        let tile_len = 2; // 1471 in LEB128.
+        bytes[tile_len] = 9;
+        let e = decode(&bytes).unwrap_err();
+        assert_eq!((e.at, e.what.as_str()), (tile_len, "unknown opcode 9"));
+        let e = decode(&[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]).unwrap_err();
+        assert_eq!(e.at, 0);
+        let e = decode(&[0xff, 0xff, 0xff, 0xff, 0x7f]).unwrap_err();
+        assert_eq!((e.at, e.what.as_str()), (0, "integer past u32"));
+    }
+}
