@@ -48,7 +48,7 @@ impl TileMemory {
             .find(|b| addr >= b.address && addr < b.address + b.bytes)
             .map_or_else(
                 || format!("{addr:#x} (no buffer)"),
-                |b| format!("{addr:#x} in {}", b.name),
+                |b| format!("{addr:#x} in {}", b.label),
             )
     }
 
@@ -100,7 +100,7 @@ impl TileMemory {
             return Err(format!(
                 "{what}: writes [{addr:#x}, {:#x}) into {}, still live (step{} to step{})",
                 addr + len,
-                b.name,
+                b.label,
                 b.first_step,
                 b.last_step
             ));

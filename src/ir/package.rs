@@ -6,7 +6,7 @@
 //! the body). Written by `build_images`, read by the device.
 
 use crate::ids::ValueId;
-use crate::ir::{DType, Graph, ValueRole};
+use crate::ir::{BufferLabel, DType, Graph, ValueRole};
 use crate::isa::HostProgram;
 use crate::store::{COMPILER_VERSION, ContentHash};
 use crate::target::Target;
@@ -29,7 +29,7 @@ pub struct BufferInfo {
     pub bytes: u32,
     pub first_step: u32,
     pub last_step: u32,
-    pub name: String,
+    pub label: BufferLabel,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -47,7 +47,7 @@ pub struct Package {
 
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 4;
+    const SCHEMA: u32 = 5;
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.

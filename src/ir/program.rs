@@ -58,6 +58,31 @@ impl Mapping {
     }
 }
 
+/// What names a buffer, kept in the package for the device's fault messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferLabel {
+    pub id: BufferId,
+    pub class: BufferClass,
+    pub value: ValueId,
+    pub rect: Rect,
+    pub transposed: bool,
+}
+
+impl std::fmt::Display for BufferLabel {
+    /// `buf12 APanel of v4 [0..23, 0..1152]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {:?} of {} {}{}",
+            self.id,
+            self.class,
+            self.value,
+            self.rect,
+            if self.transposed { " transposed" } else { "" }
+        )
+    }
+}
+
 /// What a buffer is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -179,14 +204,16 @@ impl Buffer {
     }
     /// `buf12 APanel of v4 [0..23, 0..1152]`: how logs, errors and device faults name a buffer.
     pub fn describe(&self) -> String {
-        format!(
-            "{} {:?} of {} {}{}",
-            self.id,
-            self.class,
-            self.value,
-            self.rect,
-            if self.transposed { " transposed" } else { "" }
-        )
+        self.label().to_string()
+    }
+    pub fn label(&self) -> BufferLabel {
+        BufferLabel {
+            id: self.id,
+            class: self.class,
+            value: self.value,
+            rect: self.rect,
+            transposed: self.transposed,
+        }
     }
     pub fn alignment(&self) -> u32 {
         if self.needs_interleaved() { 16 } else { 8 }

@@ -39,7 +39,7 @@ pub fn build_images(
             bytes: b.bytes(),
             first_step: b.first_step.0,
             last_step: b.last_step.0,
-            name: b.describe(),
+            label: b.label(),
         });
     }
     let tiles: Vec<TileImage> = code
