@@ -5,7 +5,7 @@ mod common;
 use common::{SMALL, SMALL_ID, Sandbox};
 use ipu_codegen::device::{Device, Fault, host_data};
 use ipu_codegen::ids::TileId;
-use ipu_codegen::ir::{Package, read_ipuexe, write_ipuexe};
+use ipu_codegen::ir::{BufferClass, Package, read_ipuexe, write_ipuexe};
 use ipu_codegen::isa::{Instr, Receive, Send, TileProgram, VertexKind};
 use std::sync::OnceLock;
 
@@ -284,7 +284,7 @@ fn write_into_a_live_buffer() {
     let weight = p.tiles[t]
         .buffers
         .iter()
-        .find(|b| b.name.contains("WeightHome"))
+        .find(|b| b.label.class == BufferClass::WeightHome)
         .unwrap()
         .address;
     if let Instr::Vertex(VertexKind::Epilogue(e)) = &mut prog.instrs[i] {
