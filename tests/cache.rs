@@ -280,3 +280,23 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+#[test]
+fn bench_build_times_cold_builds_and_leaves_the_store_alone() {
+    let sb = Sandbox::new();
+    let ran = sb.run(&["bench", "build", SMALL, "--runs", "2"]);
+    ran.assert_ok();
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", ran.stdout);
+    for (run, line) in lines[..2].iter().enumerate() {
+        assert!(line.starts_with(&format!("run={} wallMs=", run + 1)), "{line}");
+        for phase in phases() {
+            assert!(line.contains(&format!(" {phase}=")), "{phase} missing: {line}");
+        }
+    }
+    assert!(lines[2].contains("runs=2 fastestMs="), "{}", lines[2]);
+    // Every run was cold, in its own scratch store: the user's store holds nothing.
+    assert!(!sb.cache().join("objects").exists());
+    sb.run(&["bench", "build", SMALL, "--runs", "0"])
+        .assert_clean_failure();
+}

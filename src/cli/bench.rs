@@ -1,5 +1,6 @@
 //! `ipu-codegen bench exchange`: the exchange scheduler on synthetic 1472-tile patterns shaped like the
-//! seed system's phases, and on the real phases of a workload.
+//! seed system's phases, and on the real phases of a workload. `ipu-codegen bench build`: cold builds of
+//! a workload, phase by phase.
 
 use anyhow::{Context, Result, bail};
 use ipu_codegen::driver::PIPELINE;
@@ -9,7 +10,7 @@ use ipu_codegen::exchange::schedule::schedule;
 use ipu_codegen::exchange::synthetic::{Family, SEED_PHASES, pattern};
 use ipu_codegen::exchange::{Overheads, Pattern, Schedule};
 use ipu_codegen::ir::Selected;
-use ipu_codegen::store::{self, ContentHash};
+use ipu_codegen::store::{self, ContentHash, Store};
 use std::time::Instant;
 
 /// Schedules and checks one pattern, then times what reusing its stored schedule costs (decoding the
@@ -103,5 +104,48 @@ pub fn synthetic(o: Overheads, tiles: u32) -> Result<()> {
             bench_one(&format!("{phase}/{}", family.name()), &p, o)?;
         }
     }
+    Ok(())
+}
+
+/// `runs` cold builds of the workload, each into a fresh store and stages folder in the system's temp
+/// folder (removed afterwards). Prints each run's phase times (from the stage records) and its wall
+/// time, then the fastest, median and slowest wall times.
+pub fn cold_builds(args: &super::BuildArgs, runs: u32) -> Result<()> {
+    let scratch = std::env::temp_dir().join(format!("ipu-codegen-bench-{}", std::process::id()));
+    let result = cold_builds_in(&scratch, args, runs);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+fn cold_builds_in(scratch: &std::path::Path, args: &super::BuildArgs, runs: u32) -> Result<()> {
+    let mut walls = Vec::new();
+    let mut name = String::new();
+    for run in 1..=runs {
+        if scratch.exists() {
+            std::fs::remove_dir_all(scratch)
+                .with_context(|| format!("clearing {}", scratch.display()))?;
+        }
+        let store = Store::open(&scratch.join("cache"))?;
+        let b = args.build(&store, &scratch.join("stages"))?;
+        let started = Instant::now();
+        b.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?;
+        let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+        let mut line = format!("run={run} wallMs={wall_ms:.0}");
+        for phase in PIPELINE {
+            let ms = b.read_record(phase)?.elapsed_ms;
+            line.push_str(&format!(" {phase}={ms}"));
+        }
+        println!("{line}");
+        walls.push(wall_ms);
+        name = b.graph.workload.clone();
+    }
+    walls.sort_by(f64::total_cmp);
+    println!(
+        "workload={name} runs={runs} fastestMs={:.0} medianMs={:.0} slowestMs={:.0} threads={}",
+        walls[0],
+        walls[walls.len() / 2],
+        walls[walls.len() - 1],
+        rayon::current_num_threads()
+    );
     Ok(())
 }

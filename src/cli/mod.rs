@@ -153,6 +153,16 @@ enum BenchWhat {
         #[arg(long)]
         synthetic_only: bool,
     },
+    /// Cold builds of a workload, each into a fresh store and stages folder in the system's temp
+    /// folder (removed afterwards): the wall time of every phase and of the whole build, per run, then
+    /// the fastest, median and slowest.
+    Build {
+        #[command(flatten)]
+        args: BuildArgs,
+        /// How many cold builds.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+        runs: u32,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -532,6 +542,9 @@ fn execute(cli: Cli) -> Result<()> {
                 bench::real(&b, o)?;
             }
         }
+        Command::Bench {
+            what: BenchWhat::Build { args, runs },
+        } => bench::cold_builds(&args, runs)?,
         Command::Import(args) => import::import(&args)?,
         Command::Run {
             args,
