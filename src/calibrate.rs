@@ -1,8 +1,10 @@
-//! Calibration: micro-packages run through the simulated device beside the reference model's
-//! closed-form figures. Compute vertices are charged by the same functions the model states
-//! (`Target::amp_cycles`, `Target::vector_cycles`), so they must agree exactly; exchange patterns are
-//! scheduled by the compiler's scheduler and executed by the device, and compared with the pattern's
-//! overhead-inclusive lower bound (a difference is the scheduler's gap, and is reported as such).
+//! Calibration: micro-packages run through the simulated device beside the compiler's closed-form
+//! estimates and, where published, real hardware. Graphcore's measured AMP curve (128 sizes of one
+//! 16x16 weight block, `data/`) runs one size per tile in one package; the device times AMP vertices
+//! with its own model (`device::timing`), so the estimate (`Target::amp_cycles`) can be wrong and
+//! [`check`] says where. Vector vertices are still charged with the estimate's closed forms on the
+//! device. Exchange patterns are scheduled by the compiler's scheduler, executed by the device and
+//! compared with the pattern's overhead-inclusive lower bound.
 
 use crate::device::{Device, Execution, Fault, host_data};
 use crate::exchange::schedule::schedule;
@@ -16,15 +18,168 @@ use crate::isa::{
 };
 use crate::lowering::{BoundTransfer, exchange_programs};
 use crate::store::COMPILER_VERSION;
-use crate::target::Target;
+use crate::target::{PEAK_FLOP_PER_TILE_CYCLE, Target};
+use std::fmt::Write as _;
 
-/// One row of the calibration table.
+/// One row of the calibration table: a case run on the device beside the compiler's estimate and,
+/// where one is published, the real hardware's figure.
 #[derive(Clone, Debug)]
 pub struct Calibration {
     pub case: String,
-    pub simulated: u64,
-    pub model: u64,
+    /// `amp`, `vector` or `exchange`.
+    pub kind: &'static str,
+    /// The AMP vertex's rows.
+    pub rows: Option<u32>,
+    /// Tile cycles measured on real hardware (Graphcore's published curve).
+    pub hardware_cycles: Option<f64>,
+    pub device_cycles: u64,
+    /// The compiler's closed-form estimate; for an exchange, the pattern's lower bound.
+    pub estimate_cycles: u64,
+    /// Cycles the case's multiply-accumulates take at the tile's peak (AMP cases).
+    pub peak_cycles: Option<f64>,
     pub note: String,
+}
+
+impl Calibration {
+    /// Fraction of the tile's peak the hardware reached.
+    pub fn hardware_fraction(&self) -> Option<f64> {
+        Some(self.peak_cycles? / self.hardware_cycles?)
+    }
+    pub fn device_fraction(&self) -> Option<f64> {
+        Some(self.peak_cycles? / self.device_cycles as f64)
+    }
+    /// The estimate's error relative to the device: `(estimate - device) / device`.
+    pub fn estimate_error(&self) -> f64 {
+        (self.estimate_cycles as f64 - self.device_cycles as f64) / self.device_cycles.max(1) as f64
+    }
+}
+
+/// How far the device may be from the hardware: in cycles for every published point, and in points of
+/// peak for those of at least [`HARDWARE_MIN_ROWS_FOR_POINTS`] rows; how far the estimate may be from
+/// the device.
+pub const HARDWARE_CYCLES_TOLERANCE: f64 = 15.0;
+pub const HARDWARE_POINTS_TOLERANCE: f64 = 3.0;
+pub const HARDWARE_MIN_ROWS_FOR_POINTS: u32 = 64;
+pub const ESTIMATE_TOLERANCE: f64 = 0.05;
+
+/// Every case outside its tolerance, named with its figures.
+pub fn check(rows: &[Calibration]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for r in rows {
+        if let Some(hw) = r.hardware_cycles {
+            let off = r.device_cycles as f64 - hw;
+            if off.abs() > HARDWARE_CYCLES_TOLERANCE {
+                problems.push(format!(
+                    "{}: device {} cycles, hardware {hw:.1} ({off:+.1}, tolerance ±{HARDWARE_CYCLES_TOLERANCE})",
+                    r.case, r.device_cycles
+                ));
+            }
+            if let (Some(d), Some(h), Some(rows)) =
+                (r.device_fraction(), r.hardware_fraction(), r.rows)
+            {
+                let points = 100.0 * (d - h);
+                if rows >= HARDWARE_MIN_ROWS_FOR_POINTS && points.abs() > HARDWARE_POINTS_TOLERANCE {
+                    problems.push(format!(
+                        "{}: device {:.1} % of peak, hardware {:.1} % ({points:+.1} points, tolerance ±{HARDWARE_POINTS_TOLERANCE})",
+                        r.case,
+                        100.0 * d,
+                        100.0 * h
+                    ));
+                }
+            }
+        }
+        let e = r.estimate_error();
+        if e.abs() > ESTIMATE_TOLERANCE {
+            problems.push(format!(
+                "{}: estimate {} cycles, device {} ({:+.1} %, tolerance ±{:.0} %)",
+                r.case,
+                r.estimate_cycles,
+                r.device_cycles,
+                100.0 * e,
+                100.0 * ESTIMATE_TOLERANCE
+            ));
+        }
+    }
+    problems
+}
+
+/// The table `ipu-codegen calibrate` prints, then a summary line with the worst cases.
+pub fn table(rows: &[Calibration]) -> String {
+    let mut s = format!(
+        "{:<40} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  note\n",
+        "case", "hardware", "device", "estimate", "dev-hw", "hw%", "dev%"
+    );
+    let pct = |f: Option<f64>| f.map_or("-".to_string(), |f| format!("{:.1}", 100.0 * f));
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<40} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  estimate {:+.2} %{}{}",
+            r.case,
+            r.hardware_cycles.map_or("-".to_string(), |h| format!("{h:.1}")),
+            r.device_cycles,
+            r.estimate_cycles,
+            r.hardware_cycles
+                .map_or("-".to_string(), |h| format!("{:+.1}", r.device_cycles as f64 - h)),
+            pct(r.hardware_fraction()),
+            pct(r.device_fraction()),
+            100.0 * r.estimate_error(),
+            if r.note.is_empty() { "" } else { "; " },
+            r.note
+        );
+    }
+    let published: Vec<&Calibration> = rows.iter().filter(|r| r.hardware_cycles.is_some()).collect();
+    let worst_cycles = published
+        .iter()
+        .map(|r| (r.device_cycles as f64 - r.hardware_cycles.unwrap_or(0.0)).abs())
+        .fold(0.0, f64::max);
+    let worst_points = published
+        .iter()
+        .filter(|r| r.rows.is_some_and(|n| n >= HARDWARE_MIN_ROWS_FOR_POINTS))
+        .filter_map(|r| Some((100.0 * (r.device_fraction()? - r.hardware_fraction()?)).abs()))
+        .fold(0.0, f64::max);
+    let worst_estimate = rows
+        .iter()
+        .max_by(|a, b| a.estimate_error().abs().total_cmp(&b.estimate_error().abs()));
+    let _ = writeln!(
+        s,
+        "cases={} published={} worstDeviceVsHardwareCycles={worst_cycles:.1} worstDeviceVsHardwarePoints={worst_points:.2} worstEstimateVsDevicePercent={:.2} worstEstimateCase=\"{}\"",
+        rows.len(),
+        published.len(),
+        worst_estimate.map_or(0.0, |r| 100.0 * r.estimate_error().abs()),
+        worst_estimate.map_or("", |r| r.case.as_str())
+    );
+    s
+}
+
+/// `ipu-codegen calibrate --json`: `{"cases":[{"name", "kind", "rows", "hardware_cycles",
+/// "hardware_fraction", "device_fraction", "device_cycles", "estimate_cycles"}]}`, fractions of the
+/// tile's peak (0-1), null where they do not apply.
+pub fn json(rows: &[Calibration]) -> serde_json::Value {
+    serde_json::json!({
+        "cases": rows.iter().map(|r| serde_json::json!({
+            "name": r.case,
+            "kind": r.kind,
+            "rows": r.rows,
+            "hardware_cycles": r.hardware_cycles,
+            "hardware_fraction": r.hardware_fraction(),
+            "device_fraction": r.device_fraction(),
+            "device_cycles": r.device_cycles,
+            "estimate_cycles": r.estimate_cycles,
+        })).collect::<Vec<_>>()
+    })
+}
+
+/// Graphcore's measured curve: (rows N, tile cycles) of one `ConvPartial1x1` vertex, [N,16] x [16,16]
+/// f16 with f16 partials, on a Bow IPU (`data/tessellate-ipu-amp-curve.csv`, with its source).
+pub fn published_amp_curve() -> Vec<(u32, f64)> {
+    include_str!("../data/tessellate-ipu-amp-curve.csv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("rows_n"))
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split(',').collect();
+            Some((fields.first()?.parse().ok()?, fields.get(3)?.parse().ok()?))
+        })
+        .collect()
 }
 
 /// A package of one superstep built by hand: values the host writes, and each tile's instructions.
@@ -125,40 +280,57 @@ impl<'a> Micro<'a> {
 /// Data starts past the largest code image a micro-package has.
 const DATA_OFFSET: u32 = 0x1000;
 
-fn amp_case(
+/// AMP vertices of the given shapes (rows, depth, cols, partials), one per tile in one package; each
+/// with its device cycles and its estimate, and `hardware` cycles where published.
+fn amp_cases(
     target: &Target,
-    rows: u32,
-    depth: u32,
-    cols: u32,
-    partials: DType,
-) -> Result<Calibration, Fault> {
+    shapes: &[(u32, u32, u32, DType, Option<f64>)],
+) -> Result<Vec<Calibration>, Fault> {
     let mut m = Micro::new(target, "compute");
-    let a = target.memory_base + DATA_OFFSET;
-    let b = target.interleaved_base;
     let element = target.memory_element_bytes;
-    let p = b + (depth * cols * 2).next_multiple_of(element) + element;
-    m.value(rows, depth, 0, a);
-    m.value(depth, cols, 0, b);
-    let at = |address, stride, dtype| Placed {
-        address,
-        stride,
-        dtype,
-    };
-    m.programs[0].push(Instr::Vertex(VertexKind::Amp(Amp {
-        a: at(a, depth * 2, DType::F16),
-        b: at(b, cols * 2, DType::F16),
-        partials: at(p, cols * partials.bytes(), partials),
-        rows,
-        depth,
-        cols,
-    })));
+    for (tile, &(rows, depth, cols, partials, _)) in shapes.iter().enumerate() {
+        let a = target.memory_base + DATA_OFFSET;
+        let b = target.interleaved_base;
+        let p = b + (depth * cols * 2).next_multiple_of(element) + element;
+        m.value(rows, depth, tile as u32, a);
+        m.value(depth, cols, tile as u32, b);
+        let at = |address, stride, dtype| Placed {
+            address,
+            stride,
+            dtype,
+        };
+        m.programs[tile].push(Instr::Vertex(VertexKind::Amp(Amp {
+            a: at(a, depth * 2, DType::F16),
+            b: at(b, cols * 2, DType::F16),
+            partials: at(p, cols * partials.bytes(), partials),
+            rows,
+            depth,
+            cols,
+        })));
+    }
     let e = m.run()?;
-    Ok(Calibration {
-        case: format!("amp {rows}x{depth}x{cols} {partials} partials"),
-        simulated: e.steps[0].cycles,
-        model: target.amp_cycles(rows, depth, cols, partials),
-        note: "closed form".to_string(),
-    })
+    let busy = &e.steps[0].tile_busy;
+    Ok(shapes
+        .iter()
+        .enumerate()
+        .map(|(tile, &(rows, depth, cols, partials, hardware))| {
+            let macs = f64::from(rows) * f64::from(depth) * f64::from(cols);
+            Calibration {
+                case: format!("amp {rows}x{depth}x{cols} {partials} partials"),
+                kind: "amp",
+                rows: Some(rows),
+                hardware_cycles: hardware,
+                device_cycles: u64::from(busy[tile]),
+                estimate_cycles: target.amp_cycles(rows, depth, cols, partials),
+                peak_cycles: Some(2.0 * macs / PEAK_FLOP_PER_TILE_CYCLE as f64),
+                note: if hardware.is_some() {
+                    "Graphcore tessellate-ipu, Bow".to_string()
+                } else {
+                    String::new()
+                },
+            }
+        })
+        .collect())
 }
 
 fn vector_case(
@@ -201,9 +373,18 @@ fn vector_case(
             if bias { " bias" } else { "" },
             if gelu { " gelu" } else { "" }
         ),
-        simulated: e.steps[0].cycles,
-        model: target.vector_cycles(u64::from(rows * cols), DType::F16, ops, transcendentals),
-        note: "closed form".to_string(),
+        kind: "vector",
+        rows: None,
+        hardware_cycles: None,
+        device_cycles: e.steps[0].cycles,
+        estimate_cycles: target.vector_cycles(
+            u64::from(rows * cols),
+            DType::F16,
+            ops,
+            transcendentals,
+        ),
+        peak_cycles: None,
+        note: "the device charges the estimate's closed form".to_string(),
     })
 }
 
@@ -263,8 +444,12 @@ fn exchange_case(
     let gap = s.horizon - s.lower_bound;
     Ok(Calibration {
         case: format!("exchange {name}"),
-        simulated: e.steps[0].cycles,
-        model: u64::from(s.lower_bound),
+        kind: "exchange",
+        rows: None,
+        hardware_cycles: None,
+        device_cycles: e.steps[0].cycles,
+        estimate_cycles: u64::from(s.lower_bound),
+        peak_cycles: None,
         note: if gap == 0 {
             note.to_string()
         } else {
@@ -284,7 +469,10 @@ fn unicast(source: u32, destination: u32, words: u32) -> PatternTransfer {
 /// Every calibration case for `target`.
 pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
     let n = target.tiles;
-    let mut rows = Vec::new();
+    let mut shapes: Vec<(u32, u32, u32, DType, Option<f64>)> = published_amp_curve()
+        .into_iter()
+        .map(|(rows, cycles)| (rows, 16, 16, DType::F16, Some(cycles)))
+        .collect();
     for (r, d, c) in [
         (6, 16, 16),
         (48, 64, 32),
@@ -294,9 +482,10 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
         (2, 40, 8),
     ] {
         for p in [DType::F16, DType::F32] {
-            rows.push(amp_case(target, r, d, c, p)?);
+            shapes.push((r, d, c, p, None));
         }
     }
+    let mut rows = amp_cases(target, &shapes)?;
     for (r, c, bias, gelu) in [
         (23, 96, false, false),
         (23, 96, true, false),

@@ -123,10 +123,14 @@ enum Command {
         #[arg(long)]
         per_column: bool,
     },
-    /// Run micro-packages through the device beside the reference model's closed-form figures.
+    /// Run micro-packages through the device beside the compiler's estimates and published hardware
+    /// figures; fails when a case is outside its tolerance.
     Calibrate {
         #[arg(long, default_value = "mk2-1500")]
         target: String,
+        /// Write the cases as JSON on stdout instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Benchmarks.
     Bench {
@@ -507,24 +511,23 @@ fn execute(cli: Cli) -> Result<()> {
                 println!("trace={}", path.display());
             }
         }
-        Command::Calibrate { target } => {
+        Command::Calibrate { target, json } => {
             let t = target_preset(&target)?;
             let rows = ipu_codegen::calibrate::calibrate(&t)
                 .map_err(|f| anyhow::anyhow!("calibration package failed on the device: {f}"))?;
-            println!(
-                "{:<54} {:>10} {:>10} {:>6}  note",
-                "case", "simulated", "model", "diff"
-            );
-            let mut differ = 0;
-            for r in &rows {
-                let diff = r.simulated as i64 - r.model as i64;
-                differ += usize::from(diff != 0);
-                println!(
-                    "{:<54} {:>10} {:>10} {:>6}  {}",
-                    r.case, r.simulated, r.model, diff, r.note
+            if json {
+                println!("{}", ipu_codegen::calibrate::json(&rows));
+            } else {
+                print!("{}", ipu_codegen::calibrate::table(&rows));
+            }
+            let problems = ipu_codegen::calibrate::check(&rows);
+            if !problems.is_empty() {
+                bail!(
+                    "{} calibration cases outside their tolerance:\n{}",
+                    problems.len(),
+                    problems.join("\n")
                 );
             }
-            println!("cases={} differing={differ}", rows.len());
         }
         Command::Bench {
             what:

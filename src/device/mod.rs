@@ -25,6 +25,7 @@ mod exchange;
 mod host;
 mod memory;
 mod profile;
+pub mod timing;
 mod vertices;
 
 use crate::ids::{TileId, ValueId};

@@ -126,7 +126,7 @@ fn amp(
         dtype: partials_type,
     };
     memory.store(&m, &out, step, "AMP partials")?;
-    Ok(target.amp_cycles(rows, depth, cols, partials_type))
+    Ok(super::timing::amp(target, v))
 }
 
 /// The AMP's rules for its operands: f16 inputs; every row of every operand aligned for its loads or

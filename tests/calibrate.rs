@@ -1,0 +1,78 @@
+//! Calibration: the device against Graphcore's measured AMP curve, the compiler's estimate against the
+//! device, and the comparisons failing when either is wrong.
+
+mod common;
+use common::Sandbox;
+use ipu_codegen::calibrate::{Calibration, calibrate, check, published_amp_curve};
+use ipu_codegen::target::Target;
+
+fn bow() -> Target {
+    Target::preset("bow").expect("bow")
+}
+
+#[test]
+fn every_case_is_within_its_tolerance_and_every_published_point_is_run() {
+    let rows = calibrate(&bow()).expect("calibration packages run");
+    let problems = check(&rows);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let published: Vec<&Calibration> = rows.iter().filter(|r| r.hardware_cycles.is_some()).collect();
+    assert_eq!(published.len(), 128);
+    assert_eq!(published.len(), published_amp_curve().len());
+    // The curve's ends, as published: N = 16 at 15.9 % of peak, N = 2048 at 96.1 %.
+    let fraction = |n: u32| {
+        published
+            .iter()
+            .find(|r| r.rows == Some(n))
+            .and_then(|r| r.hardware_fraction())
+            .expect("published")
+    };
+    assert!((fraction(16) - 0.159).abs() < 0.001);
+    assert!((fraction(2048) - 0.961).abs() < 0.001);
+}
+
+#[test]
+fn an_estimate_twenty_percent_high_fails_the_comparison() {
+    let mut rows = calibrate(&bow()).expect("calibration packages run");
+    for r in rows.iter_mut().filter(|r| r.kind == "amp") {
+        r.estimate_cycles = r.estimate_cycles * 6 / 5;
+    }
+    let problems = check(&rows);
+    let amp_cases = rows.iter().filter(|r| r.kind == "amp").count();
+    assert_eq!(problems.len(), amp_cases, "{}", problems.join("\n"));
+    assert!(problems[0].contains("estimate"), "{}", problems[0]);
+}
+
+#[test]
+fn a_device_without_its_fitted_block_cost_misses_the_hardware() {
+    let mut target = bow();
+    target.amp_block_supervisor_cycles = 0;
+    let rows = calibrate(&target).expect("calibration packages run");
+    let problems = check(&rows);
+    // Every published point is then more than 15 cycles fast.
+    let hardware = problems.iter().filter(|p| p.contains("hardware")).count();
+    assert!(hardware >= 128, "{}", problems.join("\n"));
+}
+
+#[test]
+fn calibrate_prints_the_table_and_json_and_passes() {
+    let sb = Sandbox::new();
+    let table = sb.run(&["calibrate"]);
+    table.assert_ok();
+    assert!(table.stdout.contains("amp 23x4304x16 f16 partials"), "{}", table.stdout);
+    assert!(table.stdout.contains("exchange all-to-all 16 tiles"), "{}", table.stdout);
+    assert!(table.stdout.contains("published=128"), "{}", table.stdout);
+    let json = sb.run(&["calibrate", "--json", "--target", "bow"]);
+    json.assert_ok();
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    let cases = v["cases"].as_array().expect("cases");
+    let first = &cases[0];
+    assert_eq!(first["name"], "amp 16x16x16 f16 partials");
+    assert_eq!(first["kind"], "amp");
+    assert_eq!(first["rows"], 16);
+    let hw = first["hardware_fraction"].as_f64().expect("published");
+    let dev = first["device_fraction"].as_f64().expect("amp");
+    assert!((0.0..=1.0).contains(&hw) && (0.0..=1.0).contains(&dev));
+    assert!(first["device_cycles"].as_u64().is_some() && first["estimate_cycles"].as_u64().is_some());
+    let vector = cases.iter().find(|c| c["kind"] == "vector").expect("a vector case");
+    assert!(vector["hardware_fraction"].is_null() && vector["rows"].is_null());
+}
