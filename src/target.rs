@@ -8,8 +8,8 @@
 //! pairs, transit and sync: §4; AMP rates, the per-worker block formula (poplibs 1x1 convolution
 //! estimate), weight loads, supervisor overhead and vector-unit rates: §5; host link: §6.
 //!
-//! The simulated device times an AMP vertex with its own model of the mechanisms (`device::timing`)
-//! from these parameters; its vector vertices are still charged with the closed forms here.
+//! The simulated device times what it executes with its own model of the mechanisms (`device::timing`)
+//! from these parameters; the estimates here are that model in closed form, for ranking plans.
 //! `ipu-codegen calibrate` sets the device beside Graphcore's measured AMP curve and beside the
 //! estimates.
 
@@ -51,6 +51,8 @@ pub struct Target {
     pub vector_f32_lanes: u64,
     /// Vector unit: f16 elements per tile cycle for exp/tanh.
     pub transcendental_f16_lanes: u64,
+    /// Bytes one worker's load or store moves in one bundle: the 64-bit data path (§2).
+    pub memory_access_bytes: u64,
     pub memory_base: u32,
     pub interleaved_base: u32,
     pub memory_end: u32,
@@ -60,6 +62,34 @@ pub struct Target {
     pub exchange_transit_cycles: u32,
     pub sync_cycles: u64,
     pub host_link_bytes_per_second: u64,
+}
+
+/// What a vector vertex does per element and per row, for [`Target::vector_cycles`]; nothing at f16
+/// width by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorCost {
+    /// The width of the per-element operations.
+    pub dtype: DType,
+    pub ops: u64,
+    pub transcendentals: u64,
+    /// Bytes loaded and stored per element.
+    pub bytes: u64,
+    /// Per row: f32 operations and transcendentals.
+    pub row_ops: u64,
+    pub row_transcendentals: u64,
+}
+
+impl Default for VectorCost {
+    fn default() -> VectorCost {
+        VectorCost {
+            dtype: DType::F16,
+            ops: 0,
+            transcendentals: 0,
+            bytes: 0,
+            row_ops: 0,
+            row_transcendentals: 0,
+        }
+    }
 }
 
 /// Peak flops per tile cycle with f16 inputs and f16 partials (64 MAC).
@@ -85,6 +115,7 @@ impl Target {
             vector_f16_lanes: 4,
             vector_f32_lanes: 2,
             transcendental_f16_lanes: 2,
+            memory_access_bytes: 8,
             memory_base: 0x4C000,
             interleaved_base: 0x80000,
             memory_end: 0xE8000,
@@ -144,22 +175,24 @@ impl Target {
                     + u64::from(self.workers) * per_block_worker)
     }
 
-    /// Tile cycles of a vector-unit vertex doing `ops` lane operations and `transcendentals` exp/tanh per
-    /// element over `elements` elements of `dtype`.
-    pub fn vector_cycles(
-        &self,
-        elements: u64,
-        dtype: DType,
-        ops: u64,
-        transcendentals: u64,
-    ) -> u64 {
-        let lanes = match dtype {
+    /// The estimate of a vector-unit vertex over `rows` rows of `cols` elements: per element `ops` lane
+    /// operations at `dtype` width, `transcendentals` exp/tanh and `bytes` loaded and stored; per row
+    /// `row_ops` more f32 operations. The rows are dealt to the workers; a worker's bundles are the larger
+    /// of its operations over the lane width and its bytes over one access, and the slowest worker sets
+    /// the time (the device's mechanism, `device::timing::vector`, in closed form).
+    pub fn vector_cycles(&self, rows: u32, cols: u32, work: VectorCost) -> u64 {
+        let worker_rows = u64::from(rows.div_ceil(self.workers));
+        let elements = worker_rows * u64::from(cols);
+        let lanes = match work.dtype {
             DType::F16 => self.vector_f16_lanes,
             DType::F32 | DType::I64 => self.vector_f32_lanes,
         };
-        self.vertex_overhead_cycles
-            + (elements * ops).div_ceil(lanes)
-            + (elements * transcendentals).div_ceil(self.transcendental_f16_lanes)
+        let compute = (elements * work.ops).div_ceil(lanes)
+            + (worker_rows * work.row_ops).div_ceil(self.vector_f32_lanes)
+            + (elements * work.transcendentals + worker_rows * work.row_transcendentals)
+                .div_ceil(self.transcendental_f16_lanes);
+        let memory = (elements * work.bytes).div_ceil(self.memory_access_bytes);
+        self.vertex_overhead_cycles + u64::from(self.workers) * compute.max(memory)
     }
 
     /// Lane operations and transcendentals per element of a matmul epilogue over `parts` partials (the
@@ -180,44 +213,105 @@ impl Target {
         (ops, u64::from(gelu))
     }
 
-    /// Tile cycles of a layer norm over `rows x cols` f16 elements, in f32: per element a sum, a
-    /// subtraction, a square-and-add, a scale, a gamma multiply, a beta add and a cast (seven f32 lane
-    /// operations); per row four cycles for the mean, the variance and one reciprocal square root.
-    pub fn layer_norm_cycles(&self, rows: u32, cols: u32) -> u64 {
-        let elements = u64::from(rows) * u64::from(cols);
-        self.vertex_overhead_cycles
-            + (elements * 7).div_ceil(self.vector_f32_lanes)
-            + u64::from(rows) * 4
-    }
-
-    /// Tile cycles of one online-softmax block over `keys x queries` scores of type `scores`: per score a
-    /// max, a scaled subtraction, a cast to f16, a sum (and a mask select when `causal`) and one exp; per
-    /// query the running max, sum and rescale factor (three f32 operations and one exp).
-    pub fn softmax_cycles(&self, keys: u32, queries: u32, scores: DType, causal: bool) -> u64 {
-        let per_query = u64::from(queries);
+    /// The estimate of a matmul epilogue over `rows x cols` outputs: its operations
+    /// ([`Target::epilogue_ops`]) at f16 width; per element every part of the partials and the residual
+    /// loaded and the output stored.
+    pub fn epilogue_cycles(
+        &self,
+        rows: u32,
+        cols: u32,
+        partials: DType,
+        parts: u32,
+        bias: bool,
+        activation: Option<Activation>,
+        residual: bool,
+    ) -> u64 {
+        let (ops, transcendentals) = Target::epilogue_ops(partials, parts, bias, activation, residual);
+        let bytes = u64::from(parts.max(1) * partials.bytes()) + 2 * u64::from(residual) + 2;
         self.vector_cycles(
-            u64::from(keys) * per_query,
-            scores,
-            4 + u64::from(causal),
-            1,
-        ) + (3 * per_query).div_ceil(self.vector_f32_lanes)
-            + per_query.div_ceil(self.transcendental_f16_lanes)
+            rows,
+            cols,
+            VectorCost {
+                dtype: DType::F16,
+                ops,
+                transcendentals,
+                bytes,
+                ..VectorCost::default()
+            },
+        )
     }
 
-    /// Tile cycles of rescaling an f32 accumulator and adding a block's partials (one multiply and one
-    /// add per element; a copy for the first block).
-    pub fn accumulate_cycles(&self, elements: u64, first: bool) -> u64 {
-        self.vector_cycles(elements, DType::F32, if first { 1 } else { 2 }, 0)
+    /// The estimate of a layer norm over `rows x cols` f16 elements, in f32: per element a sum, a
+    /// subtraction, a square-and-add, a scale, a gamma multiply, a beta add and a cast (seven f32 lane
+    /// operations), an f16 load and store; per row eight operations for the mean, the variance and one
+    /// reciprocal square root.
+    pub fn layer_norm_cycles(&self, rows: u32, cols: u32) -> u64 {
+        self.vector_cycles(
+            rows,
+            cols,
+            VectorCost {
+                dtype: DType::F32,
+                ops: 7,
+                row_ops: 8,
+                bytes: 4,
+                ..VectorCost::default()
+            },
+        )
     }
 
-    /// Tile cycles of merging `parts` flash states of `elements` accumulator elements over `queries`
-    /// queries into the f16 output: per query and part a weight (one exp, two operations); per element a
-    /// multiply-add per part, a division and a cast.
-    pub fn combine_cycles(&self, parts: u32, elements: u64, queries: u32) -> u64 {
-        let weights = u64::from(parts) * u64::from(queries);
-        self.vector_cycles(elements, DType::F32, 2 * u64::from(parts) + 2, 0)
-            + (2 * weights).div_ceil(self.vector_f32_lanes)
-            + weights.div_ceil(self.transcendental_f16_lanes)
+    /// The estimate of one online-softmax block over `keys x queries` scores of type `scores`, a query
+    /// a row: per score a max, a scaled subtraction, a cast to f16, a sum (and a mask select when
+    /// `masked`) and one exp, the score loaded and its probability stored; per query the running max,
+    /// sum and rescale factor (three f32 operations and one exp).
+    pub fn softmax_cycles(&self, keys: u32, queries: u32, scores: DType, masked: bool) -> u64 {
+        self.vector_cycles(
+            queries,
+            keys,
+            VectorCost {
+                dtype: scores,
+                ops: 4 + u64::from(masked),
+                transcendentals: 1,
+                row_ops: 3,
+                row_transcendentals: 1,
+                bytes: u64::from(scores.bytes()) + 2,
+            },
+        )
+    }
+
+    /// The estimate of rescaling an f32 accumulator of `rows x cols` and adding a block's f32 partials:
+    /// a multiply and an add per element, the partials and the accumulator loaded and the accumulator
+    /// stored (the first block copies the partials).
+    pub fn accumulate_cycles(&self, rows: u32, cols: u32, first: bool) -> u64 {
+        self.vector_cycles(
+            rows,
+            cols,
+            VectorCost {
+                dtype: DType::F32,
+                ops: if first { 1 } else { 2 },
+                bytes: if first { 8 } else { 12 },
+                ..VectorCost::default()
+            },
+        )
+    }
+
+    /// The estimate of merging `parts` flash states of `rows` accumulator rows into the f16 output over
+    /// `queries` queries, a query a row: per query and part a weight (one exp, two operations); per
+    /// element a multiply-add per part, a division and a cast, every part's element loaded and the
+    /// output stored.
+    pub fn combine_cycles(&self, parts: u32, rows: u32, queries: u32) -> u64 {
+        let parts = u64::from(parts);
+        self.vector_cycles(
+            queries,
+            rows,
+            VectorCost {
+                dtype: DType::F32,
+                ops: 2 * parts + 2,
+                row_ops: 2 * parts,
+                row_transcendentals: parts,
+                bytes: 4 * parts + 2,
+                ..VectorCost::default()
+            },
+        )
     }
 
     /// Cycles to move `bytes` over the exchange at one tile's send rate, in whole words.

@@ -4,6 +4,7 @@
 use crate::ir::BufferInfo;
 use crate::ir::DType;
 use half::f16;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct TileMemory {
     base: u32,
@@ -11,6 +12,9 @@ pub struct TileMemory {
     /// One bit per byte: written by the code load, the host, an exchange or a vertex.
     written: Vec<u64>,
     buffers: Vec<BufferInfo>,
+    /// Bytes vertices have loaded and stored ([`TileMemory::load`], [`TileMemory::store`]): what the
+    /// device's timing charges for load and store bandwidth.
+    traffic: AtomicU64,
 }
 
 /// A strided matrix in tile memory: `rows` rows of `cols` elements of `dtype`, `stride` bytes apart.
@@ -38,7 +42,13 @@ impl TileMemory {
             bytes: vec![0; size],
             written: vec![0; size.div_ceil(64)],
             buffers,
+            traffic: AtomicU64::new(0),
         }
+    }
+
+    /// Bytes loaded and stored by vertices so far.
+    pub fn traffic(&self) -> u64 {
+        self.traffic.load(Ordering::Relaxed)
     }
 
     /// Names the buffer holding `addr`, for messages.
@@ -140,6 +150,7 @@ impl TileMemory {
 
     /// Reads a matrix, widened to f32.
     pub fn load(&self, m: &Matrix, what: &str) -> Result<Vec<f32>, String> {
+        self.count(m);
         let mut out = Vec::with_capacity((m.rows * m.cols) as usize);
         for r in 0..m.rows {
             let row = self.read(m.row(r), m.row_bytes(), what)?;
@@ -160,6 +171,7 @@ impl TileMemory {
 
     /// Writes a matrix from f32 values, rounded to its dtype.
     pub fn store(&mut self, m: &Matrix, data: &[f32], step: u32, what: &str) -> Result<(), String> {
+        self.count(m);
         let cols = m.cols as usize;
         let mut row = Vec::with_capacity(m.row_bytes() as usize);
         for r in 0..m.rows {
@@ -177,6 +189,11 @@ impl TileMemory {
             self.write(m.row(r), &row, Some(step), what)?;
         }
         Ok(())
+    }
+
+    fn count(&self, m: &Matrix) {
+        let bytes = u64::from(m.rows) * u64::from(m.row_bytes());
+        self.traffic.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// The highest byte written + 1 in each region (standard, interleaved), as addresses; the region's

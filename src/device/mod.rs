@@ -1,6 +1,7 @@
-//! The simulated device: executes a package bit-exactly on 1472 tile memories and counts cycles with the
-//! reference cost model of the package's target (`Target::amp_cycles`, `Target::vector_cycles`, the
-//! exchange rules, the sync cost): the same functions the compiler's estimates use.
+//! The simulated device: executes a package bit-exactly on 1472 tile memories and counts cycles with its
+//! own model of what it executes ([`timing`]: vertex launch, AMP weight loads and passes, rows dealt to
+//! six barrel-scheduled workers, the bytes each vertex loads and stores), the exchange rules and the
+//! sync cost, from the target's parameters; it never calls the compiler's estimates.
 //!
 //! It runs what was emitted: it loads each tile's code image into the tile's memory and decodes the
 //! program from there; streams the host's data in (`initialize`, `run`) and results out; executes each

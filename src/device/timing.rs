@@ -11,6 +11,13 @@
 //!
 //! Fitted to Graphcore's measured curve (one block of N rows on a Bow IPU): within 7.7 cycles for all
 //! 128 published N (`ipu-codegen calibrate`).
+//!
+//! A vector vertex ([`vector`]): the supervisor launches it and the six workers share its rows as
+//! evenly as possible. A worker issues one bundle every `workers` tile cycles, each one FP instruction
+//! (f16v4: 4 lanes; f32v2: 2 lanes; 2 transcendental lanes) beside one 64-bit load or store; so a
+//! worker's bundles are the larger of its lane operations over the lane width and its bytes loaded and
+//! stored over 8, and the slowest worker sets the vertex's time. The bytes are what the vertex
+//! actually loaded and stored on the device.
 
 use crate::ir::DType;
 use crate::isa::{Amp, Placed};
@@ -44,9 +51,57 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
         + blocks * (target.amp_block_supervisor_cycles + weight_load + worker_pass)
 }
 
+/// A vector vertex's work as the device executes it: rows dealt to the workers and, per row, lane
+/// operations at each width and transcendentals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VectorWork {
+    pub rows: u32,
+    pub f16_ops: u64,
+    pub f32_ops: u64,
+    pub transcendentals: u64,
+}
+
+/// Tile cycles of a vector vertex doing `work`, having loaded and stored `bytes`.
+pub fn vector(target: &Target, work: &VectorWork, bytes: u64) -> u64 {
+    let rows = u64::from(work.rows.max(1));
+    let slowest_worker = dealt(work.rows, target.workers)
+        .filter(|&r| r > 0)
+        .map(|r| {
+            let r = u64::from(r);
+            let compute = (r * work.f16_ops).div_ceil(target.vector_f16_lanes)
+                + (r * work.f32_ops).div_ceil(target.vector_f32_lanes)
+                + (r * work.transcendentals).div_ceil(target.transcendental_f16_lanes);
+            let memory = (bytes * r)
+                .div_ceil(rows)
+                .div_ceil(target.memory_access_bytes);
+            compute.max(memory)
+        })
+        .max()
+        .unwrap_or(0);
+    target.vertex_overhead_cycles + u64::from(target.workers) * slowest_worker
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn target() -> Target {
+        Target::preset("mk2-1500").unwrap()
+    }
+
+    #[test]
+    fn a_vector_vertex_waits_for_its_slowest_worker_and_its_memory() {
+        let t = target();
+        let work = VectorWork {
+            rows: 7,
+            f16_ops: 40,
+            ..VectorWork::default()
+        };
+        // Seven rows: one worker has two; 2 * 40 / 4 = 20 bundles, 6 tile cycles each.
+        assert_eq!(vector(&t, &work, 0), 50 + 6 * 20);
+        // 7 * 160 bytes: the two-row worker moves 320 bytes, 40 bundles of 8.
+        assert_eq!(vector(&t, &work, 7 * 160), 50 + 6 * 40);
+    }
 
     #[test]
     fn rows_are_dealt_as_evenly_as_possible() {

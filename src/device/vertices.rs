@@ -10,6 +10,7 @@
 //! A vertex's fault is a message; the superstep adds tile, superstep and the cycle the vertex started.
 
 use super::memory::{Matrix, TileMemory};
+use super::timing::{self, VectorWork};
 use super::{Device, Fault, fault};
 use crate::ir::DType;
 use crate::isa::{
@@ -50,14 +51,16 @@ fn execute_vertex(
     let Instr::Vertex(vertex) = instr else {
         return Err(format!("{instr:?} inside a compute step"));
     };
-    match vertex {
-        VertexKind::Amp(v) => amp(target, memory, v, step),
-        VertexKind::Epilogue(v) => epilogue(target, memory, v, step),
-        VertexKind::Softmax(v) => softmax(target, memory, v, step),
-        VertexKind::Accumulate(v) => accumulate(target, memory, v, step),
-        VertexKind::Combine(v) => combine(target, memory, v, step),
-        VertexKind::LayerNorm(v) => layer_norm(target, memory, v, step),
-    }
+    let before = memory.traffic();
+    let work = match vertex {
+        VertexKind::Amp(v) => return amp(target, memory, v, step),
+        VertexKind::Epilogue(v) => epilogue(memory, v, step)?,
+        VertexKind::Softmax(v) => softmax(memory, v, step)?,
+        VertexKind::Accumulate(v) => accumulate(memory, v, step)?,
+        VertexKind::Combine(v) => combine(memory, v, step)?,
+        VertexKind::LayerNorm(v) => layer_norm(memory, v, step)?,
+    };
+    Ok(timing::vector(target, &work, memory.traffic() - before))
 }
 
 /// `partials = a · b` on the AMP ([`Amp`]): the depth padded with zeros to whole AMP blocks.
@@ -126,7 +129,7 @@ fn amp(
         dtype: partials_type,
     };
     memory.store(&m, &out, step, "AMP partials")?;
-    Ok(super::timing::amp(target, v))
+    Ok(timing::amp(target, v))
 }
 
 /// The AMP's rules for its operands: f16 inputs; every row of every operand aligned for its loads or
@@ -190,12 +193,7 @@ fn check_amp_operands(target: &Target, memory: &TileMemory, v: &Amp<Placed>) -> 
 }
 
 /// `out = f16(activation?(Σ partials + bias?) + residual?)` on the vector unit ([`Epilogue`]).
-fn epilogue(
-    target: &Target,
-    memory: &mut TileMemory,
-    v: &Epilogue<Placed>,
-    step: u32,
-) -> Result<u64, String> {
+fn epilogue(memory: &mut TileMemory, v: &Epilogue<Placed>, step: u32) -> Result<VectorWork, String> {
     let Epilogue {
         rows,
         cols,
@@ -279,21 +277,16 @@ fn epilogue(
         activation,
         residual.is_some(),
     );
-    Ok(target.vector_cycles(
-        u64::from(rows) * u64::from(cols),
-        DType::F16,
-        ops,
-        transcendentals,
-    ))
+    Ok(VectorWork {
+        rows,
+        f16_ops: u64::from(cols) * ops,
+        f32_ops: 0,
+        transcendentals: u64::from(cols) * transcendentals,
+    })
 }
 
 /// One step of the online softmax over a block of scoresᵀ ([`Softmax`]).
-fn softmax(
-    target: &Target,
-    memory: &mut TileMemory,
-    v: &Softmax<Placed>,
-    step: u32,
-) -> Result<u64, String> {
+fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<VectorWork, String> {
     let Softmax {
         keys,
         queries,
@@ -363,21 +356,23 @@ fn softmax(
     )?;
     max.extend_from_slice(&sum);
     memory.store(&stats, &max, step, "softmax running max and sum")?;
-    Ok(target.softmax_cycles(
-        keys,
-        queries,
-        scores_type,
-        mask.is_some() || key_bias.is_some(),
-    ))
+    // Per query: a max, a scaled subtraction, a cast, a sum (and a mask select) and an exp per score;
+    // the running max, sum and rescale factor (three f32 operations and an exp).
+    let per_score = u64::from(keys) * (4 + u64::from(mask.is_some() || key_bias.is_some()));
+    let (f16_ops, f32_ops) = match scores_type {
+        DType::F16 => (per_score, 3),
+        DType::F32 | DType::I64 => (0, per_score + 3),
+    };
+    Ok(VectorWork {
+        rows: queries,
+        f16_ops,
+        f32_ops,
+        transcendentals: u64::from(keys) + 1,
+    })
 }
 
 /// The rescaled accumulation of `values · probabilities` into the flash state ([`Accumulate`]).
-fn accumulate(
-    target: &Target,
-    memory: &mut TileMemory,
-    v: &Accumulate<Placed>,
-    step: u32,
-) -> Result<u64, String> {
+fn accumulate(memory: &mut TileMemory, v: &Accumulate<Placed>, step: u32) -> Result<VectorWork, String> {
     let Accumulate {
         rows, cols, first, ..
     } = *v;
@@ -413,16 +408,17 @@ fn accumulate(
             .collect()
     };
     memory.store(&acc_matrix, &acc, step, "accumulator")?;
-    Ok(target.accumulate_cycles(u64::from(rows) * u64::from(cols), first))
+    // A multiply and an add per element; a copy for the first block.
+    Ok(VectorWork {
+        rows,
+        f16_ops: 0,
+        f32_ops: u64::from(cols) * if first { 1 } else { 2 },
+        transcendentals: 0,
+    })
 }
 
 /// The merge of flash states into the attention output ([`Combine`]).
-fn combine(
-    target: &Target,
-    memory: &mut TileMemory,
-    v: &Combine<Placed>,
-    step: u32,
-) -> Result<u64, String> {
+fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<VectorWork, String> {
     let Combine {
         rows,
         cols,
@@ -465,7 +461,15 @@ fn combine(
         dtype: DType::F16,
     };
     memory.store(&m, &o, step, "attention output")?;
-    Ok(target.combine_cycles(states.len() as u32, u64::from(rows) * u64::from(cols), cols))
+    // Per query (a column): per state a weight (an exp and two operations), per accumulator element a
+    // multiply-add per state, a division and a cast.
+    let parts = states.len() as u64;
+    Ok(VectorWork {
+        rows: cols,
+        f16_ops: 0,
+        f32_ops: u64::from(rows) * (2 * parts + 2) + 2 * parts,
+        transcendentals: parts,
+    })
 }
 
 /// A dense `rows x cols` result as it is stored: itself, or transposed (its stored rows and elements
@@ -498,12 +502,7 @@ fn check_alignment(value: u32, align: u32, what: &str) -> Result<(), String> {
 }
 
 /// A layer norm over rows of f16 elements, in f32 ([`LayerNorm`], [`numerics::layer_norm_row`]).
-fn layer_norm(
-    target: &Target,
-    memory: &mut TileMemory,
-    v: &LayerNorm<Placed>,
-    step: u32,
-) -> Result<u64, String> {
+fn layer_norm(memory: &mut TileMemory, v: &LayerNorm<Placed>, step: u32) -> Result<VectorWork, String> {
     let (rows, cols) = (v.rows, v.cols);
     let matrix = |o: &Placed, rows| Matrix {
         addr: o.address,
@@ -529,5 +528,12 @@ fn layer_norm(
         .flat_map(|row| numerics::layer_norm_row(row, &gamma, &beta, epsilon))
         .collect();
     memory.store(&matrix(&v.out, rows), &out, step, "layer norm output")?;
-    Ok(target.layer_norm_cycles(rows, cols))
+    // Per element seven f32 operations (sum, subtraction, square-and-add, scale, gamma, beta, cast); per
+    // row eight for the mean, the variance and the reciprocal square root.
+    Ok(VectorWork {
+        rows,
+        f16_ops: 0,
+        f32_ops: u64::from(cols) * 7 + 8,
+        transcendentals: 0,
+    })
 }

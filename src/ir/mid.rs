@@ -118,9 +118,11 @@ impl MatMul {
             || depth_blocks > 1
     }
 
-    /// Lane operations and transcendentals per output element of the epilogue.
-    pub fn epilogue_ops(&self, depth_blocks: u32) -> (u64, u64) {
-        Target::epilogue_ops(
+    /// The estimate of one epilogue vertex over `rows x cols` outputs.
+    pub fn epilogue_cycles(&self, target: &Target, rows: u32, cols: u32, depth_blocks: u32) -> u64 {
+        target.epilogue_cycles(
+            rows,
+            cols,
             self.partials,
             depth_blocks,
             self.bias.is_some(),

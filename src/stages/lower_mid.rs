@@ -17,7 +17,7 @@
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{
-    Attention, AttentionPartition, CODE_RESERVE_BYTES, DType, Graph, Grid, LayerNorm, MatMul, Mid,
+    Attention, AttentionPartition, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid,
     OpKind, Operator, OperatorEstimate, Partition, Plan, PlanEstimate,
 };
 use crate::isa::Activation;
@@ -498,10 +498,9 @@ fn grid_estimate(op: &MatMul, p: &Grid, target: &Target, resident: u64) -> Opera
     } else {
         0
     };
-    let (ops, transcendentals) = op.epilogue_ops(p.depth_blocks);
     let mut compute = target.amp_cycles(p.block_rows, depth as u32, p.block_cols, op.partials);
     if epilogue {
-        compute += target.vector_cycles(epilogue_rows * cols, DType::F16, ops, transcendentals);
+        compute += op.epilogue_cycles(target, epilogue_rows as u32, cols as u32, p.depth_blocks);
     }
     let block_depth = u64::from(p.block_depth);
     let receive_bytes =
@@ -595,7 +594,7 @@ fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) ->
         target.amp_cycles(keys, d, bq, pt)
             + target.softmax_cycles(keys, bq, pt, s.causal)
             + target.amp_cycles(d, keys, bq, pt)
-            + target.accumulate_cycles(u64::from(d * bq), first)
+            + target.accumulate_cycles(d, bq, first)
     };
     let (full, rest) = (bk / sub, bk % sub);
     let mut compute = if full == 0 {
@@ -607,7 +606,7 @@ fn attention_estimate(a: &Attention, p: &AttentionPartition, target: &Target) ->
     };
     // Each of a query block's tiles merges its share of the queries from every key block's state.
     let share = bq.div_ceil(p.key_blocks).next_multiple_of(2);
-    compute += target.combine_cycles(p.key_blocks, u64::from(d * share), share);
+    compute += target.combine_cycles(p.key_blocks, d, share);
     let (switch, transit) = (
         u64::from(target.mux_switch_cycles),
         u64::from(target.exchange_transit_cycles),

@@ -366,11 +366,7 @@ impl Builder<'_> {
             );
             work.finishing(Vertex {
                 tile,
-                estimated_cycles: self.target.combine_cycles(
-                    parts.len() as u32,
-                    u64::from(d * (c1 - c0)),
-                    c1 - c0,
-                ),
+                estimated_cycles: self.target.combine_cycles(parts.len() as u32, d, c1 - c0),
                 kind: VertexKind::Combine(Combine {
                     states: parts,
                     out: Operand::whole(out),
@@ -463,7 +459,7 @@ impl FlashTile {
             },
             Vertex {
                 tile,
-                estimated_cycles: target.accumulate_cycles(u64::from(d * nq), first),
+                estimated_cycles: target.accumulate_cycles(d, nq, first),
                 kind: VertexKind::Accumulate(Accumulate {
                     partials: Operand::whole(self.weighted),
                     state: Operand::whole(self.state),

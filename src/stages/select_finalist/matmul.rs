@@ -202,7 +202,6 @@ impl Builder<'_> {
         steps: Supersteps,
         work: &mut Work,
     ) {
-        let (ops_per, trans) = op.epilogue_ops(p.depth_blocks);
         let (nr, nc) = (out_rect.rows(), out_rect.cols());
         let shares = chunks(nr, blocks.len() as u32, 1);
         for (&(tile, own, bias), &(r0, r1)) in blocks.iter().zip(&shares) {
@@ -258,12 +257,7 @@ impl Builder<'_> {
             );
             work.finishing(Vertex {
                 tile,
-                estimated_cycles: self.target.vector_cycles(
-                    u64::from((r1 - r0) * nc),
-                    DType::F16,
-                    ops_per,
-                    trans,
-                ),
+                estimated_cycles: op.epilogue_cycles(self.target, r1 - r0, nc, p.depth_blocks),
                 kind: VertexKind::Epilogue(Epilogue {
                     partials: parts,
                     bias: bias.map(Operand::whole),
