@@ -341,9 +341,9 @@ fn vector_case(
     gelu: bool,
 ) -> Result<Calibration, Fault> {
     let mut m = Micro::new(target, "compute");
-    let base = target.memory_base + DATA_OFFSET;
-    let partials = base;
-    let bias_at = base + (rows * cols * 2).next_multiple_of(16);
+    // The partials where an AMP leaves them, in interleaved memory.
+    let partials = target.interleaved_base;
+    let bias_at = target.memory_base + DATA_OFFSET;
     let out = bias_at + (cols * 2).next_multiple_of(16);
     m.value(rows, cols, 0, partials);
     if bias {

@@ -51,8 +51,10 @@ pub struct Target {
     pub vector_f32_lanes: u64,
     /// Vector unit: f16 elements per tile cycle for exp/tanh.
     pub transcendental_f16_lanes: u64,
-    /// Bytes one worker's load or store moves in one bundle: the 64-bit data path (§2).
+    /// Bytes one worker's load or store moves in one bundle: the 64-bit data path (§2); a 128-bit
+    /// `ld128` load from interleaved memory, aligned to it, moves `wide_load_bytes` (§2).
     pub memory_access_bytes: u64,
+    pub wide_load_bytes: u64,
     pub memory_base: u32,
     pub interleaved_base: u32,
     pub memory_end: u32,
@@ -72,8 +74,12 @@ pub struct VectorCost {
     pub dtype: DType,
     pub ops: u64,
     pub transcendentals: u64,
-    /// Bytes loaded and stored per element.
+    /// Bytes loaded and stored per element, one access each `memory_access_bytes`; and bytes loaded
+    /// from interleaved memory (AMP partials), one access each `wide_load_bytes`.
     pub bytes: u64,
+    pub wide_bytes: u64,
+    /// Bytes loaded once by the vertex (a bias or gamma row), shared among the workers by rows.
+    pub vertex_bytes: u64,
     /// Per row: f32 operations and transcendentals.
     pub row_ops: u64,
     pub row_transcendentals: u64,
@@ -86,6 +92,8 @@ impl Default for VectorCost {
             ops: 0,
             transcendentals: 0,
             bytes: 0,
+            wide_bytes: 0,
+            vertex_bytes: 0,
             row_ops: 0,
             row_transcendentals: 0,
         }
@@ -116,6 +124,7 @@ impl Target {
             vector_f32_lanes: 2,
             transcendental_f16_lanes: 2,
             memory_access_bytes: 8,
+            wide_load_bytes: 16,
             memory_base: 0x4C000,
             interleaved_base: 0x80000,
             memory_end: 0xE8000,
@@ -191,7 +200,10 @@ impl Target {
             + (worker_rows * work.row_ops).div_ceil(self.vector_f32_lanes)
             + (elements * work.transcendentals + worker_rows * work.row_transcendentals)
                 .div_ceil(self.transcendental_f16_lanes);
-        let memory = (elements * work.bytes).div_ceil(self.memory_access_bytes);
+        let memory = (elements * work.bytes).div_ceil(self.memory_access_bytes)
+            + (elements * work.wide_bytes).div_ceil(self.wide_load_bytes)
+            + (work.vertex_bytes.div_ceil(self.memory_access_bytes) * worker_rows)
+                .div_ceil(u64::from(rows.max(1)));
         self.vertex_overhead_cycles + u64::from(self.workers) * compute.max(memory)
     }
 
@@ -214,8 +226,8 @@ impl Target {
     }
 
     /// The estimate of a matmul epilogue over `rows x cols` outputs: its operations
-    /// ([`Target::epilogue_ops`]) at f16 width; per element every part of the partials and the residual
-    /// loaded and the output stored.
+    /// ([`Target::epilogue_ops`]) at f16 width; per element its own AMP partials loaded from
+    /// interleaved memory, the other parts and the residual loaded and the output stored.
     pub fn epilogue_cycles(
         &self,
         rows: u32,
@@ -227,7 +239,7 @@ impl Target {
         residual: bool,
     ) -> u64 {
         let (ops, transcendentals) = Target::epilogue_ops(partials, parts, bias, activation, residual);
-        let bytes = u64::from(parts.max(1) * partials.bytes()) + 2 * u64::from(residual) + 2;
+        let other_parts = u64::from(parts.max(1) - 1);
         self.vector_cycles(
             rows,
             cols,
@@ -235,7 +247,9 @@ impl Target {
                 dtype: DType::F16,
                 ops,
                 transcendentals,
-                bytes,
+                bytes: other_parts * u64::from(partials.bytes()) + 2 * u64::from(residual) + 2,
+                wide_bytes: u64::from(partials.bytes()),
+                vertex_bytes: if bias { 2 * u64::from(cols) } else { 0 },
                 ..VectorCost::default()
             },
         )
@@ -244,7 +258,7 @@ impl Target {
     /// The estimate of a layer norm over `rows x cols` f16 elements, in f32: per element a sum, a
     /// subtraction, a square-and-add, a scale, a gamma multiply, a beta add and a cast (seven f32 lane
     /// operations), an f16 load and store; per row eight operations for the mean, the variance and one
-    /// reciprocal square root.
+    /// reciprocal square root; gamma and beta loaded once.
     pub fn layer_norm_cycles(&self, rows: u32, cols: u32) -> u64 {
         self.vector_cycles(
             rows,
@@ -254,6 +268,7 @@ impl Target {
                 ops: 7,
                 row_ops: 8,
                 bytes: 4,
+                vertex_bytes: 4 * u64::from(cols),
                 ..VectorCost::default()
             },
         )
@@ -261,8 +276,8 @@ impl Target {
 
     /// The estimate of one online-softmax block over `keys x queries` scores of type `scores`, a query
     /// a row: per score a max, a scaled subtraction, a cast to f16, a sum (and a mask select when
-    /// `masked`) and one exp, the score loaded and its probability stored; per query the running max,
-    /// sum and rescale factor (three f32 operations and one exp).
+    /// `masked`) and one exp, the score loaded (AMP partials, interleaved) and its probability stored;
+    /// per query the running max, sum and rescale factor (three f32 operations and one exp).
     pub fn softmax_cycles(&self, keys: u32, queries: u32, scores: DType, masked: bool) -> u64 {
         self.vector_cycles(
             queries,
@@ -273,14 +288,17 @@ impl Target {
                 transcendentals: 1,
                 row_ops: 3,
                 row_transcendentals: 1,
-                bytes: u64::from(scores.bytes()) + 2,
+                bytes: 2,
+                wide_bytes: u64::from(scores.bytes()),
+                // Per query the rescale factor stored, the running max and sum loaded and stored.
+                vertex_bytes: 20 * u64::from(queries),
             },
         )
     }
 
     /// The estimate of rescaling an f32 accumulator of `rows x cols` and adding a block's f32 partials:
-    /// a multiply and an add per element, the partials and the accumulator loaded and the accumulator
-    /// stored (the first block copies the partials).
+    /// a multiply and an add per element, the partials (AMP partials, interleaved) and the accumulator
+    /// loaded and the accumulator stored (the first block copies the partials).
     pub fn accumulate_cycles(&self, rows: u32, cols: u32, first: bool) -> u64 {
         self.vector_cycles(
             rows,
@@ -288,7 +306,9 @@ impl Target {
             VectorCost {
                 dtype: DType::F32,
                 ops: if first { 1 } else { 2 },
-                bytes: if first { 8 } else { 12 },
+                bytes: if first { 4 } else { 8 },
+                wide_bytes: 4,
+                vertex_bytes: if first { 0 } else { 4 * u64::from(cols) },
                 ..VectorCost::default()
             },
         )

@@ -3,6 +3,7 @@
 
 use crate::ir::BufferInfo;
 use crate::ir::DType;
+use crate::target::Target;
 use half::f16;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -12,9 +13,14 @@ pub struct TileMemory {
     /// One bit per byte: written by the code load, the host, an exchange or a vertex.
     written: Vec<u64>,
     buffers: Vec<BufferInfo>,
-    /// Bytes vertices have loaded and stored ([`TileMemory::load`], [`TileMemory::store`]): what the
-    /// device's timing charges for load and store bandwidth.
-    traffic: AtomicU64,
+    /// Where interleaved memory starts: rows there, 16-byte aligned, load `wide_load_bytes` an access;
+    /// every other access moves `access_bytes`.
+    interleaved_base: u32,
+    access_bytes: u32,
+    wide_load_bytes: u32,
+    /// Loads and stores vertices have made ([`TileMemory::load`], [`TileMemory::store`]), one per 64-bit
+    /// access or 128-bit load: what the device's timing charges for load and store bandwidth.
+    accesses: AtomicU64,
 }
 
 /// A strided matrix in tile memory: `rows` rows of `cols` elements of `dtype`, `stride` bytes apart.
@@ -36,19 +42,24 @@ impl Matrix {
 }
 
 impl TileMemory {
-    pub fn new(base: u32, size: usize, buffers: Vec<BufferInfo>) -> TileMemory {
+    /// A tile's memory as `target` lays it out, holding nothing yet.
+    pub fn new(target: &Target, buffers: Vec<BufferInfo>) -> TileMemory {
+        let size = (target.memory_end - target.memory_base) as usize;
         TileMemory {
-            base,
+            base: target.memory_base,
             bytes: vec![0; size],
             written: vec![0; size.div_ceil(64)],
             buffers,
-            traffic: AtomicU64::new(0),
+            interleaved_base: target.interleaved_base,
+            access_bytes: target.memory_access_bytes as u32,
+            wide_load_bytes: target.wide_load_bytes as u32,
+            accesses: AtomicU64::new(0),
         }
     }
 
-    /// Bytes loaded and stored by vertices so far.
-    pub fn traffic(&self) -> u64 {
-        self.traffic.load(Ordering::Relaxed)
+    /// Loads and stores vertices have made so far (64-bit accesses, 128-bit loads).
+    pub fn accesses(&self) -> u64 {
+        self.accesses.load(Ordering::Relaxed)
     }
 
     /// Names the buffer holding `addr`, for messages.
@@ -150,7 +161,7 @@ impl TileMemory {
 
     /// Reads a matrix, widened to f32.
     pub fn load(&self, m: &Matrix, what: &str) -> Result<Vec<f32>, String> {
-        self.count(m);
+        self.count(m, true);
         let mut out = Vec::with_capacity((m.rows * m.cols) as usize);
         for r in 0..m.rows {
             let row = self.read(m.row(r), m.row_bytes(), what)?;
@@ -171,7 +182,7 @@ impl TileMemory {
 
     /// Writes a matrix from f32 values, rounded to its dtype.
     pub fn store(&mut self, m: &Matrix, data: &[f32], step: u32, what: &str) -> Result<(), String> {
-        self.count(m);
+        self.count(m, false);
         let cols = m.cols as usize;
         let mut row = Vec::with_capacity(m.row_bytes() as usize);
         for r in 0..m.rows {
@@ -191,9 +202,18 @@ impl TileMemory {
         Ok(())
     }
 
-    fn count(&self, m: &Matrix) {
-        let bytes = u64::from(m.rows) * u64::from(m.row_bytes());
-        self.traffic.fetch_add(bytes, Ordering::Relaxed);
+    /// Counts a matrix's accesses: `access_bytes` each, or `wide_load_bytes` loads where its rows lie
+    /// in interleaved memory, aligned to that width.
+    fn count(&self, m: &Matrix, load: bool) {
+        let wide = self.wide_load_bytes;
+        let aligned = m.addr % wide == 0 && (m.rows <= 1 || m.stride % wide == 0);
+        let width = if load && aligned && m.addr >= self.interleaved_base {
+            wide
+        } else {
+            self.access_bytes
+        };
+        let accesses = u64::from(m.rows) * u64::from(m.row_bytes().div_ceil(width));
+        self.accesses.fetch_add(accesses, Ordering::Relaxed);
     }
 
     /// The highest byte written + 1 in each region (standard, interleaved), as addresses; the region's

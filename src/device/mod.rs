@@ -97,13 +97,12 @@ impl Device {
                 ),
             ));
         }
-        let size = (target.memory_end - target.memory_base) as usize;
         let tiles: Vec<Tile> = package
             .tiles
             .par_iter()
             .enumerate()
             .map(|(t, image)| {
-                let mut memory = TileMemory::new(target.memory_base, size, image.buffers.clone());
+                let mut memory = TileMemory::new(&target, image.buffers.clone());
                 memory
                     .write(image.code_address, &image.code, None, "code image")
                     .map_err(|m| fault(t, 0, 0, m))?;

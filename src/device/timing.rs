@@ -14,10 +14,16 @@
 //!
 //! A vector vertex ([`vector`]): the supervisor launches it and the six workers share its rows as
 //! evenly as possible. A worker issues one bundle every `workers` tile cycles, each one FP instruction
-//! (f16v4: 4 lanes; f32v2: 2 lanes; 2 transcendental lanes) beside one 64-bit load or store; so a
-//! worker's bundles are the larger of its lane operations over the lane width and its bytes loaded and
-//! stored over 8, and the slowest worker sets the vertex's time. The bytes are what the vertex
-//! actually loaded and stored on the device.
+//! (f16v4: 4 lanes; f32v2: 2 lanes; 2 transcendental lanes) beside one load or store (64 bits, or a
+//! 128-bit load from interleaved memory); so a worker's bundles are the larger of its lane operations
+//! over the lane width and its share of the accesses the vertex actually made on the device, and the
+//! slowest worker sets the vertex's time.
+//!
+//! Memory-element conflicts: an AMP bundle loads its input, loads and stores partials in one cycle;
+//! the device refuses an AMP whose input and partials share a 16 KiB element (poplibs' constraint), and
+//! interleaved partials alternate between the two elements of a pair, so the bundle never stalls. A
+//! vector worker makes one access a bundle and the barrel issues one bundle a cycle, so two accesses
+//! never meet in one cycle either.
 
 use crate::ir::DType;
 use crate::isa::{Amp, Placed};
@@ -61,8 +67,8 @@ pub struct VectorWork {
     pub transcendentals: u64,
 }
 
-/// Tile cycles of a vector vertex doing `work`, having loaded and stored `bytes`.
-pub fn vector(target: &Target, work: &VectorWork, bytes: u64) -> u64 {
+/// Tile cycles of a vector vertex doing `work`, having made `accesses` loads and stores.
+pub fn vector(target: &Target, work: &VectorWork, accesses: u64) -> u64 {
     let rows = u64::from(work.rows.max(1));
     let slowest_worker = dealt(work.rows, target.workers)
         .filter(|&r| r > 0)
@@ -71,9 +77,7 @@ pub fn vector(target: &Target, work: &VectorWork, bytes: u64) -> u64 {
             let compute = (r * work.f16_ops).div_ceil(target.vector_f16_lanes)
                 + (r * work.f32_ops).div_ceil(target.vector_f32_lanes)
                 + (r * work.transcendentals).div_ceil(target.transcendental_f16_lanes);
-            let memory = (bytes * r)
-                .div_ceil(rows)
-                .div_ceil(target.memory_access_bytes);
+            let memory = (accesses * r).div_ceil(rows);
             compute.max(memory)
         })
         .max()
@@ -99,8 +103,8 @@ mod tests {
         };
         // Seven rows: one worker has two; 2 * 40 / 4 = 20 bundles, 6 tile cycles each.
         assert_eq!(vector(&t, &work, 0), 50 + 6 * 20);
-        // 7 * 160 bytes: the two-row worker moves 320 bytes, 40 bundles of 8.
-        assert_eq!(vector(&t, &work, 7 * 160), 50 + 6 * 40);
+        // 7 * 20 accesses: the two-row worker makes 40.
+        assert_eq!(vector(&t, &work, 7 * 20), 50 + 6 * 40);
     }
 
     #[test]

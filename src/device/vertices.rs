@@ -51,7 +51,7 @@ fn execute_vertex(
     let Instr::Vertex(vertex) = instr else {
         return Err(format!("{instr:?} inside a compute step"));
     };
-    let before = memory.traffic();
+    let before = memory.accesses();
     let work = match vertex {
         VertexKind::Amp(v) => return amp(target, memory, v, step),
         VertexKind::Epilogue(v) => epilogue(memory, v, step)?,
@@ -60,7 +60,7 @@ fn execute_vertex(
         VertexKind::Combine(v) => combine(memory, v, step)?,
         VertexKind::LayerNorm(v) => layer_norm(memory, v, step)?,
     };
-    Ok(timing::vector(target, &work, memory.traffic() - before))
+    Ok(timing::vector(target, &work, memory.accesses() - before))
 }
 
 /// `partials = a · b` on the AMP ([`Amp`]): the depth padded with zeros to whole AMP blocks.
