@@ -269,6 +269,7 @@ impl<'a> Micro<'a> {
             graph,
             tiles,
             steps: vec![(self.kind.to_string(), 0)],
+            tile_estimates: Vec::new(),
             estimated_cycles: 0,
         };
         let host = host_data(&package.graph, 1);

@@ -1,18 +1,55 @@
-//! Reading an `execution.ipuprofile`: the summary table, a self-contained HTML page (tile heat maps, BSP
-//! timeline, tables) and Chrome trace-event JSON (Perfetto). Pure functions from the profile to text;
-//! the profile's store encoding (its kind and schema).
+//! Reading an `execution.ipuprofile`: the summary table (each superstep's estimate against the device,
+//! and the tile whose estimate is furthest off), a self-contained HTML page (tile heat maps of busy
+//! cycles, memory and the estimate's error, BSP timeline, tables) and Chrome trace-event JSON
+//! (Perfetto). Pure functions from the profile to text; the profile's store encoding (its kind and
+//! schema).
 
-use crate::device::Execution;
+use crate::device::{Execution, StepProfile};
 use std::fmt::Write as _;
 
 /// The profile as the store encodes it: `execution.ipuprofile`.
 impl crate::store::Artifact for Execution {
     const KIND: &'static str = "profile";
-    const SCHEMA: u32 = 2;
+    const SCHEMA: u32 = 3;
 }
 
 fn share(part: u64, whole: u64) -> f64 {
     100.0 * part as f64 / whole.max(1) as f64
+}
+
+/// A tile's estimate against the device: (tile, estimated cycles, device cycles).
+type TileEstimate = (usize, u32, u32);
+
+/// The estimate's relative error against the device's busy cycles.
+fn error(&(_, estimate, device): &TileEstimate) -> f64 {
+    (f64::from(estimate) - f64::from(device)) / f64::from(device.max(1))
+}
+
+/// The tile of a compute step whose estimate is furthest from the device, if the step has estimates.
+fn furthest_tile(st: &StepProfile) -> Option<TileEstimate> {
+    st.tile_estimates
+        .iter()
+        .zip(&st.tile_busy)
+        .enumerate()
+        .filter(|(_, (e, b))| **e > 0 || **b > 0)
+        .map(|(t, (&e, &b))| (t, e, b))
+        .max_by(|a, b| error(a).abs().total_cmp(&error(b).abs()))
+}
+
+/// Per tile, the estimate's largest relative error over the compute steps, in percent.
+fn tile_errors(e: &Execution) -> Vec<f64> {
+    let mut worst = vec![0f64; e.memory.len()];
+    for st in &e.steps {
+        for (t, (&est, &busy)) in st.tile_estimates.iter().zip(&st.tile_busy).enumerate() {
+            if (est > 0 || busy > 0) && t < worst.len() {
+                let err = 100.0 * error(&(t, est, busy));
+                if err.abs() > worst[t].abs() {
+                    worst[t] = err;
+                }
+            }
+        }
+    }
+    worst
 }
 
 /// The summary table: every superstep with its cycles, share of the run, and the compiler's estimate.
@@ -30,15 +67,22 @@ pub fn table(e: &Execution) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<6} {:<9} {:>10} {:>7} {:>10} {:>9} {:>12} {:>10}",
+        "{:<6} {:<9} {:>10} {:>7} {:>10} {:>9} {:>12} {:>10}  furthest tile (est/sim)",
         "step", "kind", "cycles", "share", "estimate", "est/sim", "busy tiles", "mean busy"
     );
+    let mut furthest: Option<(usize, TileEstimate)> = None;
     for (i, st) in e.steps.iter().enumerate() {
         let busy: Vec<u32> = st.tile_busy.iter().copied().filter(|&b| b > 0).collect();
         let mean = busy.iter().map(|&b| u64::from(b)).sum::<u64>() / busy.len().max(1) as u64;
+        let tile = furthest_tile(st);
+        if let Some(t) = tile
+            && furthest.is_none_or(|(_, f)| error(&t).abs() > error(&f).abs())
+        {
+            furthest = Some((i, t));
+        }
         let _ = writeln!(
             s,
-            "{:<6} {:<9} {:>10} {:>6.1}% {:>10} {:>9.3} {:>12} {:>10}",
+            "{:<6} {:<9} {:>10} {:>6.1}% {:>10} {:>9.3} {:>12} {:>10}  {}",
             format!("step{i}"),
             st.kind,
             st.cycles,
@@ -46,7 +90,12 @@ pub fn table(e: &Execution) -> String {
             st.estimated_cycles,
             st.estimated_cycles as f64 / st.cycles.max(1) as f64,
             busy.len(),
-            mean
+            mean,
+            tile.map_or("-".to_string(), |t| format!(
+                "tile{} ({:.3})",
+                t.0,
+                1.0 + error(&t)
+            ))
         );
     }
     let compute: u64 = e
@@ -79,6 +128,13 @@ pub fn table(e: &Execution) -> String {
         s,
         "memory: most standard bytes on a tile {max_standard}, most interleaved bytes on a tile {max_interleaved}"
     );
+    if let Some((step, (tile, est, sim))) = furthest {
+        let _ = writeln!(
+            s,
+            "estimate furthest off: step{step} tile{tile} estimate {est} device {sim} ({:+.1} %)",
+            100.0 * error(&(tile, est, sim))
+        );
+    }
     s
 }
 
@@ -152,6 +208,11 @@ pub fn html(e: &Execution) -> String {
         .map(|&(s, i)| u64::from(s) + u64::from(i))
         .collect();
     let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let errors = tile_errors(e)
+        .iter()
+        .map(|x| format!("{x:.2}"))
+        .collect::<Vec<_>>()
+        .join(",");
     let sync = e.sync_cycles / e.steps.len().max(1) as u64;
     let mut timeline = String::new();
     for (i, st) in e.steps.iter().enumerate() {
@@ -184,6 +245,8 @@ pre {{ background: #f6f6f6; padding: 8px; }}
 <div class="maps">
 <div><h2>busy cycles per tile</h2><div id="busy" class="map"></div></div>
 <div><h2>memory used per tile</h2><div id="memory" class="map"></div></div>
+<div><h2>estimate vs device per tile</h2><div id="estimate" class="map"></div>
+<p>the compute step where the tile's estimate is furthest off, in % (red: over, blue: under)</p></div>
 </div>
 <h2>supersteps</h2>
 <pre>{table}</pre>
@@ -209,6 +272,20 @@ function draw(id, values, hue) {{
 }}
 draw("busy", busy, 210);
 draw("memory", memory, 30);
+const errors = [{errors}];
+const worst = Math.max(1, ...errors.map(Math.abs));
+const estimateMap = document.getElementById("estimate");
+for (let row = 0; row < perColumn; row++) {{
+  for (let col = 0; col < {columns}; col++) {{
+    const tile = col * perColumn + row;
+    if (tile >= errors.length) continue;
+    const cell = document.createElement("div");
+    cell.className = "cell";
+    cell.title = "tile" + tile + ": estimate " + (errors[tile] >= 0 ? "+" : "") + errors[tile] + " %";
+    cell.style.background = "hsl(" + (errors[tile] >= 0 ? 0 : 220) + ", 80%, " + (95 - 60 * Math.abs(errors[tile]) / worst) + "%)";
+    estimateMap.appendChild(cell);
+  }}
+}}
 </script>
 </body></html>
 "#,
@@ -220,5 +297,54 @@ draw("memory", memory, 30);
         per_column = e.tiles_per_column,
         busy = list(&busy),
         memory = list(&memory),
+        errors = errors,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn execution(estimates: [Vec<u32>; 2]) -> Execution {
+        let step = |tile_estimates: Vec<u32>| StepProfile {
+            kind: "compute".to_string(),
+            estimated_cycles: 100,
+            cycles: 100,
+            tile_busy: vec![100, 90, 0],
+            tile_estimates,
+        };
+        let [a, b] = estimates;
+        Execution {
+            workload: "w".to_string(),
+            target: "mk2-1500".to_string(),
+            clock_khz: 1_500_000,
+            tiles_per_column: 3,
+            cycles: 436,
+            minimum_tile_cycles: 436,
+            sync_cycles: 236,
+            steps: vec![step(a), step(b)],
+            memory: vec![(0, 0); 3],
+            input_bytes: 0,
+            output_bytes: 0,
+            weight_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn the_table_names_the_tile_whose_estimate_is_furthest_off() {
+        let e = execution([vec![100, 90, 0], vec![104, 90, 0]]);
+        let t = table(&e);
+        assert!(
+            t.contains("estimate furthest off: step1 tile0 estimate 104 device 100 (+4.0 %)"),
+            "{t}"
+        );
+        // One tile's estimate moved: the table follows it.
+        let e = execution([vec![100, 81, 0], vec![104, 90, 0]]);
+        let t = table(&e);
+        assert!(
+            t.contains("estimate furthest off: step0 tile1 estimate 81 device 90 (-10.0 %)"),
+            "{t}"
+        );
+        assert_eq!(tile_errors(&e), [4.0, -10.0, 0.0]);
+    }
 }

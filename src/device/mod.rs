@@ -168,6 +168,7 @@ impl Device {
                 estimated_cycles: estimated,
                 cycles,
                 tile_busy: busy,
+                tile_estimates: package.tile_estimates.get(s).cloned().unwrap_or_default(),
             });
         }
         let output = self.stream_out(package)?;

@@ -17,6 +17,8 @@ pub struct StepProfile {
     /// Per tile: cycles busy in this step (its compute, or until its last send leaves or last word
     /// arrives); the rest of the step, and the sync, it waits.
     pub tile_busy: Vec<u32>,
+    /// Per tile: the compiler's estimate of its compute (empty for an exchange step).
+    pub tile_estimates: Vec<u32>,
 }
 
 /// What one `run` did: `execution.ipuprofile`.

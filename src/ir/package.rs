@@ -42,12 +42,15 @@ pub struct Package {
     pub host: HostProgram,
     /// Kind ("exchange" or "compute") and estimated cycles of every superstep.
     pub steps: Vec<(String, u64)>,
+    /// Per superstep, every tile's estimated compute cycles (the sum of its vertices' estimates);
+    /// empty for an exchange superstep.
+    pub tile_estimates: Vec<Vec<u32>>,
     pub estimated_cycles: u64,
 }
 
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 5;
+    const SCHEMA: u32 = 6;
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.

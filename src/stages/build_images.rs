@@ -70,6 +70,21 @@ pub fn build_images(
         .collect();
     let estimated_cycles =
         steps.iter().map(|(_, c)| c).sum::<u64>() + steps.len() as u64 * target.sync_cycles;
+    let tile_estimates = sel
+        .steps
+        .iter()
+        .map(|s| match s {
+            Step::Exchange(_) => Vec::new(),
+            Step::Compute(c) => {
+                let mut tiles = vec![0u32; code.tiles.len()];
+                for v in &sel.compute_sets[*c as usize].vertices {
+                    let t = &mut tiles[v.tile.index()];
+                    *t = t.saturating_add(u32::try_from(v.estimated_cycles).unwrap_or(u32::MAX));
+                }
+                tiles
+            }
+        })
+        .collect();
     let package = Package {
         compiler_version: COMPILER_VERSION.to_string(),
         target: target.clone(),
@@ -78,6 +93,7 @@ pub fn build_images(
         tiles,
         host: code.host.clone(),
         steps,
+        tile_estimates,
         estimated_cycles,
     };
     let errors = verify(&package, code, placement);
