@@ -14,7 +14,8 @@ use crate::ir::{DType, Graph, Rect, Value, ValueRole};
 use crate::ir::{Package, TileImage};
 use crate::isa::{Activation, Run};
 use crate::isa::{
-    Amp, Epilogue, HostProgram, HostTransfer, Instr, Placed, TileProgram, VertexKind,
+    Accumulate, Amp, Combine, Epilogue, HostProgram, HostTransfer, Instr, LayerNorm, Placed, Softmax,
+    TileProgram, VertexKind,
 };
 use crate::lowering::{BoundTransfer, exchange_programs};
 use crate::store::COMPILER_VERSION;
@@ -383,6 +384,127 @@ fn vector_case(
     })
 }
 
+/// One tile's memory for a micro-package: operands placed one after another, 16-byte aligned, in
+/// standard or interleaved memory; the host writes the inputs (an f32 input as twice as many f16s:
+/// its bytes are what the vertex loads and times).
+struct Operands<'m, 'a> {
+    m: &'m mut Micro<'a>,
+    tile: u32,
+    standard: u32,
+    interleaved: u32,
+}
+
+impl Operands<'_, '_> {
+    fn place(&mut self, rows: u32, cols: u32, dtype: DType, interleaved: bool, input: bool) -> Placed {
+        let stride = (cols * dtype.bytes()).next_multiple_of(16);
+        let next = if interleaved {
+            &mut self.interleaved
+        } else {
+            &mut self.standard
+        };
+        let address = *next;
+        *next += (rows * stride).next_multiple_of(16);
+        if input {
+            self.m.value(rows, stride / 2, self.tile, address);
+        }
+        Placed {
+            address,
+            stride,
+            dtype,
+        }
+    }
+}
+
+/// The other vector kernels, one per tile in one package, with their estimates.
+fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
+    let mut m = Micro::new(target, "compute");
+    let (rows, cols, keys, queries, head_dim, parts) = (23, 384, 64, 24, 72, 3);
+    let mut vertices = Vec::new();
+    for tile in 0..4u32 {
+        let mut o = Operands {
+            m: &mut m,
+            tile,
+            standard: target.memory_base + DATA_OFFSET,
+            interleaved: target.interleaved_base,
+        };
+        let (case, vertex, estimate) = match tile {
+            0 => (
+                format!("layer norm {rows}x{cols}"),
+                VertexKind::LayerNorm(LayerNorm {
+                    x: o.place(rows, cols, DType::F16, false, true),
+                    gamma: o.place(1, cols, DType::F16, false, true),
+                    beta: o.place(1, cols, DType::F16, false, true),
+                    out: o.place(rows, cols, DType::F16, false, false),
+                    rows,
+                    cols,
+                    epsilon_bits: 1e-5f32.to_bits(),
+                }),
+                target.layer_norm_cycles(rows, cols),
+            ),
+            1 => (
+                format!("softmax {keys} keys x {queries} queries f16 scores, first"),
+                VertexKind::Softmax(Softmax {
+                    scores: o.place(keys, queries, DType::F16, true, true),
+                    probabilities: o.place(keys, queries, DType::F16, true, false),
+                    state: o.place(head_dim + 2, queries, DType::F32, false, false),
+                    rescale: o.place(1, queries, DType::F32, false, false),
+                    keys,
+                    queries,
+                    head_dim,
+                    mask: None,
+                    key_bias: None,
+                    first: true,
+                    scale_bits: 0.125f32.to_bits(),
+                }),
+                target.softmax_cycles(keys, queries, DType::F16, false),
+            ),
+            2 => (
+                format!("accumulate {head_dim}x{queries}"),
+                VertexKind::Accumulate(Accumulate {
+                    partials: o.place(head_dim, queries, DType::F32, true, true),
+                    state: o.place(head_dim + 2, queries, DType::F32, false, true),
+                    rescale: o.place(1, queries, DType::F32, false, true),
+                    rows: head_dim,
+                    cols: queries,
+                    first: false,
+                }),
+                target.accumulate_cycles(head_dim, queries, false),
+            ),
+            _ => (
+                format!("combine {parts} states of {head_dim}x{queries}"),
+                VertexKind::Combine(Combine {
+                    states: (0..parts)
+                        .map(|_| o.place(head_dim + 2, queries, DType::F32, false, true))
+                        .collect(),
+                    out: o.place(head_dim, queries, DType::F16, false, false),
+                    rows: head_dim,
+                    cols: queries,
+                    scale_bits: 0.125f32.to_bits(),
+                    transpose: false,
+                }),
+                target.combine_cycles(parts, head_dim, queries),
+            ),
+        };
+        m.programs[tile as usize].push(Instr::Vertex(vertex));
+        vertices.push((case, estimate));
+    }
+    let e = m.run()?;
+    Ok(vertices
+        .into_iter()
+        .enumerate()
+        .map(|(tile, (case, estimate))| Calibration {
+            case,
+            kind: "vector",
+            rows: None,
+            hardware_cycles: None,
+            device_cycles: u64::from(e.steps[0].tile_busy[tile]),
+            estimate_cycles: estimate,
+            peak_cycles: None,
+            note: String::new(),
+        })
+        .collect())
+}
+
 /// Schedules `pattern`, runs it on the device (every source holds its words; every destination has a
 /// receive buffer per transfer), and compares with the pattern's lower bound, supertile pairs included.
 fn exchange_case(
@@ -489,6 +611,7 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
     ] {
         rows.push(vector_case(target, r, c, bias, gelu)?);
     }
+    rows.extend(kernel_cases(target)?);
     let bound_note = "bound: transit + the busiest tile or supertile pair, words at 2 per cycle over \
          the pair's bus, plus switches between transfers";
     let patterns = [
