@@ -378,7 +378,18 @@ fn vector_case(
         rows: None,
         hardware_cycles: None,
         device_cycles: e.steps[0].cycles,
-        estimate_cycles: target.epilogue_cycles(rows, cols, DType::F16, 1, bias, activation, false),
+        estimate_cycles: target.epilogue_cycles(
+            rows,
+            cols,
+            &crate::target::EpilogueCost {
+                partials: DType::F16,
+                parts: 1,
+                bias,
+                activation,
+                residual: false,
+                transposed: false,
+            },
+        ),
         peak_cycles: None,
         note: String::new(),
     })

@@ -36,6 +36,19 @@ fn furthest_tile(st: &StepProfile) -> Option<TileEstimate> {
         .max_by(|a, b| error(a).abs().total_cmp(&error(b).abs()))
 }
 
+/// The superstep whose estimate is furthest from the device, with the estimate's relative error.
+pub fn worst_step(e: &Execution) -> Option<(usize, f64)> {
+    e.steps
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            let error = (st.estimated_cycles as f64 - st.cycles as f64) / st.cycles.max(1) as f64;
+            (i, error)
+        })
+        .rev() // the first of equals
+        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+}
+
 /// Per tile, the estimate's largest relative error over the compute steps, in percent.
 fn tile_errors(e: &Execution) -> Vec<f64> {
     let mut worst = vec![0f64; e.memory.len()];
@@ -128,6 +141,13 @@ pub fn table(e: &Execution) -> String {
         s,
         "memory: most standard bytes on a tile {max_standard}, most interleaved bytes on a tile {max_interleaved}"
     );
+    if let Some((step, error)) = worst_step(e) {
+        let _ = writeln!(
+            s,
+            "estimate furthest off by superstep: step{step} ({:+.1} %)",
+            100.0 * error
+        );
+    }
     if let Some((step, (tile, est, sim))) = furthest {
         let _ = writeln!(
             s,
@@ -346,5 +366,6 @@ mod tests {
             "{t}"
         );
         assert_eq!(tile_errors(&e), [4.0, -10.0, 0.0]);
+        assert_eq!(worst_step(&e), Some((0, 0.0)));
     }
 }

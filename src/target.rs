@@ -100,6 +100,35 @@ impl Default for VectorCost {
     }
 }
 
+/// A matmul epilogue as its cost sees it: the partials' type and how many parts (depth blocks) it
+/// sums, a bias, an activation, a residual, and whether the output is stored transposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpilogueCost {
+    pub partials: DType,
+    pub parts: u32,
+    pub bias: bool,
+    pub activation: Option<Activation>,
+    pub residual: bool,
+    pub transposed: bool,
+}
+
+impl EpilogueCost {
+    /// Lane operations and transcendentals per output element: an add per extra part, a cast unless
+    /// one f16 part is the sum, a bias add, GELU (seven lane operations and one tanh or erf) and a
+    /// residual add.
+    pub fn ops(&self) -> (u64, u64) {
+        let parts = u64::from(self.parts.max(1));
+        let cast = u64::from(self.partials != DType::F16 || parts > 1);
+        let gelu = self.activation.is_some();
+        let ops = parts - 1
+            + cast
+            + u64::from(self.bias)
+            + if gelu { 7 } else { 0 }
+            + u64::from(self.residual);
+        (ops, u64::from(gelu))
+    }
+}
+
 /// Peak flops per tile cycle with f16 inputs and f16 partials (64 MAC).
 pub const PEAK_FLOP_PER_TILE_CYCLE: u64 = 128;
 
@@ -207,39 +236,19 @@ impl Target {
         self.vertex_overhead_cycles + u64::from(self.workers) * compute.max(memory)
     }
 
-    /// Lane operations and transcendentals per element of a matmul epilogue over `parts` partials (the
-    /// depth blocks of a split reduction): an add per extra part, a cast unless one f16 part is the
-    /// sum, a bias add, GELU (seven lane operations and one tanh or erf) and a residual add.
-    pub fn epilogue_ops(
-        partials: DType,
-        parts: u32,
-        bias: bool,
-        activation: Option<Activation>,
-        residual: bool,
-    ) -> (u64, u64) {
-        let parts = u64::from(parts.max(1));
-        let cast = u64::from(partials != DType::F16 || parts > 1);
-        let gelu = activation.is_some();
-        let ops =
-            parts - 1 + cast + u64::from(bias) + if gelu { 7 } else { 0 } + u64::from(residual);
-        (ops, u64::from(gelu))
-    }
-
     /// The estimate of a matmul epilogue over `rows x cols` outputs: its operations
-    /// ([`Target::epilogue_ops`]) at f16 width; per element its own AMP partials loaded from
-    /// interleaved memory, the other parts and the residual loaded and the output stored.
-    pub fn epilogue_cycles(
-        &self,
-        rows: u32,
-        cols: u32,
-        partials: DType,
-        parts: u32,
-        bias: bool,
-        activation: Option<Activation>,
-        residual: bool,
-    ) -> u64 {
-        let (ops, transcendentals) = Target::epilogue_ops(partials, parts, bias, activation, residual);
-        let other_parts = u64::from(parts.max(1) - 1);
+    /// ([`EpilogueCost::ops`]) at f16 width; per element its own AMP partials loaded from interleaved
+    /// memory, the other parts and the residual loaded and the output stored; a transposed output
+    /// stores each output row's elements one access apiece, a stored row per column.
+    pub fn epilogue_cycles(&self, rows: u32, cols: u32, e: &EpilogueCost) -> u64 {
+        let (ops, transcendentals) = e.ops();
+        let other_parts = u64::from(e.parts.max(1) - 1);
+        let (out_bytes, transposed_out) = if e.transposed {
+            let per_stored_row = (2 * u64::from(rows)).div_ceil(self.memory_access_bytes);
+            (0, u64::from(cols) * per_stored_row * self.memory_access_bytes)
+        } else {
+            (2, 0)
+        };
         self.vector_cycles(
             rows,
             cols,
@@ -247,9 +256,11 @@ impl Target {
                 dtype: DType::F16,
                 ops,
                 transcendentals,
-                bytes: other_parts * u64::from(partials.bytes()) + 2 * u64::from(residual) + 2,
-                wide_bytes: u64::from(partials.bytes()),
-                vertex_bytes: if bias { 2 * u64::from(cols) } else { 0 },
+                bytes: other_parts * u64::from(e.partials.bytes())
+                    + 2 * u64::from(e.residual)
+                    + out_bytes,
+                wide_bytes: u64::from(e.partials.bytes()),
+                vertex_bytes: if e.bias { 2 * u64::from(cols) } else { 0 } + transposed_out,
                 ..VectorCost::default()
             },
         )

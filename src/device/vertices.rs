@@ -270,13 +270,15 @@ fn epilogue(memory: &mut TileMemory, v: &Epilogue<Placed>, step: u32) -> Result<
         step,
         "epilogue output",
     )?;
-    let (ops, transcendentals) = Target::epilogue_ops(
-        partials_type,
-        v.partials.len() as u32,
-        bv.is_some(),
+    let (ops, transcendentals) = crate::target::EpilogueCost {
+        partials: partials_type,
+        parts: v.partials.len() as u32,
+        bias: bv.is_some(),
         activation,
-        residual.is_some(),
-    );
+        residual: residual.is_some(),
+        transposed: v.transpose,
+    }
+    .ops();
     Ok(VectorWork {
         rows,
         f16_ops: u64::from(cols) * ops,

@@ -123,11 +123,14 @@ impl MatMul {
         target.epilogue_cycles(
             rows,
             cols,
-            self.partials,
-            depth_blocks,
-            self.bias.is_some(),
-            self.activation,
-            self.residual.is_some(),
+            &crate::target::EpilogueCost {
+                partials: self.partials,
+                parts: depth_blocks,
+                bias: self.bias.is_some(),
+                activation: self.activation,
+                residual: self.residual.is_some(),
+                transposed: self.transposed_out,
+            },
         )
     }
 }
