@@ -1,9 +1,10 @@
 //! Calibration: micro-packages run through the simulated device beside the compiler's closed-form
 //! estimates and, where published, real hardware. Graphcore's measured AMP curve (128 sizes of one
-//! 16x16 weight block, `data/`) runs one size per tile in one package; the device times AMP vertices
-//! with its own model (`device::timing`), so the estimate (`Target::amp_cycles`) can be wrong and
-//! [`check`] says where; so does it for vector vertices, timed on the device from the bytes they load
-//! and store and the rows each worker gets. Exchange patterns are scheduled by the compiler's
+//! 16x16 weight block, `data/`) runs one size per tile in one package, against the device's own model
+//! (`device::timing`). The AMP estimate (`Target::amp_cycles`) states that model's formula in closed
+//! form, so for AMP the check that can fail is the hardware's; vector estimates can be wrong wherever
+//! the accesses a vertex actually makes on the device (row alignment, interleaving) differ from the
+//! estimate's assumptions, and [`check`] says where. Exchange patterns are scheduled by the compiler's
 //! scheduler, executed by the device and compared with the pattern's overhead-inclusive lower bound.
 
 use crate::device::{Device, Execution, Fault, host_data};
@@ -140,6 +141,7 @@ pub fn table(rows: &[Calibration]) -> String {
         .fold(0.0, f64::max);
     let worst_estimate = rows
         .iter()
+        .rev() // the first of equals
         .max_by(|a, b| a.estimate_error().abs().total_cmp(&b.estimate_error().abs()));
     let _ = writeln!(
         s,

@@ -17,6 +17,15 @@ fn share(part: u64, whole: u64) -> f64 {
     100.0 * part as f64 / whole.max(1) as f64
 }
 
+/// Text made safe inside HTML.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
 /// A tile's estimate against the device: (tile, estimated cycles, device cycles).
 type TileEstimate = (usize, u32, u32);
 
@@ -163,7 +172,7 @@ pub fn table(e: &Execution) -> String {
 pub fn trace(e: &Execution, per_column: bool) -> String {
     let us = |cycles: u64| cycles as f64 / e.clock_khz as f64 * 1e3;
     let tracks = if per_column {
-        e.memory.len().div_ceil(e.tiles_per_column as usize)
+        e.memory.len().div_ceil(e.tiles_per_column.max(1) as usize)
     } else {
         e.memory.len()
     };
@@ -183,14 +192,15 @@ pub fn trace(e: &Execution, per_column: bool) -> String {
     for (i, st) in e.steps.iter().enumerate() {
         for t in 0..tracks {
             let busy = if per_column {
-                let cols = e.tiles_per_column as usize;
-                st.tile_busy[t * cols..((t + 1) * cols).min(st.tile_busy.len())]
+                let cols = e.tiles_per_column.max(1) as usize;
+                let end = ((t + 1) * cols).min(st.tile_busy.len());
+                st.tile_busy[(t * cols).min(end)..end]
                     .iter()
                     .copied()
                     .max()
                     .unwrap_or(0)
             } else {
-                st.tile_busy[t]
+                st.tile_busy.get(t).copied().unwrap_or(0)
             };
             let busy = u64::from(busy);
             if busy > 0 {
@@ -205,7 +215,7 @@ pub fn trace(e: &Execution, per_column: bool) -> String {
             events.push(format!(
                 r#"{{"name":"step{i} sync wait","cat":"sync","ph":"X","pid":0,"tid":{t},"ts":{:.4},"dur":{:.4}}}"#,
                 us(start + busy),
-                us(st.cycles - busy + sync)
+                us(st.cycles.saturating_sub(busy) + sync)
             ));
         }
         start += st.cycles + sync;
@@ -220,7 +230,12 @@ pub fn trace(e: &Execution, per_column: bool) -> String {
 /// side), the BSP timeline, and the summary table. No network.
 pub fn html(e: &Execution) -> String {
     let busy: Vec<u64> = (0..e.memory.len())
-        .map(|t| e.steps.iter().map(|s| u64::from(s.tile_busy[t])).sum())
+        .map(|t| {
+            e.steps
+                .iter()
+                .map(|s| u64::from(s.tile_busy.get(t).copied().unwrap_or(0)))
+                .sum()
+        })
         .collect();
     let memory: Vec<u64> = e
         .memory
@@ -239,12 +254,12 @@ pub fn html(e: &Execution) -> String {
         let _ = write!(
             timeline,
             r#"<div class="bar {kind}" style="flex:{c}" title="step{i} {kind}: {c} cycles (estimate {est})">step{i}</div><div class="bar sync" style="flex:{sync}" title="sync: {sync} cycles"></div>"#,
-            kind = st.kind,
+            kind = escape(&st.kind),
             c = st.cycles,
             est = st.estimated_cycles
         );
     }
-    let table = table(e).replace('&', "&amp;").replace('<', "&lt;");
+    let table = escape(&table(e));
     format!(
         r#"<!doctype html>
 <html><head><meta charset="utf-8"><title>{workload}: execution profile</title>
@@ -309,9 +324,9 @@ for (let row = 0; row < perColumn; row++) {{
 </script>
 </body></html>
 "#,
-        workload = e.workload,
+        workload = escape(&e.workload),
         cycles = e.cycles,
-        target = e.target,
+        target = escape(&e.target),
         tiles = e.memory.len(),
         columns = e.memory.len().div_ceil(e.tiles_per_column.max(1) as usize),
         per_column = e.tiles_per_column,
@@ -367,5 +382,17 @@ mod tests {
         );
         assert_eq!(tile_errors(&e), [4.0, -10.0, 0.0]);
         assert_eq!(worst_step(&e), Some((0, 0.0)));
+    }
+
+    #[test]
+    fn a_crafted_profile_is_reported_without_a_panic_and_its_names_escaped() {
+        let mut e = execution([Vec::new(), vec![1, 2, 3, 4, 5]]);
+        e.workload = "<img src=x onerror=alert(1)>".to_string();
+        e.tiles_per_column = 0;
+        e.steps[0].tile_busy.clear();
+        e.steps[1].tile_busy = vec![u32::MAX];
+        let page = html(&e);
+        assert!(!page.contains("<img") && page.contains("&lt;img"));
+        let _ = (table(&e), trace(&e, true), trace(&e, false));
     }
 }

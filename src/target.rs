@@ -44,8 +44,9 @@ pub struct Target {
     ///
     /// Where the published figure and the documented mechanism disagree: the documented pieces (launch
     /// 50, weight load 32, worker pass `6 * (26 + 4 * rows)`) give 238 + 24·⌈N/6⌉ cycles for one block of
-    /// N rows; the measured curve is 331 + 4·N ± 7. The 87 cycles between them are this parameter, and
-    /// they are charged per block, since the curve (one block) cannot tell per block from per vertex.
+    /// N rows, about 246 + 4·N on average over the rounding; the measured curve is 331 + 4·N ± 7. This
+    /// parameter is the gap as fitted with the rounding (87 cycles; the best fit of 325 + 24·⌈N/6⌉), and
+    /// it is charged per block, since the curve (one block) cannot tell per block from per vertex.
     /// The curve also repeats every 48 rows within ±7 cycles, which rows dealt whole to six workers
     /// do not reproduce; the device stays within 7.7 cycles of every point.
     pub amp_block_supervisor_cycles: u64,
@@ -201,7 +202,7 @@ impl Target {
     /// weight-stationary over 16x16 blocks, rows shared among the workers.
     pub fn amp_cycles(&self, rows: u32, depth: u32, cols: u32, partials: DType) -> u64 {
         if rows == 0 || depth == 0 || cols == 0 {
-            return 0;
+            return self.vertex_overhead_cycles;
         }
         let blocks = u64::from(depth.div_ceil(self.amp_block_depth))
             * u64::from(cols.div_ceil(self.amp_block_width));

@@ -378,3 +378,19 @@ fn a_damaged_host_program_is_a_fault_not_a_panic() {
     let fault = run(&p).expect_err("a host transfer beyond its value must fail");
     assert!(fault.message.contains("does not fit"), "{fault}");
 }
+
+#[test]
+fn a_package_naming_a_target_with_a_zero_rate_is_refused_not_run() {
+    let base = small_package();
+    for zero in 0..4 {
+        let mut p = base.clone();
+        match zero {
+            0 => p.target.workers = 0,
+            1 => p.target.memory_access_bytes = 0,
+            2 => p.target.wide_load_bytes = 1 << 40,
+            _ => p.target.amp_block_depth = 0,
+        }
+        let fault = run(&p).expect_err("an impossible target must be refused");
+        assert!(fault.to_string().contains("impossible target"), "{fault}");
+    }
+}

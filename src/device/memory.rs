@@ -218,7 +218,8 @@ impl TileMemory {
 
     /// The highest byte written + 1 in each region (standard, interleaved), as addresses; the region's
     /// base when nothing was written there.
-    pub fn used_ends(&self, interleaved_base: u32) -> (u32, u32) {
+    pub fn used_ends(&self) -> (u32, u32) {
+        let interleaved_base = self.interleaved_base;
         // Region boundaries are multiples of 64 bytes, so whole words of the bitmap belong to one region.
         let split = ((interleaved_base - self.base) as usize / 64).min(self.written.len());
         let last = |words: std::ops::Range<usize>| {

@@ -73,9 +73,24 @@ impl Device {
     /// Loads the application: code images into tile memories, programs decoded from there.
     pub fn load(package: &Package) -> Result<Device, Fault> {
         let target = package.target.clone();
+        // Every rate the timing divides by is at least one, and an access fits a tile's address.
+        let rates = [
+            u64::from(target.workers),
+            u64::from(target.amp_block_depth),
+            u64::from(target.amp_block_width),
+            target.weight_load_bytes_per_cycle,
+            target.vector_f16_lanes,
+            target.vector_f32_lanes,
+            target.transcendental_f16_lanes,
+            target.memory_access_bytes,
+            target.wide_load_bytes,
+            u64::from(target.memory_element_bytes),
+            u64::from(target.exchange_bytes_per_cycle),
+        ];
         if target.tiles == 0
             || target.memory_base >= target.memory_end
             || !(target.memory_base..=target.memory_end).contains(&target.interleaved_base)
+            || rates.iter().any(|&r| r == 0 || r > 1 << 20)
         {
             return Err(fault(
                 0,

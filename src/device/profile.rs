@@ -87,8 +87,7 @@ impl Device {
         self.tiles
             .iter()
             .map(|t| {
-                let (standard_end, interleaved_end) =
-                    t.memory.used_ends(self.target.interleaved_base);
+                let (standard_end, interleaved_end) = t.memory.used_ends();
                 (
                     standard_end - self.target.memory_base,
                     interleaved_end - self.target.interleaved_base,

@@ -5,7 +5,8 @@
 //! would make them: an object before the action entry naming it, a stage record after the output it
 //! names, `model.ipuexe` after its package object. The first failed write stops the rest, so nothing
 //! written names what was not, and is returned by [`Writer::finish`]. A build reads nothing it has
-//! queued: what it just produced it holds in memory.
+//! queued: what it just produced it holds in memory. (`lower_exchanges` stores the schedules it reuses
+//! across builds itself, as it makes them: a cache that no action entry or record names.)
 
 use super::{BuildError, LOG_TARGET, write_if_changed};
 use crate::ir::write_ipuexe;

@@ -167,9 +167,10 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     receives.par_sort_unstable();
     let mut received = vec![false; sends.len()];
     for r in &receives {
-        let at = sends.partition_point(|s| (s.phase, s.tile, s.start) < (r.phase, r.from, r.sent));
+        let named = (r.phase, r.from, r.sent, r.bytes);
+        let at = sends.partition_point(|s| (s.phase, s.tile, s.start, s.bytes) < named);
         match sends.get(at) {
-            Some(s) if (s.phase, s.tile, s.start, s.bytes) == (r.phase, r.from, r.sent, r.bytes) => {
+            Some(s) if (s.phase, s.tile, s.start, s.bytes) == named => {
                 received[at] = true;
             }
             _ => v.error(format!(
