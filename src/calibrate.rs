@@ -13,11 +13,11 @@ use crate::exchange::{Overheads, Pattern, PatternTransfer};
 use crate::ids::{ExchangeId, TileId, ValueId};
 use crate::ir::{DType, Graph, Rect, Value, ValueRole};
 use crate::ir::{Package, TileImage};
-use crate::isa::{Activation, Run};
 use crate::isa::{
-    Accumulate, Amp, Combine, Epilogue, HostProgram, HostTransfer, Instr, LayerNorm, Placed, Softmax,
-    TileProgram, VertexKind,
+    Accumulate, Amp, Combine, Epilogue, HostProgram, HostTransfer, Instr, LayerNorm, Placed,
+    Softmax, TileProgram, VertexKind,
 };
+use crate::isa::{Activation, Run};
 use crate::lowering::{BoundTransfer, exchange_programs};
 use crate::store::COMPILER_VERSION;
 use crate::target::{PEAK_FLOP_PER_TILE_CYCLE, Target};
@@ -80,7 +80,8 @@ pub fn check(rows: &[Calibration]) -> Vec<String> {
                 (r.device_fraction(), r.hardware_fraction(), r.rows)
             {
                 let points = 100.0 * (d - h);
-                if rows >= HARDWARE_MIN_ROWS_FOR_POINTS && points.abs() > HARDWARE_POINTS_TOLERANCE {
+                if rows >= HARDWARE_MIN_ROWS_FOR_POINTS && points.abs() > HARDWARE_POINTS_TOLERANCE
+                {
                     problems.push(format!(
                         "{}: device {:.1} % of peak, hardware {:.1} % ({points:+.1} points, tolerance ±{HARDWARE_POINTS_TOLERANCE})",
                         r.case,
@@ -117,11 +118,14 @@ pub fn table(rows: &[Calibration]) -> String {
             s,
             "{:<40} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8}  estimate {:+.2} %{}{}",
             r.case,
-            r.hardware_cycles.map_or("-".to_string(), |h| format!("{h:.1}")),
+            r.hardware_cycles
+                .map_or("-".to_string(), |h| format!("{h:.1}")),
             r.device_cycles,
             r.estimate_cycles,
-            r.hardware_cycles
-                .map_or("-".to_string(), |h| format!("{:+.1}", r.device_cycles as f64 - h)),
+            r.hardware_cycles.map_or("-".to_string(), |h| format!(
+                "{:+.1}",
+                r.device_cycles as f64 - h
+            )),
             pct(r.hardware_fraction()),
             pct(r.device_fraction()),
             100.0 * r.estimate_error(),
@@ -129,7 +133,10 @@ pub fn table(rows: &[Calibration]) -> String {
             r.note
         );
     }
-    let published: Vec<&Calibration> = rows.iter().filter(|r| r.hardware_cycles.is_some()).collect();
+    let published: Vec<&Calibration> = rows
+        .iter()
+        .filter(|r| r.hardware_cycles.is_some())
+        .collect();
     let worst_cycles = published
         .iter()
         .map(|r| (r.device_cycles as f64 - r.hardware_cycles.unwrap_or(0.0)).abs())
@@ -142,7 +149,11 @@ pub fn table(rows: &[Calibration]) -> String {
     let worst_estimate = rows
         .iter()
         .rev() // the first of equals
-        .max_by(|a, b| a.estimate_error().abs().total_cmp(&b.estimate_error().abs()));
+        .max_by(|a, b| {
+            a.estimate_error()
+                .abs()
+                .total_cmp(&b.estimate_error().abs())
+        });
     let _ = writeln!(
         s,
         "cases={} published={} worstDeviceVsHardwareCycles={worst_cycles:.1} worstDeviceVsHardwarePoints={worst_points:.2} worstEstimateVsDevicePercent={:.2} worstEstimateCase=\"{}\"",
@@ -408,7 +419,14 @@ struct Operands<'m, 'a> {
 }
 
 impl Operands<'_, '_> {
-    fn place(&mut self, rows: u32, cols: u32, dtype: DType, interleaved: bool, input: bool) -> Placed {
+    fn place(
+        &mut self,
+        rows: u32,
+        cols: u32,
+        dtype: DType,
+        interleaved: bool,
+        input: bool,
+    ) -> Placed {
         let stride = (cols * dtype.bytes()).next_multiple_of(16);
         let next = if interleaved {
             &mut self.interleaved

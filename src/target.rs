@@ -253,7 +253,10 @@ impl Target {
         let other_parts = u64::from(e.parts.max(1) - 1);
         let (out_bytes, transposed_out) = if e.transposed {
             let per_stored_row = (2 * u64::from(rows)).div_ceil(self.memory_access_bytes);
-            (0, u64::from(cols) * per_stored_row * self.memory_access_bytes)
+            (
+                0,
+                u64::from(cols) * per_stored_row * self.memory_access_bytes,
+            )
         } else {
             (2, 0)
         };

@@ -289,9 +289,15 @@ fn bench_build_times_cold_builds_and_leaves_the_store_alone() {
     let lines: Vec<&str> = ran.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", ran.stdout);
     for (run, line) in lines[..2].iter().enumerate() {
-        assert!(line.starts_with(&format!("run={} wallMs=", run + 1)), "{line}");
+        assert!(
+            line.starts_with(&format!("run={} wallMs=", run + 1)),
+            "{line}"
+        );
         for phase in phases() {
-            assert!(line.contains(&format!(" {phase}=")), "{phase} missing: {line}");
+            assert!(
+                line.contains(&format!(" {phase}=")),
+                "{phase} missing: {line}"
+            );
         }
     }
     assert!(lines[2].contains("runs=2 fastestMs="), "{}", lines[2]);

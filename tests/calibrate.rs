@@ -15,7 +15,10 @@ fn every_case_is_within_its_tolerance_and_every_published_point_is_run() {
     let rows = calibrate(&bow()).expect("calibration packages run");
     let problems = check(&rows);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    let published: Vec<&Calibration> = rows.iter().filter(|r| r.hardware_cycles.is_some()).collect();
+    let published: Vec<&Calibration> = rows
+        .iter()
+        .filter(|r| r.hardware_cycles.is_some())
+        .collect();
     assert_eq!(published.len(), 128);
     assert_eq!(published.len(), published_amp_curve().len());
     // The curve's ends, as published: N = 16 at 15.9 % of peak, N = 2048 at 96.1 %.
@@ -58,8 +61,16 @@ fn calibrate_prints_the_table_and_json_and_passes() {
     let sb = Sandbox::new();
     let table = sb.run(&["calibrate"]);
     table.assert_ok();
-    assert!(table.stdout.contains("amp 23x4304x16 f16 partials"), "{}", table.stdout);
-    assert!(table.stdout.contains("exchange all-to-all 16 tiles"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("amp 23x4304x16 f16 partials"),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("exchange all-to-all 16 tiles"),
+        "{}",
+        table.stdout
+    );
     assert!(table.stdout.contains("published=128"), "{}", table.stdout);
     let json = sb.run(&["calibrate", "--json", "--target", "bow"]);
     json.assert_ok();
@@ -72,7 +83,12 @@ fn calibrate_prints_the_table_and_json_and_passes() {
     let hw = first["hardware_fraction"].as_f64().expect("published");
     let dev = first["device_fraction"].as_f64().expect("amp");
     assert!((0.0..=1.0).contains(&hw) && (0.0..=1.0).contains(&dev));
-    assert!(first["device_cycles"].as_u64().is_some() && first["estimate_cycles"].as_u64().is_some());
-    let vector = cases.iter().find(|c| c["kind"] == "vector").expect("a vector case");
+    assert!(
+        first["device_cycles"].as_u64().is_some() && first["estimate_cycles"].as_u64().is_some()
+    );
+    let vector = cases
+        .iter()
+        .find(|c| c["kind"] == "vector")
+        .expect("a vector case");
     assert!(vector["hardware_fraction"].is_null() && vector["rows"].is_null());
 }

@@ -137,14 +137,24 @@ fn every_superstep_estimate_is_within_five_percent_of_the_device() {
     let sb = Sandbox::new();
     for preset in [SMALL, "attention-flash-small", "bert-encoder-small"] {
         sb.run(&["run", preset]).assert_ok();
-        let id = sb.run(&["id", preset]).assert_ok().stdout.trim().to_string();
+        let id = sb
+            .run(&["id", preset])
+            .assert_ok()
+            .stdout
+            .trim()
+            .to_string();
         let bytes = std::fs::read(sb.stages().join(&id).join("execution.ipuprofile")).unwrap();
         let hash = ipu_codegen::store::ContentHash::of(&bytes);
         let mut e: ipu_codegen::device::Execution =
             ipu_codegen::store::decode(&bytes, &hash).unwrap();
         let (step, error) = ipu_codegen::report::worst_step(&e).unwrap();
-        assert!(error.abs() <= 0.05, "{preset}: step{step} estimate off by {error:+.3}");
-        let busiest = (0..e.steps.len()).max_by_key(|&i| e.steps[i].cycles).unwrap();
+        assert!(
+            error.abs() <= 0.05,
+            "{preset}: step{step} estimate off by {error:+.3}"
+        );
+        let busiest = (0..e.steps.len())
+            .max_by_key(|&i| e.steps[i].cycles)
+            .unwrap();
         e.steps[busiest].estimated_cycles = e.steps[busiest].cycles * 6 / 5;
         let (step, error) = ipu_codegen::report::worst_step(&e).unwrap();
         assert_eq!(step, busiest);

@@ -193,7 +193,11 @@ fn check_amp_operands(target: &Target, memory: &TileMemory, v: &Amp<Placed>) -> 
 }
 
 /// `out = f16(activation?(Σ partials + bias?) + residual?)` on the vector unit ([`Epilogue`]).
-fn epilogue(memory: &mut TileMemory, v: &Epilogue<Placed>, step: u32) -> Result<VectorWork, String> {
+fn epilogue(
+    memory: &mut TileMemory,
+    v: &Epilogue<Placed>,
+    step: u32,
+) -> Result<VectorWork, String> {
     let Epilogue {
         rows,
         cols,
@@ -374,7 +378,11 @@ fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<Ve
 }
 
 /// The rescaled accumulation of `values · probabilities` into the flash state ([`Accumulate`]).
-fn accumulate(memory: &mut TileMemory, v: &Accumulate<Placed>, step: u32) -> Result<VectorWork, String> {
+fn accumulate(
+    memory: &mut TileMemory,
+    v: &Accumulate<Placed>,
+    step: u32,
+) -> Result<VectorWork, String> {
     let Accumulate {
         rows, cols, first, ..
     } = *v;
@@ -504,7 +512,11 @@ fn check_alignment(value: u32, align: u32, what: &str) -> Result<(), String> {
 }
 
 /// A layer norm over rows of f16 elements, in f32 ([`LayerNorm`], [`numerics::layer_norm_row`]).
-fn layer_norm(memory: &mut TileMemory, v: &LayerNorm<Placed>, step: u32) -> Result<VectorWork, String> {
+fn layer_norm(
+    memory: &mut TileMemory,
+    v: &LayerNorm<Placed>,
+    step: u32,
+) -> Result<VectorWork, String> {
     let (rows, cols) = (v.rows, v.cols);
     let matrix = |o: &Placed, rows| Matrix {
         addr: o.address,

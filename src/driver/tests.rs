@@ -413,14 +413,28 @@ fn a_failed_background_write_fails_the_build_and_stops_the_writes_after_it() {
     // A file where the build's stage folder goes: the first stage record cannot be written.
     std::fs::create_dir_all(&small.stages).expect("stages");
     std::fs::write(b.dir(), b"not a folder").expect("blocker");
-    let error = b.run(PIPELINE[0], last()).err().expect("the record write fails");
+    let error = b
+        .run(PIPELINE[0], last())
+        .err()
+        .expect("the record write fails");
     assert!(
-        matches!(error, BuildError::CreateDir { .. } | BuildError::Write { .. }),
+        matches!(
+            error,
+            BuildError::CreateDir { .. } | BuildError::Write { .. }
+        ),
         "{error}"
     );
     // What was queued before the failed record landed (the graph, lower_mid's output and its action
     // entry); select_finalist's output, queued after it, never did.
-    let kinds: Vec<String> = small.store.list().into_iter().map(|(_, _, kind)| kind).collect();
+    let kinds: Vec<String> = small
+        .store
+        .list()
+        .into_iter()
+        .map(|(_, _, kind)| kind)
+        .collect();
     assert!(kinds.iter().any(|k| k.starts_with("mid ")), "{kinds:?}");
-    assert!(!kinds.iter().any(|k| k.starts_with("selected ")), "{kinds:?}");
+    assert!(
+        !kinds.iter().any(|k| k.starts_with("selected ")),
+        "{kinds:?}"
+    );
 }

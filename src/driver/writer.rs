@@ -20,7 +20,10 @@ pub(super) enum Write {
     /// An artifact into the store.
     Object(Object),
     /// An action entry: `key` -> `output`.
-    Action { key: ContentHash, output: ContentHash },
+    Action {
+        key: ContentHash,
+        output: ContentHash,
+    },
     /// A stage record, unless the file holds these bytes already.
     Record { path: PathBuf, bytes: Vec<u8> },
     /// `model.ipuexe` from the package object's bytes, unless the file holds them already.

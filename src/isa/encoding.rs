@@ -159,7 +159,10 @@ impl<'a> Reader<'a> {
 
     fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.at.checked_add(len).ok_or_else(|| self.truncated())?;
-        let slice = self.bytes.get(self.at..end).ok_or_else(|| self.truncated())?;
+        let slice = self
+            .bytes
+            .get(self.at..end)
+            .ok_or_else(|| self.truncated())?;
         self.at = end;
         Ok(slice)
     }

@@ -186,7 +186,10 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     }
     for (s, received) in sends.iter().zip(received) {
         v.check(received, || {
-            format!("ex{} {}: send at cycle {} has no receiver", s.phase, s.tile, s.start)
+            format!(
+                "ex{} {}: send at cycle {} has no receiver",
+                s.phase, s.tile, s.start
+            )
         });
     }
     v.finish()

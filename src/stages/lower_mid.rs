@@ -17,8 +17,8 @@
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{
-    Attention, AttentionPartition, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid,
-    OpKind, Operator, OperatorEstimate, Partition, Plan, PlanEstimate,
+    Attention, AttentionPartition, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, OpKind,
+    Operator, OperatorEstimate, Partition, Plan, PlanEstimate,
 };
 use crate::isa::Activation;
 use crate::target::Target;

@@ -355,7 +355,9 @@ impl Holders {
             bands
         });
         // The bands overlapping rect's rows: from the last starting at or before its first row.
-        let first = bands.partition_point(|b| b.row0 <= rect.row0).saturating_sub(1);
+        let first = bands
+            .partition_point(|b| b.row0 <= rect.row0)
+            .saturating_sub(1);
         let mut found: Vec<usize> = Vec::new();
         for band in bands[first..].iter().take_while(|b| b.row0 < rect.row1) {
             let from = band.holders.partition_point(|h| h.1 <= rect.col0);
