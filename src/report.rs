@@ -289,38 +289,27 @@ pre {{ background: #f6f6f6; padding: 8px; }}
 const busy = [{busy}];
 const memory = [{memory}];
 const perColumn = {per_column};
-function draw(id, values, hue) {{
-  const max = Math.max(1, ...values);
+// Column-major: each grid column is one column of the chip. A cell's shade is the value's magnitude,
+// `hue` its colour and `label` its title.
+function draw(id, values, hue, label) {{
+  const max = Math.max(1, ...values.map(Math.abs));
   const map = document.getElementById(id);
-  // Column-major: each grid column is one column of the chip.
   for (let row = 0; row < perColumn; row++) {{
     for (let col = 0; col < {columns}; col++) {{
       const tile = col * perColumn + row;
       if (tile >= values.length) continue;
+      const v = values[tile];
       const cell = document.createElement("div");
       cell.className = "cell";
-      cell.title = "tile" + tile + ": " + values[tile];
-      cell.style.background = "hsl(" + hue + ", 80%, " + (95 - 60 * values[tile] / max) + "%)";
+      cell.title = "tile" + tile + ": " + label(v);
+      cell.style.background = "hsl(" + hue(v) + ", 80%, " + (95 - 60 * Math.abs(v) / max) + "%)";
       map.appendChild(cell);
     }}
   }}
 }}
-draw("busy", busy, 210);
-draw("memory", memory, 30);
-const errors = [{errors}];
-const worst = Math.max(1, ...errors.map(Math.abs));
-const estimateMap = document.getElementById("estimate");
-for (let row = 0; row < perColumn; row++) {{
-  for (let col = 0; col < {columns}; col++) {{
-    const tile = col * perColumn + row;
-    if (tile >= errors.length) continue;
-    const cell = document.createElement("div");
-    cell.className = "cell";
-    cell.title = "tile" + tile + ": estimate " + (errors[tile] >= 0 ? "+" : "") + errors[tile] + " %";
-    cell.style.background = "hsl(" + (errors[tile] >= 0 ? 0 : 220) + ", 80%, " + (95 - 60 * Math.abs(errors[tile]) / worst) + "%)";
-    estimateMap.appendChild(cell);
-  }}
-}}
+draw("busy", busy, () => 210, v => v);
+draw("memory", memory, () => 30, v => v);
+draw("estimate", [{errors}], v => (v >= 0 ? 0 : 220), v => "estimate " + (v >= 0 ? "+" : "") + v + " %");
 </script>
 </body></html>
 "#,

@@ -162,9 +162,8 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             )
         });
     }
-    // Each receive against the send it names: both sorted by (phase, sender, cycle).
+    // Each receive against the send it names, found in the sends sorted by their whole key.
     sends.par_sort_unstable();
-    receives.par_sort_unstable();
     let mut received = vec![false; sends.len()];
     for r in &receives {
         let named = (r.phase, r.from, r.sent, r.bytes);
@@ -204,7 +203,7 @@ struct SendKey {
     bytes: (u32, u32),
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// A receive: the send it names (phase, sender, cycle, (skip, bytes)) and its tile.
 struct ReceiveKey {
     phase: u32,
     from: TileId,
