@@ -372,6 +372,7 @@ fn vector_case(
     m.programs[0].push(Instr::Vertex(VertexKind::Epilogue(Epilogue {
         partials: vec![f16(partials)],
         bias: bias.then_some(f16(bias_at)),
+        bias_by_row: false,
         residual: None,
         out: f16(out),
         rows,
@@ -398,6 +399,7 @@ fn vector_case(
                 partials: DType::F16,
                 parts: 1,
                 bias,
+                bias_by_row: false,
                 activation,
                 residual: false,
                 transposed: false,

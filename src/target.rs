@@ -115,6 +115,8 @@ pub struct EpilogueCost {
     pub partials: DType,
     pub parts: u32,
     pub bias: bool,
+    /// The bias runs down the rows (one value per row, as in a transposed matmul), not along them.
+    pub bias_by_row: bool,
     pub activation: Option<Activation>,
     pub residual: bool,
     pub transposed: bool,
@@ -271,7 +273,11 @@ impl Target {
                     + 2 * u64::from(e.residual)
                     + out_bytes,
                 wide_bytes: u64::from(e.partials.bytes()),
-                vertex_bytes: if e.bias { 2 * u64::from(cols) } else { 0 } + transposed_out,
+                vertex_bytes: match (e.bias, e.bias_by_row) {
+                    (false, _) => 0,
+                    (true, false) => 2 * u64::from(cols),
+                    (true, true) => 2 * u64::from(rows),
+                } + transposed_out,
                 ..VectorCost::default()
             },
         )

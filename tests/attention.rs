@@ -56,18 +56,19 @@ fn attention_shapes_pass() {
 #[test]
 fn long_keys_step_the_online_softmax_through_several_sub_blocks() {
     let sb = Sandbox::new();
-    // 800 batch-and-head groups leave one tile per group: 600 keys in sub-blocks of at most 256.
+    // 737 batch-and-head groups leave one tile per group: 3000 keys, whose scores as one block
+    // would not fit tile memory, in sub-blocks of at most 256.
     let shape = [
         "--batch",
-        "2",
+        "1",
         "--heads",
-        "400",
+        "737",
         "--head-dim",
         "8",
         "--tokens",
         "20",
         "--key-tokens",
-        "600",
+        "3000",
     ];
     let mut run = vec!["run", SMALL_ATTENTION];
     run.extend_from_slice(&shape);
@@ -81,7 +82,7 @@ fn long_keys_step_the_online_softmax_through_several_sub_blocks() {
         .lines()
         .filter(|l| l.trim_start().starts_with("softmax "))
         .collect();
-    assert_eq!(steps.len(), 3, "{}", r.stdout);
+    assert!(steps.len() >= 3000usize.div_ceil(256), "{}", r.stdout);
     assert!(
         steps[0].ends_with(" first") && !steps[1].ends_with(" first"),
         "{steps:?}"

@@ -67,9 +67,63 @@ fn lower_mid_refuses_an_add_it_cannot_fuse() {
     let err = lower_mid(
         &graph,
         &Target::preset("mk2-1500").unwrap(),
-        &LowerMidConfig { finalists: 1 },
+        &LowerMidConfig {
+            finalists: 1,
+            ..LowerMidConfig::default()
+        },
     )
     .unwrap_err()
     .to_string();
     assert!(err.contains("doubled") && err.contains("add"), "{err}");
+}
+
+/// The encoder's mid and graph as `lower_mid` makes them by default.
+fn encoder_mid() -> (
+    ipu_codegen::ir::Graph,
+    ipu_codegen::ir::Mid,
+    ipu_codegen::target::Target,
+) {
+    use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
+    use ipu_codegen::target::Target;
+    use ipu_codegen::workload::WorkloadSpec;
+    let spec = WorkloadSpec::parse(WorkloadSpec::preset(ENCODER).unwrap(), ENCODER).unwrap();
+    let graph = spec.import().unwrap();
+    let target = Target::preset("mk2-1500").unwrap();
+    let mid = lower_mid(&graph, &target, &LowerMidConfig::default()).unwrap();
+    (graph, mid, target)
+}
+
+#[test]
+fn the_mid_verifier_refuses_a_matmul_reading_a_layer_norm_transposed() {
+    use ipu_codegen::ir::{Operator, Partition, verify_mid};
+    let (graph, mut mid, target) = encoder_mid();
+    assert!(verify_mid(&mid, &graph, &target).is_empty());
+    // The first matmul reads the embeddings' layer norm, which writes only row by row.
+    let first = (mid.operators.iter())
+        .position(|o| matches!(o, Operator::MatMul(_)))
+        .unwrap();
+    let Partition::Grid(g) = &mut mid.finalists[0].partitions[first] else {
+        panic!("a matmul's partition is a grid");
+    };
+    g.transposed = true;
+    let errors = verify_mid(&mid, &graph, &target);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("finalist 0:") && e.contains("writes only row by row")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn an_encoder_cannot_be_planned_all_transposed_and_says_which_value_forbids_it() {
+    let sb = Sandbox::new();
+    let r = sb.run(&["build", ENCODER, "--form", "transposed"]);
+    assert!(!r.status.success());
+    assert!(
+        r.stderr.contains("no whole-program plan")
+            && r.stderr.contains("reads embeddings.norm transposed"),
+        "{}",
+        r.stderr
+    );
 }

@@ -79,6 +79,73 @@ fn odd_shapes_pass() {
 }
 
 #[test]
+fn every_operand_form_and_weight_home_passes_on_odd_shapes() {
+    let sb = Sandbox::new();
+    // Biases run down the rows in the transposed form; f32 partials and three depth blocks of odd
+    // sizes exercise the transposed shares of the reduction.
+    let shapes: [&[&str]; 2] = [
+        &[
+            "--tokens",
+            "37",
+            "--dimension",
+            "40",
+            "--hidden",
+            "72",
+            "--biases",
+            "true",
+        ],
+        &[
+            "--batch",
+            "2",
+            "--tokens",
+            "11",
+            "--dimension",
+            "50",
+            "--hidden",
+            "33",
+            "--partials",
+            "f32",
+        ],
+    ];
+    for shape in shapes {
+        for (form, weights) in [
+            ("transposed", "resident"),
+            ("transposed", "gathered"),
+            ("normal", "resident"),
+        ] {
+            let mut full = vec!["run", SMALL, "--form", form, "--weight-panels", weights];
+            full.extend_from_slice(shape);
+            let out = assert_pass(&sb, &full);
+            assert!(out.contains("hardwareTest=PASS"), "{out}");
+        }
+    }
+    // The plan is what was asked for.
+    let r = sb.run(&[
+        "show",
+        "lower_mid",
+        SMALL,
+        "--form",
+        "transposed",
+        "--weight-panels",
+        "resident",
+    ]);
+    r.assert_ok();
+    let plans: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.contains(" blocks of "))
+        .collect();
+    assert!(
+        !plans.is_empty()
+            && plans
+                .iter()
+                .all(|l| l.contains("transposed, weights resident")),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn corrupted_output_fails_the_check() {
     corruption_fails_the_check(SMALL, SMALL_ID, SMALL_SEED);
 }

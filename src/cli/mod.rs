@@ -16,7 +16,7 @@ use ipu_codegen::ir::DType;
 use ipu_codegen::stages::build_images::BuildImagesConfig;
 use ipu_codegen::stages::emit::EmitConfig;
 use ipu_codegen::stages::lower_exchanges::LowerExchangesConfig;
-use ipu_codegen::stages::lower_mid::LowerMidConfig;
+use ipu_codegen::stages::lower_mid::{FormChoice, LowerMidConfig, WeightsChoice};
 use ipu_codegen::stages::place_storage::{PlaceStorageConfig, PlacementOrder};
 use ipu_codegen::stages::plan_exchange_storage::PlanExchangeStorageConfig;
 use ipu_codegen::stages::select_finalist::{MappingChoice, SelectFinalistConfig};
@@ -227,6 +227,12 @@ pub struct BuildArgs {
     /// lower_mid: plans kept for select_finalist.
     #[arg(long, default_value_t = 4)]
     finalists: u32,
+    /// lower_mid: the matmuls' operand forms the plan search may choose.
+    #[arg(long, value_parser = form_parser(), default_value = "auto")]
+    form: FormChoice,
+    /// lower_mid: where the matmuls' weight panels may live.
+    #[arg(long, value_parser = weights_parser(), default_value = "auto")]
+    weight_panels: WeightsChoice,
     /// select_finalist: grid-to-tile mapping.
     #[arg(long, value_parser = mapping_parser(), default_value = "auto")]
     mapping: MappingChoice,
@@ -242,6 +248,9 @@ fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
             MappingChoice::Auto => {
                 Some("Try every mapping, keep the one with the least estimated cycles")
             }
+            MappingChoice::SharedPanels => {
+                Some("Column blocks that gather the same panel on adjacent tiles (supertile pairs)")
+            }
             MappingChoice::RowMajor | MappingChoice::ColumnMajor => None,
         })
     }))
@@ -249,6 +258,46 @@ fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
 }
 
 /// `--placement-order`: the names of [`PlacementOrder`], each with its help.
+/// `--form`: the names of [`FormChoice`], each with its help.
+fn form_parser() -> impl TypedValueParser<Value = FormChoice> {
+    PossibleValuesParser::new(FormChoice::ALL.map(|f| {
+        PossibleValue::new(f.name()).help(match f {
+            FormChoice::Auto => "Either form, chosen by estimated cycles",
+            FormChoice::Normal => "Tokens are the AMP's rows, the weights its stationary operand",
+            FormChoice::Transposed => {
+                "The weights' columns are the AMP's rows, the tokens its stationary operand"
+            }
+        })
+    }))
+    .map(|name| {
+        FormChoice::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .unwrap_or(FormChoice::Auto)
+    })
+}
+
+/// `--weight-panels`: the names of [`WeightsChoice`], each with its help.
+fn weights_parser() -> impl TypedValueParser<Value = WeightsChoice> {
+    PossibleValuesParser::new(WeightsChoice::ALL.map(|w| {
+        PossibleValue::new(w.name()).help(match w {
+            WeightsChoice::Auto => "Resident or gathered, chosen by estimated cycles within memory",
+            WeightsChoice::Resident => {
+                "Each tile keeps its weight panels, streamed once at initialize"
+            }
+            WeightsChoice::Gathered => {
+                "Home pieces spread over the grid, gathered into panels at every run"
+            }
+        })
+    }))
+    .map(|name| {
+        WeightsChoice::ALL
+            .into_iter()
+            .find(|w| w.name() == name)
+            .unwrap_or(WeightsChoice::Auto)
+    })
+}
+
 fn placement_order_parser() -> impl TypedValueParser<Value = PlacementOrder> {
     PossibleValuesParser::new(PlacementOrder::ALL.map(|o| {
         PossibleValue::new(o.name()).help(match o {
@@ -337,6 +386,8 @@ impl BuildArgs {
         PhaseConfigs {
             lower_mid: LowerMidConfig {
                 finalists: self.finalists,
+                form: self.form,
+                weights: self.weight_panels,
             },
             select_finalist: SelectFinalistConfig {
                 mapping: self.mapping,

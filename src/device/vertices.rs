@@ -226,13 +226,15 @@ fn epilogue(
             *sum += x;
         }
     }
+    let by_row = v.bias_by_row;
+    let bias_len = if by_row { rows } else { cols };
     let bv = match &v.bias {
         Some(bias) => Some(memory.load(
             &Matrix {
                 addr: expect(bias, DType::F16, "epilogue bias")?,
                 stride: bias.stride,
                 rows: 1,
-                cols,
+                cols: bias_len,
                 dtype: DType::F16,
             },
             "epilogue bias",
@@ -256,7 +258,13 @@ fn epilogue(
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            let bias = bv.as_ref().map(|b| b[i % cols as usize]);
+            let bias = bv.as_ref().map(|b| {
+                if by_row {
+                    b[i / cols as usize]
+                } else {
+                    b[i % cols as usize]
+                }
+            });
             let residual = residual.as_ref().map(|r| r[i]);
             numerics::epilogue(v, bias, activation, residual).to_f32()
         })
@@ -278,6 +286,7 @@ fn epilogue(
         partials: partials_type,
         parts: v.partials.len() as u32,
         bias: bv.is_some(),
+        bias_by_row: v.bias_by_row,
         activation,
         residual: residual.is_some(),
         transposed: v.transpose,

@@ -15,7 +15,9 @@
 use super::BuildError;
 use super::artifact::{Decoded, Output, PhaseError};
 use crate::exchange::Schedule;
-use crate::ir::{ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode};
+use crate::ir::{
+    ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode, verify_mid,
+};
 use crate::stages::build_images::{self, BuildImagesConfig, build_images};
 use crate::stages::emit::{self, EmitConfig, emit};
 use crate::stages::lower_exchanges::{self, LowerExchangesConfig, lower_exchanges, pattern_keys};
@@ -51,7 +53,7 @@ impl Default for PhaseConfigs {
     /// Every phase's config as `ipu-codegen build` passes it without options.
     fn default() -> PhaseConfigs {
         PhaseConfigs {
-            lower_mid: LowerMidConfig { finalists: 4 },
+            lower_mid: LowerMidConfig::default(),
             select_finalist: SelectFinalistConfig {
                 mapping: MappingChoice::Auto,
             },
@@ -136,7 +138,7 @@ pub static PHASES: [PhaseSpec; 7] = [
         },
         verify: |a, t| {
             let (mid, graph) = (a.output::<Mid>()?, a.input::<Graph>()?);
-            Ok(mid.verify(&graph, t))
+            Ok(verify_mid(&mid, &graph, t))
         },
         headline: |a| {
             let mid = a.output::<Mid>()?;

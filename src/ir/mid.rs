@@ -95,9 +95,6 @@ pub struct MatMul {
     /// `[m, n]`, added after the activation (a residual connection).
     pub residual: Option<ValueId>,
     pub out: ValueId,
-    /// The output is stored transposed (one stored row per column), as an attention reads its queries
-    /// and values.
-    pub transposed_out: bool,
     pub m: u32,
     pub k: u32,
     pub n: u32,
@@ -108,28 +105,38 @@ pub struct MatMul {
 
 impl MatMul {
     /// Whether the AMP's partials need a separate epilogue pass to become the f16 output: a bias, an
-    /// activation, a residual, f32 partials, or partials of several depth blocks to sum.
-    pub fn has_epilogue(&self, depth_blocks: u32) -> bool {
+    /// activation, a residual, f32 partials, partials of several depth blocks to sum, or an output
+    /// stored in the other order than the partials (`transpose`).
+    pub fn has_epilogue(&self, depth_blocks: u32, transpose: bool) -> bool {
         self.bias.is_some()
             || self.activation.is_some()
             || self.residual.is_some()
-            || self.transposed_out
+            || transpose
             || self.partials != DType::F16
             || depth_blocks > 1
     }
 
-    /// The estimate of one epilogue vertex over `rows x cols` outputs.
-    pub fn epilogue_cycles(&self, target: &Target, rows: u32, cols: u32, depth_blocks: u32) -> u64 {
+    /// The estimate of one epilogue vertex over `rows x cols` partials (the AMP's rows and columns:
+    /// in the transposed form the bias runs down the rows).
+    pub fn epilogue_cycles(
+        &self,
+        target: &Target,
+        rows: u32,
+        cols: u32,
+        p: &Grid,
+        transpose: bool,
+    ) -> u64 {
         target.epilogue_cycles(
             rows,
             cols,
             &crate::target::EpilogueCost {
                 partials: self.partials,
-                parts: depth_blocks,
+                parts: p.depth_blocks,
                 bias: self.bias.is_some(),
+                bias_by_row: p.transposed,
                 activation: self.activation,
                 residual: self.residual.is_some(),
-                transposed: self.transposed_out,
+                transposed: transpose,
             },
         )
     }
@@ -185,6 +192,12 @@ impl std::fmt::Display for Partition {
                         p.depth_blocks, p.block_depth
                     )?;
                 }
+                if p.transposed {
+                    write!(f, ", transposed")?;
+                }
+                if p.resident {
+                    write!(f, ", weights resident")?;
+                }
                 Ok(())
             }
             Partition::Attention(p) => write!(
@@ -214,6 +227,16 @@ pub struct Grid {
     pub depth_blocks: u32,
     /// A multiple of the AMP block depth unless it is the whole depth.
     pub block_depth: u32,
+    /// A matmul's operand form: in the normal form (`false`) a block's rows of `a` are the AMP's rows
+    /// and its weights `b` the stationary operand, so `block_cols` is a multiple of the AMP block
+    /// width; in the transposed form (`true`) the AMP computes `outᵀ = bᵀ · aᵀ`: the weights'
+    /// columns are its rows and a block of `a`'s rows (tokens) its stationary operand, so
+    /// `block_rows` is a multiple of the AMP block width. Always `false` for a layer norm.
+    pub transposed: bool,
+    /// A matmul's weights (and bias) are kept on every tile that uses them, each tile its own panel
+    /// streamed at `initialize`, instead of being gathered at every run from home pieces spread over
+    /// the grid.
+    pub resident: bool,
 }
 
 impl Grid {
@@ -285,7 +308,32 @@ pub struct OperatorEstimate {
     pub other_bytes: u64,
     /// Weight panel and partials: interleaved only.
     pub interleaved_bytes: u64,
+    /// What the operator keeps on its busiest tile for the whole program.
+    pub resident: Resident,
     pub cycles: u64,
+}
+
+/// Bytes kept on a tile for the whole program (resident weight panels): the AMP's stationary operand
+/// in interleaved memory, the rest in either region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resident {
+    pub interleaved: u64,
+    pub either: u64,
+}
+
+impl Resident {
+    /// The sum over a plan's operators, as if every operator's busiest tile were the same one.
+    pub fn of(operators: &[OperatorEstimate]) -> Resident {
+        operators
+            .iter()
+            .fold(Resident::default(), |a, e| a.plus(e.resident))
+    }
+    pub fn plus(self, other: Resident) -> Resident {
+        Resident {
+            interleaved: self.interleaved + other.interleaved,
+            either: self.either + other.either,
+        }
+    }
 }
 
 impl OperatorEstimate {
@@ -293,7 +341,11 @@ impl OperatorEstimate {
         self.panel_bytes + self.other_bytes
     }
     pub fn total_bytes(&self) -> u64 {
-        self.panel_bytes + self.other_bytes + self.interleaved_bytes
+        self.panel_bytes
+            + self.other_bytes
+            + self.interleaved_bytes
+            + self.resident.interleaved
+            + self.resident.either
     }
 }
 
@@ -324,7 +376,7 @@ pub struct Mid {
 
 impl crate::store::Artifact for Mid {
     const KIND: &'static str = "mid";
-    const SCHEMA: u32 = 1;
+    const SCHEMA: u32 = 2;
 }
 
 impl Mid {
@@ -437,9 +489,6 @@ fn epilogue_extras(o: &MatMul) -> String {
     if let Some(r) = o.residual {
         let _ = write!(s, "residual={r} ");
     }
-    if o.transposed_out {
-        s.push_str("transposed_out ");
-    }
     s
 }
 
@@ -463,10 +512,15 @@ fn attention_extras(a: &Attention) -> String {
 pub const CODE_RESERVE_BYTES: u64 = 24 * 1024;
 
 impl OperatorEstimate {
-    /// Whether the working set fits a tile: the interleaved-only buffers in interleaved memory, the
-    /// A panel whole in one region, the rest in what is left of both.
-    pub fn fits(&self, target: &Target) -> bool {
-        let e = self;
+    /// Whether the working set fits a tile beside `resident`, what the plan keeps on it (this
+    /// operator's own resident bytes included): the interleaved-only buffers in interleaved memory,
+    /// the A panel whole in one region, the rest in what is left of both.
+    pub fn fits_beside(&self, resident: &Resident, target: &Target) -> bool {
+        let e = &OperatorEstimate {
+            interleaved_bytes: self.interleaved_bytes + resident.interleaved,
+            other_bytes: self.other_bytes + resident.either,
+            ..self.clone()
+        };
         let standard = u64::from(target.interleaved_base - target.memory_base)
             .saturating_sub(CODE_RESERVE_BYTES);
         let Some(interleaved) =
@@ -534,10 +588,15 @@ impl Mid {
                                 o.n
                             )
                         });
-                        v.check(p.block_cols % target.amp_block_width == 0, || {
+                        let (stationary, what) = if p.transposed {
+                            (p.block_rows, "block height")
+                        } else {
+                            (p.block_cols, "block width")
+                        };
+                        v.check(stationary % target.amp_block_width == 0, || {
                             format!(
-                                "finalist {f} {id}: block width {} is not a multiple of {}",
-                                p.block_cols, target.amp_block_width
+                                "finalist {f} {id}: {what} {stationary} is not a multiple of {}",
+                                target.amp_block_width
                             )
                         });
                         v.check(
@@ -552,7 +611,9 @@ impl Mid {
                             tiles_exactly(p.row_blocks, p.block_rows, o.rows)
                                 && p.col_blocks == 1
                                 && p.block_cols == o.cols
-                                && p.depth_blocks == 1,
+                                && p.depth_blocks == 1
+                                && !p.transposed
+                                && !p.resident,
                             || format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols),
                         );
                     }
@@ -578,8 +639,9 @@ impl Mid {
                     _ => v.error(format!("finalist {f} {id}: partition of another kind")),
                 }
             }
+            let resident = Resident::of(&plan.operators);
             for e in &plan.operators {
-                v.check(e.fits(target), || {
+                v.check(e.fits_beside(&resident, target), || {
                     format!("finalist {f}: estimated memory does not fit")
                 });
             }

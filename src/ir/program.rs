@@ -19,14 +19,23 @@ use std::fmt::Write as _;
 pub enum Mapping {
     RowMajor,
     ColumnMajor,
+    /// The column blocks of a (row block, depth block) adjacent: the tiles that gather the same
+    /// activation panel sit on supertile pairs, which receive it at two words a cycle.
+    SharedPanels,
 }
 
 impl Mapping {
-    /// The tile of a grid cell; the depth blocks of an output block are adjacent.
+    /// The tile of a grid cell: row-major and column-major order the output blocks, with the depth
+    /// blocks of an output block adjacent; shared panels put the column blocks innermost.
     pub fn tile(self, p: &Grid, row_block: u32, col_block: u32, depth_block: u32) -> TileId {
         let block = match self {
             Mapping::RowMajor => row_block * p.col_blocks + col_block,
             Mapping::ColumnMajor => col_block * p.row_blocks + row_block,
+            Mapping::SharedPanels => {
+                return TileId(
+                    (row_block * p.depth_blocks + depth_block) * p.col_blocks + col_block,
+                );
+            }
         };
         TileId(block * p.depth_blocks + depth_block)
     }
@@ -38,7 +47,7 @@ impl Mapping {
             .map(|q| p.visible_blocks(shape, q))
             .collect();
         let order: Vec<(u32, u32)> = match self {
-            Mapping::RowMajor => (0..p.query_blocks)
+            Mapping::RowMajor | Mapping::SharedPanels => (0..p.query_blocks)
                 .flat_map(|q| (0..visible[q as usize]).map(move |k| (q, k)))
                 .collect(),
             Mapping::ColumnMajor => (0..p.key_blocks)
@@ -91,9 +100,12 @@ pub enum BufferClass {
     WeightHome,
     /// A piece of the input, streamed at `run`.
     InputHome,
-    /// An operator's A operand: its block rows, all of `k`.
+    /// The rows an AMP streams: a matmul's block rows of `a` over its depth block in the normal form,
+    /// its block columns of the weights `b` (transposed) in the transposed form; a layer norm's rows.
     APanel,
-    /// An operator's B operand (weights): all of `k`, its block columns. Read by 128-bit weight loads.
+    /// The AMP's stationary operand, read by 128-bit weight loads: a matmul's depth block of the
+    /// weights `b` over its block columns in the normal form, its block rows of `a` (transposed) in the
+    /// transposed form.
     BPanel,
     /// An operator's bias for its block columns (a layer norm's gamma and beta; an attention's key
     /// mask for its keys).
@@ -127,6 +139,9 @@ pub struct Buffer {
     pub dtype: DType,
     /// Stored column-major: the rectangle's transpose, one stored row per column of the value.
     pub transposed: bool,
+    /// Placed in interleaved memory, every stored row at 16 bytes: the AMP's partials and its
+    /// stationary operand (read by 128-bit loads), and an attention's probabilities.
+    pub interleaved: bool,
     /// Stored row stride in elements: every stored row starts at the buffer's alignment.
     pub stride: u32,
     /// First and last step the buffer is live in (inclusive). Host-written buffers are live from step 0;
@@ -193,10 +208,7 @@ impl Buffer {
         (o.row * self.stride + o.col) * self.dtype.bytes()
     }
     pub fn needs_interleaved(&self) -> bool {
-        matches!(
-            self.class,
-            BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
-        )
+        self.interleaved
     }
     /// Partials own whole memory elements, so an AMP's input and output never share one.
     pub fn owns_elements(&self) -> bool {
@@ -325,7 +337,7 @@ pub struct Selected {
 
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
-    const SCHEMA: u32 = 2;
+    const SCHEMA: u32 = 3;
 }
 
 impl ExchangePhase {

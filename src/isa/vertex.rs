@@ -54,7 +54,9 @@ pub enum Activation {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Epilogue<O> {
     pub partials: Vec<O>,
+    /// `1 x cols` f16, added along every row; `1 x rows` when `bias_by_row`, one value per row.
     pub bias: Option<O>,
+    pub bias_by_row: bool,
     /// `rows x cols` f16 added last.
     pub residual: Option<O>,
     pub out: O,
@@ -196,7 +198,10 @@ impl<O> VertexKind<O> {
             ],
             VertexKind::Epilogue(v) => (v.partials.iter())
                 .map(|p| at("partials", Read, (v.rows, v.cols), p))
-                .chain(v.bias.iter().map(|b| at("bias", Read, (1, v.cols), b)))
+                .chain(v.bias.iter().map(|b| {
+                    let len = if v.bias_by_row { v.rows } else { v.cols };
+                    at("bias", Read, (1, len), b)
+                }))
                 .chain(
                     v.residual
                         .iter()
@@ -263,6 +268,7 @@ impl<O> VertexKind<O> {
             VertexKind::Epilogue(v) => VertexKind::Epilogue(Epilogue {
                 partials: v.partials.iter().map(&mut f).collect(),
                 bias: v.bias.as_ref().map(&mut f),
+                bias_by_row: v.bias_by_row,
                 residual: v.residual.as_ref().map(&mut f),
                 out: f(&v.out),
                 rows: v.rows,
@@ -365,7 +371,8 @@ impl fmt::Display for VertexKind<Placed> {
                 let dtype = dtype_of(&v.partials);
                 write!(f, "epilogue {}x{} partials={parts} {dtype}", v.rows, v.cols)?;
                 if let Some(b) = &v.bias {
-                    write!(f, " bias={:#x}", b.address)?;
+                    let by_row = if v.bias_by_row { " by_row" } else { "" };
+                    write!(f, " bias={:#x}{by_row}", b.address)?;
                 }
                 if let Some(r) = &v.residual {
                     write!(f, " residual={}", At(r))?;

@@ -92,7 +92,7 @@ pub enum PlaceStorageError {
     },
     #[error(
         "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {free} bytes of the tile are free while it is live, \
-         but no hole of the regions it may use (interleaved memory only, for AMP weights and partials) is large enough"
+         but no hole of the regions it may use ({regions}) is large enough"
     )]
     Fragmented {
         tile: TileId,
@@ -100,6 +100,7 @@ pub enum PlaceStorageError {
         what: String,
         bytes: u32,
         free: u64,
+        regions: &'static str,
     },
     #[error("place_storage produced an invalid placement:\n{0}")]
     Invalid(String),
@@ -313,6 +314,11 @@ fn no_fit(
             what: b.describe(),
             bytes: b.bytes(),
             free: capacity - live + u64::from(b.bytes()),
+            regions: if b.needs_interleaved() {
+                "interleaved memory only, as the AMP's stationary operand, partials or probabilities"
+            } else {
+                "either region"
+            },
         }
     }
 }

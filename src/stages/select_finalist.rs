@@ -1,6 +1,7 @@
 //! `select_finalist`: graph + mid + target -> `selected`.
 //!
-//! For every finalist plan and every tile mapping (grid cell to tile, row- or column-major), builds the
+//! For every finalist plan and every tile mapping (grid cell to tile: row-major, column-major, or the
+//! column blocks sharing a panel adjacent), builds the
 //! whole program: buffers on tiles with their lifetimes, supersteps (per operator an exchange phase then
 //! a compute set, and a second pair when a matmul's depth or an attention's keys are split over tiles),
 //! the exchange phases as transfer lists and the host streams; then costs it with the more exact model
@@ -31,7 +32,7 @@ mod verify;
 
 pub use verify::verify;
 
-use crate::ir::{Graph, Mapping, Mid, Selected};
+use crate::ir::{Graph, Mapping, Mid, Selected, verify_mid};
 use crate::target::Target;
 use builder::build;
 use rayon::prelude::*;
@@ -44,13 +45,15 @@ pub enum MappingChoice {
     Auto,
     RowMajor,
     ColumnMajor,
+    SharedPanels,
 }
 
 impl MappingChoice {
-    pub const ALL: [MappingChoice; 3] = [
+    pub const ALL: [MappingChoice; 4] = [
         MappingChoice::Auto,
         MappingChoice::RowMajor,
         MappingChoice::ColumnMajor,
+        MappingChoice::SharedPanels,
     ];
 
     /// The name in flags and stage records: `row-major`.
@@ -59,6 +62,7 @@ impl MappingChoice {
             MappingChoice::Auto => "auto",
             MappingChoice::RowMajor => "row-major",
             MappingChoice::ColumnMajor => "column-major",
+            MappingChoice::SharedPanels => "shared-panels",
         }
     }
 }
@@ -101,11 +105,16 @@ pub fn select_finalist(
     cfg: &SelectFinalistConfig,
 ) -> Result<Selected, SelectFinalistError> {
     let mappings: &[Mapping] = match cfg.mapping {
-        MappingChoice::Auto => &[Mapping::RowMajor, Mapping::ColumnMajor],
+        MappingChoice::Auto => &[
+            Mapping::RowMajor,
+            Mapping::ColumnMajor,
+            Mapping::SharedPanels,
+        ],
         MappingChoice::RowMajor => &[Mapping::RowMajor],
         MappingChoice::ColumnMajor => &[Mapping::ColumnMajor],
+        MappingChoice::SharedPanels => &[Mapping::SharedPanels],
     };
-    let errors = mid.verify(graph, target);
+    let errors = verify_mid(mid, graph, target);
     if !errors.is_empty() {
         return Err(SelectFinalistError::InvalidMid(errors.join("\n")));
     }

@@ -6,15 +6,15 @@ use super::{SMALL, SMALL_ATTENTION};
 use ipu_codegen::driver::PhaseConfigs;
 use ipu_codegen::exchange::Schedule;
 use ipu_codegen::ir::{
-    ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode,
+    ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode, verify_mid,
 };
 use ipu_codegen::stages::build_images::{self};
 use ipu_codegen::stages::emit::{self};
 use ipu_codegen::stages::lower_exchanges::{self, lower_exchanges};
-use ipu_codegen::stages::lower_mid::{self};
+use ipu_codegen::stages::lower_mid::{self, FormChoice, WeightsChoice};
 use ipu_codegen::stages::place_storage::{self};
 use ipu_codegen::stages::plan_exchange_storage::{self};
-use ipu_codegen::stages::select_finalist::{self};
+use ipu_codegen::stages::select_finalist::{self, MappingChoice};
 use ipu_codegen::target::Target;
 use ipu_codegen::workload::WorkloadSpec;
 use std::collections::BTreeMap;
@@ -36,13 +36,17 @@ pub struct Built {
     pub package: Package,
 }
 
-/// Builds preset `workload` through every phase, with no stored schedules to reuse.
+/// Builds preset `workload` through every phase with the default configs.
 pub fn build(workload: &str) -> Built {
+    build_with(workload, &PhaseConfigs::default())
+}
+
+/// Builds preset `workload` through every phase with configs `c`, with no stored schedules to reuse.
+pub fn build_with(workload: &str, c: &PhaseConfigs) -> Built {
     let text = WorkloadSpec::preset(workload).unwrap_or_else(|| panic!("no preset {workload}"));
     let spec = WorkloadSpec::parse(text, &format!("preset {workload}")).expect("preset parses");
     let graph = spec.import().expect("preset imports");
     let target = Target::preset(TARGET).expect("target preset");
-    let c = PhaseConfigs::default();
     let mid = lower_mid::lower_mid(&graph, &target, &c.lower_mid).expect("lower_mid");
     let selected = select_finalist::select_finalist(&graph, &mid, &target, &c.select_finalist)
         .expect("select_finalist");
@@ -95,7 +99,7 @@ impl Built {
     fn assert_accepted(&self, workload: &str) {
         let t = &self.target;
         let mut verdicts = vec![
-            ("lower_mid", self.mid.verify(&self.graph, t)),
+            ("lower_mid", verify_mid(&self.mid, &self.graph, t)),
             (
                 "select_finalist",
                 select_finalist::verify(&self.selected, t),
@@ -127,10 +131,17 @@ impl Built {
     }
 }
 
-/// The small MLP preset, built once per test binary.
+/// The small MLP preset in the normal form with its weights gathered at every run, mapped row-major
+/// (a plan with every kind of matmul buffer and transfer), built once per test binary.
 pub fn small() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
-    BUILT.get_or_init(|| build(SMALL))
+    BUILT.get_or_init(|| {
+        let mut c = PhaseConfigs::default();
+        c.lower_mid.form = FormChoice::Normal;
+        c.lower_mid.weights = WeightsChoice::Gathered;
+        c.select_finalist.mapping = MappingChoice::RowMajor;
+        build_with(SMALL, &c)
+    })
 }
 
 /// The small attention preset, built once per test binary.

@@ -243,12 +243,17 @@ fn lower_exchanges_verifier_rejects_a_misrecorded_lower_bound() {
 #[test]
 fn lower_exchanges_verifier_rejects_the_schedule_of_another_phase() {
     let b = small();
-    // Phase 1 sends the partials of op0's depth blocks; phase 0 gathers its panels.
-    let s = b.exchanges.phases[0].schedule.clone();
-    let n = b.selected.exchanges[1].transfers.len();
-    assert!(b.selected.exchanges[0].transfers.len() > n);
+    // The schedule of a phase with more transfers than another, in that other's place.
+    let count = |e: usize| b.selected.exchanges[e].transfers.len();
+    let phases = b.selected.exchanges.len();
+    let (from, to) = (0..phases)
+        .flat_map(|a| (0..phases).map(move |z| (a, z)))
+        .find(|&(a, z)| count(a) > count(z))
+        .expect("two phases of different transfer counts");
+    let s = b.exchanges.phases[from].schedule.clone();
+    let n = count(to);
     assert_rejects(
-        &b.check_schedule(1, &s),
+        &b.check_schedule(to, &s),
         &["names transfer", &format!("of {n}")],
     );
 }

@@ -403,7 +403,7 @@ fn select_finalist_verifier_rejects_amp_weights_outside_interleaved_memory() {
     let mut sel = b.selected.clone();
     let id = first_of(&sel, BufferClass::BPanel);
     let buf = &mut sel.buffers[id.index()];
-    buf.class = BufferClass::APanel;
+    buf.interleaved = false;
     let (tile, read) = (buf.tile, buf.last_step);
     assert_rejects(
         &select_errors(b, &sel),

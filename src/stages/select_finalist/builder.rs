@@ -16,7 +16,8 @@ use crate::exchange::Overheads;
 use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
 use crate::ir::{
     Buffer, BufferClass, ComputeSet, DType, Destination, ExchangePhase, Graph, HostTransfer,
-    Mapping, Mid, Operator, Partition, Rect, Selected, Step, Transfer, ValueRole, Vertex,
+    Mapping, Mid, Operator, Orders, Partition, Rect, Selected, Step, Transfer, ValueRole, Vertex,
+    value_orders,
 };
 use crate::target::Target;
 use std::collections::BTreeMap;
@@ -38,7 +39,11 @@ pub(super) struct Builder<'a> {
     pub(super) graph: &'a Graph,
     pub(super) target: &'a Target,
     pub(super) mapping: Mapping,
+    /// How each value is stored (`crate::ir::layout`).
+    pub(super) orders: Orders,
     buffers: Vec<Buffer>,
+    /// Resident weight panels by value, tile and rectangle: used where they lie, never gathered.
+    resident: BTreeMap<(ValueId, TileId, Rect), BufferId>,
     /// Buffers holding each value's data that transfers may read, by value.
     holders: BTreeMap<ValueId, Holders>,
     initialize: Vec<HostTransfer>,
@@ -121,6 +126,10 @@ impl Builder<'_> {
             rect,
             dtype,
             transposed,
+            interleaved: matches!(
+                class,
+                BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
+            ),
             stride: 0,
             first_step: StepId(first),
             last_step: StepId(last),
@@ -160,6 +169,35 @@ impl Builder<'_> {
             self.run_inputs.push(t)
         }
         id
+    }
+
+    /// A weight panel resident on `tile` for the whole program, streamed at `initialize`, in
+    /// interleaved memory when it is the AMP's stationary operand.
+    pub(super) fn resident_panel(
+        &mut self,
+        tile: TileId,
+        value: ValueId,
+        rect: Rect,
+        transposed: bool,
+        interleaved: bool,
+    ) {
+        let id = self.home(tile, value, rect, transposed);
+        let buffer = &mut self.buffers[id.index()];
+        buffer.interleaved = interleaved;
+        buffer.stride = buffer
+            .storage_cols()
+            .next_multiple_of(buffer.alignment() / buffer.dtype.bytes());
+        self.resident.insert((value, tile, rect), id);
+    }
+
+    /// The resident panel of exactly `rect` of `value` on `tile`, if there is one.
+    pub(super) fn resident_on(&self, value: ValueId, tile: TileId, rect: Rect) -> Option<BufferId> {
+        self.resident.get(&(value, tile, rect)).copied()
+    }
+
+    /// The order `value` is stored in: transposed when the device reads it so.
+    pub(super) fn transposed(&self, value: ValueId) -> bool {
+        self.orders.read_order(value).unwrap_or(false)
     }
 
     /// Whether `value` needs home pieces: the host supplies it (an input or a host operation's
@@ -411,7 +449,11 @@ pub(super) fn build(
         graph,
         target,
         mapping,
+        // lower_mid's verifier (run on the mid before any build) refuses a plan whose orders clash.
+        orders: value_orders(graph, &mid.operators, partitions)
+            .unwrap_or_else(|_| Orders::new(graph)),
         buffers: Vec::new(),
+        resident: BTreeMap::new(),
         holders: BTreeMap::new(),
         initialize: Vec::new(),
         run_inputs: Vec::new(),

@@ -1,15 +1,21 @@
 //! The matmul planner: a fused matmul (`out = f16(activation?(a · b + bias?) + residual?)`) on its
-//! grid of tiles.
+//! grid of tiles, in either operand form.
 //!
-//! Contract: [`Builder::matmul_homes`] spreads the home pieces of a matmul's weights, bias and
-//! first-read input over its grid. [`Builder::matmul`] appends its supersteps: an exchange gathering
-//! every tile's A and B panels (and bias), then the AMP and the epilogue. With a split depth, each
-//! tile multiplies its depth block; a second exchange sends each tile of an output block the others'
-//! partials for its share of the rows, and its epilogue sums them (its own first, then the others in
-//! depth order). A residual is gathered for each epilogue's share in the first exchange. Without an
-//! epilogue the partials are the output. Buffers are made in the order output block, depth block,
-//! then A panel, B panel, bias panel, partials; then, per share of the rows, the copies of the others'
-//! partials, the residual and the output.
+//! Contract: [`Builder::matmul_homes`] lays down a matmul's weights and bias (resident: each tile's
+//! own panels; otherwise home pieces spread over the grid) and the home pieces of its first-read
+//! input and residual, each in the order the plan stores the value. [`Builder::matmul`] appends its
+//! supersteps: an exchange gathering every tile's activation panel (and its weight panel and bias
+//! unless resident), then the AMP and the epilogue. In the normal form the AMP computes a block of
+//! `a · b` with the activation panel as its rows; in the transposed form it computes `(a · b)ᵀ`
+//! with the weights' columns as its rows and the activation panel (transposed) as its stationary
+//! operand, so partials, partial shares and the residual are transposed too and the bias runs down
+//! the rows. With a split depth, each tile multiplies its depth block; a second exchange sends each
+//! tile of an output block the others' partials for its share of the AMP's rows, and its epilogue
+//! sums them (its own first, then the others in depth order). The epilogue writes the output in the
+//! value's order, transposing when that differs from the partials'. Without an epilogue the
+//! partials are the output. Buffers are made in the order output block, depth block, then the
+//! activation panel, the weight panel, the bias panel (unless resident), the partials; then, per
+//! share, the copies of the others' partials, the residual and the output.
 
 use super::builder::{Builder, Supersteps, Work, chunks};
 use crate::ids::{BufferId, TileId, ValueId};
@@ -23,31 +29,51 @@ type HomePieces = Vec<(u32, u32, u32, Rect)>;
 type DepthBlock = (TileId, BufferId, Option<BufferId>);
 
 impl Builder<'_> {
-    /// Home pieces of a matmul's weights, bias and (first-read) input, spread over its grid.
+    /// A matmul's weights and bias (resident panels, or home pieces spread over its grid) and the
+    /// home pieces of its (first-read) input and residual.
     pub(super) fn matmul_homes(&mut self, op: &MatMul, p: &Grid) {
         let db = p.depth_blocks;
         let mut homes: Vec<(ValueId, HomePieces)> = Vec::new();
         let bv = self.graph.value(op.b);
+        let col_range = |cb: u32| (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
         // A weight two matmuls share has its homes on the grid of the first.
-        if bv.role == ValueRole::Weight && !self.is_held(op.b) {
-            let mut pieces = Vec::new();
-            for cb in 0..p.col_blocks {
-                let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
-                for (i, (r0, r1)) in chunks(op.k, p.row_blocks * db, 1).into_iter().enumerate() {
-                    let i = i as u32;
-                    pieces.push((i / db, cb, i % db, Rect::new(r0, r1, cols.0, cols.1)));
+        let weights = bv.role == ValueRole::Weight && !self.is_held(op.b);
+        let bias = op.bias.filter(|&b| !self.is_held(b));
+        if p.resident {
+            for (rb, cb, kb) in cells(p) {
+                let tile = self.mapping.tile(p, rb, cb, kb);
+                let (c0, c1) = col_range(cb);
+                let (d0, d1) = (kb * p.block_depth, ((kb + 1) * p.block_depth).min(op.k));
+                if weights && d0 < d1 {
+                    let rect = Rect::new(d0, d1, c0, c1);
+                    self.resident_panel(tile, op.b, rect, p.transposed, !p.transposed);
+                }
+                if let Some(bias) = bias {
+                    self.resident_panel(tile, bias, Rect::new(0, 1, c0, c1), false, false);
                 }
             }
-            homes.push((op.b, pieces));
-        }
-        if let Some(bias) = op.bias.filter(|&b| !self.is_held(b)) {
-            let pieces = (0..p.col_blocks)
-                .map(|cb| {
-                    let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
-                    (0, cb, 0, Rect::new(0, 1, cols.0, cols.1))
-                })
-                .collect();
-            homes.push((bias, pieces));
+        } else {
+            if weights {
+                let mut pieces = Vec::new();
+                for cb in 0..p.col_blocks {
+                    let cols = col_range(cb);
+                    for (i, (r0, r1)) in chunks(op.k, p.row_blocks * db, 1).into_iter().enumerate()
+                    {
+                        let i = i as u32;
+                        pieces.push((i / db, cb, i % db, Rect::new(r0, r1, cols.0, cols.1)));
+                    }
+                }
+                homes.push((op.b, pieces));
+            }
+            if let Some(bias) = bias {
+                let pieces = (0..p.col_blocks)
+                    .map(|cb| {
+                        let cols = col_range(cb);
+                        (0, cb, 0, Rect::new(0, 1, cols.0, cols.1))
+                    })
+                    .collect();
+                homes.push((bias, pieces));
+            }
         }
         if self.needs_home(op.a) {
             let mut pieces = Vec::new();
@@ -69,32 +95,39 @@ impl Builder<'_> {
             for rb in 0..p.row_blocks {
                 for cb in 0..p.col_blocks {
                     let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
-                    let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
+                    let cols = col_range(cb);
                     pieces.push((rb, cb, 0, Rect::new(rows.0, rows.1, cols.0, cols.1)));
                 }
             }
             homes.push((r, pieces));
         }
         for (value, pieces) in homes {
+            let transposed = self.transposed(value);
             for (rb, cb, kb, rect) in pieces {
                 let tile = self.mapping.tile(p, rb, cb, kb);
-                self.home(tile, value, rect, false);
+                self.home(tile, value, rect, transposed);
             }
         }
     }
 
-    /// A matmul: an exchange gathering every tile's A and B panels (and bias), then the AMP and the
-    /// epilogue. With a split depth, each tile multiplies its depth block; a second exchange sends
-    /// each tile of an output block the others' partials for its share of the rows, and its epilogue
-    /// sums them.
+    /// A matmul: an exchange gathering every tile's panels, then the AMP and the epilogue. With a
+    /// split depth, each tile multiplies its depth block; a second exchange sends each tile of an
+    /// output block the others' partials for its share of the AMP's rows, and its epilogue sums them.
     pub(super) fn matmul(&mut self, op: &MatMul, p: &Grid) {
         let steps = self.supersteps(p.depth_blocks > 1);
-        let epilogue = op.has_epilogue(p.depth_blocks);
+        let transpose = self.transposed(op.out) != p.transposed;
+        let epilogue = op.has_epilogue(p.depth_blocks, transpose);
         let mut work = Work::new(steps.split);
-        for rb in 0..p.row_blocks {
-            for cb in 0..p.col_blocks {
-                let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
-                let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
+        for row_block in 0..p.row_blocks {
+            for col_block in 0..p.col_blocks {
+                let rows = (
+                    row_block * p.block_rows,
+                    ((row_block + 1) * p.block_rows).min(op.m),
+                );
+                let cols = (
+                    col_block * p.block_cols,
+                    ((col_block + 1) * p.block_cols).min(op.n),
+                );
                 let out_rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
                 // Per depth block: its tile, partials and bias.
                 let mut blocks = Vec::new();
@@ -103,24 +136,26 @@ impl Builder<'_> {
                     if depth.0 >= depth.1 {
                         continue;
                     }
-                    let tile = self.mapping.tile(p, rb, cb, kb);
-                    blocks.push(self.depth_block(op, tile, out_rect, depth, steps, &mut work));
+                    let tile = self.mapping.tile(p, row_block, col_block, kb);
+                    blocks.push(self.depth_block(op, p, tile, out_rect, depth, steps, &mut work));
                 }
                 if !epilogue {
                     work.outputs.push(blocks[0].1);
                     continue;
                 }
-                self.epilogues(op, p, out_rect, &blocks, steps, &mut work);
+                self.epilogues(op, p, out_rect, &blocks, transpose, steps, &mut work);
             }
         }
         self.finish(op.id, &op.name, "reduce", op.out, work);
     }
 
-    /// One depth block (`depth` of k) of the output block `out_rect` on `tile`: its panels gathered,
-    /// its partials, and the AMP vertex.
+    /// One depth block (`depth` of k) of an output block on `tile`: its panels (gathered unless
+    /// resident), its partials, and the AMP vertex.
+    #[allow(clippy::too_many_arguments)]
     fn depth_block(
         &mut self,
         op: &MatMul,
+        p: &Grid,
         tile: TileId,
         out_rect: Rect,
         depth: (u32, u32),
@@ -129,31 +164,33 @@ impl Builder<'_> {
     ) -> DepthBlock {
         let (ex_step, cs_step) = (steps.gather, steps.compute);
         let (nr, nc) = (out_rect.rows(), out_rect.cols());
+        let t = p.transposed;
         let live = [ex_step, cs_step];
+        // The AMP's rows and its stationary operand: the activation panel and the weight panel in
+        // the normal form, the other way round in the transposed form.
+        let (rows_class, stationary_class) = (BufferClass::APanel, BufferClass::BPanel);
+        let (act_class, weight_class) = if t {
+            (stationary_class, rows_class)
+        } else {
+            (rows_class, stationary_class)
+        };
         let a_rect = Rect::new(out_rect.row0, out_rect.row1, depth.0, depth.1);
-        let a = self.buffer(
-            tile,
-            op.a,
-            BufferClass::APanel,
-            a_rect,
-            DType::F16,
-            false,
-            live,
-        );
-        self.gather(op.a, a_rect, a, ex_step, &mut work.groups);
+        let act = self.buffer(tile, op.a, act_class, a_rect, DType::F16, t, live);
+        self.gather(op.a, a_rect, act, ex_step, &mut work.groups);
         let b_rect = Rect::new(depth.0, depth.1, out_rect.col0, out_rect.col1);
-        let bp = self.buffer(
-            tile,
-            op.b,
-            BufferClass::BPanel,
-            b_rect,
-            DType::F16,
-            false,
-            live,
-        );
-        self.gather(op.b, b_rect, bp, ex_step, &mut work.groups);
+        let weights = match self.resident_on(op.b, tile, b_rect) {
+            Some(id) => id,
+            None => {
+                let id = self.buffer(tile, op.b, weight_class, b_rect, DType::F16, t, live);
+                self.gather(op.b, b_rect, id, ex_step, &mut work.groups);
+                id
+            }
+        };
         let bias = op.bias.map(|bias| {
             let rect = Rect::new(0, 1, out_rect.col0, out_rect.col1);
+            if let Some(id) = self.resident_on(bias, tile, rect) {
+                return id;
+            }
             let id = self.buffer(
                 tile,
                 bias,
@@ -172,45 +209,59 @@ impl Builder<'_> {
             BufferClass::Partials,
             out_rect,
             op.partials,
-            false,
+            t,
             [cs_step, steps.reduce],
         );
         let depth = depth.1 - depth.0;
+        let (a, b, rows, cols) = if t {
+            (weights, act, nc, nr)
+        } else {
+            (act, weights, nr, nc)
+        };
         work.vertices.push(Vertex {
             tile,
-            estimated_cycles: self.target.amp_cycles(nr, depth, nc, op.partials),
+            estimated_cycles: self.target.amp_cycles(rows, depth, cols, op.partials),
             kind: VertexKind::Amp(Amp {
                 a: Operand::whole(a),
-                b: Operand::whole(bp),
+                b: Operand::whole(b),
                 partials: Operand::whole(partials),
-                rows: nr,
+                rows,
                 depth,
-                cols: nc,
+                cols,
             }),
         });
         (tile, partials, bias)
     }
 
-    /// The epilogues of the output block `out_rect`: each depth block's tile finishes a share of the
-    /// rows, from its own partials and copies of the others' for those rows.
+    /// The epilogues of an output block: each depth block's tile finishes a share of the AMP's rows
+    /// (the block's rows in the normal form, its columns in the transposed form), from its own
+    /// partials and copies of the others' for those rows.
+    #[allow(clippy::too_many_arguments)]
     fn epilogues(
         &mut self,
         op: &MatMul,
         p: &Grid,
         out_rect: Rect,
         blocks: &[DepthBlock],
+        transpose: bool,
         steps: Supersteps,
         work: &mut Work,
     ) {
-        let (nr, nc) = (out_rect.rows(), out_rect.cols());
-        let shares = chunks(nr, blocks.len() as u32, 1);
+        let t = p.transposed;
+        let (amp_rows, amp_cols) = if t {
+            (out_rect.cols(), out_rect.rows())
+        } else {
+            (out_rect.rows(), out_rect.cols())
+        };
+        let shares = chunks(amp_rows, blocks.len() as u32, 1);
         for (&(tile, own, bias), &(r0, r1)) in blocks.iter().zip(&shares) {
-            let share = Rect::new(
-                out_rect.row0 + r0,
-                out_rect.row0 + r1,
-                out_rect.col0,
-                out_rect.col1,
-            );
+            let share = if t {
+                let c0 = out_rect.col0;
+                Rect::new(out_rect.row0, out_rect.row1, c0 + r0, c0 + r1)
+            } else {
+                let row0 = out_rect.row0;
+                Rect::new(row0 + r0, row0 + r1, out_rect.col0, out_rect.col1)
+            };
             let mut parts = vec![Operand {
                 buffer: own,
                 row: r0,
@@ -226,7 +277,7 @@ impl Builder<'_> {
                     BufferClass::PartialsShare,
                     share,
                     op.partials,
-                    false,
+                    t,
                     [steps.reduce_exchange, steps.reduce],
                 );
                 work.reductions
@@ -240,7 +291,7 @@ impl Builder<'_> {
                     BufferClass::Residual,
                     share,
                     DType::F16,
-                    false,
+                    t,
                     [steps.gather, steps.reduce],
                 );
                 self.gather(r, share, id, steps.gather, &mut work.groups);
@@ -252,24 +303,38 @@ impl Builder<'_> {
                 BufferClass::Output,
                 share,
                 DType::F16,
-                op.transposed_out,
+                t != transpose,
                 [steps.reduce, steps.reduce],
             );
+            // In the transposed form the bias runs down the AMP's rows: the share's part of it.
+            let bias = bias.map(|b| Operand {
+                buffer: b,
+                row: 0,
+                col: if t { r0 } else { 0 },
+            });
             work.finishing(Vertex {
                 tile,
-                estimated_cycles: op.epilogue_cycles(self.target, r1 - r0, nc, p.depth_blocks),
+                estimated_cycles: op.epilogue_cycles(self.target, r1 - r0, amp_cols, p, transpose),
                 kind: VertexKind::Epilogue(Epilogue {
                     partials: parts,
-                    bias: bias.map(Operand::whole),
+                    bias,
+                    bias_by_row: t,
                     residual,
                     out: Operand::whole(out),
                     activation: op.activation,
-                    transpose: op.transposed_out,
+                    transpose,
                     rows: r1 - r0,
-                    cols: nc,
+                    cols: amp_cols,
                 }),
             });
             work.outputs.push(out);
         }
     }
+}
+
+/// Every cell of a grid: (row block, column block, depth block).
+fn cells(p: &Grid) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+    (0..p.row_blocks).flat_map(move |rb| {
+        (0..p.col_blocks).flat_map(move |cb| (0..p.depth_blocks).map(move |kb| (rb, cb, kb)))
+    })
 }

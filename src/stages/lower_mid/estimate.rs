@@ -1,0 +1,267 @@
+//! The analytical estimates that rank the candidates: per operator and partition, the figures of
+//! its busiest tile (compute, exchange, memory by region, resident bytes).
+//!
+//! Contract: every estimate uses the target's closed-form costs (`Target::amp_cycles`,
+//! `Target::epilogue_cycles` and the vector estimates), the same the device's timing is checked
+//! against by `calibrate`; `homes` is the share of every weight's home pieces a tile may hold.
+
+use crate::ir::{
+    Attention, AttentionPartition, CODE_RESERVE_BYTES, Grid, LayerNorm, MatMul, OperatorEstimate,
+    Resident,
+};
+use crate::target::Target;
+
+/// The largest buffer the standard region holds beside the code.
+fn standard_capacity(target: &Target) -> u64 {
+    u64::from(target.interleaved_base - target.memory_base).saturating_sub(CODE_RESERVE_BYTES)
+}
+
+/// The busiest tile's figures for a layer norm on row blocks: its rows, gamma and beta gathered, then
+/// the vector unit over its rows.
+pub(super) fn layer_norm_estimate(
+    op: &LayerNorm,
+    p: &Grid,
+    target: &Target,
+    homes: u64,
+) -> OperatorEstimate {
+    let (rows, cols) = (u64::from(p.block_rows), u64::from(op.cols));
+    let row_bytes = cols.next_multiple_of(4) * 2;
+    let receive_bytes = rows * cols * 2 + 2 * cols * 2;
+    let (switch, transit) = (
+        u64::from(target.mux_switch_cycles),
+        u64::from(target.exchange_transit_cycles),
+    );
+    // The rows arrive from the producer's blocks across the row (at most one per column block of a
+    // matmul's grid, taken as the AMP width's share of the row), gamma and beta from their homes.
+    let pieces = cols
+        .div_ceil(u64::from(target.amp_block_width))
+        .min(rows * cols)
+        + 2;
+    let exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
+    let compute = target.layer_norm_cycles(p.block_rows, op.cols);
+    OperatorEstimate {
+        compute_cycles: compute,
+        exchange_cycles: exchange,
+        receive_bytes,
+        panel_bytes: rows * row_bytes,
+        other_bytes: rows * row_bytes + 2 * row_bytes + homes,
+        interleaved_bytes: 0,
+        resident: Resident::default(),
+        cycles: compute + exchange + 2 * target.sync_cycles,
+    }
+}
+
+/// The busiest tile's figures for a matmul on a grid, its output stored in the other order than its
+/// partials when `transpose`: the AMP over its block (the AMP's rows and columns swapped in the
+/// transposed form) and the epilogue over its share of the AMP's rows; the gathers: the activation
+/// panel at two words a cycle when column blocks share it (the shared-panels mapping puts them on
+/// supertile pairs), the weight panel and the bias at one word a cycle unless resident; the
+/// reduction of the partials' shares; and memory by region, a resident weight panel as what the
+/// tile keeps for the whole program.
+pub(super) fn grid_estimate(
+    op: &MatMul,
+    p: &Grid,
+    target: &Target,
+    homes: u64,
+    transpose: bool,
+) -> OperatorEstimate {
+    let t = p.transposed;
+    let (m_rows, n_cols) = (u64::from(p.block_rows), u64::from(p.block_cols));
+    let depth = u64::from(p.block_depth);
+    let padded = depth.next_multiple_of(u64::from(target.amp_block_depth));
+    let (amp_rows, amp_cols) = if t {
+        (n_cols, m_rows)
+    } else {
+        (m_rows, n_cols)
+    };
+    let element = u64::from(target.memory_element_bytes);
+    let partials_bytes = u64::from(op.partials.bytes());
+    // Stored sizes: rows of 8-byte multiples, 16 for interleaved buffers.
+    let stored = |rows: u64, cols: u64, bytes: u64, interleaved: bool| {
+        rows * (cols * bytes).next_multiple_of(if interleaved { 16 } else { 8 })
+    };
+    let activation = if t {
+        stored(depth, m_rows, 2, true)
+    } else {
+        stored(m_rows, padded, 2, false)
+    };
+    let weights = if t {
+        stored(n_cols, depth, 2, false)
+    } else {
+        stored(depth, n_cols, 2, true)
+    };
+    let partials = stored(amp_rows, amp_cols, partials_bytes, true).next_multiple_of(element);
+    // With a split depth, each tile of an output block sums a share of the AMP's rows.
+    let share = amp_rows.div_ceil(u64::from(p.depth_blocks));
+    let epilogue = op.has_epilogue(p.depth_blocks, transpose);
+    let epilogue_rows = if p.depth_blocks > 1 { share } else { amp_rows };
+    let out = if epilogue {
+        epilogue_rows * amp_cols * 2
+    } else {
+        0
+    };
+    let mut compute =
+        target.amp_cycles(amp_rows as u32, padded as u32, amp_cols as u32, op.partials);
+    if epilogue {
+        compute += op.epilogue_cycles(target, epilogue_rows as u32, amp_cols as u32, p, transpose);
+    }
+    let activation_bytes = m_rows * depth * 2;
+    let gathered = if p.resident {
+        0
+    } else {
+        depth * n_cols * 2 + op.bias.map_or(0, |_| n_cols * 2)
+    };
+    let shared = p.col_blocks > 1;
+    let activation_cycles =
+        target
+            .exchange_words(activation_bytes)
+            .div_ceil(if shared { 2 } else { 1 });
+    // Pieces: the activation panel arrives from the pieces of its rows (input homes or the
+    // producer's blocks), a gathered weight panel from the weight's homes down its depth block.
+    let pieces = u64::from(p.col_blocks + if p.resident { 0 } else { p.row_blocks });
+    let (switch, transit) = (
+        u64::from(target.mux_switch_cycles),
+        u64::from(target.exchange_transit_cycles),
+    );
+    let mut exchange =
+        activation_cycles + target.exchange_words(gathered) + pieces * switch + transit;
+    let others = u64::from(p.depth_blocks - 1);
+    let shares = others * share * amp_cols.next_multiple_of(4) * partials_bytes;
+    let mut steps = 2;
+    if others > 0 {
+        exchange += target.exchange_words(shares) + others * switch + transit;
+        steps = 4;
+    }
+    let standard = standard_capacity(target);
+    let bias = op.bias.map_or(0, |_| stored(1, n_cols, 2, false));
+    let mut resident = Resident::default();
+    let (mut panel_bytes, mut interleaved_bytes) = (0, partials);
+    match (t, p.resident) {
+        // The weights are the AMP's stationary operand: interleaved.
+        (false, true) => resident.interleaved += weights,
+        (false, false) => interleaved_bytes += weights,
+        // The weights are the AMP's rows: one buffer in either region, if one holds it.
+        (true, true) if weights > standard => resident.interleaved += weights,
+        (true, true) => resident.either += weights,
+        (true, false) => panel_bytes = weights,
+    }
+    if p.resident {
+        resident.either += bias;
+    }
+    if t {
+        interleaved_bytes += activation;
+    } else {
+        panel_bytes = activation;
+    }
+    OperatorEstimate {
+        compute_cycles: compute,
+        exchange_cycles: exchange,
+        receive_bytes: (activation_bytes + gathered).max(shares),
+        panel_bytes,
+        // The holder the activation panel is gathered from (an input home or the producer's output)
+        // may sit on the same tile, as large as the panel.
+        other_bytes: out + homes + shares + activation + if p.resident { 0 } else { bias },
+        interleaved_bytes,
+        resident,
+        cycles: compute + exchange + steps * target.sync_cycles,
+    }
+}
+
+/// The busiest tile's figures for an attention partition: a tile with a whole query block and a whole key
+/// block (nothing masked), which also merges its share of the queries from the other key blocks' states.
+pub(super) fn attention_estimate(
+    a: &Attention,
+    p: &AttentionPartition,
+    target: &Target,
+) -> OperatorEstimate {
+    let (s, pt) = (a.shape, a.partials);
+    let (bq, bk, d, sub) = (p.block_queries, p.block_keys, s.head_dim, p.sub_block);
+    // One step of the online softmax over `keys` keys.
+    let step = |keys: u32, first: bool| {
+        target.amp_cycles(keys, d, bq, pt)
+            + target.softmax_cycles(keys, bq, pt, s.causal)
+            + target.amp_cycles(d, keys, bq, pt)
+            + target.accumulate_cycles(d, bq, first)
+    };
+    let (full, rest) = (bk / sub, bk % sub);
+    let mut compute = if full == 0 {
+        step(rest, true)
+    } else {
+        step(sub, true)
+            + u64::from(full - 1) * step(sub, false)
+            + if rest > 0 { step(rest, false) } else { 0 }
+    };
+    // Each of a query block's tiles merges its share of the queries from every key block's state.
+    let share = bq.div_ceil(p.key_blocks).next_multiple_of(2);
+    compute += target.combine_cycles(p.key_blocks, d, share);
+    let (switch, transit) = (
+        u64::from(target.mux_switch_cycles),
+        u64::from(target.exchange_transit_cycles),
+    );
+    // Stored rows as `select_finalist` lays them out: f16 rows of a multiple of 4 elements (8 bytes),
+    // 8 for the AMP's weights (16 bytes), f32 rows of a multiple of 2.
+    let (bq, bk, d, sub, share) = (
+        u64::from(bq),
+        u64::from(bk),
+        u64::from(d),
+        u64::from(sub),
+        u64::from(share),
+    );
+    let keys_panel = bk * d.next_multiple_of(4) * 2;
+    let values_panel = d * bk.next_multiple_of(4) * 2;
+    // The queries from their home, keys and values from a home piece on each tile of the key block's
+    // column: the fewest tiles of any column hold the largest pieces.
+    // Keys and values go to every tile of the key block's column: under the column-major mapping
+    // supertile pair mates are two of them and take both at two words a cycle, if every pair lies
+    // inside a column (an even number of query blocks; with an odd number one pair per column
+    // straddles two key blocks and takes both narrow).
+    let receive_bytes = d * bq * 2 + 2 * bk * d * 2;
+    let shared = if p.query_blocks.is_multiple_of(2) {
+        2
+    } else {
+        1
+    };
+    let mut exchange = target.exchange_words(d * bq * 2)
+        + target.exchange_words(2 * bk * d * 2).div_ceil(shared)
+        + (1 + 2 * u64::from(p.query_blocks)) * switch
+        + transit;
+    let state = (d + 2) * bq.next_multiple_of(2) * 4;
+    let share_state = (d + 2) * share * 4;
+    let merging = u64::from(p.key_blocks - 1);
+    if merging > 0 {
+        exchange += target.exchange_words(merging * share_state) + merging * switch + transit;
+    }
+    let steps = if merging > 0 { 4 } else { 2 };
+    let element = u64::from(target.memory_element_bytes);
+    let scores = |rows: u64| {
+        (rows * bq.next_multiple_of(8) * u64::from(pt.bytes())).next_multiple_of(element)
+    };
+    let chunk = bk.div_ceil(u64::from(p.smallest_column(&s)));
+    let homes = d * bq.next_multiple_of(4) * 2
+        + chunk * d.next_multiple_of(4) * 2
+        + d * chunk.next_multiple_of(4) * 2;
+    let output = d * share.next_multiple_of(4) * 2;
+    // The smaller of the keys and values panels goes where it fits: interleaved memory when the
+    // standard region cannot hold it whole.
+    let second = keys_panel.min(values_panel);
+    let second_interleaved = second > standard_capacity(target);
+    OperatorEstimate {
+        compute_cycles: compute,
+        exchange_cycles: exchange,
+        receive_bytes: receive_bytes.max(merging * share_state),
+        panel_bytes: keys_panel.max(values_panel),
+        other_bytes: if second_interleaved { 0 } else { second }
+            + state
+            + merging * share_state
+            + output
+            + homes
+            + bq * 4,
+        interleaved_bytes: d * bq.next_multiple_of(8) * 2
+            + sub * bq.next_multiple_of(8) * 2
+            + scores(sub)
+            + scores(d)
+            + if second_interleaved { second } else { 0 },
+        resident: Resident::default(),
+        cycles: compute + exchange + steps * target.sync_cycles,
+    }
+}
