@@ -5,18 +5,19 @@
 
 mod bench;
 mod import;
+mod plans;
 mod run;
 
 use anyhow::{Context, Result, bail};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use ipu_codegen::driver::{Build, GRAPH, PhaseConfigs, producer};
+use ipu_codegen::driver::{Build, GRAPH, PhaseConfigs, SELECTED, producer};
 use ipu_codegen::driver::{PIPELINE, Phase};
-use ipu_codegen::ir::DType;
+use ipu_codegen::ir::{DType, Graph, Mid, Selected};
 use ipu_codegen::stages::build_images::BuildImagesConfig;
 use ipu_codegen::stages::emit::EmitConfig;
 use ipu_codegen::stages::lower_exchanges::LowerExchangesConfig;
-use ipu_codegen::stages::lower_mid::{FormChoice, LowerMidConfig, WeightsChoice};
+use ipu_codegen::stages::lower_mid::{FormChoice, LowerMidConfig, WeightsChoice, shortlists};
 use ipu_codegen::stages::place_storage::{PlaceStorageConfig, PlacementOrder};
 use ipu_codegen::stages::plan_exchange_storage::PlanExchangeStorageConfig;
 use ipu_codegen::stages::select_finalist::{MappingChoice, SelectFinalistConfig};
@@ -98,6 +99,19 @@ enum Command {
         what: String,
         #[command(flatten)]
         args: BuildArgs,
+    },
+    /// Show why a plan won: per operator the fastest candidates the joint search chose among, then
+    /// the finalists with their estimates and the one select_finalist chose (builds through
+    /// select_finalist first).
+    Plans {
+        #[command(flatten)]
+        args: BuildArgs,
+        /// Candidates shown per operator.
+        #[arg(long, default_value_t = 5)]
+        top: usize,
+        /// Print the table as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Build if needed, then run the package on the simulated device and check the result.
     Run {
@@ -536,6 +550,23 @@ fn execute(cli: Cli) -> Result<()> {
             let to = producer(kind).unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             print!("{}", b.dump(kind, &outcome.outputs)?);
+        }
+        Command::Plans { args, top, json } => {
+            let store = Store::open(&g.cache)?;
+            let b = args.build(&store, &g.stages)?;
+            let to = producer(SELECTED).unwrap_or(PIPELINE[0]);
+            let outcome = b.run(PIPELINE[0], to)?;
+            let graph = b.load::<Graph>(&outcome.outputs)?;
+            let mid = b.load::<Mid>(&outcome.outputs)?;
+            let selected = b.load::<Selected>(&outcome.outputs)?;
+            let (operators, shortlists) =
+                shortlists(&graph, &args.target()?, &args.configs().lower_mid)?;
+            let table = plans::json(&graph, &operators, &shortlists, &mid, &selected, top);
+            if json {
+                println!("{table}");
+            } else {
+                print!("{}", plans::text(&table));
+            }
         }
         Command::Report {
             profile,

@@ -300,6 +300,8 @@ impl AttentionPartition {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorEstimate {
     pub compute_cycles: u64,
+    /// Of the compute, the vector unit's: the epilogue, the layer norm, the softmax and the merge.
+    pub vector_cycles: u64,
     pub exchange_cycles: u64,
     pub receive_bytes: u64,
     /// The A panel: one contiguous buffer, in either region.

@@ -25,6 +25,15 @@ pub enum Mapping {
 }
 
 impl Mapping {
+    /// The name in flags and tables: `shared-panels`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mapping::RowMajor => "row-major",
+            Mapping::ColumnMajor => "column-major",
+            Mapping::SharedPanels => "shared-panels",
+        }
+    }
+
     /// The tile of a grid cell: row-major and column-major order the output blocks, with the depth
     /// blocks of an output block adjacent; shared panels put the column blocks innermost.
     pub fn tile(self, p: &Grid, row_block: u32, col_block: u32, depth_block: u32) -> TileId {

@@ -28,7 +28,8 @@ use crate::isa::Activation;
 use crate::target::Target;
 use estimate::{attention_estimate, grid_estimate, layer_norm_estimate};
 use partitions::{attention_partitions, grid_partitions, row_partitions};
-use search::{Candidate, joint, shortlist};
+pub use search::Candidate;
+use search::{joint, shortlist};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -162,6 +163,37 @@ pub fn lower_mid(
     target: &Target,
     cfg: &LowerMidConfig,
 ) -> Result<Mid, LowerMidError> {
+    let (operators, shortlists) = shortlists(graph, target, cfg)?;
+    let finalists = joint(
+        graph,
+        &operators,
+        &shortlists,
+        target,
+        cfg.finalists as usize,
+    )
+    .map_err(LowerMidError::NoPlan)?
+    .iter()
+    .map(|choice| plan(choice))
+    .collect();
+    let mid = Mid {
+        workload: graph.workload.clone(),
+        operators,
+        finalists,
+    };
+    let errors = verify_mid(&mid, graph, target);
+    if !errors.is_empty() {
+        return Err(LowerMidError::Invalid(errors.join("\n")));
+    }
+    Ok(mid)
+}
+
+/// The graph's operators, each with the candidates the joint search chooses among, fastest first
+/// (what `ipu-codegen plans` shows).
+pub fn shortlists(
+    graph: &Graph,
+    target: &Target,
+    cfg: &LowerMidConfig,
+) -> Result<(Vec<Operator>, Vec<Vec<Candidate>>), LowerMidError> {
     let operators = lower_operators(graph)?;
     let weight_bytes: u64 = operators
         .iter()
@@ -215,27 +247,7 @@ pub fn lower_mid(
         }
         shortlists.push(shortlist(fitting));
     }
-    let finalists = joint(
-        graph,
-        &operators,
-        &shortlists,
-        target,
-        cfg.finalists as usize,
-    )
-    .map_err(LowerMidError::NoPlan)?
-    .iter()
-    .map(|choice| plan(choice))
-    .collect();
-    let mid = Mid {
-        workload: graph.workload.clone(),
-        operators,
-        finalists,
-    };
-    let errors = verify_mid(&mid, graph, target);
-    if !errors.is_empty() {
-        return Err(LowerMidError::Invalid(errors.join("\n")));
-    }
-    Ok(mid)
+    Ok((operators, shortlists))
 }
 
 /// The error for an operator none of whose candidates fits a tile, naming its leanest.

@@ -39,8 +39,10 @@ pub(super) fn layer_norm_estimate(
         + 2;
     let exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
     let compute = target.layer_norm_cycles(p.block_rows, op.cols);
+    let vector = compute;
     OperatorEstimate {
         compute_cycles: compute,
+        vector_cycles: vector,
         exchange_cycles: exchange,
         receive_bytes,
         panel_bytes: rows * row_bytes,
@@ -100,11 +102,13 @@ pub(super) fn grid_estimate(
     } else {
         0
     };
-    let mut compute =
-        target.amp_cycles(amp_rows as u32, padded as u32, amp_cols as u32, op.partials);
-    if epilogue {
-        compute += op.epilogue_cycles(target, epilogue_rows as u32, amp_cols as u32, p, transpose);
-    }
+    let vector = if epilogue {
+        op.epilogue_cycles(target, epilogue_rows as u32, amp_cols as u32, p, transpose)
+    } else {
+        0
+    };
+    let compute =
+        target.amp_cycles(amp_rows as u32, padded as u32, amp_cols as u32, op.partials) + vector;
     let activation_bytes = m_rows * depth * 2;
     let gathered = if p.resident {
         0
@@ -155,6 +159,7 @@ pub(super) fn grid_estimate(
     }
     OperatorEstimate {
         compute_cycles: compute,
+        vector_cycles: vector,
         exchange_cycles: exchange,
         receive_bytes: (activation_bytes + gathered).max(shares),
         panel_bytes,
@@ -176,24 +181,29 @@ pub(super) fn attention_estimate(
 ) -> OperatorEstimate {
     let (s, pt) = (a.shape, a.partials);
     let (bq, bk, d, sub) = (p.block_queries, p.block_keys, s.head_dim, p.sub_block);
-    // One step of the online softmax over `keys` keys.
+    // One step of the online softmax over `keys` keys: (AMP cycles, vector cycles).
     let step = |keys: u32, first: bool| {
-        target.amp_cycles(keys, d, bq, pt)
-            + target.softmax_cycles(keys, bq, pt, s.causal)
-            + target.amp_cycles(d, keys, bq, pt)
-            + target.accumulate_cycles(d, bq, first)
+        (
+            target.amp_cycles(keys, d, bq, pt) + target.amp_cycles(d, keys, bq, pt),
+            target.softmax_cycles(keys, bq, pt, s.causal) + target.accumulate_cycles(d, bq, first),
+        )
     };
     let (full, rest) = (bk / sub, bk % sub);
-    let mut compute = if full == 0 {
-        step(rest, true)
+    let steps_taken = if full == 0 {
+        vec![(step(rest, true), 1)]
     } else {
-        step(sub, true)
-            + u64::from(full - 1) * step(sub, false)
-            + if rest > 0 { step(rest, false) } else { 0 }
+        vec![
+            (step(sub, true), 1),
+            (step(sub, false), u64::from(full - 1)),
+            (if rest > 0 { step(rest, false) } else { (0, 0) }, 1),
+        ]
     };
+    let amp: u64 = steps_taken.iter().map(|((a, _), n)| a * n).sum();
+    let mut vector: u64 = steps_taken.iter().map(|((_, v), n)| v * n).sum();
     // Each of a query block's tiles merges its share of the queries from every key block's state.
     let share = bq.div_ceil(p.key_blocks).next_multiple_of(2);
-    compute += target.combine_cycles(p.key_blocks, d, share);
+    vector += target.combine_cycles(p.key_blocks, d, share);
+    let compute = amp + vector;
     let (switch, transit) = (
         u64::from(target.mux_switch_cycles),
         u64::from(target.exchange_transit_cycles),
@@ -247,6 +257,7 @@ pub(super) fn attention_estimate(
     let second_interleaved = second > standard_capacity(target);
     OperatorEstimate {
         compute_cycles: compute,
+        vector_cycles: vector,
         exchange_cycles: exchange,
         receive_bytes: receive_bytes.max(merging * share_state),
         panel_bytes: keys_panel.max(values_panel),

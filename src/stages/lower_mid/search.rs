@@ -23,10 +23,10 @@ const LEANEST: usize = 8;
 
 /// One partition of an operator with its estimates: with the output in its partials' order, and
 /// for a matmul with the output in the other order (its epilogue transposing).
-pub(super) struct Candidate {
-    pub(super) partition: Partition,
-    pub(super) estimate: OperatorEstimate,
-    pub(super) transposing: Option<OperatorEstimate>,
+pub struct Candidate {
+    pub partition: Partition,
+    pub estimate: OperatorEstimate,
+    pub transposing: Option<OperatorEstimate>,
 }
 
 impl Candidate {
