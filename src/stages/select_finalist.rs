@@ -5,7 +5,9 @@
 //! whole program: buffers on tiles with their lifetimes, supersteps (per operator an exchange phase then
 //! a compute set, and a second pair when a matmul's depth or an attention's keys are split over tiles),
 //! the exchange phases as transfer lists and the host streams; then costs it with the more exact model
-//! (per-tile exchange load of the actual transfers, compute per tile) and keeps the cheapest.
+//! (per-tile exchange load of the actual transfers, compute per tile) and keeps the cheapest of those
+//! whose live buffers fit every tile at every step beside the code reserve (one that does not is
+//! passed over with a log line).
 //!
 //! Storage layout: every buffer holds a rectangle of one value, row-major or transposed, every stored row
 //! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities and partials). Weights and
@@ -35,6 +37,7 @@ pub use verify::verify;
 use crate::ir::{Graph, Mapping, Mid, Selected, verify_mid};
 use crate::target::Target;
 use builder::build;
+use estimate::overflow;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -90,6 +93,8 @@ pub struct SelectFinalistConfig {
 pub enum SelectFinalistError {
     #[error("mid has no finalist")]
     NoFinalist,
+    #[error("no finalist fits tile memory under any mapping; the first: {0}")]
+    NoneFits(String),
     #[error("the mid does not fit its graph and target:\n{0}")]
     InvalidMid(String),
     #[error("select_finalist produced an invalid selection:\n{0}")]
@@ -118,7 +123,7 @@ pub fn select_finalist(
     if !errors.is_empty() {
         return Err(SelectFinalistError::InvalidMid(errors.join("\n")));
     }
-    let selected = cheapest(graph, mid, mappings, target).ok_or(SelectFinalistError::NoFinalist)?;
+    let selected = cheapest(graph, mid, mappings, target)?;
     tracing::info!(
         selected = selected.finalist,
         mapping = ?selected.mapping,
@@ -136,7 +141,12 @@ pub fn select_finalist(
 /// The choice among the finalists: every finalist's program under every mapping, the one with the
 /// least modelled cycles kept (the first among equals, in finalist then mapping order). The programs
 /// are built in parallel; the choice is a total order, so it does not depend on which finishes first.
-fn cheapest(graph: &Graph, mid: &Mid, mappings: &[Mapping], target: &Target) -> Option<Selected> {
+fn cheapest(
+    graph: &Graph,
+    mid: &Mid,
+    mappings: &[Mapping],
+    target: &Target,
+) -> Result<Selected, SelectFinalistError> {
     let candidates: Vec<(usize, u32, Mapping)> = (0..mid.finalists.len())
         .flat_map(|f| mappings.iter().map(move |&m| (f, m)))
         .enumerate()
@@ -155,14 +165,26 @@ fn cheapest(graph: &Graph, mid: &Mid, mappings: &[Mapping], target: &Target) -> 
                 modelled_exchange_cycles = s.estimate.exchange_cycles,
                 "modelled operator-plan finalist"
             );
-            (order, s)
-        })
-        .reduce_with(|a, b| {
-            if (b.1.estimate.cycles, b.0) < (a.1.estimate.cycles, a.0) {
-                b
-            } else {
-                a
+            match overflow(&s.buffers, s.steps.len(), target) {
+                None => Ok((order, s)),
+                Some((tile, step, live, holds)) => {
+                    let why = format!(
+                        "finalist {f} ({}): {tile} has {live} bytes live at step{step}, {holds} fit",
+                        mapping.name()
+                    );
+                    tracing::info!("{why}: the next finalist is tried");
+                    Err((order, why))
+                }
             }
         })
+        .reduce_with(|a, b| match (a, b) {
+            (Ok(a), Ok(b)) if (b.1.estimate.cycles, b.0) < (a.1.estimate.cycles, a.0) => Ok(b),
+            (Ok(a), _) => Ok(a),
+            (Err(_), Ok(b)) => Ok(b),
+            // The first finalist's reason, whichever finishes first.
+            (Err(a), Err(b)) => Err(a.min(b)),
+        })
+        .ok_or(SelectFinalistError::NoFinalist)?
         .map(|(_, s)| s)
+        .map_err(|(_, why)| SelectFinalistError::NoneFits(why))
 }

@@ -2,10 +2,12 @@
 //!
 //! Contract: [`estimate`] charges every exchange phase its lower bound (the per-tile exchange load
 //! of its actual transfers), every compute set its busiest tile's summed vertex estimates, and every
-//! step one sync; it reads only its arguments.
+//! step one sync; [`overflow`] finds the first tile and step whose live buffers cannot fit beside the
+//! code reserve (all of them in the tile, the interleaved-only ones in interleaved memory); both read
+//! only their arguments.
 
 use crate::ids::TileId;
-use crate::ir::{ComputeSet, ExchangePhase, SelectedEstimate, Step};
+use crate::ir::{Buffer, CODE_RESERVE_BYTES, ComputeSet, ExchangePhase, SelectedEstimate, Step};
 use crate::target::Target;
 use std::collections::BTreeMap;
 
@@ -43,5 +45,90 @@ pub(super) fn estimate(
         exchange_cycles: exchange,
         sync_cycles: sync,
         steps: per_step,
+    }
+}
+
+/// The first (tile, step) whose live buffers overflow tile memory with the code reserve, with the
+/// bytes live there and what the tile holds, or none when every step of every tile fits.
+pub(super) fn overflow(
+    buffers: &[Buffer],
+    steps: usize,
+    target: &Target,
+) -> Option<(TileId, usize, u64, u64)> {
+    let whole = u64::from(target.memory_end - target.memory_base) - CODE_RESERVE_BYTES;
+    let interleaved = u64::from(target.memory_end - target.interleaved_base);
+    let tiles = target.tiles as usize;
+    // Per tile and step: bytes live, and of them the interleaved-only ones.
+    let mut live = vec![(0u64, 0u64); tiles * steps];
+    for b in buffers {
+        let (first, last) = (
+            b.first_step.0 as usize,
+            (b.last_step.0 as usize).min(steps - 1),
+        );
+        let at = b.tile.index() * steps;
+        for slot in live.get_mut(at + first..=at + last).into_iter().flatten() {
+            slot.0 += u64::from(b.bytes());
+            if b.needs_interleaved() {
+                slot.1 += u64::from(b.bytes());
+            }
+        }
+    }
+    live.iter().enumerate().find_map(|(i, &(all, only))| {
+        let (tile, step) = (TileId((i / steps) as u32), i % steps);
+        if all > whole {
+            Some((tile, step, all, whole))
+        } else if only > interleaved {
+            Some((tile, step, only, interleaved))
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{BufferId, StepId, ValueId};
+    use crate::ir::{BufferClass, DType, Rect};
+
+    /// A buffer of `kib` KiB on `tile`, live over `steps`.
+    fn buffer(tile: u32, kib: u32, interleaved: bool, steps: [u32; 2]) -> Buffer {
+        Buffer {
+            id: BufferId::from_index(0),
+            tile: TileId(tile),
+            value: ValueId::from_index(0),
+            class: BufferClass::Output,
+            rect: Rect::new(0, kib, 0, 512),
+            dtype: DType::F16,
+            transposed: false,
+            interleaved,
+            stride: 512,
+            first_step: StepId(steps[0]),
+            last_step: StepId(steps[1]),
+        }
+    }
+
+    #[test]
+    fn a_tile_overflows_at_the_step_its_buffers_are_live_together() {
+        let target = Target::preset("mk2-1500").unwrap();
+        let apart = [buffer(3, 301, false, [0, 1]), buffer(3, 301, false, [2, 2])];
+        assert_eq!(overflow(&apart, 3, &target), None);
+        // 600 KiB fit beside the 24 KiB code reserve; one KiB more does not.
+        let whole = 624 * 1024 - CODE_RESERVE_BYTES;
+        let exactly = [buffer(3, 300, false, [0, 1]), buffer(3, 300, false, [1, 2])];
+        assert_eq!(overflow(&exactly, 3, &target), None);
+        let together = [buffer(3, 301, false, [0, 1]), buffer(3, 300, false, [1, 2])];
+        assert_eq!(
+            overflow(&together, 3, &target),
+            Some((TileId(3), 1, 601 * 1024, whole))
+        );
+        // 500 KiB fit the tile, but not in its 416 KiB of interleaved memory.
+        let interleaved = [buffer(5, 250, true, [0, 0]), buffer(5, 250, true, [0, 0])];
+        assert_eq!(
+            overflow(&interleaved, 1, &target),
+            Some((TileId(5), 0, 500 * 1024, 416 * 1024))
+        );
+        let mixed = [buffer(5, 250, true, [0, 0]), buffer(5, 250, false, [0, 0])];
+        assert_eq!(overflow(&mixed, 1, &target), None);
     }
 }
