@@ -2,18 +2,22 @@
 //!
 //! Lowers the graph's device operations to tileable operators (a matmul with its bias, GELU and
 //! residual add fused into the epilogue; an attention as a flash attention; a layer norm over row
-//! blocks); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate partitions of every operator over
-//! the tiles, costs each analytically with the target model (compute, exchange, per-tile memory) and
-//! keeps the best `finalists` whole-program plans. A matmul is partitioned into row blocks x column
-//! blocks of its output (column blocks a multiple of the AMP block width) x depth blocks of its
-//! reduction (a multiple of the AMP block depth); an attention into batch-and-head groups of query
-//! blocks x key blocks, with the key sub-block its online softmax steps by.
+//! blocks); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate
+//! partitions of every operator over the tiles (`partitions`): a matmul into row blocks x column
+//! blocks of its output x depth blocks of its reduction (a multiple of the AMP block depth), in the
+//! normal or the transposed operand form (the AMP's stationary dimension in blocks of a multiple of
+//! its width), with its weights resident or gathered; an attention into batch-and-head groups of
+//! query blocks x key blocks, with the key sub-block its online softmax steps by. It costs each
+//! analytically with the target model (`estimate`: compute, exchange, memory by region, resident
+//! bytes), shortlists each operator's candidates and searches the whole program jointly (`search`),
+//! keeping the best `finalists` plans.
 //!
-//! Invariants (checked by [`crate::ir::verify_mid`], which `select_finalist` runs on its input too): every device
-//! operation of the graph is covered by exactly one operator, no host operation by any; every partition covers its output and its reduction
-//! (`row_blocks * block_rows >= m`, `col_blocks * block_cols >= n`, `depth_blocks * block_depth >= k`;
-//! query and key blocks likewise) with no empty block and uses at most `target.tiles` tiles; every
-//! finalist's estimated memory fits a tile.
+//! Invariants (checked by [`crate::ir::verify_mid`], which `select_finalist` runs on its input too):
+//! every device operation of the graph is covered by exactly one operator, no host operation by any;
+//! every partition covers its output and its reduction (`row_blocks * block_rows >= m`,
+//! `col_blocks * block_cols >= n`, `depth_blocks * block_depth >= k`; query and key blocks likewise)
+//! with no empty block and uses at most `target.tiles` tiles; every finalist reads each value in one
+//! order, and its operators' estimated memory fits a tile beside every resident byte of the plan.
 
 use crate::ids::{OpId, ValueId};
 mod estimate;
