@@ -70,6 +70,23 @@ fn unknown_workload_and_phase_are_named() {
 }
 
 #[test]
+fn a_finalist_count_out_of_range_is_refused_naming_the_flag() {
+    let sb = Sandbox::new();
+    for n in ["0", "65", "4294967295"] {
+        let r = sb.run(&["build", SMALL, "--finalists", n]);
+        r.assert_clean_failure();
+        assert!(
+            r.stderr.contains("--finalists") && r.stderr.contains("1..=64"),
+            "{}",
+            r.stderr
+        );
+    }
+    let r = sb.run(&["build", SMALL, "--form", "sideways"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("transposed"), "{}", r.stderr);
+}
+
+#[test]
 fn a_shape_too_large_for_tile_memory_names_tile_and_bytes_over_and_keeps_the_store() {
     let sb = Sandbox::new();
     sb.run(&["build", SMALL]).assert_ok();

@@ -238,8 +238,8 @@ pub struct BuildArgs {
     head_dim: Option<u32>,
     #[arg(long)]
     causal: Option<bool>,
-    /// lower_mid: plans kept for select_finalist.
-    #[arg(long, default_value_t = 4)]
+    /// lower_mid: plans kept for select_finalist (1 to 64).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     finalists: u32,
     /// lower_mid: the matmuls' operand forms the plan search may choose.
     #[arg(long, value_parser = form_parser(), default_value = "auto")]
