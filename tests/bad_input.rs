@@ -179,3 +179,31 @@ fn from_refuses_stage_records_of_other_inputs() {
     ])
     .assert_ok();
 }
+
+#[test]
+fn a_build_name_that_leaves_the_stages_folder_is_refused_and_writes_nothing() {
+    let sb = Sandbox::new();
+    let text = ipu_codegen::workload::WorkloadSpec::preset(SMALL)
+        .unwrap()
+        .replace("name = \"siglip-mlp\"", "name = \"../../escape/x\"");
+    assert!(text.contains("../../escape/x"));
+    std::fs::write(sb.path("escape.toml"), text).unwrap();
+    let r = sb.run(&["build", "escape.toml"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("not a plain folder name"), "{}", r.stderr);
+    let r = sb.run(&["build", SMALL, "--build", "/tmp/elsewhere"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("\"/tmp/elsewhere\""), "{}", r.stderr);
+    // Nothing was written beside or above the stages folder.
+    assert!(!sb.stages().join("../../escape").exists());
+    // Two targets build into two folders.
+    sb.run(&["build", SMALL]).assert_ok();
+    sb.run(&["build", SMALL, "--target", "gc200"]).assert_ok();
+    assert!(sb.stages().join(SMALL_ID).join("model.ipuexe").exists());
+    assert!(
+        sb.stages()
+            .join(format!("{SMALL_ID}-gc200"))
+            .join("model.ipuexe")
+            .exists()
+    );
+}

@@ -26,6 +26,9 @@ use ipu_codegen::target::Target;
 use ipu_codegen::workload::{Overrides, WorkloadSpec};
 use std::path::{Path, PathBuf};
 
+/// The target a build is for unless `--target` says otherwise.
+const DEFAULT_TARGET: &str = "mk2-1500";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ipu-codegen",
@@ -206,10 +209,12 @@ pub struct BuildArgs {
     /// A preset (`siglip-mlp`, `siglip-mlp-small`, `attention-flash`, `attention-flash-small`) or a TOML
     /// file.
     workload: String,
-    /// Build name (folder under the stages directory); defaults to the workload id.
+    /// Build name (folder under the stages directory); defaults to the workload id, followed by the
+    /// target's name for a target other than the default.
     #[arg(long)]
     build: Option<String>,
-    #[arg(long, default_value = "mk2-1500")]
+    /// The target preset (mk2-1500, gc200, bow).
+    #[arg(long, default_value = DEFAULT_TARGET)]
     target: String,
     #[arg(long)]
     batch: Option<u32>,
@@ -416,6 +421,18 @@ impl BuildArgs {
         }
     }
 
+    /// `--build`, or the workload's id, with the target's name unless it is the default one.
+    fn build_name(&self, spec: &WorkloadSpec) -> String {
+        self.build.clone().unwrap_or_else(|| {
+            let id = spec.id();
+            if self.target == DEFAULT_TARGET {
+                id
+            } else {
+                format!("{id}-{}", self.target)
+            }
+        })
+    }
+
     fn build<'a>(&self, store: &'a Store, stages: &Path) -> Result<Build<'a>> {
         let spec = self.spec()?;
         let graph = spec.import()?;
@@ -423,7 +440,7 @@ impl BuildArgs {
             store,
             source: self.workload.clone(),
             stages: stages.to_path_buf(),
-            build: self.build.clone().unwrap_or_else(|| spec.id()),
+            build: self.build_name(&spec),
             target: self.target()?,
             graph,
             configs: self.configs(),
@@ -528,7 +545,7 @@ fn execute(cli: Cli) -> Result<()> {
         Command::Id(args) => {
             let spec = args.spec()?;
             spec.import()?;
-            println!("{}", args.build.clone().unwrap_or_else(|| spec.id()));
+            println!("{}", args.build_name(&spec));
         }
         Command::Build { args, from, to } => {
             let store = Store::open(&g.cache)?;

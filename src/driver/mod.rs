@@ -95,6 +95,12 @@ pub enum BuildError {
     #[error("--from {from} comes after --to {to} in the pipeline")]
     Order { from: Phase, to: Phase },
     #[error(
+        "build name {0:?} is not a plain folder name (letters, digits, `.`, `_`, `+` and `-`, not \
+         starting with `.`, at most 200 characters): a workload's name and --build name a folder under \
+         the stages directory"
+    )]
+    BuildName(String),
+    #[error(
         "{from} starts from the recorded outputs of the phases before it; run `ipu-codegen build {workload} --to {before}` first"
     )]
     NoRecord {
@@ -258,6 +264,12 @@ impl Build<'_> {
     pub fn run(&self, from: Phase, to: Phase) -> Result<BuildOutcome, BuildError> {
         if from > to {
             return Err(BuildError::Order { from, to });
+        }
+        let plain = |c: char| c.is_ascii_alphanumeric() || "._+-".contains(c);
+        let name = &self.build;
+        if name.is_empty() || name.len() > 200 || name.starts_with('.') || !name.chars().all(plain)
+        {
+            return Err(BuildError::BuildName(name.clone()));
         }
         std::thread::scope(|scope| {
             let writer = Writer::spawn(scope, self.store);
