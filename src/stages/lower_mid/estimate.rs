@@ -139,33 +139,78 @@ pub(super) fn grid_estimate(
     let standard = standard_capacity(target);
     let bias = op.bias.map_or(0, |_| stored(1, n_cols, 2, false));
     let mut resident = Resident::default();
-    let (mut panel_bytes, mut interleaved_bytes) = (0, partials);
+    // The one large buffer in either region (the activation panel in the normal form, a gathered
+    // weight panel in the transposed form) and the interleaved-only panels, live from the gather
+    // to the compute step.
+    let (mut panel_bytes, mut panels_interleaved) = (0, 0);
     match (t, p.resident) {
         // The weights are the AMP's stationary operand: interleaved.
         (false, true) => resident.interleaved += weights,
-        (false, false) => interleaved_bytes += weights,
+        (false, false) => panels_interleaved += weights,
         // The weights are the AMP's rows: one buffer in either region, if one holds it.
         (true, true) if weights > standard => resident.interleaved += weights,
         (true, true) => resident.either += weights,
         (true, false) => panel_bytes = weights,
     }
-    if p.resident {
-        resident.either += bias;
-    }
     if t {
-        interleaved_bytes += activation;
+        panels_interleaved += activation;
     } else {
         panel_bytes = activation;
     }
+    let (bias_gathered, residual) = if p.resident {
+        resident.either += bias;
+        (0, op.residual.map_or(0, |_| epilogue_rows * amp_cols * 2))
+    } else {
+        (
+            bias,
+            op.residual.map_or(0, |_| epilogue_rows * amp_cols * 2),
+        )
+    };
+    // Live besides the panels, superstep by superstep: at the gather, the holder the activation
+    // panel comes from (an input home or the producer's output, taken as large as the panel); at the
+    // compute step the output when the depth is not split; at the reduction the others' partials and
+    // the output. The bias and the residual live throughout. A buffer the standard region cannot
+    // hold whole counts as interleaved.
+    let split = p.depth_blocks > 1;
+    let place = |bytes: u64| {
+        if bytes > standard {
+            [bytes, 0]
+        } else {
+            [0, bytes]
+        }
+    };
+    let sum = |buffers: &[u64]| {
+        buffers
+            .iter()
+            .map(|&b| place(b))
+            .fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])
+    };
+    let copies = u64::from(p.depth_blocks - 1);
+    let share_bytes = shares.checked_div(copies).unwrap_or(0);
+    let mut at_gather = sum(&[activation, bias_gathered, residual]);
+    let mut at_compute = sum(&[if split { 0 } else { out }, bias_gathered, residual]);
+    let mut at_reduce = sum(&[out, bias_gathered, residual]);
+    let [a, b] = place(share_bytes);
+    (at_reduce[0], at_reduce[1]) = (at_reduce[0] + copies * a, at_reduce[1] + copies * b);
+    // The interleaved-only panels from the gather to the compute step, the partials from the
+    // compute step on.
+    at_gather[0] += panels_interleaved;
+    at_compute[0] += panels_interleaved + partials;
+    at_reduce[0] += partials;
+    let steps_live = if split {
+        vec![at_gather, at_compute, at_reduce]
+    } else {
+        vec![at_gather, at_compute]
+    };
+    let interleaved_bytes = steps_live.iter().map(|l| l[0]).max().unwrap_or(0);
+    let either = steps_live.iter().map(|l| l[1]).max().unwrap_or(0) + homes;
     OperatorEstimate {
         compute_cycles: compute,
         vector_cycles: vector,
         exchange_cycles: exchange,
         receive_bytes: (activation_bytes + gathered).max(shares),
         panel_bytes,
-        // The holder the activation panel is gathered from (an input home or the producer's output)
-        // may sit on the same tile, as large as the panel.
-        other_bytes: out + homes + shares + activation + if p.resident { 0 } else { bias },
+        other_bytes: either,
         interleaved_bytes,
         resident,
         cycles: compute + exchange + steps * target.sync_cycles,
