@@ -207,3 +207,23 @@ fn a_build_name_that_leaves_the_stages_folder_is_refused_and_writes_nothing() {
             .exists()
     );
 }
+
+#[test]
+fn output_into_a_reader_that_stops_early_ends_without_a_panic() {
+    use std::process::Stdio;
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    for args in [&["show", "select_finalist", SMALL][..], &["cache", "ls"]] {
+        let mut child = sb
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the first line.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
