@@ -21,6 +21,23 @@ fn identical_rebuild_runs_no_phase() {
         "warm build ran {:?}",
         second.phases_run()
     );
+    // The summaries on stdout say the same.
+    let all = phases().join(",");
+    assert!(
+        first
+            .stdout
+            .starts_with(&format!("build={SMALL_ID} phasesRun={all} "))
+            && first.stdout.contains("/model.ipuexe"),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        second
+            .stdout
+            .starts_with(&format!("build={SMALL_ID} phasesRun=- ")),
+        "{}",
+        second.stdout
+    );
 }
 
 #[test]

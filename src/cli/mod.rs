@@ -206,8 +206,8 @@ enum CacheAction {
 /// The workload, its overrides, the target and every phase's options.
 #[derive(Args, Debug, Clone)]
 pub struct BuildArgs {
-    /// A preset (`siglip-mlp`, `siglip-mlp-small`, `attention-flash`, `attention-flash-small`) or a TOML
-    /// file.
+    /// A preset (`siglip-mlp`, `siglip-mlp-small`, `attention-flash`, `attention-flash-small`,
+    /// `bert-encoder-small`, `minilm-encoder`) or a TOML file.
     workload: String,
     /// Build name (folder under the stages directory); defaults to the workload id, followed by the
     /// target's name for a target other than the default.
@@ -216,18 +216,25 @@ pub struct BuildArgs {
     /// The target preset (mk2-1500, gc200, bow).
     #[arg(long, default_value = DEFAULT_TARGET)]
     target: String,
+    /// Sequences in the batch (the spec's `batch` by default).
     #[arg(long)]
     batch: Option<u32>,
+    /// Tokens per sequence; an attention's query length.
     #[arg(long)]
     tokens: Option<u32>,
+    /// MLP and encoder: the model (hidden) dimension.
     #[arg(long)]
     dimension: Option<u32>,
+    /// MLP and encoder: the feed-forward (intermediate) dimension.
     #[arg(long)]
     hidden: Option<u32>,
+    /// MLP: blocks in sequence; encoder: layers.
     #[arg(long)]
     blocks: Option<u32>,
+    /// MLP: whether each matmul adds a bias (true or false).
     #[arg(long)]
     biases: Option<bool>,
+    /// The type the AMP accumulates in: f16 or f32.
     #[arg(long, value_parser = parse_dtype)]
     partials: Option<DType>,
     /// The seed `run` draws unbound inputs and weights from (the spec's `seed` key by default); no
@@ -237,10 +244,13 @@ pub struct BuildArgs {
     /// Attention: key and value length (the query length by default).
     #[arg(long)]
     key_tokens: Option<u32>,
+    /// Attention and encoder: heads.
     #[arg(long)]
     heads: Option<u32>,
+    /// Attention: the dimension of each head.
     #[arg(long)]
     head_dim: Option<u32>,
+    /// Attention: whether query `i` sees only keys `0..=i` (true or false).
     #[arg(long)]
     causal: Option<bool>,
     /// lower_mid: plans kept for select_finalist (1 to 64).
@@ -555,6 +565,20 @@ fn execute(cli: Cli) -> Result<()> {
                 to.unwrap_or(PIPELINE[PIPELINE.len() - 1]),
             )?;
             tracing::info!(ran = outcome.ran.len(), build = %b.dir().display(), "build finished");
+            let ran: Vec<&str> = outcome.ran.iter().map(|p| p.name()).collect();
+            let package = (outcome.package_path.as_ref())
+                .map(|p| format!(" package={}", p.display()))
+                .unwrap_or_default();
+            println!(
+                "build={} phasesRun={} dir={}{package}",
+                b.build,
+                if ran.is_empty() {
+                    "-".to_string()
+                } else {
+                    ran.join(",")
+                },
+                b.dir().display()
+            );
         }
         Command::Show { what, args } => {
             let kind = if what == "graph" {
