@@ -206,7 +206,7 @@ impl TileMemory {
     /// in interleaved memory, aligned to that width.
     fn count(&self, m: &Matrix, load: bool) {
         let wide = self.wide_load_bytes;
-        let aligned = m.addr % wide == 0 && (m.rows <= 1 || m.stride % wide == 0);
+        let aligned = m.addr.is_multiple_of(wide) && (m.rows <= 1 || m.stride.is_multiple_of(wide));
         let width = if load && aligned && m.addr >= self.interleaved_base {
             wide
         } else {
