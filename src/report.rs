@@ -1,8 +1,9 @@
 //! Reading an `execution.ipuprofile`: the summary table (each superstep's estimate against the device,
 //! and the tile whose estimate is furthest off), a self-contained HTML page (tile heat maps of busy
 //! cycles, memory and the estimate's error, BSP timeline, tables) and Chrome trace-event JSON
-//! (Perfetto). Pure functions from the profile to text; the profile's store encoding (its kind and
-//! schema).
+//! (Perfetto). Pure functions from the profile to text, which never panic on a crafted profile;
+//! [`check`], the consistency a profile must have before `report` reads it; the profile's store
+//! encoding (its kind and schema).
 
 use crate::device::{Execution, StepProfile};
 use std::fmt::Write as _;
@@ -11,6 +12,56 @@ use std::fmt::Write as _;
 impl crate::store::Artifact for Execution {
     const KIND: &'static str = "profile";
     const SCHEMA: u32 = 3;
+}
+
+/// What is inconsistent in a profile, one line each: a clock or column size of zero, a superstep
+/// without a figure for every tile, a tile busier than its superstep, or totals that are not the
+/// sum of the supersteps and syncs. `report` refuses a profile with any.
+pub fn check(e: &Execution) -> Vec<String> {
+    let mut errors = Vec::new();
+    let tiles = e.memory.len();
+    if e.clock_khz == 0 {
+        errors.push("clock_khz is 0".to_string());
+    }
+    if e.tiles_per_column == 0 || tiles == 0 {
+        errors.push(format!("{tiles} tiles, {} a column", e.tiles_per_column));
+    }
+    for (i, s) in e.steps.iter().enumerate() {
+        if s.tile_busy.len() != tiles {
+            errors.push(format!(
+                "step{i}: {} busy figures for {tiles} tiles",
+                s.tile_busy.len()
+            ));
+        }
+        if !s.tile_estimates.is_empty() && s.tile_estimates.len() != tiles {
+            errors.push(format!(
+                "step{i}: {} estimates for {tiles} tiles",
+                s.tile_estimates.len()
+            ));
+        }
+        if let Some(&most) = s.tile_busy.iter().max()
+            && u64::from(most) > s.cycles
+        {
+            errors.push(format!(
+                "step{i}: a tile busy {most} cycles in a step of {}",
+                s.cycles
+            ));
+        }
+    }
+    let steps: u64 = e.steps.iter().map(|s| s.cycles).sum();
+    if steps.checked_add(e.sync_cycles) != Some(e.cycles) {
+        errors.push(format!(
+            "{} cycles are not the supersteps' {steps} and the syncs' {}",
+            e.cycles, e.sync_cycles
+        ));
+    }
+    if e.minimum_tile_cycles > e.cycles {
+        errors.push(format!(
+            "the busiest tile's {} cycles exceed the run's {}",
+            e.minimum_tile_cycles, e.cycles
+        ));
+    }
+    errors
 }
 
 fn share(part: u64, whole: u64) -> f64 {
@@ -371,6 +422,35 @@ mod tests {
         );
         assert_eq!(tile_errors(&e), [4.0, -10.0, 0.0]);
         assert_eq!(worst_step(&e), Some((0, 0.0)));
+    }
+
+    #[test]
+    fn a_consistent_profile_passes_the_check_and_each_inconsistency_is_named() {
+        let good = execution([vec![100, 90, 0], vec![104, 90, 0]]);
+        assert_eq!(check(&good), Vec::<String>::new());
+        let damaged: [(&str, fn(&mut Execution)); 6] = [
+            ("clock_khz is 0", |e| e.clock_khz = 0),
+            ("3 tiles, 0 a column", |e| e.tiles_per_column = 0),
+            ("step1: 2 busy figures for 3 tiles", |e| {
+                e.steps[1].tile_busy.pop();
+            }),
+            ("step0: 1 estimates for 3 tiles", |e| {
+                e.steps[0].tile_estimates = vec![5];
+            }),
+            ("step0: a tile busy 101 cycles in a step of 100", |e| {
+                e.steps[0].tile_busy[2] = 101
+            }),
+            (
+                "437 cycles are not the supersteps' 200 and the syncs' 236",
+                |e| e.cycles = 437,
+            ),
+        ];
+        for (said, damage) in damaged {
+            let mut e = good.clone();
+            damage(&mut e);
+            let errors = check(&e);
+            assert!(errors.iter().any(|x| x == said), "{said}: {errors:?}");
+        }
     }
 
     #[test]

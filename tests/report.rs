@@ -161,3 +161,40 @@ fn every_superstep_estimate_is_within_five_percent_of_the_device() {
         assert!(error.abs() > 0.05, "{preset}: a wrong estimate passes");
     }
 }
+
+#[test]
+fn an_inconsistent_profile_is_refused_naming_the_file_and_what_is_wrong() {
+    use ipu_codegen::device::Execution;
+    use ipu_codegen::store::{ContentHash, decode, encode};
+    let sb = profiled();
+    let path = sb.stages().join(SMALL_ID).join("execution.ipuprofile");
+    let bytes = std::fs::read(&path).unwrap();
+    let good: Execution = decode(&bytes, &ContentHash::of(&bytes)).unwrap();
+    let damaged: [(&str, fn(&mut Execution)); 3] = [
+        ("clock_khz is 0", |e| e.clock_khz = 0),
+        ("0 a column", |e| e.tiles_per_column = 0),
+        ("busy figures", |e| e.steps[0].tile_busy.clear()),
+    ];
+    for (said, damage) in damaged {
+        let mut e = good.clone();
+        damage(&mut e);
+        let crafted = sb.path("crafted.ipuprofile");
+        std::fs::write(&crafted, encode(&e)).unwrap();
+        let page = sb.path("crafted.html");
+        let r = sb.run(&[
+            "report",
+            crafted.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
+        ]);
+        r.assert_clean_failure();
+        assert!(
+            r.stderr
+                .contains("crafted.ipuprofile is not a consistent execution profile")
+                && r.stderr.contains(said),
+            "{}",
+            r.stderr
+        );
+        assert!(!page.exists(), "no page from a refused profile");
+    }
+}

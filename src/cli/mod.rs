@@ -622,6 +622,14 @@ fn execute(cli: Cli) -> Result<()> {
                 ipu_codegen::store::decode(&bytes, &hash).with_context(|| {
                     format!("{} is not an execution profile", profile.display())
                 })?;
+            let errors = ipu_codegen::report::check(&execution);
+            if !errors.is_empty() {
+                bail!(
+                    "{} is not a consistent execution profile:\n{}",
+                    profile.display(),
+                    errors.join("\n")
+                );
+            }
             print!("{}", ipu_codegen::report::table(&execution));
             if let Some(path) = html {
                 std::fs::write(&path, ipu_codegen::report::html(&execution))
