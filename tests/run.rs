@@ -145,6 +145,102 @@ fn every_operand_form_and_weight_home_passes_on_odd_shapes() {
     );
 }
 
+/// Two matmuls reading one weight, `y1 = x · w` and `y2 = x2 · w`, of different row counts.
+const TIED: &str = r#"kind = "graph"
+name = "tied"
+partials = "f16"
+weights = "tied.safetensors"
+
+[[values]]
+name = "x"
+dtype = "f16"
+role = "input"
+rows = 40
+cols = 48
+shape = [40, 48]
+
+[[values]]
+name = "w"
+dtype = "f16"
+role = "weight"
+rows = 48
+cols = 48
+shape = [48, 48]
+
+[[values]]
+name = "x2"
+dtype = "f16"
+role = "input"
+rows = 7
+cols = 48
+shape = [7, 48]
+
+[[values]]
+name = "y1"
+dtype = "f16"
+role = "output"
+rows = 40
+cols = 48
+shape = [40, 48]
+
+[[values]]
+name = "y2"
+dtype = "f16"
+role = "output"
+rows = 7
+cols = 48
+shape = [7, 48]
+
+[[ops]]
+name = "first"
+kind = "matmul"
+inputs = ["x", "w"]
+output = "y1"
+
+[[ops]]
+name = "second"
+kind = "matmul"
+inputs = ["x2", "w"]
+output = "y2"
+"#;
+
+#[test]
+fn two_matmuls_sharing_resident_weights_under_every_mapping_pass() {
+    use ipu_codegen::onnx::WeightData;
+    use ipu_codegen::workload::{GraphSpec, graph_spec};
+    let sb = Sandbox::new();
+    let spec = GraphSpec::parse(TIED, "tied.toml").unwrap();
+    let w: Vec<f32> = (0..48 * 48)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 256.0)
+        .collect();
+    let weights = [("w".to_string(), WeightData::F32(w))]
+        .into_iter()
+        .collect();
+    std::fs::write(sb.path("tied.toml"), TIED).unwrap();
+    std::fs::write(
+        sb.path("tied.safetensors"),
+        graph_spec::safetensors_bytes(&spec.graph, &weights).unwrap(),
+    )
+    .unwrap();
+    // The second matmul's panels lie on other tiles than the first's under some mappings: it
+    // gathers them from one replica of each.
+    for mapping in ["row-major", "column-major", "shared-panels"] {
+        for form in ["normal", "transposed"] {
+            let args = [
+                "run",
+                "tied.toml",
+                "--weight-panels",
+                "resident",
+                "--form",
+                form,
+                "--mapping",
+                mapping,
+            ];
+            assert_pass(&sb, &args);
+        }
+    }
+}
+
 #[test]
 fn corrupted_output_fails_the_check() {
     corruption_fails_the_check(SMALL, SMALL_ID, SMALL_SEED);

@@ -270,46 +270,53 @@ pub struct BuildArgs {
     placement_order: PlacementOrder,
 }
 
-/// `--mapping`: the names of [`MappingChoice`], each with its help.
-fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
-    PossibleValuesParser::new(MappingChoice::ALL.map(|m| {
-        PossibleValue::new(m.name()).help(match m {
-            MappingChoice::Auto => {
-                Some("Try every mapping, keep the one with the least estimated cycles")
-            }
-            MappingChoice::SharedPanels => {
-                Some("Column blocks that gather the same panel on adjacent tiles (supertile pairs)")
-            }
-            MappingChoice::RowMajor | MappingChoice::ColumnMajor => None,
-        })
-    }))
-    .try_map(|name| name.parse::<MappingChoice>())
+/// A flag taking one of `all` by its name, each value listed with its help.
+fn choice_parser<T: Copy + Send + Sync + 'static>(
+    all: &'static [T],
+    name: fn(T) -> &'static str,
+    help: fn(T) -> Option<&'static str>,
+) -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(
+        all.iter()
+            .map(|&c| PossibleValue::new(name(c)).help(help(c))),
+    )
+    .try_map(move |given| {
+        (all.iter().copied())
+            .find(|&c| name(c) == given)
+            .ok_or_else(|| format!("unknown value {given:?}"))
+    })
 }
 
-/// `--placement-order`: the names of [`PlacementOrder`], each with its help.
+/// `--mapping`: the names of [`MappingChoice`], each with its help.
+fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
+    choice_parser(&MappingChoice::ALL, MappingChoice::name, |m| match m {
+        MappingChoice::Auto => {
+            Some("Try every mapping, keep the one with the least estimated cycles")
+        }
+        MappingChoice::SharedPanels => {
+            Some("Column blocks that gather the same panel on adjacent tiles (supertile pairs)")
+        }
+        MappingChoice::RowMajor | MappingChoice::ColumnMajor => None,
+    })
+}
+
 /// `--form`: the names of [`FormChoice`], each with its help.
 fn form_parser() -> impl TypedValueParser<Value = FormChoice> {
-    PossibleValuesParser::new(FormChoice::ALL.map(|f| {
-        PossibleValue::new(f.name()).help(match f {
+    choice_parser(&FormChoice::ALL, FormChoice::name, |f| {
+        Some(match f {
             FormChoice::Auto => "Either form, chosen by estimated cycles",
             FormChoice::Normal => "Tokens are the AMP's rows, the weights its stationary operand",
             FormChoice::Transposed => {
                 "The weights' columns are the AMP's rows, the tokens its stationary operand"
             }
         })
-    }))
-    .map(|name| {
-        FormChoice::ALL
-            .into_iter()
-            .find(|f| f.name() == name)
-            .unwrap_or(FormChoice::Auto)
     })
 }
 
 /// `--weight-panels`: the names of [`WeightsChoice`], each with its help.
 fn weights_parser() -> impl TypedValueParser<Value = WeightsChoice> {
-    PossibleValuesParser::new(WeightsChoice::ALL.map(|w| {
-        PossibleValue::new(w.name()).help(match w {
+    choice_parser(&WeightsChoice::ALL, WeightsChoice::name, |w| {
+        Some(match w {
             WeightsChoice::Auto => "Resident or gathered, chosen by estimated cycles within memory",
             WeightsChoice::Resident => {
                 "Each tile keeps its weight panels, streamed once at initialize"
@@ -318,25 +325,19 @@ fn weights_parser() -> impl TypedValueParser<Value = WeightsChoice> {
                 "Home pieces spread over the grid, gathered into panels at every run"
             }
         })
-    }))
-    .map(|name| {
-        WeightsChoice::ALL
-            .into_iter()
-            .find(|w| w.name() == name)
-            .unwrap_or(WeightsChoice::Auto)
     })
 }
 
+/// `--placement-order`: the names of [`PlacementOrder`], each with its help.
 fn placement_order_parser() -> impl TypedValueParser<Value = PlacementOrder> {
-    PossibleValuesParser::new(PlacementOrder::ALL.map(|o| {
-        PossibleValue::new(o.name()).help(match o {
+    choice_parser(&PlacementOrder::ALL, PlacementOrder::name, |o| {
+        Some(match o {
             PlacementOrder::Lifetime => {
                 "Place buffers in order of birth, larger first among equals"
             }
             PlacementOrder::Size => "Place the largest buffers first",
         })
-    }))
-    .try_map(|name| name.parse::<PlacementOrder>())
+    })
 }
 
 fn target_preset(name: &str) -> Result<Target> {

@@ -42,7 +42,7 @@ impl Orders {
         op: &Operator,
         p: &Partition,
     ) -> Result<(), String> {
-        for (v, transposed) in reads(op, p) {
+        for (v, transposed) in reads(op, matches!(p, Partition::Grid(g) if g.transposed)) {
             let fixed = operators
                 .iter()
                 .find(|o| o.out() == v)
@@ -77,9 +77,14 @@ impl Orders {
     /// The order `op` writes its output in under `p`, once every reader is recorded.
     pub fn output(&self, op: &Operator, p: &Partition) -> bool {
         fixed_output_order(op).unwrap_or_else(|| {
-            self.read_order(op.out())
-                .unwrap_or(matches!(p, Partition::Grid(g) if g.transposed))
+            self.matmul_output(op.out(), matches!(p, Partition::Grid(g) if g.transposed))
         })
+    }
+
+    /// The order a matmul writes its output `out` in: as its device readers read it, or its
+    /// partials' order (`transposed_form`) when only the host reads it.
+    pub fn matmul_output(&self, out: ValueId, transposed_form: bool) -> bool {
+        self.read_order(out).unwrap_or(transposed_form)
     }
 }
 
@@ -118,11 +123,12 @@ fn fixed_output_order(op: &Operator) -> Option<bool> {
     }
 }
 
-/// The values `op` reads on the device under `p`, each with the order it reads it in.
-fn reads(op: &Operator, p: &Partition) -> Vec<(ValueId, bool)> {
+/// The values `op` reads on the device, each with the order it reads it in (a matmul's in its
+/// operand form, transposed when `transposed_form`).
+pub fn reads(op: &Operator, transposed_form: bool) -> Vec<(ValueId, bool)> {
     match op {
         Operator::MatMul(m) => {
-            let t = matches!(p, Partition::Grid(g) if g.transposed);
+            let t = transposed_form;
             [(m.a, t), (m.b, t)]
                 .into_iter()
                 .chain(m.residual.map(|r| (r, t)))

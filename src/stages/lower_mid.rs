@@ -292,12 +292,12 @@ fn does_not_fit(op: &Operator, too_big: Vec<Candidate>, target: &Target) -> Lowe
 
 /// A whole plan from its operators' choices; its memory peaks count every resident byte.
 fn plan(chosen: &[(Partition, OperatorEstimate)]) -> Plan {
-    let resident = Resident::of(&chosen.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>());
-    let most =
-        |f: &dyn Fn(&OperatorEstimate) -> u64| chosen.iter().map(|(_, e)| f(e)).max().unwrap_or(0);
+    let operators: Vec<OperatorEstimate> = chosen.iter().map(|(_, e)| e.clone()).collect();
+    let resident = Resident::of(&operators);
+    let most = |f: &dyn Fn(&OperatorEstimate) -> u64| operators.iter().map(f).max().unwrap_or(0);
     let estimate = PlanEstimate {
-        cycles: chosen.iter().map(|(_, e)| e.cycles).sum(),
-        exchange_cycles: chosen.iter().map(|(_, e)| e.exchange_cycles).sum(),
+        cycles: operators.iter().map(|e| e.cycles).sum(),
+        exchange_cycles: operators.iter().map(|e| e.exchange_cycles).sum(),
         exchange_row_bytes: most(&|e| e.receive_bytes),
         peak_standard_bytes: most(&|e| e.standard_bytes()) + resident.either,
         peak_interleaved_bytes: most(&|e| e.interleaved_bytes) + resident.interleaved,
@@ -308,7 +308,7 @@ fn plan(chosen: &[(Partition, OperatorEstimate)]) -> Plan {
     };
     Plan {
         partitions: chosen.iter().map(|(p, _)| *p).collect(),
-        operators: chosen.iter().map(|(_, e)| e.clone()).collect(),
+        operators,
         estimate,
     }
 }

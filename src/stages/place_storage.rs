@@ -41,23 +41,6 @@ impl PlacementOrder {
     }
 }
 
-impl std::str::FromStr for PlacementOrder {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<PlacementOrder, String> {
-        PlacementOrder::ALL
-            .into_iter()
-            .find(|o| o.name() == name)
-            .ok_or_else(|| {
-                let names = PlacementOrder::ALL.map(PlacementOrder::name);
-                format!(
-                    "unknown placement order {name:?}; orders: {}",
-                    names.join(", ")
-                )
-            })
-    }
-}
-
 impl PlacementOrder {
     fn other(self) -> PlacementOrder {
         match self {

@@ -70,20 +70,6 @@ impl MappingChoice {
     }
 }
 
-impl std::str::FromStr for MappingChoice {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<MappingChoice, String> {
-        MappingChoice::ALL
-            .into_iter()
-            .find(|m| m.name() == name)
-            .ok_or_else(|| {
-                let names = MappingChoice::ALL.map(MappingChoice::name);
-                format!("unknown mapping {name:?}; mappings: {}", names.join(", "))
-            })
-    }
-}
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SelectFinalistConfig {
     pub mapping: MappingChoice,

@@ -129,13 +129,15 @@ pub(super) fn grid_estimate(
     );
     let mut exchange =
         activation_cycles + target.exchange_words(gathered) + pieces * switch + transit;
-    let others = u64::from(p.depth_blocks - 1);
-    let shares = others * share * amp_cols.next_multiple_of(4) * partials_bytes;
-    let mut steps = 2;
-    if others > 0 {
-        exchange += target.exchange_words(shares) + others * switch + transit;
-        steps = 4;
+    // With a split depth, each tile receives a share of the others' partials.
+    let split = p.depth_blocks > 1;
+    let copies = u64::from(p.depth_blocks - 1);
+    let share_bytes = share * amp_cols.next_multiple_of(4) * partials_bytes;
+    let shares = copies * share_bytes;
+    if split {
+        exchange += target.exchange_words(shares) + copies * switch + transit;
     }
+    let steps = if split { 4 } else { 2 };
     let standard = standard_capacity(target);
     let bias = op.bias.map_or(0, |_| stored(1, n_cols, 2, false));
     let mut resident = Resident::default();
@@ -157,21 +159,18 @@ pub(super) fn grid_estimate(
     } else {
         panel_bytes = activation;
     }
-    let (bias_gathered, residual) = if p.resident {
+    let residual = op.residual.map_or(0, |_| epilogue_rows * amp_cols * 2);
+    let bias_gathered = if p.resident {
         resident.either += bias;
-        (0, op.residual.map_or(0, |_| epilogue_rows * amp_cols * 2))
+        0
     } else {
-        (
-            bias,
-            op.residual.map_or(0, |_| epilogue_rows * amp_cols * 2),
-        )
+        bias
     };
     // Live besides the panels, superstep by superstep: at the gather, the holder the activation
     // panel comes from (an input home or the producer's output, taken as large as the panel); at the
     // compute step the output when the depth is not split; at the reduction the others' partials and
     // the output. The bias and the residual live throughout. A buffer the standard region cannot
     // hold whole counts as interleaved.
-    let split = p.depth_blocks > 1;
     let place = |bytes: u64| {
         if bytes > standard {
             [bytes, 0]
@@ -185,8 +184,6 @@ pub(super) fn grid_estimate(
             .map(|&b| place(b))
             .fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])
     };
-    let copies = u64::from(p.depth_blocks - 1);
-    let share_bytes = shares.checked_div(copies).unwrap_or(0);
     let mut at_gather = sum(&[activation, bias_gathered, residual]);
     let mut at_compute = sum(&[if split { 0 } else { out }, bias_gathered, residual]);
     let mut at_reduce = sum(&[out, bias_gathered, residual]);

@@ -11,7 +11,7 @@
 //! the fastest `BEAM` go on. The result is the fastest `finalists` whole plans, in a total order
 //! (cycles, then the choices), so it never depends on the thread count.
 
-use crate::ir::{Graph, Operator, OperatorEstimate, Orders, Partition, Resident};
+use crate::ir::{Graph, Operator, OperatorEstimate, Orders, Partition, Resident, reads};
 use crate::target::Target;
 use std::collections::{BTreeMap, HashMap};
 
@@ -101,7 +101,9 @@ pub(super) fn joint(
             (0..operators.len())
                 .filter(|&j| {
                     matches!(operators[j], Operator::MatMul(_))
-                        && reads(op).contains(&operators[j].out())
+                        && reads(op, false)
+                            .iter()
+                            .any(|&(v, _)| v == operators[j].out())
                 })
                 .collect()
         })
@@ -194,13 +196,4 @@ pub(super) fn joint(
                 .collect()
         })
         .collect())
-}
-
-/// The values an operator reads on the device.
-fn reads(op: &Operator) -> Vec<crate::ids::ValueId> {
-    match op {
-        Operator::MatMul(m) => [m.a, m.b].into_iter().chain(m.residual).collect(),
-        Operator::Attention(a) => vec![a.q, a.k, a.v],
-        Operator::LayerNorm(l) => vec![l.x],
-    }
 }

@@ -117,9 +117,8 @@ impl Builder<'_> {
         transposed: bool,
         [first, last]: [u32; 2],
     ) -> BufferId {
-        let id = BufferId::from_index(self.buffers.len());
-        let mut buffer = Buffer {
-            id,
+        self.add(Buffer {
+            id: BufferId::from_index(0),
             tile,
             value,
             class,
@@ -133,11 +132,17 @@ impl Builder<'_> {
             stride: 0,
             first_step: StepId(first),
             last_step: StepId(last),
-        };
-        // Every row starts at the buffer's alignment, so row-by-row loads stay aligned.
+        })
+    }
+
+    /// Adds `buffer` with the next id and a row stride that starts every row at the buffer's
+    /// alignment, so row-by-row loads stay aligned.
+    fn add(&mut self, mut buffer: Buffer) -> BufferId {
+        let id = BufferId::from_index(self.buffers.len());
+        buffer.id = id;
         buffer.stride = buffer
             .storage_cols()
-            .next_multiple_of(buffer.alignment() / dtype.bytes());
+            .next_multiple_of(buffer.alignment() / buffer.dtype.bytes());
         self.buffers.push(buffer);
         id
     }
@@ -150,44 +155,69 @@ impl Builder<'_> {
         rect: Rect,
         transposed: bool,
     ) -> BufferId {
-        let v = self.graph.value(value);
-        let (class, last) = match v.role {
-            ValueRole::Weight => (BufferClass::WeightHome, self.last_step),
-            _ => (BufferClass::InputHome, 0),
-        };
-        let id = self.buffer(tile, value, class, rect, v.dtype, transposed, [0, last]);
-        self.holders.entry(value).or_default().push(rect, id);
-        let t = HostTransfer {
-            value,
-            rect,
-            tile,
-            buffer: id,
-        };
-        if v.role == ValueRole::Weight {
-            self.initialize.push(t)
-        } else {
-            self.run_inputs.push(t)
-        }
-        id
+        self.streamed(tile, value, rect, transposed, false, true)
     }
 
     /// A weight panel resident on `tile` for the whole program, streamed at `initialize`, in
-    /// interleaved memory when it is the AMP's stationary operand.
+    /// interleaved memory when it is the AMP's stationary operand. Replicas of a panel are many;
+    /// one of them (`holder`) is what a gather of another operator reads.
     pub(super) fn resident_panel(
+        &mut self,
+        tile: TileId,
+        value: ValueId,
+        rect: Rect,
+        [transposed, interleaved, holder]: [bool; 3],
+    ) {
+        let id = self.streamed(tile, value, rect, transposed, interleaved, holder);
+        self.resident.insert((value, tile, rect), id);
+    }
+
+    /// A buffer the host writes: a weight's at `initialize`, live throughout, anything else's at
+    /// every `run`; one that transfers may read when `holder`.
+    fn streamed(
         &mut self,
         tile: TileId,
         value: ValueId,
         rect: Rect,
         transposed: bool,
         interleaved: bool,
-    ) {
-        let id = self.home(tile, value, rect, transposed);
-        let buffer = &mut self.buffers[id.index()];
-        buffer.interleaved = interleaved;
-        buffer.stride = buffer
-            .storage_cols()
-            .next_multiple_of(buffer.alignment() / buffer.dtype.bytes());
-        self.resident.insert((value, tile, rect), id);
+        holder: bool,
+    ) -> BufferId {
+        let v = self.graph.value(value);
+        let weight = v.role == ValueRole::Weight;
+        let (class, last) = if weight {
+            (BufferClass::WeightHome, self.last_step)
+        } else {
+            (BufferClass::InputHome, 0)
+        };
+        let id = self.add(Buffer {
+            id: BufferId::from_index(0),
+            tile,
+            value,
+            class,
+            rect,
+            dtype: v.dtype,
+            transposed,
+            interleaved,
+            stride: 0,
+            first_step: StepId(0),
+            last_step: StepId(last),
+        });
+        if holder {
+            self.holders.entry(value).or_default().push(rect, id);
+        }
+        let t = HostTransfer {
+            value,
+            rect,
+            tile,
+            buffer: id,
+        };
+        if weight {
+            self.initialize.push(t)
+        } else {
+            self.run_inputs.push(t)
+        }
+        id
     }
 
     /// The resident panel of exactly `rect` of `value` on `tile`, if there is one.

@@ -63,7 +63,7 @@ pub(super) fn overflow(
     for b in buffers {
         let (first, last) = (
             b.first_step.0 as usize,
-            (b.last_step.0 as usize).min(steps - 1),
+            (b.last_step.0 as usize).min(steps.saturating_sub(1)),
         );
         let at = b.tile.index() * steps;
         for slot in live.get_mut(at + first..=at + last).into_iter().flatten() {

@@ -44,12 +44,16 @@ impl Builder<'_> {
                 let tile = self.mapping.tile(p, rb, cb, kb);
                 let (c0, c1) = col_range(cb);
                 let (d0, d1) = (kb * p.block_depth, ((kb + 1) * p.block_depth).min(op.k));
+                // The first row block's panels tile the weights once: they are what another
+                // operator reading these weights gathers from.
                 if weights && d0 < d1 {
                     let rect = Rect::new(d0, d1, c0, c1);
-                    self.resident_panel(tile, op.b, rect, p.transposed, !p.transposed);
+                    let flags = [p.transposed, !p.transposed, rb == 0];
+                    self.resident_panel(tile, op.b, rect, flags);
                 }
                 if let Some(bias) = bias {
-                    self.resident_panel(tile, bias, Rect::new(0, 1, c0, c1), false, false);
+                    let flags = [false, false, rb == 0 && kb == 0];
+                    self.resident_panel(tile, bias, Rect::new(0, 1, c0, c1), flags);
                 }
             }
         } else {
@@ -115,7 +119,7 @@ impl Builder<'_> {
     /// output block the others' partials for its share of the AMP's rows, and its epilogue sums them.
     pub(super) fn matmul(&mut self, op: &MatMul, p: &Grid) {
         let steps = self.supersteps(p.depth_blocks > 1);
-        let transpose = self.transposed(op.out) != p.transposed;
+        let transpose = self.orders.matmul_output(op.out, p.transposed) != p.transposed;
         let epilogue = op.has_epilogue(p.depth_blocks, transpose);
         let mut work = Work::new(steps.split);
         for row_block in 0..p.row_blocks {
