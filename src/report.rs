@@ -380,6 +380,9 @@ draw("estimate", [{errors}], v => (v >= 0 ? 0 : 220), v => "estimate " + (v >= 0
 mod tests {
     use super::*;
 
+    /// What a damage says, and the damage.
+    type Damage = (&'static str, fn(&mut Execution));
+
     fn execution(estimates: [Vec<u32>; 2]) -> Execution {
         let step = |tile_estimates: Vec<u32>| StepProfile {
             kind: "compute".to_string(),
@@ -428,7 +431,7 @@ mod tests {
     fn a_consistent_profile_passes_the_check_and_each_inconsistency_is_named() {
         let good = execution([vec![100, 90, 0], vec![104, 90, 0]]);
         assert_eq!(check(&good), Vec::<String>::new());
-        let damaged: [(&str, fn(&mut Execution)); 6] = [
+        let damaged: [Damage; 6] = [
             ("clock_khz is 0", |e| e.clock_khz = 0),
             ("3 tiles, 0 a column", |e| e.tiles_per_column = 0),
             ("step1: 2 busy figures for 3 tiles", |e| {

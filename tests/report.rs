@@ -170,7 +170,7 @@ fn an_inconsistent_profile_is_refused_naming_the_file_and_what_is_wrong() {
     let path = sb.stages().join(SMALL_ID).join("execution.ipuprofile");
     let bytes = std::fs::read(&path).unwrap();
     let good: Execution = decode(&bytes, &ContentHash::of(&bytes)).unwrap();
-    let damaged: [(&str, fn(&mut Execution)); 3] = [
+    let damaged: [Damage; 3] = [
         ("clock_khz is 0", |e| e.clock_khz = 0),
         ("0 a column", |e| e.tiles_per_column = 0),
         ("busy figures", |e| e.steps[0].tile_busy.clear()),
@@ -198,3 +198,6 @@ fn an_inconsistent_profile_is_refused_naming_the_file_and_what_is_wrong() {
         assert!(!page.exists(), "no page from a refused profile");
     }
 }
+
+/// What a damage says, and the damage.
+type Damage = (&'static str, fn(&mut ipu_codegen::device::Execution));
