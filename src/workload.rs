@@ -128,7 +128,17 @@ pub enum WorkloadError {
         what: &'static str,
         elements: u64,
     },
+    #[error("{id}: {parameter} {value} is over the {limit} this compiler builds")]
+    TooMany {
+        id: String,
+        parameter: &'static str,
+        value: u32,
+        limit: u32,
+    },
 }
+
+/// The most blocks (MLP) or layers (encoder) a workload may have.
+pub const MAX_BLOCKS: u32 = 256;
 
 impl WorkloadSpec {
     /// Parses TOML text; `origin` names the file or preset in errors.
@@ -320,6 +330,14 @@ impl WorkloadSpec {
                 if m.dtype != DType::F16 {
                     return Err(WorkloadError::DType { id, dtype: m.dtype });
                 }
+                if m.blocks > MAX_BLOCKS {
+                    return Err(WorkloadError::TooMany {
+                        id,
+                        parameter: "blocks",
+                        value: m.blocks,
+                        limit: MAX_BLOCKS,
+                    });
+                }
                 let rows = u64::from(m.batch) * u64::from(m.tokens);
                 let limit = 1u64 << 31;
                 for (what, elements) in [
@@ -377,6 +395,14 @@ impl WorkloadSpec {
                 }
                 if e.dtype != DType::F16 {
                     return Err(WorkloadError::DType { id, dtype: e.dtype });
+                }
+                if e.layers > MAX_BLOCKS {
+                    return Err(WorkloadError::TooMany {
+                        id,
+                        parameter: "layers",
+                        value: e.layers,
+                        limit: MAX_BLOCKS,
+                    });
                 }
                 let invalid = |message: String| WorkloadError::Parse {
                     origin: id.clone(),

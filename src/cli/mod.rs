@@ -4,6 +4,7 @@
 //! phase table is added to the derived ones.
 
 mod bench;
+mod cache;
 mod import;
 mod plans;
 mod run;
@@ -159,7 +160,7 @@ enum Command {
     /// Inspect or clean the store.
     Cache {
         #[command(subcommand)]
-        action: CacheAction,
+        action: cache::CacheAction,
     },
 }
 
@@ -183,23 +184,6 @@ enum BenchWhat {
         /// How many cold builds.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
         runs: u32,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-enum CacheAction {
-    /// List objects with their kind and size.
-    Ls,
-    /// Count objects, bytes and actions.
-    Stats,
-    /// Re-hash every object; evict damaged ones.
-    Verify,
-    /// Remove objects and actions by age and total size.
-    Gc {
-        #[arg(long)]
-        max_age_days: Option<u64>,
-        #[arg(long)]
-        max_bytes: Option<u64>,
     },
 }
 
@@ -384,8 +368,11 @@ impl BuildArgs {
                     );
                 }
                 (
-                    std::fs::read_to_string(path)
-                        .with_context(|| format!("reading {}", path.display()))?,
+                    ipu_codegen::files::read_text(
+                        path,
+                        "workload file",
+                        ipu_codegen::files::WORKLOAD_LIMIT,
+                    )?,
                     path.display().to_string(),
                 )
             }
@@ -686,44 +673,7 @@ fn execute(cli: Cli) -> Result<()> {
             data,
             lock_timeout,
         } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout)?,
-        Command::Cache { action } => {
-            let store = Store::open(&g.cache)?;
-            match action {
-                CacheAction::Ls => {
-                    for (hash, bytes, kind) in store.list() {
-                        println!("{hash} {bytes:>10} {kind}");
-                    }
-                }
-                CacheAction::Stats => {
-                    let s = store.stats(false);
-                    println!(
-                        "objects={} bytes={} actions={}",
-                        s.objects, s.object_bytes, s.actions
-                    );
-                }
-                CacheAction::Verify => {
-                    let s = store.stats(true);
-                    println!("objects={} damaged={}", s.objects, s.damaged.len());
-                    for d in &s.damaged {
-                        println!("evicted {d}");
-                    }
-                    if !s.damaged.is_empty() {
-                        bail!(
-                            "{} damaged objects evicted; the next build recomputes them",
-                            s.damaged.len()
-                        );
-                    }
-                }
-                CacheAction::Gc {
-                    max_age_days,
-                    max_bytes,
-                } => {
-                    let age = max_age_days.map(|d| std::time::Duration::from_secs(d * 86_400));
-                    let (files, bytes) = store.gc(age, max_bytes);
-                    println!("removed {files} files, {bytes} bytes");
-                }
-            }
-        }
+        Command::Cache { action } => cache::cache(&g.cache, &g.stages, action)?,
     }
     Ok(())
 }

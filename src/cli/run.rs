@@ -10,9 +10,10 @@ use clap::Args;
 use ipu_codegen::device::Device;
 use ipu_codegen::driver::PIPELINE;
 use ipu_codegen::driver::{RunFigures, output_check_line, verdict, worst_check};
+use ipu_codegen::files;
 use ipu_codegen::ir::{Graph, read_ipuexe};
 use ipu_codegen::numerics;
-use ipu_codegen::store::{self, Store};
+use ipu_codegen::store::{self, ContentHash, Store};
 use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files};
 use ipu_codegen::tensors::host_ops::HostOps;
 use ipu_codegen::tensors::{npy, safetensors};
@@ -75,8 +76,13 @@ pub struct DataArgs {
     output_dir: Option<PathBuf>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+fn read(path: &Path, what: &'static str) -> Result<Vec<u8>> {
+    Ok(files::read(path, what, files::DATA_LIMIT)?)
+}
+
+/// The content hash of a graph, as the store names it.
+fn graph_hash(graph: &Graph) -> ContentHash {
+    ContentHash::of(&store::encode(graph))
 }
 
 /// Reads the files `data` names (the spec's default weights when `--weights` is not given).
@@ -84,7 +90,8 @@ fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Binding
     let weights = match data.weights.clone().or(default_weights) {
         Some(path) => {
             let file = path.display().to_string();
-            let tensors = safetensors::read(&read(&path)?).with_context(|| file.clone())?;
+            let tensors =
+                safetensors::read(&read(&path, "weights file")?).with_context(|| file.clone())?;
             Some(TensorFile { file, tensors })
         }
         None => None,
@@ -94,7 +101,8 @@ fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Binding
         let Some((name, file)) = given.split_once('=') else {
             bail!("--input {given:?}: expected NAME=FILE.npy");
         };
-        let tensor = npy::read(&read(Path::new(file))?).with_context(|| file.to_string())?;
+        let tensor =
+            npy::read(&read(Path::new(file), "input file")?).with_context(|| file.to_string())?;
         inputs.push((name.to_string(), file.to_string(), tensor));
     }
     Ok(Bindings { weights, inputs })
@@ -115,8 +123,13 @@ pub fn run(
     data: &DataArgs,
     lock_timeout: u64,
 ) -> Result<()> {
-    let (package_path, seed, default_weights) = if args.workload.ends_with(".ipuexe") {
-        (PathBuf::from(&args.workload), args.seed.unwrap_or(1), None)
+    let (package_path, seed, default_weights, asked) = if args.workload.ends_with(".ipuexe") {
+        (
+            PathBuf::from(&args.workload),
+            args.seed.unwrap_or(1),
+            None,
+            None,
+        )
     } else {
         let store = Store::open(cache)?;
         let b = args.build(&store, stages)?;
@@ -125,12 +138,28 @@ pub fn run(
             .run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
             .package_path
             .context("the build wrote no package")?;
-        (path, spec.seed(), spec.default_weights())
+        let asked = (b.graph, b.target);
+        (path, spec.seed(), spec.default_weights(), Some(asked))
     };
     tracing::info!("reading application package");
-    let bytes = read(&package_path)?;
+    let bytes = read(&package_path, "application package")?;
     let (compiler, package) =
         read_ipuexe(&bytes).with_context(|| format!("{}", package_path.display()))?;
+    if let Some((graph, target)) = &asked
+        && (package.graph != *graph || package.target != *target)
+    {
+        bail!(
+            "{} was built for {} on {} (graph {}), not for what this run asked: {} on {} (graph {}); \
+             rebuild it",
+            package_path.display(),
+            package.workload,
+            package.target.name,
+            graph_hash(&package.graph).short(),
+            graph.workload,
+            target.name,
+            graph_hash(graph).short(),
+        );
+    }
     tracing::info!(tiles = package.tiles.len(), compiler = %compiler, "application package read");
     let build_dir = package_path
         .parent()
