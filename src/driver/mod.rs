@@ -26,7 +26,9 @@ pub use phases::{
     EXCHANGE_STORAGE, EXCHANGES, GRAPH, MID, PACKAGE, PHASES, PIPELINE, PLACEMENT, Phase,
     PhaseArtifacts, PhaseConfigs, PhaseSpec, SELECTED, TILE_CODE, check_table,
 };
-pub use records::{RecordError, StageRecord, record_continues, write_if_changed};
+pub use records::{
+    RecordError, StageRecord, read as read_record, record_continues, write_if_changed,
+};
 pub use summary::{RunFigures, output_check_line, verdict, worst_check};
 use writer::{Write, Writer};
 

@@ -44,8 +44,9 @@ impl ContentHash {
     pub fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
+    /// 64 lowercase hex digits, the only spelling a hash has.
     pub fn parse(hex: &str) -> Option<ContentHash> {
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return None;
         }
         let mut out = [0u8; 32];
