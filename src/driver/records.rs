@@ -18,6 +18,7 @@ const CHECK_CONTEXT: &str = "ipu-codegen stage record v1";
 
 /// `stages/<build>/<phase>.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StageRecord {
     pub phase: String,
     pub build: String,

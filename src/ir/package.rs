@@ -74,6 +74,10 @@ pub enum IpuexeError {
     Truncated,
     #[error("application package is damaged: its body does not match the hash in its header")]
     Hash,
+    #[error(
+        "application package is damaged: the compiler version in its header is not the one in its body"
+    )]
+    Version,
     #[error("application package: {0}")]
     Decode(#[from] crate::store::StoreError),
 }
@@ -96,7 +100,10 @@ pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
         return Err(IpuexeError::Hash);
     }
     let package = crate::store::decode::<Package>(body, &body_hash)?;
-    Ok((String::from_utf8_lossy(version).into_owned(), package))
+    if version != package.compiler_version.as_bytes() {
+        return Err(IpuexeError::Version);
+    }
+    Ok((package.compiler_version.clone(), package))
 }
 
 /// One named tensor a run takes or gives: a graph value with role input, weight or output, in the
