@@ -14,7 +14,7 @@ export IPU_CODEGEN_STAGES := $(STAGES)
 .PHONY: all demo test model clean FORCE
 all: demo
 
-$(BIN): Cargo.toml Cargo.lock build.rs $(shell find src workloads -type f)
+$(BIN): Cargo.toml Cargo.lock build.rs $(shell find src -type f)
 	$(CARGO) build --release --locked
 	@touch $@
 

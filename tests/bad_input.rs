@@ -183,7 +183,7 @@ fn from_refuses_stage_records_of_other_inputs() {
 #[test]
 fn a_build_name_that_leaves_the_stages_folder_is_refused_and_writes_nothing() {
     let sb = Sandbox::new();
-    let text = ipu_codegen::workload::WorkloadSpec::preset(SMALL)
+    let text = ipu_codegen::workload::preset_text(SMALL)
         .unwrap()
         .replace("name = \"siglip-mlp\"", "name = \"../../escape/x\"");
     assert!(text.contains("../../escape/x"));

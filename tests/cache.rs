@@ -221,7 +221,7 @@ fn exchange_schedules_are_reused_after_placement_changes_and_across_builds() {
     // Another workload with the same shapes (another name): lower_exchanges runs, and takes every
     // schedule from the store by its pattern.
     let renamed = sb.path("renamed.toml");
-    let text = ipu_codegen::workload::WorkloadSpec::preset(SMALL).unwrap();
+    let text = ipu_codegen::workload::preset_text(SMALL).unwrap();
     std::fs::write(
         &renamed,
         text.replace("name = \"siglip-mlp\"", "name = \"renamed-mlp\""),

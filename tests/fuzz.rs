@@ -206,10 +206,15 @@ fn application_packages_action_entries_and_stage_records_decode_or_are_refused()
 
 #[test]
 fn workload_toml_onnx_safetensors_and_npy_decode_or_are_refused() {
-    let presets: Vec<Vec<u8>> = ipu_codegen::workload::PRESETS
+    let presets: Vec<Vec<u8>> = ipu_codegen::workload::presets()
         .iter()
-        .map(|(_, text)| text.as_bytes().to_vec())
+        .map(|name| {
+            ipu_codegen::workload::preset_text(name)
+                .unwrap()
+                .into_bytes()
+        })
         .collect();
+    assert!(presets.len() >= 6);
     fuzz("workload TOML", 21, 3000, &presets, |b| {
         let Ok(text) = std::str::from_utf8(b) else {
             return false;

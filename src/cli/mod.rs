@@ -33,7 +33,7 @@ const DEFAULT_TARGET: &str = "mk2-1500";
 #[derive(Parser, Debug)]
 #[command(
     name = "ipu-codegen",
-    version,
+    version = ipu_codegen::store::COMPILER_VERSION,
     about = "Ahead-of-time compiler for tile-based bulk-synchronous ML processors"
 )]
 pub struct Cli {
@@ -82,6 +82,13 @@ enum Command {
     },
     /// Print the pipeline's phases in order.
     Phases,
+    /// Print a shell completion script on stdout (`ipu-codegen completions bash > ipu-codegen.bash`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout (`ipu-codegen man | man -l -`).
+    Man,
     /// Print Make rules for per-phase targets over the stage records (the Makefile includes them).
     MakeRules,
     /// Print the build name (the workload id unless --build is given).
@@ -352,31 +359,28 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 
 impl BuildArgs {
     fn spec(&self) -> Result<WorkloadSpec> {
-        let (text, origin) = match WorkloadSpec::preset(&self.workload) {
-            Some(text) => (text.to_string(), format!("preset {}", self.workload)),
+        use ipu_codegen::files;
+        use ipu_codegen::workload::{preset_path, presets, suggest};
+        let (path, origin) = match preset_path(&self.workload) {
+            Some(path) => (path, format!("preset {}", self.workload)),
             None => {
-                let path = Path::new(&self.workload);
+                let path = PathBuf::from(&self.workload);
                 if !path.exists() {
-                    let presets: Vec<&str> = ipu_codegen::workload::PRESETS
-                        .iter()
-                        .map(|(n, _)| *n)
-                        .collect();
+                    let hint = match suggest(&self.workload).first() {
+                        Some(close) => format!("; did you mean `{close}`?"),
+                        None => String::new(),
+                    };
                     bail!(
-                        "unknown workload {:?}: not a preset ({}) nor a file",
+                        "unknown workload {:?}: not a preset ({}) nor a file{hint}",
                         self.workload,
-                        presets.join(", ")
+                        presets().join(", ")
                     );
                 }
-                (
-                    ipu_codegen::files::read_text(
-                        path,
-                        "workload file",
-                        ipu_codegen::files::WORKLOAD_LIMIT,
-                    )?,
-                    path.display().to_string(),
-                )
+                let origin = path.display().to_string();
+                (path, origin)
             }
         };
+        let text = files::read_text(&path, "workload file", files::WORKLOAD_LIMIT)?;
         let mut spec = WorkloadSpec::parse(&text, &origin)?;
         spec.apply(&Overrides {
             batch: self.batch,
@@ -463,9 +467,10 @@ fn init_logging(format: LogFormat) {
 /// The command line, with one subcommand per phase of the pipeline added to the derived ones.
 fn command() -> clap::Command {
     PIPELINE.iter().fold(Cli::command(), |cmd, phase| {
-        cmd.subcommand(BuildArgs::augment_args(
-            clap::Command::new(phase.command()).about(phase.about()),
-        ))
+        // The phase's own line, set after the arguments' (which bring BuildArgs' doc comment).
+        cmd.subcommand(
+            BuildArgs::augment_args(clap::Command::new(phase.command())).about(phase.about()),
+        )
     })
 }
 
@@ -540,6 +545,10 @@ fn execute(cli: Cli) -> Result<()> {
         }
         Command::Phases => println!("{}", PIPELINE.map(|p| p.name()).join(" ")),
         Command::MakeRules => print!("{}", make_rules()),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut command(), "ipu-codegen", &mut std::io::stdout())
+        }
+        Command::Man => clap_mangen::Man::new(command()).render(&mut std::io::stdout())?,
         Command::Id(args) => {
             let spec = args.spec()?;
             spec.import()?;

@@ -242,8 +242,8 @@ impl Small {
     fn new() -> Small {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Store::open(&dir.path().join("cache")).expect("store");
-        let text = WorkloadSpec::preset("siglip-mlp-small").expect("preset");
-        let spec = WorkloadSpec::parse(text, "preset").expect("spec");
+        let text = crate::workload::preset_text("siglip-mlp-small").expect("preset");
+        let spec = WorkloadSpec::parse(&text, "preset").expect("spec");
         Small {
             stages: dir.path().join("stages"),
             _dir: dir,

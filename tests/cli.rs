@@ -1,0 +1,143 @@
+//! What a user meets first: the version with the compiler fingerprint, help on every phase
+//! subcommand, shell completions and the man page, suggestions for a misspelled preset, TOML errors
+//! in their multi-line form, and presets read as data.
+
+mod common;
+use common::{SMALL, SMALL_ATTENTION, Sandbox};
+
+#[test]
+fn version_names_the_compiler_fingerprint() {
+    let r = Sandbox::new().run(&["--version"]);
+    r.assert_ok();
+    let fingerprint = r
+        .stdout
+        .trim()
+        .strip_prefix(concat!("ipu-codegen ", env!("CARGO_PKG_VERSION"), "+"))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!(
+        fingerprint.len() == 16 && fingerprint.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{fingerprint}"
+    );
+}
+
+#[test]
+fn every_phase_subcommand_has_its_own_description() {
+    let sb = Sandbox::new();
+    for phase in ipu_codegen::driver::PIPELINE {
+        let r = sb.run(&[&phase.command(), "--help"]);
+        r.assert_ok();
+        assert!(
+            r.stdout.starts_with(phase.about()),
+            "{}: {}",
+            phase.name(),
+            r.stdout
+        );
+    }
+}
+
+#[test]
+fn completions_and_the_man_page_cover_every_subcommand() {
+    let sb = Sandbox::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let r = sb.run(&["completions", shell]);
+        r.assert_ok();
+        for sub in [
+            "lower-mid",
+            "build-images",
+            "run",
+            "report",
+            "cache",
+            "plans",
+        ] {
+            assert!(r.stdout.contains(sub), "{shell} lacks {sub}");
+        }
+    }
+    // The bash script parses.
+    let script = sb.path("ipu-codegen.bash");
+    std::fs::write(&script, sb.run(&["completions", "bash"]).stdout).unwrap();
+    let bash = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .status()
+        .expect("bash");
+    assert!(bash.success());
+    let man = sb.run(&["man"]);
+    man.assert_ok();
+    assert!(man.stdout.contains(".TH ipu-codegen 1"), "{}", man.stdout);
+    for sub in ["lower\\-mid", "build\\-images", "completions", "cache"] {
+        assert!(man.stdout.contains(sub), "the man page lacks {sub}");
+    }
+    sb.run(&["completions", "tcsh"]).assert_clean_failure();
+}
+
+#[test]
+fn a_misspelled_preset_gets_the_closest_names() {
+    let r = Sandbox::new().run(&["build", "siglip-mpl-small"]);
+    r.assert_clean_failure();
+    assert!(
+        r.stderr.contains("did you mean `siglip-mlp-small`?"),
+        "{}",
+        r.stderr
+    );
+    let r = Sandbox::new().run(&["build", "nothing-like-any"]);
+    r.assert_clean_failure();
+    assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
+}
+
+#[test]
+fn toml_errors_keep_their_line_and_caret() {
+    let sb = Sandbox::new();
+    std::fs::write(sb.path("w.toml"), "kind = \"mlp\"\ntokenz = 5\n").unwrap();
+    let r = sb.run(&["build", "w.toml"]);
+    r.assert_clean_failure();
+    assert!(
+        r.stderr.contains("line 2, column 1\n")
+            && r.stderr.contains("\n2 | tokenz = 5\n")
+            && r.stderr.contains("unknown field `tokenz`"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn presets_are_data_an_edit_changes_only_its_own_builds() {
+    let sb = Sandbox::new();
+    let dir = sb.path("workloads");
+    std::fs::create_dir(&dir).unwrap();
+    for name in [SMALL, SMALL_ATTENTION] {
+        let from = ipu_codegen::workload::preset_path(name).unwrap();
+        std::fs::copy(from, dir.join(format!("{name}.toml"))).unwrap();
+    }
+    let build = |name: &str| {
+        let mut c = sb.command(&["build", name]);
+        c.env("IPU_CODEGEN_WORKLOADS", &dir);
+        let r = common::ran(c.output().unwrap());
+        r.assert_ok();
+        r
+    };
+    build(SMALL);
+    build(SMALL_ATTENTION);
+    let small = dir.join(format!("{SMALL}.toml"));
+    let text = std::fs::read_to_string(&small).unwrap();
+    assert!(text.contains("tokens = 21"));
+    std::fs::write(&small, text.replace("tokens = 21", "tokens = 22")).unwrap();
+    assert!(build(SMALL_ATTENTION).phases_run().is_empty());
+    let edited = build(SMALL);
+    assert!(
+        edited.stdout.starts_with("build=siglip-mlp-f16-b1-t22-"),
+        "{}",
+        edited.stdout
+    );
+    assert_eq!(edited.phases_run().len(), 7);
+    // A preset of the user's own, by name.
+    std::fs::write(
+        dir.join("mine.toml"),
+        text.replace("tokens = 21", "tokens = 9"),
+    )
+    .unwrap();
+    assert!(
+        build("mine")
+            .stdout
+            .starts_with("build=siglip-mlp-f16-b1-t9-")
+    );
+}
