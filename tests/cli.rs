@@ -141,3 +141,62 @@ fn presets_are_data_an_edit_changes_only_its_own_builds() {
             .starts_with("build=siglip-mlp-f16-b1-t9-")
     );
 }
+
+/// The `key=value` fields of a summary line, in order (values quoted when they hold spaces).
+fn fields(line: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = line.trim();
+    while let Some((key, tail)) = rest.split_once('=') {
+        let (value, next) = if let Some(quoted) = tail.strip_prefix('"') {
+            let end = quoted.find('"').unwrap();
+            (quoted[..end].to_string(), &quoted[end + 1..])
+        } else {
+            let end = tail.find(' ').unwrap_or(tail.len());
+            (tail[..end].to_string(), &tail[end..])
+        };
+        out.push((key.trim().to_string(), value));
+        rest = next.trim_start();
+    }
+    out
+}
+
+#[test]
+fn run_and_build_json_hold_the_same_fields_as_their_text() {
+    let sb = Sandbox::new();
+    let text = common::assert_pass(&sb, &["run", SMALL]);
+    let json = sb.run(&["run", SMALL, "--json"]);
+    json.assert_ok();
+    let objects: Vec<serde_json::Value> = serde_json::from_str(&json.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(objects.len(), lines.len(), "{}", json.stdout);
+    for (line, object) in lines.iter().zip(&objects) {
+        let object = object.as_object().unwrap();
+        let fields = fields(line);
+        assert_eq!(fields.len(), object.len(), "{line}");
+        for (key, value) in fields {
+            let j = &object[&key];
+            let as_text = j.as_str().map_or_else(|| j.to_string(), str::to_string);
+            if j.is_number() {
+                // The same number (JSON drops trailing zeros: 0.060 is 0.06).
+                assert_eq!(
+                    as_text.parse::<f64>().unwrap(),
+                    value.parse::<f64>().unwrap(),
+                    "{key}"
+                );
+            } else {
+                assert_eq!(as_text, value, "{key}");
+            }
+        }
+    }
+    assert_eq!(objects.last().unwrap()["hardwareTest"], "PASS");
+    let build = sb.run(&["build", SMALL, "--json"]);
+    build.assert_ok();
+    let b: serde_json::Value = serde_json::from_str(&build.stdout).unwrap();
+    let text = sb.run(&["build", SMALL]).assert_ok().stdout.clone();
+    assert_eq!(b["phasesRun"], serde_json::json!([]));
+    for (key, value) in fields(&text) {
+        if key != "phasesRun" {
+            assert_eq!(b[&key], serde_json::json!(value), "{key}");
+        }
+    }
+}

@@ -12,7 +12,7 @@ mod run;
 use anyhow::{Context, Result, bail};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use ipu_codegen::driver::{Build, GRAPH, PhaseConfigs, SELECTED, producer};
+use ipu_codegen::driver::{Build, Fields, GRAPH, PhaseConfigs, SELECTED, producer};
 use ipu_codegen::driver::{PIPELINE, Phase};
 use ipu_codegen::ir::{DType, Graph, Mid, Selected};
 use ipu_codegen::stages::build_images::BuildImagesConfig;
@@ -103,6 +103,9 @@ enum Command {
         /// Last phase to run.
         #[arg(long, value_parser = parse_phase)]
         to: Option<Phase>,
+        /// Print the summary as a JSON object with the same fields (`phasesRun` as a list).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the text dump of a phase's output (building it through the store first).
     Show {
@@ -134,6 +137,10 @@ enum Command {
         /// Give up waiting for the device after this many seconds.
         #[arg(long, default_value_t = 600)]
         lock_timeout: u64,
+        /// Print the summary as one JSON array of objects, one per line of the text form, with the
+        /// same fields.
+        #[arg(long)]
+        json: bool,
     },
     /// Summarise an execution profile; optionally write an HTML page and a Chrome trace.
     Report {
@@ -554,7 +561,12 @@ fn execute(cli: Cli) -> Result<()> {
             spec.import()?;
             println!("{}", args.build_name(&spec));
         }
-        Command::Build { args, from, to } => {
+        Command::Build {
+            args,
+            from,
+            to,
+            json,
+        } => {
             let store = Store::open(&g.cache)?;
             let b = args.build(&store, &g.stages)?;
             let outcome = b.run(
@@ -563,19 +575,35 @@ fn execute(cli: Cli) -> Result<()> {
             )?;
             tracing::info!(ran = outcome.ran.len(), build = %b.dir().display(), "build finished");
             let ran: Vec<&str> = outcome.ran.iter().map(|p| p.name()).collect();
-            let package = (outcome.package_path.as_ref())
-                .map(|p| format!(" package={}", p.display()))
-                .unwrap_or_default();
-            println!(
-                "build={} phasesRun={} dir={}{package}",
-                b.build,
-                if ran.is_empty() {
-                    "-".to_string()
-                } else {
-                    ran.join(",")
-                },
-                b.dir().display()
-            );
+            let package = outcome
+                .package_path
+                .as_ref()
+                .map(|p| p.display().to_string());
+            if json {
+                let summary = serde_json::json!({
+                    "build": b.build,
+                    "phasesRun": ran,
+                    "dir": b.dir().display().to_string(),
+                    "package": package,
+                });
+                println!("{summary}");
+            } else {
+                let mut line = Fields::new()
+                    .with("build", &b.build)
+                    .with(
+                        "phasesRun",
+                        if ran.is_empty() {
+                            "-".to_string()
+                        } else {
+                            ran.join(",")
+                        },
+                    )
+                    .with("dir", b.dir().display());
+                if let Some(package) = package {
+                    line = line.with("package", package);
+                }
+                println!("{}", line.line());
+            }
         }
         Command::Show { what, args } => {
             let kind = if what == "graph" {
@@ -681,7 +709,8 @@ fn execute(cli: Cli) -> Result<()> {
             args,
             data,
             lock_timeout,
-        } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout)?,
+            json,
+        } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout, json)?,
         Command::Cache { action } => cache::cache(&g.cache, &g.stages, action)?,
     }
     Ok(())

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use ipu_codegen::device::Device;
 use ipu_codegen::driver::PIPELINE;
-use ipu_codegen::driver::{RunFigures, output_check_line, verdict, worst_check};
+use ipu_codegen::driver::{Fields, RunFigures, output_check_line, verdict, worst_check};
 use ipu_codegen::files;
 use ipu_codegen::ir::{Graph, read_ipuexe};
 use ipu_codegen::numerics;
@@ -80,6 +80,19 @@ fn read(path: &Path, what: &'static str) -> Result<Vec<u8>> {
     Ok(files::read(path, what, files::DATA_LIMIT)?)
 }
 
+/// The summary: one `key=value` line per [`Fields`], or with `--json` one JSON array of objects with
+/// the same fields.
+fn print_lines(json: bool, lines: &[Fields]) {
+    if json {
+        let all: Vec<serde_json::Value> = lines.iter().map(Fields::json).collect();
+        println!("{}", serde_json::Value::Array(all));
+    } else {
+        for line in lines {
+            println!("{}", line.line());
+        }
+    }
+}
+
 /// The content hash of a graph, as the store names it.
 fn graph_hash(graph: &Graph) -> ContentHash {
     ContentHash::of(&store::encode(graph))
@@ -122,6 +135,7 @@ pub fn run(
     args: &BuildArgs,
     data: &DataArgs,
     lock_timeout: u64,
+    json: bool,
 ) -> Result<()> {
     let (package_path, seed, default_weights, asked) = if args.workload.ends_with(".ipuexe") {
         (
@@ -184,15 +198,19 @@ pub fn run(
     );
     tracing::info!(tile_count = package.tiles.len(), "loading application");
     let loaded = Device::load(&package);
-    let summary_head = format!(
-        "package={} tiles={}",
-        package_path.display(),
-        package.tiles.len()
-    );
+    let summary_head = Fields::new()
+        .with("package", package_path.display())
+        .with("tiles", package.tiles.len());
+    let fault_line = |fault: &dyn std::fmt::Display| {
+        summary_head
+            .clone()
+            .with("hardwareTest", "FAIL")
+            .with("fault", fault)
+    };
     let mut device = match loaded {
         Ok(d) => d,
         Err(fault) => {
-            println!("{summary_head} hardwareTest=FAIL fault=\"{fault}\"");
+            print_lines(json, &[fault_line(&fault)]);
             bail!("hardware test failed: {fault}");
         }
     };
@@ -220,7 +238,7 @@ pub fn run(
     let (execution, streamed) = match result {
         Ok(r) => r,
         Err(fault) => {
-            println!("{summary_head} hardwareTest=FAIL fault=\"{fault}\"");
+            print_lines(json, &[fault_line(&fault)]);
             bail!("hardware test failed: {fault}");
         }
     };
@@ -269,27 +287,25 @@ pub fn run(
     };
 
     let figures = RunFigures::of(&package, &execution);
-    println!(
-        "profile={} tiles={} samples={}",
-        profile_path.display(),
-        package.tiles.len(),
-        package.tiles.len() * execution.steps.len()
-    );
+    let mut lines = vec![
+        Fields::new()
+            .with("profile", profile_path.display())
+            .with("tiles", package.tiles.len())
+            .with("samples", package.tiles.len() * execution.steps.len()),
+    ];
     for path in &files {
-        println!("output={}", path.display());
+        lines.push(Fields::new().with("output", path.display()));
     }
     if checks.len() > 1 {
         for (o, c) in outputs.iter().zip(&checks) {
-            println!("{}", output_check_line(&o.name, c));
+            lines.push(output_check_line(&o.name, c));
         }
     } else if let Some(line) = figures.check_line(&check) {
-        println!("{line}");
+        lines.push(line);
     }
-    println!(
-        "{}",
-        figures.summary_line(&package, &execution, &check, seed)
-    );
-    println!("{summary_head} hardwareTest={}", verdict(check.pass));
+    lines.push(figures.summary_line(&package, &execution, &check, seed));
+    lines.push(summary_head.with("hardwareTest", verdict(check.pass)));
+    print_lines(json, &lines);
     if !check.pass {
         if check.non_finite > 0 {
             bail!(

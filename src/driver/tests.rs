@@ -426,7 +426,13 @@ fn the_run_figures_follow_from_the_profile() {
     let peak = execution.cycles as f64 * tiles as f64 * 128.0;
     assert!((f.efficiency_percent - f.flops / peak * 100.0).abs() < 1e-9);
     assert!(f.peak_bound_cycles <= execution.cycles as f64);
-    let line = f.summary_line(&package, &execution, &check, 7);
+    let fields = f.summary_line(&package, &execution, &check, 7);
+    let line = fields.line();
+    // The JSON form holds the same fields, numbers as numbers.
+    let json = fields.json();
+    assert_eq!(json["activeTiles"], serde_json::json!(f.active_tiles));
+    assert_eq!(json["numericalTest"], "PASS");
+    assert_eq!(json.as_object().map(|o| o.len()), Some(fields.0.len()));
     assert!(
         line.contains(&format!(" activeTiles={} ", f.active_tiles)),
         "{line}"
