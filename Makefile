@@ -23,6 +23,11 @@ demo: $(BIN)
 
 test:
 	$(CARGO) test --release --locked
+	@if [ -n "$$IPU_CODEGEN_REQUIRE_CHROMIUM" ]; then \
+	  $(CARGO) test --release --locked --test report -- --ignored; \
+	else \
+	  echo "note: the page-rendering test needs headless Chromium and is ignored; IPU_CODEGEN_REQUIRE_CHROMIUM=1 make test runs it"; \
+	fi
 
 # paraphrase-MiniLM-L3-v2 from PyPI at 1x128 on the device, checked against onnxruntime.
 model: $(BIN)
