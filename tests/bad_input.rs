@@ -105,7 +105,9 @@ fn a_shape_too_large_for_tile_memory_names_tile_and_bytes_over_and_keeps_the_sto
     ]);
     r.assert_clean_failure();
     assert!(
-        r.stderr.contains("tile0") && r.stderr.contains("bytes over"),
+        r.stderr.contains("tile0")
+            && r.stderr.contains("bytes over")
+            && r.stderr.contains("--hidden"),
         "{}",
         r.stderr
     );

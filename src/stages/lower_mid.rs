@@ -296,8 +296,13 @@ fn does_not_fit(op: &Operator, too_big: Vec<Candidate>, target: &Target) -> Lowe
         ),
     };
     let advice = match op {
-        Operator::MatMul(_) | Operator::LayerNorm(_) => "use fewer tokens or a smaller dimension",
-        Operator::Attention(_) => "use shorter queries or keys or a smaller head dimension",
+        Operator::MatMul(_) => {
+            "use fewer rows (--batch, --tokens) or smaller matmul dimensions (--dimension, --hidden)"
+        }
+        Operator::LayerNorm(_) => "use fewer rows (--batch, --tokens) or a smaller --dimension",
+        Operator::Attention(_) => {
+            "use shorter queries or keys (--tokens, --key-tokens) or a smaller --head-dim"
+        }
     };
     LowerMidError::DoesNotFit {
         name: op.name().to_string(),
