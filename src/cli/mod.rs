@@ -534,7 +534,7 @@ fn make_rules() -> String {
              $(BUILD_DIR)/{name}.flags: FORCE\n\
              \t@mkdir -p $(@D); echo '$(FLAGS) $({flags})' | cmp -s - $@ || echo '$(FLAGS) $({flags})' > $@\n\
              $(BUILD_DIR)/{name}.json: $(BIN){after} $(BUILD_DIR)/{name}.flags\n\
-             \t$(BIN) {command} $(WORKLOAD) $(FLAGS) $({flags})\n",
+             \t$(BIN) {command} $(WORKLOAD) $(FLAGS) $({flags})\n\t@touch $@\n",
             name = p.name(),
             command = p.command(),
         ));
