@@ -4,25 +4,10 @@
 //! never a PASS for a package other than the one asked for. Each test prints its tally.
 
 mod common;
-use common::{SMALL, Sandbox};
+use common::{Rng, SMALL, Sandbox};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// A deterministic generator (xorshift64*), so every trial reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// Starts `args`, kills it with SIGKILL after `delay` unless it ended first; whether it was killed.
 fn kill_after(sb: &Sandbox, args: &[&str], delay: Duration) -> bool {
@@ -58,7 +43,7 @@ fn builds_and_runs_killed_at_random_points_recover() {
     for trial in 0..14u64 {
         // A cold build each time: a shape not built before.
         let tokens = (21 + trial).to_string();
-        let delay = Duration::from_millis(rng.below(250));
+        let delay = Duration::from_millis(rng.below(250) as u64);
         if kill_after(&sb, &["build", SMALL, "--tokens", &tokens], delay) {
             killed += 1;
         } else {
@@ -69,7 +54,7 @@ fn builds_and_runs_killed_at_random_points_recover() {
     }
     let (mut run_killed, mut run_finished) = (0, 0);
     for _ in 0..8 {
-        let delay = Duration::from_millis(rng.below(200));
+        let delay = Duration::from_millis(rng.below(200) as u64);
         if kill_after(&sb, &["run", SMALL, "--lock-timeout", "5"], delay) {
             run_killed += 1;
         } else {
@@ -152,12 +137,12 @@ fn random_damage_to_stored_files_is_recovered_or_refused_and_repaired() {
             .filter(|(c, _)| *c == class)
             .map(|(_, p)| p)
             .collect();
-        let path = of_class[rng.below(of_class.len() as u64) as usize].clone();
+        let path = of_class[rng.below(of_class.len())].clone();
         let kind = kinds[(trial / 4) % kinds.len()];
         let mut bytes = std::fs::read(&path).unwrap();
         match kind {
             "flip" => {
-                let at = rng.below(bytes.len() as u64) as usize;
+                let at = rng.below(bytes.len());
                 bytes[at] ^= 1 << rng.below(8);
                 std::fs::write(&path, bytes).unwrap();
             }
@@ -172,13 +157,13 @@ fn random_damage_to_stored_files_is_recovered_or_refused_and_repaired() {
                     .filter(|(c, p)| *c == class && *p != path)
                     .map(|(_, p)| p)
                     .collect();
-                let other = same[rng.below(same.len() as u64) as usize];
+                let other = same[rng.below(same.len())];
                 std::fs::copy(other, &path).unwrap();
             }
         }
         // Either build's run, or a rerun of its later phases: a PASS must be for what was asked.
         let tokens = if rng.below(2) == 0 { "21" } else { "30" };
-        let from = ipu_codegen::driver::PIPELINE[rng.below(7) as usize].name();
+        let from = ipu_codegen::driver::PIPELINE[rng.below(7)].name();
         let first = if rng.below(3) == 0 {
             sb.run(&["build", SMALL, "--tokens", tokens, "--from", from])
         } else {

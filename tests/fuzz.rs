@@ -4,7 +4,7 @@
 //! decode after a mutation, run on the device. None may panic; each either reads or says why not.
 
 mod common;
-use common::{SMALL, SMALL_ID, Sandbox};
+use common::{Rng, SMALL, SMALL_ID, Sandbox};
 use ipu_codegen::driver::read_record;
 use ipu_codegen::exchange::Schedule;
 use ipu_codegen::ir::{
@@ -14,19 +14,14 @@ use ipu_codegen::store::{self, ActionEntry, Artifact, ContentHash};
 use ipu_codegen::workload::WorkloadSpec;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-/// A deterministic generator (xorshift64*), so every failure reproduces.
-struct Rng(u64);
+/// Byte mutations for fuzzing.
+trait Mutate {
+    fn bytes(&mut self, len: usize) -> Vec<u8>;
+    fn poke(&mut self, valid: &[u8]) -> Vec<u8>;
+    fn mutate(&mut self, valid: &[u8]) -> Vec<u8>;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+impl Mutate for Rng {
     fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| self.next() as u8).collect()
     }

@@ -99,12 +99,10 @@ fn headless(browser: &str, sb: &Sandbox) -> Command {
     c
 }
 
-/// Pixels of a screenshot whose channels differ by more than 80: coloured, not grey.
-fn coloured_pixels(browser: &str, sb: &Sandbox, page: &std::path::Path) -> usize {
-    let shot = sb.path("shot.png");
-    let _ = std::fs::remove_file(&shot);
+/// Chromium's stdout for `page`, opened with `mode` (`--dump-dom`, `--screenshot=FILE`).
+fn render(browser: &str, sb: &Sandbox, mode: &str, page: &std::path::Path) -> Vec<u8> {
     let out = headless(browser, sb)
-        .arg(format!("--screenshot={}", shot.display()))
+        .arg(mode)
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
@@ -112,6 +110,19 @@ fn coloured_pixels(browser: &str, sb: &Sandbox, page: &std::path::Path) -> usize
         out.status.success(),
         "chromium failed: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Pixels of a screenshot whose channels differ by more than 80: coloured, not grey.
+fn coloured_pixels(browser: &str, sb: &Sandbox, page: &std::path::Path) -> usize {
+    let shot = sb.path("shot.png");
+    let _ = std::fs::remove_file(&shot);
+    render(
+        browser,
+        sb,
+        &format!("--screenshot={}", shot.display()),
+        page,
     );
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
     let mut reader = decoder.read_info().unwrap();
@@ -137,17 +148,8 @@ fn the_html_page_renders_a_heat_map_of_1472_tiles_in_headless_chromium() {
     let sb = profiled();
     let page = sb.path("profile.html");
     report(&sb, &["--html", page.to_str().unwrap()]);
-    let out = headless(browser, &sb)
-        .arg("--dump-dom")
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dom = String::from_utf8_lossy(&out.stdout);
+    let out = render(browser, &sb, "--dump-dom", &page);
+    let dom = String::from_utf8_lossy(&out);
     // The cells are made by the page's script: counting them in the rendered DOM shows it ran.
     let busy_map = dom
         .split(r#"id="busy""#)

@@ -308,11 +308,11 @@ fn unreadable_store_folders_are_reported_by_stats_verify_and_gc() {
     let open = std::fs::Permissions::from_mode(0o777);
     for dir in [sb.dir.path().to_path_buf(), sb.cache()]
         .into_iter()
-        .chain(walk_dirs(&sb.cache()))
+        .chain(walk(&sb.cache(), true))
     {
         std::fs::set_permissions(&dir, open.clone()).unwrap();
     }
-    for file in walk_files(&sb.cache()) {
+    for file in walk(&sb.cache(), false) {
         std::fs::set_permissions(&file, open.clone()).unwrap();
     }
     std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o000)).unwrap();
@@ -348,20 +348,12 @@ fn unreadable_store_folders_are_reported_by_stats_verify_and_gc() {
     std::fs::set_permissions(&sub, open).unwrap();
 }
 
-fn walk_dirs(dir: &std::path::Path) -> Vec<PathBuf> {
+/// The folders (`dirs`) or the files under `dir`.
+fn walk(dir: &std::path::Path, dirs: bool) -> Vec<PathBuf> {
     walkdir::WalkDir::new(dir)
         .into_iter()
         .flatten()
-        .filter(|e| e.file_type().is_dir())
-        .map(|e| e.into_path())
-        .collect()
-}
-
-fn walk_files(dir: &std::path::Path) -> Vec<PathBuf> {
-    walkdir::WalkDir::new(dir)
-        .into_iter()
-        .flatten()
-        .filter(|e| e.file_type().is_file())
+        .filter(|e| e.file_type().is_dir() == dirs)
         .map(|e| e.into_path())
         .collect()
 }
