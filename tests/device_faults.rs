@@ -6,7 +6,7 @@ use common::{SMALL, SMALL_ID, Sandbox};
 use ipu_codegen::device::{Device, Fault, host_data};
 use ipu_codegen::ids::TileId;
 use ipu_codegen::ir::{BufferClass, Package, read_ipuexe, write_ipuexe};
-use ipu_codegen::isa::{Instr, Receive, Send, TileProgram, VertexKind};
+use ipu_codegen::isa::{Amp, Epilogue, Instr, Placed, Receive, Send, TileProgram, VertexKind};
 use std::sync::OnceLock;
 
 fn small_package() -> Package {
@@ -408,5 +408,245 @@ fn a_package_naming_a_target_with_a_zero_rate_is_refused_not_run() {
         }
         let fault = run(&p).expect_err("an impossible target must be refused");
         assert!(fault.to_string().contains("impossible target"), "{fault}");
+    }
+}
+
+// A package's addresses, lengths, strides and counts near u32::MAX: each sum or product that would
+// pass 32 bits is a fault naming the tile and the instruction, never a wrap and never a panic.
+
+/// The first instruction of the first tile for which `edit` applies (returns true), edited.
+fn edit_first(p: &mut Package, mut edit: impl FnMut(&mut Instr) -> bool) -> usize {
+    for t in 0..p.tiles.len() {
+        let mut prog = program(p, t);
+        if prog.instrs.iter_mut().any(&mut edit) {
+            set_program(p, &prog);
+            return t;
+        }
+    }
+    panic!("no instruction to edit in the package");
+}
+
+/// Runs a crafted package and checks it faults on `tile` with a message holding every one of `said`.
+fn assert_overflow_fault(p: &Package, tile: usize, said: &[&str]) {
+    let fault = assert_fault(p, said[0]);
+    assert_eq!(fault.tile.index(), tile, "{fault}");
+    for s in said {
+        assert!(fault.message.contains(s), "expected `{s}`: {fault}");
+    }
+}
+
+#[test]
+fn an_amp_row_stride_near_u32_max_is_a_fault_not_a_wrap() {
+    let mut p = small_package();
+    // Aligned, so only the rows' addresses are wrong: row 1 would wrap to 16 bytes below row 0.
+    let t = edit_first(&mut p, |i| match amp_of(i) {
+        Some(amp) if amp.depth >= 2 => {
+            amp.b.stride = u32::MAX - 15;
+            true
+        }
+        _ => false,
+    });
+    assert_overflow_fault(
+        &p,
+        t,
+        &["AMP weights b", "runs past the 32-bit address space"],
+    );
+}
+
+#[test]
+fn a_buffer_ending_past_u32_is_refused_when_the_package_loads() {
+    let mut p = small_package();
+    let t = p.tiles.iter().position(|t| !t.buffers.is_empty()).unwrap();
+    p.tiles[t].buffers[0].address = u32::MAX - 4;
+    let fault = Device::load(&p)
+        .err()
+        .expect("a buffer past u32 must be refused");
+    assert_eq!(fault.tile.index(), t, "{fault}");
+    assert!(
+        fault.message.contains("buffer table") && fault.message.contains("ends past the 32-bit"),
+        "{fault}"
+    );
+}
+
+#[test]
+fn a_send_run_ending_past_u32_is_a_fault_on_the_sender() {
+    let mut p = small_package();
+    let t = edit_first(&mut p, |i| match i {
+        Instr::Send(Send { run, .. }) => {
+            (run.count, run.stride) = (2, u32::MAX - 3);
+            true
+        }
+        _ => false,
+    });
+    assert_overflow_fault(
+        &p,
+        t,
+        &["exchange send", "ends past the 32-bit address space"],
+    );
+}
+
+#[test]
+fn a_receive_run_longer_than_u32_is_a_fault_on_the_receiver() {
+    let mut p = small_package();
+    let t = edit_first(&mut p, |i| match i {
+        Instr::Receive(Receive { run, .. }) => {
+            (run.bytes, run.count) = (1 << 16, 1 << 16);
+            true
+        }
+        _ => false,
+    });
+    assert_overflow_fault(&p, t, &["exchange receive", "holds more than 2^32 bytes"]);
+}
+
+#[test]
+fn a_receive_window_near_u32_max_is_named_unwrapped() {
+    let mut p = small_package();
+    let mut bytes = 0;
+    let t = edit_first(&mut p, |i| match i {
+        Instr::Receive(Receive { skip, bytes: b, .. }) => {
+            (*skip, bytes) = (u32::MAX - 1, *b);
+            true
+        }
+        _ => false,
+    });
+    let end = u64::from(u32::MAX - 1) + u64::from(bytes);
+    assert_overflow_fault(&p, t, &[&format!("expects bytes {}..{end}", u32::MAX - 1)]);
+}
+
+#[test]
+fn a_send_arriving_past_u32_cycles_is_a_fault() {
+    let mut p = small_package();
+    // A tile's last send, moved to the last cycle a phase can name.
+    let t = (0..p.tiles.len())
+        .find(|&t| {
+            program(&p, t)
+                .instrs
+                .iter()
+                .any(|i| matches!(i, Instr::Send(_)))
+        })
+        .unwrap();
+    let mut prog = program(&p, t);
+    let last = prog
+        .instrs
+        .iter()
+        .rposition(|i| matches!(i, Instr::Send(_)))
+        .unwrap();
+    if let Instr::Send(Send { start, .. }) = &mut prog.instrs[last] {
+        *start = u32::MAX - 1;
+    }
+    set_program(&mut p, &prog);
+    assert_overflow_fault(
+        &p,
+        t,
+        &["arrives at cycle", "past the phase's 32-bit count"],
+    );
+}
+
+#[test]
+fn a_host_row_stride_near_u32_max_is_a_fault_naming_the_stored_row() {
+    let mut p = small_package();
+    let transfer = (p.host.initialize.iter_mut())
+        .find(|t| {
+            let rows = if t.transposed {
+                t.rect.cols()
+            } else {
+                t.rect.rows()
+            };
+            rows >= 2
+        })
+        .unwrap();
+    transfer.stride = u32::MAX - 1;
+    let t = transfer.tile.index();
+    assert_overflow_fault(&p, t, &["stored row 1", "passes the 32-bit address space"]);
+}
+
+#[test]
+fn a_compute_superstep_past_u32_cycles_is_a_fault_not_a_truncation() {
+    let mut p = small_package();
+    p.target.vertex_overhead_cycles = u64::MAX / 4;
+    let fault = assert_fault(&p, "past the superstep's 32-bit count");
+    let kinds = [
+        "amp",
+        "epilogue",
+        "softmax",
+        "accumulate",
+        "combine",
+        "layer_norm",
+    ];
+    assert!(
+        kinds
+            .iter()
+            .any(|k| fault.message.starts_with(&format!("{k}: takes "))),
+        "names the vertex: {fault}"
+    );
+}
+
+#[test]
+fn syncs_past_u64_cycles_are_a_fault() {
+    let mut p = small_package();
+    p.target.sync_cycles = u64::MAX / 2;
+    assert_fault(&p, "sync: ");
+}
+
+fn amp_of(i: &mut Instr) -> Option<&mut Amp<Placed>> {
+    match i {
+        Instr::Vertex(VertexKind::Amp(a)) => Some(a),
+        _ => None,
+    }
+}
+
+fn epilogue_of(i: &mut Instr) -> Option<&mut Epilogue<Placed>> {
+    match i {
+        Instr::Vertex(VertexKind::Epilogue(e)) => Some(e),
+        _ => None,
+    }
+}
+
+fn send_of(i: &mut Instr) -> Option<&mut Send> {
+    match i {
+        Instr::Send(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn receive_of(i: &mut Instr) -> Option<&mut Receive> {
+    match i {
+        Instr::Receive(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// Every u32 field below of the first AMP, epilogue, send and receive set near u32::MAX, one at a
+/// time: the run ends or faults, never panics.
+#[test]
+fn fields_near_u32_max_never_panic_the_device() {
+    let base = small_package();
+    type Field = fn(&mut Instr, u32) -> bool;
+    let fields: [Field; 12] = [
+        |i, x| amp_of(i).map(|a| a.rows = x).is_some(),
+        |i, x| amp_of(i).map(|a| a.depth = x).is_some(),
+        |i, x| amp_of(i).map(|a| a.cols = x).is_some(),
+        |i, x| amp_of(i).map(|a| a.b.stride = x).is_some(),
+        |i, x| amp_of(i).map(|a| a.partials.address = x).is_some(),
+        |i, x| epilogue_of(i).map(|e| e.rows = x).is_some(),
+        |i, x| epilogue_of(i).map(|e| e.out.stride = x).is_some(),
+        |i, x| send_of(i).map(|s| s.run.offset = x).is_some(),
+        |i, x| send_of(i).map(|s| s.bytes = x).is_some(),
+        |i, x| {
+            receive_of(i)
+                .map(|r| (r.run.count, r.run.stride) = (3, x))
+                .is_some()
+        },
+        |i, x| receive_of(i).map(|r| r.sent = x).is_some(),
+        |i, x| receive_of(i).map(|r| r.switch = x).is_some(),
+    ];
+    for (f, field) in fields.iter().enumerate() {
+        for x in [u32::MAX, u32::MAX - 7, 1 << 31] {
+            let mut p = base.clone();
+            edit_first(&mut p, |i| field(i, x));
+            if let Err(fault) = run(&p) {
+                assert!(!fault.message.is_empty(), "field {f} = {x:#x}");
+            }
+        }
     }
 }

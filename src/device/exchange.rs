@@ -10,6 +10,10 @@
 //! shared bus: the mate receives no other data meanwhile. (5) Move the data: read every source, then
 //! write every destination, so no delivery sees another's bytes. Each tile is busy until its last send
 //! arrives or its last word is received; a word arrives `exchange_transit_cycles` after it leaves.
+//!
+//! Every run, window, cycle and tile a send or receive names is the package's: a run whose end or
+//! length passes u32, a window beyond its run, a cycle past u32 or a tile that does not exist is a
+//! fault naming the instruction, never a wrap or a panic.
 
 use super::{Device, Fault, fault};
 use crate::ids::TileId;
@@ -72,7 +76,14 @@ impl Device {
                             ));
                         }
                         last_end = u64::from(*start) + transfer_cycles(&self.target, *bytes, *wide);
-                        busy[t] = busy[t].max((last_end + transit) as u32);
+                        let arrives = u32::try_from(last_end + transit).map_err(|_| {
+                            let message = format!(
+                                "the send at cycle {start} of {bytes} bytes arrives at cycle {}, past the phase's 32-bit count",
+                                last_end + transit
+                            );
+                            fault(t, step, u64::from(*start), message)
+                        })?;
+                        busy[t] = busy[t].max(arrives);
                         sends.intervals[t].push((u64::from(*start), last_end));
                         sends.by_start.insert(
                             (t, *start),
@@ -149,7 +160,6 @@ impl Device {
                 let until = cycle + transfer_cycles(&self.target, r.bytes, r.wide);
                 let from = r.from;
                 listening = Some((until, from));
-                busy[t] = busy[t].max(until as u32);
                 if let Some(h) = sends.horizon
                     && until > u64::from(h)
                 {
@@ -160,6 +170,14 @@ impl Device {
                         format!("data from {from} arrives after the phase's horizon {h}"),
                     ));
                 }
+                let arrives = u32::try_from(until).map_err(|_| {
+                    let message = format!(
+                        "the receive from {from} sent at cycle {} arrives at cycle {until}, past the phase's 32-bit count",
+                        r.sent
+                    );
+                    fault(t, step, until, message)
+                })?;
+                busy[t] = busy[t].max(arrives);
                 receives.spans[t].push((u64::from(r.switch), until, from.index(), r.sent, r.wide));
                 receives.deliveries[t].push(Delivery {
                     from: from.index(),
@@ -228,9 +246,9 @@ impl Device {
                 cycle,
                 format!(
                     "expects bytes {skip}..{} from {from}, which sends bytes {}..{}",
-                    skip + bytes,
+                    u64::from(skip) + u64::from(bytes),
                     s.skip,
-                    s.skip + s.bytes
+                    u64::from(s.skip) + u64::from(s.bytes)
                 ),
             ));
         }
@@ -295,9 +313,14 @@ impl Device {
             .map(|list| {
                 list.iter()
                     .map(|d| {
-                        let memory = &tiles[d.from].memory;
-                        let mut out = Vec::with_capacity(d.bytes as usize);
-                        for (at, len) in window(&d.source, d.skip, d.bytes)
+                        let Some(sender) = tiles.get(d.from) else {
+                            let message = format!("exchange send: no tile{} on the chip", d.from);
+                            return Err(fault(0, step, d.cycle, message));
+                        };
+                        let memory = &sender.memory;
+                        // Checked against the sender's memory piece by piece as it is read.
+                        let mut out = Vec::new();
+                        for (at, len) in window(&d.source, d.skip, d.bytes, "exchange send")
                             .map_err(|m| fault(d.from, step, d.cycle, m))?
                         {
                             out.extend_from_slice(
@@ -330,10 +353,19 @@ impl Device {
             .map(|(t, (tile, (list, data)))| {
                 for (d, bytes) in list.iter().zip(data) {
                     let mut rest = bytes.as_slice();
-                    for (at, len) in window(&d.destination, d.skip, d.bytes)
+                    for (at, len) in window(&d.destination, d.skip, d.bytes, "exchange receive")
                         .map_err(|m| fault(t, step, d.cycle, m))?
                     {
-                        let (piece, tail) = rest.split_at(len as usize);
+                        // Both windows hold `d.bytes` bytes, checked; a shorter payload is a fault.
+                        let Some((piece, tail)) = rest.split_at_checked(len as usize) else {
+                            let message = format!(
+                                "exchange receive: {} bytes from tile{} for a window of {}",
+                                bytes.len(),
+                                d.from,
+                                d.bytes
+                            );
+                            return Err(fault(t, step, d.cycle, message));
+                        };
                         tile.memory
                             .write(at, piece, Some(step as u32), "exchange receive")
                             .map_err(|m| fault(t, step, d.cycle, m))?;
@@ -398,17 +430,37 @@ struct Delivery {
     bytes: u32,
 }
 
-fn window(
-    run: &Run,
+/// The pieces of `run` holding bytes `skip..skip+bytes` of its stream, once the run's length and end
+/// fit in u32 and the window lies within its stream.
+fn window<'r>(
+    run: &'r Run,
     skip: u32,
     bytes: u32,
-) -> Result<impl Iterator<Item = (u32, u32)> + '_, String> {
-    if skip + bytes > run.total() {
+    what: &str,
+) -> Result<impl Iterator<Item = (u32, u32)> + 'r, String> {
+    let shape = || {
+        let Run {
+            offset,
+            bytes,
+            count,
+            stride,
+        } = *run;
+        format!("the run at {offset:#x} of {count} pieces of {bytes} bytes {stride} apart")
+    };
+    let Some(total) = run.total() else {
+        return Err(format!("{what}: {} holds more than 2^32 bytes", shape()));
+    };
+    if run.end().is_none() && run.count > 0 {
         return Err(format!(
-            "bytes {skip}..{} lie beyond the {}-byte run at {:#x}",
-            skip + bytes,
-            run.total(),
-            run.offset
+            "{what}: {} ends past the 32-bit address space",
+            shape()
+        ));
+    }
+    let end = u64::from(skip) + u64::from(bytes);
+    if end > u64::from(total) {
+        return Err(format!(
+            "{what}: bytes {skip}..{end} lie beyond the {total} bytes of {}",
+            shape()
         ));
     }
     Ok(run.window(skip, bytes))

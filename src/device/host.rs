@@ -2,19 +2,22 @@
 //!
 //! Contract: host data is one `Vec<f32>` per value, indexed by value id (f16 values hold f16 numbers,
 //! i64 values integers); a value the host does not hold is empty. A package's host transfers are
-//! checked when it loads ([`validate_host`]): each names a real tile, value and rectangle. `initialize`
+//! checked when it loads ([`validate_host`]): each names a real tile, value and rectangle, at most a
+//! tile's memory of bytes, in rows far enough apart to hold theirs. `initialize`
 //! streams the weights in and `run` the values its host program names, each stored row converted to
 //! the value's type (f16) and written as host data (no superstep, so no liveness check); host data of
-//! the wrong length is a fault, not a panic. After the last superstep every value of `run_outputs` is
-//! read back, every byte of it written before. Streams are timed at the host-link rate, apart from
+//! the wrong length is a fault, not a panic; so is a stored row whose address passes u32. After the
+//! last superstep every value of `run_outputs` is read back, every byte of it written before, a value
+//! no larger than the chip's memory. Streams are timed at the host-link rate, apart from
 //! device cycles, so they return bytes, not cycles.
 
 use super::{Device, Fault, fault};
 use crate::ids::ValueId;
-use crate::ir::{DType, Graph, OpKind, Package, ValueRole};
+use crate::ir::{DType, Graph, OpKind, Package, Value, ValueRole};
 use crate::isa::HostTransfer;
 use crate::numerics;
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 
@@ -55,6 +58,7 @@ pub(super) fn validate_host(package: &Package) -> Result<(), Fault> {
     {
         let tile = t.tile.index();
         let value = package.graph.values.get(t.value.index());
+        let tile_bytes = u64::from(package.target.memory_end - package.target.memory_base);
         let ok = tile < package.target.tiles as usize
             && value.is_some_and(|v| {
                 t.rect.row0 < t.rect.row1
@@ -62,12 +66,13 @@ pub(super) fn validate_host(package: &Package) -> Result<(), Fault> {
                     && t.rect.row1 <= v.rows
                     && t.rect.col1 <= v.cols
             })
-            && t.stride
-                >= 2 * if t.transposed {
+            && t.rect.elements() <= tile_bytes / 2
+            && u64::from(t.stride)
+                >= 2 * u64::from(if t.transposed {
                     t.rect.rows()
                 } else {
                     t.rect.cols()
-                };
+                });
         if !ok {
             return Err(fault(
                 tile.min(package.target.tiles as usize),
@@ -98,11 +103,11 @@ impl Device {
     ) -> Result<u64, Fault> {
         let mut bytes = 0;
         for t in transfers {
-            let v = graph.value(t.value);
+            let (tile, v) = self.transfer(t, graph, 0, "host write")?;
             let data = host.get(t.value.index()).map_or(&[][..], Vec::as_slice);
             if v.dtype != DType::F16 || data.len() as u64 != v.elements() {
                 return Err(fault(
-                    t.tile.index(),
+                    tile,
                     0,
                     0,
                     format!(
@@ -115,20 +120,23 @@ impl Device {
                     ),
                 ));
             }
-            let memory = &mut self.tiles[t.tile.index()].memory;
-            for (i, (elements, at)) in t.stored_rows(v.cols).enumerate() {
-                let raw: Vec<u8> = elements
-                    .iter()
-                    .flat_map(|&e| f16::from_f32(data[e]).to_le_bytes())
+            let memory = &mut self.tiles[tile].memory;
+            for (i, row) in t.stored_rows(v.cols).enumerate() {
+                let what = format!("host write of {} stored row {i}", v.name);
+                let at = row_address(t, i, row.address, &what).map_err(|m| fault(tile, 0, 0, m))?;
+                // The rectangle lies within the value (checked at load), whose data has all its elements.
+                let values: Vec<f32> = row
+                    .of(data)
+                    .ok_or_else(|| fault(tile, 0, 0, format!("{what}: elements beyond the value")))?
+                    .copied()
                     .collect();
+                // Rounded as `f16::from_f32` rounds each, a row at a time.
+                let mut halves = vec![f16::ZERO; values.len()];
+                halves.convert_from_f32_slice(&values);
+                let raw: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
                 memory
-                    .write(
-                        at,
-                        &raw,
-                        None,
-                        &format!("host write of {} stored row {i}", v.name),
-                    )
-                    .map_err(|m| fault(t.tile.index(), 0, 0, m))?;
+                    .write(at, &raw, None, &what)
+                    .map_err(|m| fault(tile, 0, 0, m))?;
                 bytes += raw.len() as u64;
             }
         }
@@ -145,10 +153,10 @@ impl Device {
         let mut out: BTreeMap<ValueId, Vec<f32>> = BTreeMap::new();
         let step = self.supersteps();
         for t in &package.host.run_outputs {
-            let v = graph.value(t.value);
+            let (tile, v) = self.transfer(t, graph, step, "host read")?;
             if v.dtype != DType::F16 {
                 return Err(fault(
-                    t.tile.index(),
+                    tile,
                     step,
                     0,
                     format!(
@@ -157,23 +165,104 @@ impl Device {
                     ),
                 ));
             }
+            let tile_bytes = u64::from(self.target.memory_end - self.target.memory_base);
+            let chip_bytes = tile_bytes.saturating_mul(self.tiles.len() as u64);
+            if v.elements() > chip_bytes / 2 {
+                let message = format!(
+                    "host read of {}: {} elements, more than the chip's {chip_bytes} bytes hold",
+                    v.name,
+                    v.elements()
+                );
+                return Err(fault(tile, step, 0, message));
+            }
             let data = out
                 .entry(t.value)
                 .or_insert_with(|| vec![f32::NAN; v.elements() as usize]);
-            let memory = &self.tiles[t.tile.index()].memory;
-            for (i, (elements, at)) in t.stored_rows(v.cols).enumerate() {
+            let memory = &self.tiles[tile].memory;
+            for (i, row) in t.stored_rows(v.cols).enumerate() {
+                let what = format!("host read of {} stored row {i}", v.name);
+                let at =
+                    row_address(t, i, row.address, &what).map_err(|m| fault(tile, step, 0, m))?;
+                let len = u32::try_from(row.len * 2).map_err(|_| {
+                    fault(tile, step, 0, format!("{what}: more than a tile addresses"))
+                })?;
                 let src = memory
-                    .read(
-                        at,
-                        elements.len() as u32 * 2,
-                        &format!("host read of {} stored row {i}", v.name),
-                    )
-                    .map_err(|m| fault(t.tile.index(), step, 0, m))?;
-                for (&e, s) in elements.iter().zip(src.chunks_exact(2)) {
-                    data[e] = f16::from_le_bytes([s[0], s[1]]).to_f32();
+                    .read(at, len, &what)
+                    .map_err(|m| fault(tile, step, 0, m))?;
+                let values = row.of_mut(data).ok_or_else(|| {
+                    fault(tile, step, 0, format!("{what}: elements beyond the value"))
+                })?;
+                for (x, s) in values.zip(src.chunks_exact(2)) {
+                    *x = f16::from_le_bytes([s[0], s[1]]).to_f32();
                 }
             }
         }
         Ok(out)
+    }
+
+    /// The tile and value a host transfer names, as an index and a value; a fault naming the
+    /// transfer when either does not exist (a package loaded checks them; this is the device's own
+    /// guard).
+    fn transfer<'g>(
+        &self,
+        t: &HostTransfer,
+        graph: &'g Graph,
+        step: usize,
+        what: &str,
+    ) -> Result<(usize, &'g Value), Fault> {
+        let tile = t.tile.index();
+        match graph.values.get(t.value.index()) {
+            Some(v) if tile < self.tiles.len() => Ok((tile, v)),
+            _ => Err(fault(
+                tile.min(self.tiles.len().saturating_sub(1)),
+                step,
+                0,
+                format!("{what} of {} to {}: no such value or tile", t.value, t.tile),
+            )),
+        }
+    }
+}
+
+/// A stored row's address, or the message saying it passes u32.
+fn row_address(t: &HostTransfer, row: usize, at: Option<u32>, what: &str) -> Result<u32, String> {
+    at.ok_or_else(|| {
+        format!(
+            "{what}: {:#x} + {row} x {} passes the 32-bit address space",
+            t.address, t.stride
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use half::f16;
+    use half::slice::HalfFloatSliceExt;
+
+    #[test]
+    fn a_row_converts_as_each_element_does() {
+        let tie = f32::from_bits(0x3f80_1000); // halfway between two f16s: rounds to even
+        let values = [
+            0.0,
+            -0.0,
+            1.0,
+            tie,
+            -tie,
+            65504.0,
+            65520.0,
+            1e-8,
+            5.96e-8,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::from_bits(0x7fc0_1234),
+            f32::from_bits(0xff80_0001),
+            f32::MIN_POSITIVE,
+            std::f32::consts::PI,
+        ];
+        let mut halves = vec![f16::ZERO; values.len()];
+        halves.convert_from_f32_slice(&values);
+        for (h, &x) in halves.iter().zip(&values) {
+            assert_eq!(h.to_bits(), f16::from_f32(x).to_bits(), "{x:e}");
+        }
     }
 }

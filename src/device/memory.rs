@@ -1,5 +1,11 @@
 //! One tile's memory as the device sees it: the bytes, which bytes were ever written, and the buffer
 //! table of the package, so every access is checked and every fault names the buffer it hit.
+//!
+//! Contract: addresses, lengths, strides and row counts come from the package and are data. No sum or
+//! product of them wraps: a buffer whose end passes u32 is refused when the memory is made, and a
+//! matrix is checked whole ([`TileMemory::extent`]) before a byte of it moves: its rows' addresses and
+//! ends fit in u32, lie in tile memory, and hold no more bytes than the tile has, so nothing read or
+//! written for it outgrows the tile.
 
 use crate::ir::BufferInfo;
 use crate::ir::DType;
@@ -32,20 +38,48 @@ pub struct Matrix {
     pub dtype: DType,
 }
 
+/// Where a checked matrix lies: the bytes of one row, and one past the last row's last byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub row_bytes: u32,
+    pub end: u32,
+}
+
 impl Matrix {
-    fn row_bytes(&self) -> u32 {
-        self.cols * self.dtype.bytes()
+    fn row_bytes(&self) -> Option<u32> {
+        self.cols.checked_mul(self.dtype.bytes())
     }
-    fn row(&self, r: u32) -> u32 {
-        self.addr + r * self.stride
+    fn row(&self, r: u32) -> Option<u32> {
+        r.checked_mul(self.stride)?.checked_add(self.addr)
+    }
+    /// Every row's address: all of them once [`TileMemory::extent`] has passed the matrix.
+    fn rows(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.rows).map_while(|r| self.row(r))
+    }
+    /// The matrix for messages: `rows x cols dtype at addr/stride`.
+    fn describe(&self) -> String {
+        format!(
+            "{} x {} {} at {:#x}/{}",
+            self.rows, self.cols, self.dtype, self.addr, self.stride
+        )
     }
 }
 
 impl TileMemory {
-    /// A tile's memory as `target` lays it out, holding nothing yet.
-    pub fn new(target: &Target, buffers: Vec<BufferInfo>) -> TileMemory {
+    /// A tile's memory as `target` lays it out, holding nothing yet; refused when a buffer of the
+    /// table ends past u32.
+    pub fn new(target: &Target, buffers: Vec<BufferInfo>) -> Result<TileMemory, String> {
+        if let Some(b) = buffers
+            .iter()
+            .find(|b| b.address.checked_add(b.bytes).is_none())
+        {
+            return Err(format!(
+                "buffer table: {} at {:#x} of {} bytes ends past the 32-bit address space",
+                b.label, b.address, b.bytes
+            ));
+        }
         let size = (target.memory_end - target.memory_base) as usize;
-        TileMemory {
+        Ok(TileMemory {
             base: target.memory_base,
             bytes: vec![0; size],
             written: vec![0; size.div_ceil(64)],
@@ -54,7 +88,7 @@ impl TileMemory {
             access_bytes: target.memory_access_bytes as u32,
             wide_load_bytes: target.wide_load_bytes as u32,
             accesses: AtomicU64::new(0),
-        }
+        })
     }
 
     /// Loads and stores vertices have made so far (64-bit accesses, 128-bit loads).
@@ -66,7 +100,7 @@ impl TileMemory {
     pub fn name(&self, addr: u32) -> String {
         self.buffers
             .iter()
-            .find(|b| addr >= b.address && addr < b.address + b.bytes)
+            .find(|b| addr >= b.address && u64::from(addr) < buffer_end(b))
             .map_or_else(
                 || format!("{addr:#x} (no buffer)"),
                 |b| format!("{addr:#x} in {}", b.label),
@@ -84,6 +118,33 @@ impl TileMemory {
                 self.base as usize + self.bytes.len()
             )),
         }
+    }
+
+    /// Checks a matrix whole before a byte of it moves (see the module's contract); where it lies. A
+    /// matrix of no rows touches no memory and lies at its address.
+    pub fn extent(&self, m: &Matrix, what: &str) -> Result<Extent, String> {
+        let row_bytes = m.row_bytes();
+        let end = row_bytes.and_then(|b| match m.rows.checked_sub(1) {
+            Some(last) => m.row(last)?.checked_add(b),
+            None => Some(m.addr),
+        });
+        let (Some(row_bytes), Some(end)) = (row_bytes, end) else {
+            return Err(format!(
+                "{what}: {} runs past the 32-bit address space",
+                m.describe()
+            ));
+        };
+        if u64::from(m.rows) * u64::from(row_bytes.max(1)) > self.bytes.len() as u64 {
+            return Err(format!(
+                "{what}: {} holds more bytes than tile memory ({} bytes)",
+                m.describe(),
+                self.bytes.len()
+            ));
+        }
+        if m.rows > 0 {
+            self.offset(m.addr, end - m.addr, what)?;
+        }
+        Ok(Extent { row_bytes, end })
     }
 
     /// Reads bytes that must have been written before.
@@ -108,22 +169,25 @@ impl TileMemory {
         step: Option<u32>,
         what: &str,
     ) -> Result<(), String> {
-        let len = data.len() as u32;
+        let len = u32::try_from(data.len()).map_err(|_| {
+            format!(
+                "{what}: {} bytes at {addr:#x} are more than a tile addresses",
+                data.len()
+            )
+        })?;
         let s = self.offset(addr, len, what)?;
+        let end = u64::from(addr) + u64::from(len);
         if let Some(step) = step
             && let Some(b) = self.buffers.iter().find(|b| {
-                addr < b.address + b.bytes
-                    && b.address < addr + len
+                u64::from(addr) < buffer_end(b)
+                    && u64::from(b.address) < end
                     && b.first_step < step
                     && step <= b.last_step
             })
         {
             return Err(format!(
-                "{what}: writes [{addr:#x}, {:#x}) into {}, still live (step{} to step{})",
-                addr + len,
-                b.label,
-                b.first_step,
-                b.last_step
+                "{what}: writes [{addr:#x}, {end:#x}) into {}, still live (step{} to step{})",
+                b.label, b.first_step, b.last_step
             ));
         }
         self.bytes[s..s + data.len()].copy_from_slice(data);
@@ -161,10 +225,12 @@ impl TileMemory {
 
     /// Reads a matrix, widened to f32.
     pub fn load(&self, m: &Matrix, what: &str) -> Result<Vec<f32>, String> {
-        self.count(m, true);
-        let mut out = Vec::with_capacity((m.rows * m.cols) as usize);
-        for r in 0..m.rows {
-            let row = self.read(m.row(r), m.row_bytes(), what)?;
+        let Extent { row_bytes, .. } = self.extent(m, what)?;
+        self.count(m, row_bytes, true);
+        // Checked: the rows hold at most tile memory's bytes.
+        let mut out = Vec::with_capacity(m.rows as usize * m.cols as usize);
+        for at in m.rows() {
+            let row = self.read(at, row_bytes, what)?;
             match m.dtype {
                 DType::F16 => out.extend(
                     row.chunks_exact(2)
@@ -182,12 +248,19 @@ impl TileMemory {
 
     /// Writes a matrix from f32 values, rounded to its dtype.
     pub fn store(&mut self, m: &Matrix, data: &[f32], step: u32, what: &str) -> Result<(), String> {
-        self.count(m, false);
+        let Extent { row_bytes, .. } = self.extent(m, what)?;
+        self.count(m, row_bytes, false);
         let cols = m.cols as usize;
-        let mut row = Vec::with_capacity(m.row_bytes() as usize);
-        for r in 0..m.rows {
+        let mut row = Vec::with_capacity(row_bytes as usize);
+        for (r, at) in m.rows().enumerate() {
             row.clear();
-            let vals = &data[r as usize * cols..(r as usize + 1) * cols];
+            let Some(vals) = data.get(r * cols..(r + 1) * cols) else {
+                return Err(format!(
+                    "{what}: {} values for {}",
+                    data.len(),
+                    m.describe()
+                ));
+            };
             match m.dtype {
                 DType::F16 => vals
                     .iter()
@@ -197,14 +270,14 @@ impl TileMemory {
                     .for_each(|v| row.extend_from_slice(&v.to_le_bytes())),
                 DType::I64 => return Err(format!("{what}: i64 is a host type, not a tile's")),
             }
-            self.write(m.row(r), &row, Some(step), what)?;
+            self.write(at, &row, Some(step), what)?;
         }
         Ok(())
     }
 
     /// Counts a matrix's accesses: `access_bytes` each, or `wide_load_bytes` loads where its rows lie
     /// in interleaved memory, aligned to that width.
-    fn count(&self, m: &Matrix, load: bool) {
+    fn count(&self, m: &Matrix, row_bytes: u32, load: bool) {
         let wide = self.wide_load_bytes;
         let aligned = m.addr.is_multiple_of(wide) && (m.rows <= 1 || m.stride.is_multiple_of(wide));
         let width = if load && aligned && m.addr >= self.interleaved_base {
@@ -212,7 +285,7 @@ impl TileMemory {
         } else {
             self.access_bytes
         };
-        let accesses = u64::from(m.rows) * u64::from(m.row_bytes().div_ceil(width));
+        let accesses = u64::from(m.rows) * u64::from(row_bytes.div_ceil(width));
         self.accesses.fetch_add(accesses, Ordering::Relaxed);
     }
 
@@ -233,4 +306,9 @@ impl TileMemory {
             last(split..self.written.len()).unwrap_or(interleaved_base),
         )
     }
+}
+
+/// One past a buffer's last byte, as u64: a damaged table cannot wrap it.
+fn buffer_end(b: &BufferInfo) -> u64 {
+    u64::from(b.address) + u64::from(b.bytes)
 }

@@ -10,7 +10,9 @@
 //! and buffer: an access outside memory; a misaligned AMP operand; AMP weights or partials outside
 //! interleaved memory; an AMP whose input and output share a memory element; a read of memory never
 //! written; a write into a buffer still live; a receiver listening to two senders at once, or to a sender
-//! that sends nothing then; a tile sending two words in one cycle.
+//! that sends nothing then; a tile sending two words in one cycle. A package is data: an address, length,
+//! stride or count read from it whose sum or product passes its width is a fault too, never a wrap,
+//! and every index it supplies is checked.
 //!
 //! Cycles: a superstep takes its slowest tile's compute, or the exchange phase's last arrival; every
 //! superstep ends in a sync of `target.sync_cycles`. Host streaming is timed at the host-link rate,
@@ -88,6 +90,7 @@ impl Device {
             u64::from(target.exchange_bytes_per_cycle),
         ];
         if target.tiles == 0
+            || target.columns == 0
             || target.memory_base >= target.memory_end
             || !(target.memory_base..=target.memory_end).contains(&target.interleaved_base)
             || rates.iter().any(|&r| r == 0 || r > 1 << 20)
@@ -117,12 +120,22 @@ impl Device {
             .par_iter()
             .enumerate()
             .map(|(t, image)| {
-                let mut memory = TileMemory::new(&target, image.buffers.clone());
+                let code_bytes = u32::try_from(image.code.len()).map_err(|_| {
+                    let n = image.code.len();
+                    fault(
+                        t,
+                        0,
+                        0,
+                        format!("code image of {n} bytes: more than a tile addresses"),
+                    )
+                })?;
+                let mut memory = TileMemory::new(&target, image.buffers.clone())
+                    .map_err(|m| fault(t, 0, 0, m))?;
                 memory
                     .write(image.code_address, &image.code, None, "code image")
                     .map_err(|m| fault(t, 0, 0, m))?;
                 let code = memory
-                    .read(image.code_address, image.code.len() as u32, "code")
+                    .read(image.code_address, code_bytes, "code")
                     .map_err(|m| fault(t, 0, 0, m))?;
                 let program = TileProgram::decode(code)
                     .map_err(|e| fault(t, 0, 0, format!("code does not decode: {e}")))?;
@@ -188,7 +201,7 @@ impl Device {
         }
         let output = self.stream_out(package)?;
         let output_bytes = output.values().map(|o| o.len() as u64 * 2).sum();
-        let execution = self.profile(package, steps, input_bytes, output_bytes);
+        let execution = self.profile(package, steps, input_bytes, output_bytes)?;
         Ok((execution, output))
     }
 }

@@ -3,9 +3,10 @@
 //! cycles, each tile's memory in use, and the bytes the host streamed.
 //!
 //! Contract: [`Device::profile`] only reads the device after the run; it adds up the figures the
-//! supersteps and streams measured and changes nothing.
+//! supersteps and streams measured and changes nothing. A total past u64 (a package's target may
+//! name any sync cost) is a [`Fault`], never a wrap.
 
-use super::Device;
+use super::{Device, Fault, fault};
 use crate::ir::Package;
 use serde::{Deserialize, Serialize};
 
@@ -52,21 +53,48 @@ impl Device {
         steps: Vec<StepProfile>,
         input_bytes: u64,
         output_bytes: u64,
-    ) -> Execution {
+    ) -> Result<Execution, Fault> {
         let weight_bytes = package
             .host
             .initialize
             .iter()
-            .map(|t| t.rect.elements() * 2)
-            .sum();
-        let sync_cycles = self.target.sync_cycles * steps.len() as u64;
-        let cycles = steps.iter().map(|s| s.cycles).sum::<u64>() + sync_cycles;
-        let minimum_tile_cycles = (0..self.tiles.len())
+            .try_fold(0u64, |sum, t| {
+                sum.checked_add(t.rect.elements().checked_mul(2)?)
+            })
+            .ok_or_else(|| {
+                fault(
+                    0,
+                    0,
+                    0,
+                    "initialize: its transfers' bytes pass u64".to_string(),
+                )
+            })?;
+        // Sums of u32 figures, one per superstep (fewer than the code's bytes): within u64.
+        let busiest_tile = (0..self.tiles.len())
             .map(|t| steps.iter().map(|s| u64::from(s.tile_busy[t])).sum::<u64>())
             .max()
-            .unwrap_or(0)
-            + sync_cycles;
-        Execution {
+            .unwrap_or(0);
+        let supersteps = steps.iter().map(|s| s.cycles).sum::<u64>();
+        let totals = u64::try_from(steps.len())
+            .ok()
+            .and_then(|n| self.target.sync_cycles.checked_mul(n))
+            .and_then(|sync| {
+                let cycles = supersteps.checked_add(sync)?;
+                Some((sync, cycles, busiest_tile.checked_add(sync)?))
+            });
+        let Some((sync_cycles, cycles, minimum_tile_cycles)) = totals else {
+            return Err(fault(
+                0,
+                steps.len(),
+                0,
+                format!(
+                    "sync: {} syncs of {} cycles and the supersteps' {supersteps} cycles pass u64",
+                    steps.len(),
+                    self.target.sync_cycles
+                ),
+            ));
+        };
+        Ok(Execution {
             workload: package.workload.clone(),
             target: self.target.name.clone(),
             clock_khz: self.target.clock_khz,
@@ -79,7 +107,7 @@ impl Device {
             input_bytes,
             output_bytes,
             weight_bytes,
-        }
+        })
     }
 
     /// Per tile: bytes in use in standard and in interleaved memory (up to the highest written byte).

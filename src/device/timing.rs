@@ -24,6 +24,9 @@
 //! interleaved partials alternate between the two elements of a pair, so the bundle never stalls. A
 //! vector worker makes one access a bundle and the barrel issues one bundle a cycle, so two accesses
 //! never meet in one cycle either.
+//!
+//! The target's costs come from the package and may be anything: the arithmetic saturates at u64::MAX
+//! rather than wrapping, and the superstep refuses a count past u32 as a fault.
 
 use crate::ir::DType;
 use crate::isa::{Amp, Placed};
@@ -40,21 +43,31 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
         return target.vertex_overhead_cycles;
     }
     let blocks = u64::from(v.depth.div_ceil(target.amp_block_depth))
-        * u64::from(v.cols.div_ceil(target.amp_block_width));
+        .saturating_mul(u64::from(v.cols.div_ceil(target.amp_block_width)));
     let bundles_per_row = match v.partials.dtype {
         DType::F16 => target.amp_row_cycles_f16_partials,
         DType::F32 | DType::I64 => target.amp_row_cycles_f32_partials,
     };
     let slowest_worker = dealt(v.rows, target.workers)
         .filter(|&rows| rows > 0)
-        .map(|rows| target.amp_worker_fill_cycles + bundles_per_row * u64::from(rows))
+        .map(|rows| {
+            let bundles = bundles_per_row.saturating_mul(u64::from(rows));
+            target.amp_worker_fill_cycles.saturating_add(bundles)
+        })
         .max()
         .unwrap_or(0);
-    let worker_pass = u64::from(target.workers) * slowest_worker;
-    let weight_bytes = u64::from(target.amp_block_depth * target.amp_block_width) * 2;
+    let worker_pass = u64::from(target.workers).saturating_mul(slowest_worker);
+    let weight_bytes = u64::from(target.amp_block_depth)
+        .saturating_mul(u64::from(target.amp_block_width))
+        .saturating_mul(2);
     let weight_load = weight_bytes.div_ceil(target.weight_load_bytes_per_cycle);
-    target.vertex_overhead_cycles
-        + blocks * (target.amp_block_supervisor_cycles + weight_load + worker_pass)
+    let block = target
+        .amp_block_supervisor_cycles
+        .saturating_add(weight_load)
+        .saturating_add(worker_pass);
+    target
+        .vertex_overhead_cycles
+        .saturating_add(blocks.saturating_mul(block))
 }
 
 /// A vector vertex's work as the device executes it: rows dealt to the workers and, per row, lane
@@ -74,15 +87,18 @@ pub fn vector(target: &Target, work: &VectorWork, accesses: u64) -> u64 {
         .filter(|&r| r > 0)
         .map(|r| {
             let r = u64::from(r);
-            let compute = (r * work.f16_ops).div_ceil(target.vector_f16_lanes)
-                + (r * work.f32_ops).div_ceil(target.vector_f32_lanes)
-                + (r * work.transcendentals).div_ceil(target.transcendental_f16_lanes);
-            let memory = (accesses * r).div_ceil(rows);
+            let lanes = |ops: u64, width: u64| r.saturating_mul(ops).div_ceil(width);
+            let compute = lanes(work.f16_ops, target.vector_f16_lanes)
+                .saturating_add(lanes(work.f32_ops, target.vector_f32_lanes))
+                .saturating_add(lanes(work.transcendentals, target.transcendental_f16_lanes));
+            let memory = accesses.saturating_mul(r).div_ceil(rows);
             compute.max(memory)
         })
         .max()
         .unwrap_or(0);
-    target.vertex_overhead_cycles + u64::from(target.workers) * slowest_worker
+    target
+        .vertex_overhead_cycles
+        .saturating_add(u64::from(target.workers).saturating_mul(slowest_worker))
 }
 
 #[cfg(test)]

@@ -8,8 +8,11 @@
 //! type it names; the AMP's operands must also be aligned for its loads and stores, its weights and
 //! partials in interleaved memory, and neither input may share a memory element with its partials.
 //! A vertex's fault is a message; the superstep adds tile, superstep and the cycle the vertex started.
+//! Its shapes, addresses and strides are the package's: every derived address or size is checked
+//! (an operand whole by [`TileMemory::extent`] before it moves), and a superstep whose cycles pass
+//! u32 is a fault.
 
-use super::memory::{Matrix, TileMemory};
+use super::memory::{Extent, Matrix, TileMemory};
 use super::timing::{self, VectorWork};
 use super::{Device, Fault, fault};
 use crate::ir::DType;
@@ -28,16 +31,35 @@ impl Device {
             .par_iter_mut()
             .enumerate()
             .map(|(t, tile)| {
-                let mut cycles = 0u64;
+                let mut cycles = 0u32;
                 for instr in &tile.steps[step] {
-                    cycles += execute_vertex(target, &mut tile.memory, instr, step as u32)
-                        .map_err(|m| fault(t, step, cycles, m))?;
+                    let at = u64::from(cycles);
+                    let took = execute_vertex(target, &mut tile.memory, instr, step as u32)
+                        .map_err(|m| fault(t, step, at, m))?;
+                    cycles = at
+                        .checked_add(took)
+                        .and_then(|end| u32::try_from(end).ok())
+                        .ok_or_else(|| {
+                            let message = format!(
+                                "{}: takes {took} cycles from cycle {at}, past the superstep's 32-bit count",
+                                vertex_name(instr)
+                            );
+                            fault(t, step, at, message)
+                        })?;
                 }
-                Ok(cycles as u32)
+                Ok(cycles)
             })
             .collect::<Vec<Result<u32, Fault>>>()
             .into_iter()
             .collect()
+    }
+}
+
+/// The vertex kind of a compute instruction, for messages.
+fn vertex_name(instr: &Instr) -> &'static str {
+    match instr {
+        Instr::Vertex(v) => v.name(),
+        _ => "instruction",
     }
 }
 
@@ -101,12 +123,19 @@ fn amp(
     let (d, c) = (depth as usize, cols as usize);
     let block = target.amp_block_depth as usize;
     let padded = d.next_multiple_of(block);
-    let mut ap = vec![0f32; rows as usize * padded];
+    let (Some(a_padded), Some(b_padded)) =
+        ((rows as usize).checked_mul(padded), padded.checked_mul(c))
+    else {
+        return Err(format!(
+            "AMP: {rows} x {depth} by {depth} x {cols}, the depth padded to {padded}, passes the address space"
+        ));
+    };
+    let mut ap = vec![0f32; a_padded];
     for r in 0..rows as usize {
         ap[r * padded..r * padded + d].copy_from_slice(&av[r * d..(r + 1) * d]);
     }
     let mut bp = bv;
-    bp.resize(padded * c, 0.0);
+    bp.resize(b_padded, 0.0);
     let mut out = vec![0f32; rows as usize * c];
     numerics::amp_matmul(
         &ap,
@@ -163,23 +192,40 @@ fn check_amp_operands(target: &Target, memory: &TileMemory, v: &Amp<Placed>) -> 
             ));
         }
     }
-    let last = |addr: u32, rows: u32, stride: u32, row_bytes: u32| {
-        addr + (rows.max(1) - 1) * stride + row_bytes - 1
+    // The memory elements of an operand's first and last byte, its rows checked whole (at least one
+    // row; an operand of no bytes lies in its address's element).
+    let elements = |addr, stride, rows: u32, cols, dtype, what| -> Result<(u32, u32), String> {
+        let m = Matrix {
+            addr,
+            stride,
+            rows: rows.max(1),
+            cols,
+            dtype,
+        };
+        let Extent { end, .. } = memory.extent(&m, what)?;
+        let last = end.saturating_sub(1).max(addr);
+        Ok((target.memory_element(addr), target.memory_element(last)))
     };
-    let out = (
-        target.memory_element(partials),
-        target.memory_element(last(
-            partials,
-            rows,
-            partials_stride,
-            cols * partials_type.bytes(),
-        )),
-    );
-    for (what, addr, end) in [
-        ("a", a, last(a, rows, a_stride, depth * 2)),
-        ("b", b, last(b, depth, b_stride, cols * 2)),
+    let out = elements(
+        partials,
+        partials_stride,
+        rows,
+        cols,
+        partials_type,
+        "AMP partials",
+    )?;
+    for (what, addr, (e0, e1)) in [
+        (
+            "a",
+            a,
+            elements(a, a_stride, rows, depth, DType::F16, "AMP input a")?,
+        ),
+        (
+            "b",
+            b,
+            elements(b, b_stride, depth, cols, DType::F16, "AMP weights b")?,
+        ),
     ] {
-        let (e0, e1) = (target.memory_element(addr), target.memory_element(end));
         if e0 <= out.1 && out.0 <= e1 {
             return Err(format!(
                 "AMP input {what} at {} shares memory element {} with its partials at {}",
@@ -206,10 +252,11 @@ fn epilogue(
     } = *v;
     let (out, out_stride) = (v.out.address, v.out.stride);
     expect(&v.out, DType::F16, "epilogue output")?;
-    let mut p = vec![0f32; rows as usize * cols as usize];
     let Some(partials_type) = v.partials.first().map(|p| p.dtype) else {
         return Err("epilogue of no partials".to_string());
     };
+    // The sum starts at zero, as long as the first partials (checked against tile memory as they load).
+    let mut p = Vec::new();
     for part in &v.partials {
         expect(part, partials_type, "epilogue partials")?;
         let part = memory.load(
@@ -222,6 +269,7 @@ fn epilogue(
             },
             "epilogue partials",
         )?;
+        p.resize(part.len(), 0f32);
         for (sum, x) in p.iter_mut().zip(part) {
             *sum += x;
         }
@@ -325,7 +373,15 @@ fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<Ve
         cols: queries,
         dtype,
     };
-    let stats = matrix(state + head_dim * state_stride, state_stride, 2, DType::F32);
+    let stats_address = head_dim
+        .checked_mul(state_stride)
+        .and_then(|offset| offset.checked_add(state))
+        .ok_or_else(|| {
+            format!(
+                "softmax running max and sum: row {head_dim} of the state at {state:#x}/{state_stride} passes the 32-bit address space"
+            )
+        })?;
+    let stats = matrix(stats_address, state_stride, 2, DType::F32);
     let s = memory.load(
         &matrix(scores, scores_stride, keys, scores_type),
         "softmax scores",
@@ -364,7 +420,7 @@ fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<Ve
     let p_matrix = matrix(probabilities, probabilities_stride, keys, DType::F16);
     memory.store(&p_matrix, &p, step, "softmax probabilities")?;
     memory.store(
-        &matrix(rescale, queries * 4, 1, DType::F32),
+        &one_row(rescale, queries, DType::F32),
         &r,
         step,
         "softmax rescale",
@@ -415,10 +471,7 @@ fn accumulate(
     let acc = if first {
         p
     } else {
-        let r = memory.load(
-            &matrix(rescale, cols * 4, 1, DType::F32),
-            "accumulate rescale",
-        )?;
+        let r = memory.load(&one_row(rescale, cols, DType::F32), "accumulate rescale")?;
         let acc = memory.load(&acc_matrix, "accumulator")?;
         acc.iter()
             .zip(&p)
@@ -447,6 +500,11 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
     let out = expect(&v.out, DType::F16, "attention output")?;
     let out_stride = v.out.stride;
     let states = &v.states;
+    let Some(state_rows) = rows.checked_add(2) else {
+        return Err(format!(
+            "flash state: {rows} accumulator rows and the max and sum pass u32"
+        ));
+    };
     let parts = states
         .iter()
         .map(|s| {
@@ -454,7 +512,7 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
                 &Matrix {
                     addr: expect(s, DType::F32, "flash state")?,
                     stride: s.stride,
-                    rows: rows + 2,
+                    rows: state_rows,
                     cols,
                     dtype: DType::F32,
                 },
@@ -500,6 +558,17 @@ fn stored_form(rows: u32, cols: u32, data: Vec<f32>, transpose: bool) -> ((u32, 
     let (r, c) = (rows as usize, cols as usize);
     let t = (0..r * c).map(|i| data[(i % r) * c + i / r]).collect();
     ((cols, rows), t)
+}
+
+/// A single row of `cols` elements at `addr` (its stride unused).
+fn one_row(addr: u32, cols: u32, dtype: DType) -> Matrix {
+    Matrix {
+        addr,
+        stride: 0,
+        rows: 1,
+        cols,
+        dtype,
+    }
 }
 
 /// The operand's address, when its element type is the one the vertex reads or writes there.

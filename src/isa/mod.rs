@@ -26,25 +26,39 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn total(&self) -> u32 {
-        self.bytes * self.count
+    /// Bytes in the run's stream, when they fit in u32.
+    pub fn total(&self) -> Option<u32> {
+        self.bytes.checked_mul(self.count)
     }
-    /// One past the last byte touched, relative to the buffer.
-    pub fn end(&self) -> u32 {
-        self.offset + self.stride * (self.count - 1) + self.bytes
+    /// One past the last byte touched, relative to the buffer, when the run has a piece and its last
+    /// piece ends within u32.
+    pub fn end(&self) -> Option<u32> {
+        self.stride
+            .checked_mul(self.count.checked_sub(1)?)?
+            .checked_add(self.offset)?
+            .checked_add(self.bytes)
     }
+    /// Each piece: (where it starts, its bytes). Every piece of a run whose [`Run::end`] fits; the
+    /// pieces before the first that would start past u32 otherwise.
     pub fn pieces(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        (0..self.count).map(|i| (self.offset + i * self.stride, self.bytes))
+        (0..self.count).map_while(|i| {
+            let at = i.checked_mul(self.stride)?.checked_add(self.offset)?;
+            Some((at, self.bytes))
+        })
     }
-    /// The pieces holding bytes `skip..skip+len` of the run's stream.
+    /// The pieces holding bytes `skip..skip+len` of the run's stream: all of them for a run whose
+    /// [`Run::end`] fits and a window within its [`Run::total`] (the stream's offsets are u64 here, so
+    /// nothing wraps whatever the run).
     pub fn window(&self, skip: u32, len: u32) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let end = skip + len;
+        let (skip, end) = (u64::from(skip), u64::from(skip) + u64::from(len));
         self.pieces()
-            .enumerate()
-            .filter_map(move |(i, (at, bytes))| {
-                let (a, b) = (i as u32 * self.bytes, i as u32 * self.bytes + bytes);
-                let (lo, hi) = (a.max(skip), b.min(end));
-                (lo < hi).then_some((at + lo - a, hi - lo))
+            .zip(0u64..)
+            .filter_map(move |((at, bytes), i)| {
+                let a = i * u64::from(self.bytes);
+                let (lo, hi) = (a.max(skip), (a + u64::from(bytes)).min(end));
+                let piece_at = u32::try_from(u64::from(at) + (lo - a)).ok()?;
+                let piece_len = u32::try_from(hi.checked_sub(lo)?).ok()?;
+                (piece_len > 0).then_some((piece_at, piece_len))
             })
     }
     pub fn shifted(&self, base: u32) -> Run {
@@ -192,21 +206,68 @@ pub struct HostTransfer {
     pub transposed: bool,
 }
 
+/// One stored row of a host transfer: `len` elements of the row-major value, `step` apart from
+/// element `first`, stored from tile address `address` (`None` for a row that would start past u32).
+/// Indices are usize, so a value of more than 2^32 elements cannot wrap them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredRow {
+    pub first: usize,
+    pub step: usize,
+    pub len: usize,
+    pub address: Option<u32>,
+}
+
+impl StoredRow {
+    /// The row's elements of `data`, the value in row-major order; `None` when the row reaches past
+    /// its end.
+    pub fn of<'d, T>(&self, data: &'d [T]) -> Option<impl Iterator<Item = &'d T>> {
+        let rest = data.get(self.first..).filter(|_| self.fits(data.len()))?;
+        Some(rest.iter().step_by(self.step).take(self.len))
+    }
+
+    /// [`StoredRow::of`], to write.
+    pub fn of_mut<'d, T>(&self, data: &'d mut [T]) -> Option<impl Iterator<Item = &'d mut T>> {
+        let fits = self.fits(data.len());
+        let rest = data.get_mut(self.first..).filter(|_| fits)?;
+        Some(rest.iter_mut().step_by(self.step).take(self.len))
+    }
+
+    /// Whether every element of the row lies within a value of `elements` elements.
+    fn fits(&self, elements: usize) -> bool {
+        let last = match self.len.checked_sub(1) {
+            None => return self.step > 0,
+            Some(n) => self
+                .step
+                .checked_mul(n)
+                .and_then(|o| o.checked_add(self.first)),
+        };
+        self.step > 0 && last.is_some_and(|last| last < elements)
+    }
+}
+
 impl HostTransfer {
-    /// The stored rows: (element indices into the row-major value of `cols` columns, tile address).
-    pub fn stored_rows(&self, cols: u32) -> impl Iterator<Item = (Vec<usize>, u32)> + '_ {
+    /// The stored rows, of a value of `cols` columns.
+    pub fn stored_rows(&self, cols: u32) -> impl Iterator<Item = StoredRow> + '_ {
         let r = self.rect;
+        let cols = cols as usize;
         let count = if self.transposed { r.cols() } else { r.rows() };
         (0..count).map(move |i| {
-            let elements: Vec<usize> = if self.transposed {
-                (r.row0..r.row1)
-                    .map(|row| (row * cols + r.col0 + i) as usize)
-                    .collect()
+            // Row times columns fits a 64-bit usize.
+            let (first, step, len) = if self.transposed {
+                let first = r.row0 as usize * cols + (r.col0 + i) as usize;
+                (first, cols, r.rows() as usize)
             } else {
-                let start = ((r.row0 + i) * cols + r.col0) as usize;
-                (start..start + r.cols() as usize).collect()
+                let first = (r.row0 + i) as usize * cols + r.col0 as usize;
+                (first, 1, r.cols() as usize)
             };
-            (elements, self.address + i * self.stride)
+            StoredRow {
+                first,
+                step,
+                len,
+                address: i
+                    .checked_mul(self.stride)
+                    .and_then(|o| o.checked_add(self.address)),
+            }
         })
     }
 }

@@ -241,9 +241,11 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
                 run,
                 ..
             }) => {
-                v.check(in_memory(run.offset, run.end() - run.offset), || {
-                    format!("{}: send run {run:?} outside memory", p.tile)
-                });
+                v.check(
+                    run.end()
+                        .is_some_and(|end| in_memory(run.offset, end - run.offset)),
+                    || format!("{}: send run {run:?} outside memory", p.tile),
+                );
                 v.check(phase.is_some(), || {
                     format!(
                         "{} step{step}: send at cycle {start} outside an exchange phase",
@@ -265,9 +267,11 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
                 run,
                 ..
             }) => {
-                v.check(in_memory(run.offset, run.end() - run.offset), || {
-                    format!("{}: receive run {run:?} outside memory", p.tile)
-                });
+                v.check(
+                    run.end()
+                        .is_some_and(|end| in_memory(run.offset, end - run.offset)),
+                    || format!("{}: receive run {run:?} outside memory", p.tile),
+                );
                 receives.push(ReceiveKey {
                     phase: phase.unwrap_or(u32::MAX),
                     from: *from,

@@ -93,7 +93,8 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
         for (i, (ts, t)) in ps.transfers.iter().zip(&ex.transfers).enumerate() {
             let src = &sel.buffers[t.source_buffer.index()];
             v.check(
-                ts.source.total() == t.bytes && ts.source.end() <= src.bytes(),
+                ts.source.total() == Some(t.bytes)
+                    && ts.source.end().is_some_and(|end| end <= src.bytes()),
                 || {
                     format!(
                         "{} transfer {i}: source run {:?} vs {} bytes in {} of {} bytes",
@@ -115,15 +116,18 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
             });
             for (run, d) in ts.destinations.iter().zip(&t.destinations) {
                 let dst = &sel.buffers[d.buffer.index()];
-                v.check(run.total() == t.bytes && run.end() <= dst.bytes(), || {
-                    format!(
-                        "{} transfer {i}: destination run {run:?} outside {} on {} ({} bytes)",
-                        ex.id,
-                        dst.id,
-                        d.tile,
-                        dst.bytes()
-                    )
-                });
+                v.check(
+                    run.total() == Some(t.bytes) && run.end().is_some_and(|end| end <= dst.bytes()),
+                    || {
+                        format!(
+                            "{} transfer {i}: destination run {run:?} outside {} on {} ({} bytes)",
+                            ex.id,
+                            dst.id,
+                            d.tile,
+                            dst.bytes()
+                        )
+                    },
+                );
                 written.entry(d.buffer).or_default().extend(run.pieces());
             }
         }
