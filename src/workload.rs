@@ -185,6 +185,19 @@ pub enum WorkloadError {
 /// The most blocks (MLP) or layers (encoder) a workload may have.
 pub const MAX_BLOCKS: u32 = 256;
 
+/// Refuses more than [`MAX_BLOCKS`] of `parameter`, before the graph is built.
+fn at_most_max_blocks(id: &str, parameter: &'static str, value: u32) -> Result<(), WorkloadError> {
+    if value > MAX_BLOCKS {
+        return Err(WorkloadError::TooMany {
+            id: id.to_string(),
+            parameter,
+            value,
+            limit: MAX_BLOCKS,
+        });
+    }
+    Ok(())
+}
+
 impl WorkloadSpec {
     /// Parses TOML text; `origin` names the file or preset in errors.
     pub fn parse(text: &str, origin: &str) -> Result<WorkloadSpec, WorkloadError> {
@@ -368,14 +381,7 @@ impl WorkloadSpec {
                 if m.dtype != DType::F16 {
                     return Err(WorkloadError::DType { id, dtype: m.dtype });
                 }
-                if m.blocks > MAX_BLOCKS {
-                    return Err(WorkloadError::TooMany {
-                        id,
-                        parameter: "blocks",
-                        value: m.blocks,
-                        limit: MAX_BLOCKS,
-                    });
-                }
+                at_most_max_blocks(&id, "blocks", m.blocks)?;
                 let rows = u64::from(m.batch) * u64::from(m.tokens);
                 let limit = 1u64 << 31;
                 for (what, elements) in [
@@ -434,14 +440,7 @@ impl WorkloadSpec {
                 if e.dtype != DType::F16 {
                     return Err(WorkloadError::DType { id, dtype: e.dtype });
                 }
-                if e.layers > MAX_BLOCKS {
-                    return Err(WorkloadError::TooMany {
-                        id,
-                        parameter: "layers",
-                        value: e.layers,
-                        limit: MAX_BLOCKS,
-                    });
-                }
+                at_most_max_blocks(&id, "layers", e.layers)?;
                 let invalid = |message: String| WorkloadError::Parse {
                     origin: id.clone(),
                     message,

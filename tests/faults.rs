@@ -39,7 +39,9 @@ fn passes(sb: &Sandbox, tokens: &str) {
 fn builds_and_runs_killed_at_random_points_recover() {
     let sb = Sandbox::new();
     let mut rng = Rng(0x1ab);
-    let (mut killed, mut finished) = (0, 0);
+    // A trial that does not recover fails the test where it happens: by a panic, a hang (the lock
+    // timeout) or a PASS for another shape.
+    let (mut killed, mut finished, mut recovered) = (0, 0, 0);
     for trial in 0..14u64 {
         // A cold build each time: a shape not built before.
         let tokens = (21 + trial).to_string();
@@ -51,6 +53,7 @@ fn builds_and_runs_killed_at_random_points_recover() {
         }
         sb.run(&["cache", "verify"]).assert_ok();
         passes(&sb, &tokens);
+        recovered += 1;
     }
     let (mut run_killed, mut run_finished) = (0, 0);
     for _ in 0..8 {
@@ -62,6 +65,7 @@ fn builds_and_runs_killed_at_random_points_recover() {
         }
         // The device lock does not outlive its holder; the profile is whole.
         passes(&sb, "21");
+        recovered += 1;
         let profile = sb
             .stages()
             .join(common::SMALL_ID)
@@ -71,8 +75,7 @@ fn builds_and_runs_killed_at_random_points_recover() {
     sb.run(&["cache", "verify"]).assert_ok();
     eprintln!(
         "SIGKILL: build 14 trials ({killed} killed, {finished} finished first), run 8 trials \
-         ({run_killed} killed, {run_finished} finished first); 22 clean recoveries, 0 panics, \
-         0 hangs, 0 wrong results"
+         ({run_killed} killed, {run_finished} finished first); {recovered} recovered"
     );
 }
 
@@ -193,7 +196,7 @@ fn random_damage_to_stored_files_is_recovered_or_refused_and_repaired() {
     for ((class, kind), (recovered, refused)) in &tally {
         eprintln!(
             "damage: {class} {kind}: {} trials, {recovered} recovered, {refused} refused then \
-             repaired, 0 panics, 0 wrong results",
+             repaired",
             recovered + refused
         );
     }

@@ -92,7 +92,10 @@ fn fuzz(
         "{name}: {} of {cases} inputs panicked (seed {seed}, cases {panics:?})",
         panics.len()
     );
-    eprintln!("{name}: {cases} inputs, {accepted} read, 0 panics");
+    eprintln!(
+        "{name}: {cases} inputs, {accepted} read, {} panics",
+        panics.len()
+    );
     accepted
 }
 
@@ -277,5 +280,8 @@ fn mutated_packages_that_still_decode_fault_cleanly_on_the_device() {
         panics.len()
     );
     assert!(decoded > 100, "only {decoded} mutations decoded");
-    eprintln!("device: {decoded} decoded mutations, {ran} ran, {faulted} faulted, 0 panics");
+    eprintln!(
+        "device: {decoded} decoded mutations, {ran} ran, {faulted} faulted, {} panics",
+        panics.len()
+    );
 }

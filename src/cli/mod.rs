@@ -575,33 +575,26 @@ fn execute(cli: Cli) -> Result<()> {
             )?;
             tracing::info!(ran = outcome.ran.len(), build = %b.dir().display(), "build finished");
             let ran: Vec<&str> = outcome.ran.iter().map(|p| p.name()).collect();
-            let package = outcome
-                .package_path
-                .as_ref()
-                .map(|p| p.display().to_string());
+            let mut line = Fields::new()
+                .with("build", &b.build)
+                .with(
+                    "phasesRun",
+                    if ran.is_empty() {
+                        "-".to_string()
+                    } else {
+                        ran.join(",")
+                    },
+                )
+                .with("dir", b.dir().display());
+            if let Some(package) = &outcome.package_path {
+                line = line.with("package", package.display());
+            }
             if json {
-                let summary = serde_json::json!({
-                    "build": b.build,
-                    "phasesRun": ran,
-                    "dir": b.dir().display().to_string(),
-                    "package": package,
-                });
+                // The same fields, the phases as a list.
+                let mut summary = line.json();
+                summary["phasesRun"] = serde_json::json!(ran);
                 println!("{summary}");
             } else {
-                let mut line = Fields::new()
-                    .with("build", &b.build)
-                    .with(
-                        "phasesRun",
-                        if ran.is_empty() {
-                            "-".to_string()
-                        } else {
-                            ran.join(",")
-                        },
-                    )
-                    .with("dir", b.dir().display());
-                if let Some(package) = package {
-                    line = line.with("package", package);
-                }
                 println!("{}", line.line());
             }
         }

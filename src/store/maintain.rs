@@ -7,6 +7,7 @@
 //! file is then the remains of a writer that died, and gc removes them all.
 
 use super::{ActionEntry, ContentHash, Store, StoreError, header};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -87,6 +88,11 @@ impl Store {
 
     /// Counts objects, actions and temp files, and names what could not be read.
     pub fn stats(&self) -> Health {
+        self.census().0
+    }
+
+    /// [`Store::stats`] with the object and action files it counted.
+    fn census(&self) -> (Health, Vec<File>, Vec<File>) {
         let mut health = Health::default();
         let (objects, mut unreadable) = self.walk("objects");
         let (actions, more) = self.walk("actions");
@@ -99,37 +105,41 @@ impl Store {
         health.temp_files = temps.len() as u64;
         health.temp_bytes = temps.iter().map(|f| f.bytes).sum();
         health.unreadable = unreadable;
-        health
+        (health, objects, actions)
     }
 
     /// [`Store::stats`], and every object re-hashed and every action entry checked: intact, under
-    /// its own key, naming an object of its kind and schema when that object is there. Removes
-    /// nothing.
+    /// its own key, naming an object of its kind and schema when that object is there. Reads each
+    /// file once; removes nothing.
     pub fn verify(&self) -> Health {
-        let mut health = self.stats();
-        let mut damaged = |path: &Path, what: String| {
-            health.damaged.push(Damage {
-                path: path.to_path_buf(),
-                what,
-            })
-        };
+        let (mut health, objects, actions) = self.census();
+        let mut damaged = Vec::new();
         let mut unreadable = Vec::new();
-        for f in self.walk("objects").0 {
+        // The header of every intact object, for the entries that name it.
+        let mut intact = BTreeMap::new();
+        for f in objects {
             match fs::read(&f.path) {
-                Ok(bytes) => {
-                    if ContentHash::parse(&name(&f.path)) != Some(ContentHash::of(&bytes)) {
-                        damaged(&f.path, "its bytes do not hash to its name".to_string());
+                Ok(bytes) => match ContentHash::parse(&name(&f.path)) {
+                    Some(hash) if hash == ContentHash::of(&bytes) => {
+                        intact.insert(hash, header(&bytes));
                     }
-                }
+                    _ => damaged.push(Damage {
+                        path: f.path,
+                        what: "its bytes do not hash to its name".to_string(),
+                    }),
+                },
                 Err(e) => unreadable.push(Damage {
                     path: f.path,
                     what: e.to_string(),
                 }),
             }
         }
-        for f in self.walk("actions").0 {
+        for f in actions {
             let Some(key) = ContentHash::parse(&name(&f.path)) else {
-                damaged(&f.path, "its name is not an action key".to_string());
+                damaged.push(Damage {
+                    path: f.path,
+                    what: "its name is not an action key".to_string(),
+                });
                 continue;
             };
             let bytes = match fs::read(&f.path) {
@@ -142,37 +152,18 @@ impl Store {
                     continue;
                 }
             };
-            let entry = match ActionEntry::parse(&bytes, &key) {
-                Ok(entry) => entry,
-                Err(why) => {
-                    damaged(&f.path, why);
-                    continue;
+            // An entry naming a missing or damaged object is a miss, not damage of its own.
+            let why = match ActionEntry::parse(&bytes, &key) {
+                Err(why) => Some(why),
+                Ok(entry) => {
+                    (intact.get(&entry.output)).and_then(|found| entry.wrong_object(found.as_ref()))
                 }
             };
-            let object = self.object_path(&entry.output);
-            let Ok(bytes) = fs::read(&object) else {
-                continue;
-            };
-            if ContentHash::of(&bytes) != entry.output {
-                continue; // The object is reported as damaged itself.
-            }
-            match header(&bytes) {
-                Some(h) if h.kind == entry.kind && h.schema == entry.schema => {}
-                found => damaged(
-                    &f.path,
-                    format!(
-                        "it names a {} schema {} output, and object {} holds {}",
-                        entry.kind,
-                        entry.schema,
-                        entry.output.short(),
-                        found.map_or("no artifact".to_string(), |h| format!(
-                            "{} schema {}",
-                            h.kind, h.schema
-                        ))
-                    ),
-                ),
+            if let Some(what) = why {
+                damaged.push(Damage { path: f.path, what });
             }
         }
+        health.damaged = damaged;
         health.unreadable.extend(unreadable);
         health
     }

@@ -283,6 +283,24 @@ impl ActionEntry {
                 )
             })
     }
+
+    /// Why the object this entry names, whose header is `found`, is not the kind and schema the
+    /// entry says, if it is not.
+    fn wrong_object(&self, found: Option<&ArtifactHeader>) -> Option<String> {
+        match found {
+            Some(h) if h.kind == self.kind && h.schema == self.schema => None,
+            _ => Some(format!(
+                "it names a {} schema {} output, and object {} holds {}",
+                self.kind,
+                self.schema,
+                self.output.short(),
+                found.map_or("no artifact".to_string(), |h| format!(
+                    "{} schema {}",
+                    h.kind, h.schema
+                ))
+            )),
+        }
+    }
 }
 
 /// Bytes with their content hash, hashed once: what [`Store::put_object`] writes, shareable between
@@ -498,24 +516,13 @@ impl Store {
         let Some(object) = self.get(&entry.output)? else {
             return Ok(None);
         };
-        match header(&object) {
-            Some(h) if h.kind == expect.kind && h.schema == expect.schema => {
+        // The entry answers `expect`, so the object must be of the entry's kind and schema.
+        match entry.wrong_object(header(&object).as_ref()) {
+            None => {
                 touch(&path);
                 Ok(Some(entry.output))
             }
-            found => {
-                let found = found.map_or("no artifact".to_string(), |h| {
-                    format!("{} schema {}", h.kind, h.schema)
-                });
-                self.evict_entry(
-                    &path,
-                    key,
-                    &format!(
-                        "it names object {}, which holds {found}",
-                        entry.output.short()
-                    ),
-                )
-            }
+            Some(why) => self.evict_entry(&path, key, &why),
         }
     }
 
