@@ -3,7 +3,8 @@
 //! estimated cycles of every superstep and the compiler version. It holds no weights: its
 //! [`Signature`] names the tensors a run takes (inputs, weights) and gives (outputs). `model.ipuexe` is
 //! the package's store bytes behind a short header (magic, format version, compiler version, blake3 of
-//! the body). Written by `build_images`, read by the device.
+//! the body). Written by `build_images`, read by the device. The body's hash names the package: a
+//! profile records it as the package it measured.
 
 use crate::ids::ValueId;
 use crate::ir::{BufferLabel, DType, Graph, ValueRole};
@@ -78,25 +79,49 @@ pub enum IpuexeError {
     Decode(#[from] crate::store::StoreError),
 }
 
-pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
+/// A `model.ipuexe` whose header checks: the compiler version that wrote it, the blake3 of its body
+/// (which names the package) and the body.
+pub struct Ipuexe<'a> {
+    pub compiler_version: String,
+    pub body_hash: ContentHash,
+    pub body: &'a [u8],
+}
+
+impl Ipuexe<'_> {
+    /// The package the body holds.
+    pub fn package(&self) -> Result<Package, IpuexeError> {
+        Ok(crate::store::decode::<Package>(self.body, &self.body_hash)?)
+    }
+}
+
+/// Checks a `model.ipuexe`'s magic, header and body hash.
+pub fn open_ipuexe(bytes: &[u8]) -> Result<Ipuexe<'_>, IpuexeError> {
     let rest = bytes
         .strip_prefix(IPUEXE_MAGIC.as_slice())
         .ok_or(IpuexeError::Magic)?;
-    let len = u32::from_le_bytes(
-        rest.get(..4)
-            .ok_or(IpuexeError::Truncated)?
-            .try_into()
-            .expect("4 bytes"),
-    ) as usize;
+    let len = rest
+        .first_chunk::<4>()
+        .map(|b| u32::from_le_bytes(*b) as usize)
+        .ok_or(IpuexeError::Truncated)?;
     let version = rest.get(4..4 + len).ok_or(IpuexeError::Truncated)?;
     let hash = rest.get(4 + len..36 + len).ok_or(IpuexeError::Truncated)?;
-    let body = &rest[36 + len..];
+    let body = rest.get(36 + len..).ok_or(IpuexeError::Truncated)?;
     let body_hash = ContentHash::of(body);
     if body_hash.0 != hash {
         return Err(IpuexeError::Hash);
     }
-    let package = crate::store::decode::<Package>(body, &body_hash)?;
-    Ok((String::from_utf8_lossy(version).into_owned(), package))
+    Ok(Ipuexe {
+        compiler_version: String::from_utf8_lossy(version).into_owned(),
+        body_hash,
+        body,
+    })
+}
+
+/// The compiler version and package of a `model.ipuexe`.
+pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
+    let file = open_ipuexe(bytes)?;
+    let package = file.package()?;
+    Ok((file.compiler_version, package))
 }
 
 /// One named tensor a run takes or gives: a graph value with role input, weight or output, in the
