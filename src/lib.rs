@@ -6,6 +6,7 @@ pub mod device;
 pub mod driver;
 pub mod elements;
 pub mod exchange;
+pub mod files;
 pub mod ids;
 pub mod ir;
 pub mod isa;

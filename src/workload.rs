@@ -1,5 +1,5 @@
-//! Workload specs: TOML presets (`workloads/*.toml`, embedded in the binary) or files, with every parameter
-//! overridable, validated, and imported into the graph.
+//! Workload specs: TOML presets (`workloads/*.toml`, read at run time: [`presets_dir`]) or files, with
+//! every parameter overridable, validated, and imported into the graph.
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
@@ -10,30 +10,75 @@ pub use encoder::EncoderSpec;
 pub mod graph_spec;
 pub use graph_spec::GraphSpec;
 
-/// Presets shipped in `workloads/`, by name.
-pub const PRESETS: [(&str, &str); 6] = [
-    ("siglip-mlp", include_str!("../workloads/siglip-mlp.toml")),
-    (
-        "siglip-mlp-small",
-        include_str!("../workloads/siglip-mlp-small.toml"),
-    ),
-    (
-        "attention-flash",
-        include_str!("../workloads/attention-flash.toml"),
-    ),
-    (
-        "attention-flash-small",
-        include_str!("../workloads/attention-flash-small.toml"),
-    ),
-    (
-        "bert-encoder-small",
-        include_str!("../workloads/bert-encoder-small.toml"),
-    ),
-    (
-        "minilm-encoder",
-        include_str!("../workloads/minilm-encoder.toml"),
-    ),
-];
+/// Where presets are read from, at run time: `$IPU_CODEGEN_WORKLOADS`, else this source tree's
+/// `workloads/`. Presets are data: editing one changes only its own builds' inputs, never the
+/// compiler.
+pub fn presets_dir() -> std::path::PathBuf {
+    std::env::var_os("IPU_CODEGEN_WORKLOADS").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads"),
+        std::path::PathBuf::from,
+    )
+}
+
+/// The preset names: the `*.toml` files of [`presets_dir`], sorted.
+pub fn presets() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(presets_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".toml")?.to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The file of preset `name`, if there is one (a name with a path separator is no preset).
+pub fn preset_path(name: &str) -> Option<std::path::PathBuf> {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        && !name.starts_with('.');
+    let path = presets_dir().join(format!("{name}.toml"));
+    (plain && path.is_file()).then_some(path)
+}
+
+/// The text of preset `name`, if there is one.
+pub fn preset_text(name: &str) -> Option<String> {
+    std::fs::read_to_string(preset_path(name)?).ok()
+}
+
+/// The preset names closest to a misspelled `name` (at most three edits away), closest first.
+pub fn suggest(name: &str) -> Vec<String> {
+    let mut close: Vec<(usize, String)> = presets()
+        .into_iter()
+        .map(|p| (edit_distance(name, &p), p))
+        .filter(|(d, _)| *d <= 3)
+        .collect();
+    close.sort();
+    close.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
 
 /// A workload spec; the TOML's `kind` key says which.
 #[derive(Clone, Debug, PartialEq)]
@@ -128,7 +173,17 @@ pub enum WorkloadError {
         what: &'static str,
         elements: u64,
     },
+    #[error("{id}: {parameter} {value} is over the {limit} this compiler builds")]
+    TooMany {
+        id: String,
+        parameter: &'static str,
+        value: u32,
+        limit: u32,
+    },
 }
+
+/// The most blocks (MLP) or layers (encoder) a workload may have.
+pub const MAX_BLOCKS: u32 = 256;
 
 impl WorkloadSpec {
     /// Parses TOML text; `origin` names the file or preset in errors.
@@ -137,7 +192,7 @@ impl WorkloadSpec {
             origin: origin.to_string(),
             message,
         };
-        let flat = |e: toml::de::Error| error(e.to_string().trim_end().replace('\n', " "));
+        let flat = |e: toml::de::Error| error(e.to_string().trim_end().to_string());
         let table: toml::Table = toml::from_str(text).map_err(flat)?;
         match table.get("kind").and_then(|k| k.as_str()) {
             Some("mlp") => Ok(WorkloadSpec::Mlp(toml::from_str(text).map_err(flat)?)),
@@ -151,13 +206,6 @@ impl WorkloadSpec {
                 "missing key `kind` (kinds: mlp, attention, encoder, graph)".to_string(),
             )),
         }
-    }
-
-    pub fn preset(name: &str) -> Option<&'static str> {
-        PRESETS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, text)| *text)
     }
 
     /// Applies the overrides; a flag of another kind of workload is an error.
@@ -320,6 +368,14 @@ impl WorkloadSpec {
                 if m.dtype != DType::F16 {
                     return Err(WorkloadError::DType { id, dtype: m.dtype });
                 }
+                if m.blocks > MAX_BLOCKS {
+                    return Err(WorkloadError::TooMany {
+                        id,
+                        parameter: "blocks",
+                        value: m.blocks,
+                        limit: MAX_BLOCKS,
+                    });
+                }
                 let rows = u64::from(m.batch) * u64::from(m.tokens);
                 let limit = 1u64 << 31;
                 for (what, elements) in [
@@ -377,6 +433,14 @@ impl WorkloadSpec {
                 }
                 if e.dtype != DType::F16 {
                     return Err(WorkloadError::DType { id, dtype: e.dtype });
+                }
+                if e.layers > MAX_BLOCKS {
+                    return Err(WorkloadError::TooMany {
+                        id,
+                        parameter: "layers",
+                        value: e.layers,
+                        limit: MAX_BLOCKS,
+                    });
                 }
                 let invalid = |message: String| WorkloadError::Parse {
                     origin: id.clone(),
@@ -626,8 +690,7 @@ mod tests {
 
     #[test]
     fn default_id_follows_the_seed() {
-        let spec =
-            WorkloadSpec::parse(WorkloadSpec::preset("siglip-mlp").unwrap(), "siglip-mlp").unwrap();
+        let spec = WorkloadSpec::parse(&preset_text("siglip-mlp").unwrap(), "siglip-mlp").unwrap();
         assert_eq!(spec.id(), "siglip-mlp-f16-b1-t729-d1152-h4304-n1");
         let g = spec.import().unwrap();
         assert_eq!(g.ops.len(), 3);
@@ -640,8 +703,7 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("bad.toml"), "{err}");
         assert!(err.to_string().contains("tokenz"), "{err}");
-        let mut spec =
-            WorkloadSpec::parse(WorkloadSpec::preset("siglip-mlp").unwrap(), "p").unwrap();
+        let mut spec = WorkloadSpec::parse(&preset_text("siglip-mlp").unwrap(), "p").unwrap();
         spec.apply(&Overrides {
             hidden: Some(0),
             ..Overrides::default()

@@ -105,7 +105,9 @@ fn a_shape_too_large_for_tile_memory_names_tile_and_bytes_over_and_keeps_the_sto
     ]);
     r.assert_clean_failure();
     assert!(
-        r.stderr.contains("tile0") && r.stderr.contains("bytes over"),
+        r.stderr.contains("tile0")
+            && r.stderr.contains("bytes over")
+            && r.stderr.contains("--hidden"),
         "{}",
         r.stderr
     );
@@ -183,7 +185,7 @@ fn from_refuses_stage_records_of_other_inputs() {
 #[test]
 fn a_build_name_that_leaves_the_stages_folder_is_refused_and_writes_nothing() {
     let sb = Sandbox::new();
-    let text = ipu_codegen::workload::WorkloadSpec::preset(SMALL)
+    let text = ipu_codegen::workload::preset_text(SMALL)
         .unwrap()
         .replace("name = \"siglip-mlp\"", "name = \"../../escape/x\"");
     assert!(text.contains("../../escape/x"));
@@ -226,4 +228,54 @@ fn output_into_a_reader_that_stops_early_ends_without_a_panic() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn workload_files_that_are_devices_folders_or_too_large_are_refused_before_any_work() {
+    let sb = Sandbox::new();
+    for (path, says) in [
+        ("/dev/zero", "workload file /dev/zero is not a regular file"),
+        ("/dev/urandom", "is not a regular file"),
+        (".", "is not a regular file"),
+    ] {
+        let r = sb.run(&["build", path]);
+        r.assert_clean_failure();
+        assert!(r.stderr.contains(says), "{path}: {}", r.stderr);
+    }
+    // A sparse file past the limit is refused without being read.
+    let big = sb.path("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(ipu_codegen::files::WORKLOAD_LIMIT + 1)
+        .unwrap();
+    let r = sb.run(&["build", big.to_str().unwrap()]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("big.toml has more than"), "{}", r.stderr);
+    assert!(!sb.cache().join("objects").exists() || r.phases_run().is_empty());
+}
+
+#[test]
+fn block_counts_and_weights_beyond_the_device_are_refused_at_once_naming_the_cause() {
+    let sb = Sandbox::new();
+    for blocks in ["4294967295", "2000"] {
+        let r = sb.run(&["build", SMALL, "--blocks", blocks]);
+        r.assert_clean_failure();
+        assert!(
+            r.stderr.contains(&format!(
+                "blocks {blocks} is over the 256 this compiler builds"
+            )),
+            "{}",
+            r.stderr
+        );
+        assert!(r.phases_run().is_empty());
+    }
+    // 200 full-size blocks are allowed by count, but their weights alone overflow the device.
+    let r = sb.run(&["build", "siglip-mlp", "--blocks", "200"]);
+    r.assert_clean_failure();
+    assert!(
+        r.stderr.contains("the weights need 3966566400 bytes")
+            && r.stderr.contains("use fewer blocks or layers"),
+        "{}",
+        r.stderr
+    );
 }

@@ -58,7 +58,11 @@ fn lower_mid_refuses_an_add_it_cannot_fuse() {
     use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
     use ipu_codegen::target::Target;
     use ipu_codegen::workload::WorkloadSpec;
-    let spec = WorkloadSpec::parse(WorkloadSpec::preset(ENCODER).unwrap(), ENCODER).unwrap();
+    let spec = WorkloadSpec::parse(
+        &ipu_codegen::workload::preset_text(ENCODER).unwrap(),
+        ENCODER,
+    )
+    .unwrap();
     let mut graph = spec.import().unwrap();
     // The embeddings added to themselves in place of their layer norm: no matmul precedes the add.
     let x = graph.ops[0].kind.inputs()[0];
@@ -86,7 +90,11 @@ fn encoder_mid() -> (
     use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
     use ipu_codegen::target::Target;
     use ipu_codegen::workload::WorkloadSpec;
-    let spec = WorkloadSpec::parse(WorkloadSpec::preset(ENCODER).unwrap(), ENCODER).unwrap();
+    let spec = WorkloadSpec::parse(
+        &ipu_codegen::workload::preset_text(ENCODER).unwrap(),
+        ENCODER,
+    )
+    .unwrap();
     let graph = spec.import().unwrap();
     let target = Target::preset("mk2-1500").unwrap();
     let mid = lower_mid(&graph, &target, &LowerMidConfig::default()).unwrap();

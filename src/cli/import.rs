@@ -61,7 +61,7 @@ pub fn import(args: &ImportArgs) -> Result<()> {
         .context("the output file has no name")?
         .to_string();
     let bytes =
-        std::fs::read(&args.model).with_context(|| format!("reading {}", args.model.display()))?;
+        ipu_codegen::files::read(&args.model, "ONNX model", ipu_codegen::files::DATA_LIMIT)?;
     let model = args
         .model
         .file_stem()

@@ -4,6 +4,7 @@
 //! phase table is added to the derived ones.
 
 mod bench;
+mod cache;
 mod import;
 mod plans;
 mod run;
@@ -11,7 +12,7 @@ mod run;
 use anyhow::{Context, Result, bail};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use ipu_codegen::driver::{Build, GRAPH, PhaseConfigs, SELECTED, producer};
+use ipu_codegen::driver::{Build, Fields, GRAPH, PhaseConfigs, SELECTED, producer};
 use ipu_codegen::driver::{PIPELINE, Phase};
 use ipu_codegen::ir::{DType, Graph, Mid, Selected};
 use ipu_codegen::stages::build_images::BuildImagesConfig;
@@ -32,7 +33,7 @@ const DEFAULT_TARGET: &str = "mk2-1500";
 #[derive(Parser, Debug)]
 #[command(
     name = "ipu-codegen",
-    version,
+    version = ipu_codegen::store::COMPILER_VERSION,
     about = "Ahead-of-time compiler for tile-based bulk-synchronous ML processors"
 )]
 pub struct Cli {
@@ -81,6 +82,13 @@ enum Command {
     },
     /// Print the pipeline's phases in order.
     Phases,
+    /// Print a shell completion script on stdout (`ipu-codegen completions bash > ipu-codegen.bash`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) on stdout (`ipu-codegen man | man -l -`).
+    Man,
     /// Print Make rules for per-phase targets over the stage records (the Makefile includes them).
     MakeRules,
     /// Print the build name (the workload id unless --build is given).
@@ -95,6 +103,9 @@ enum Command {
         /// Last phase to run.
         #[arg(long, value_parser = parse_phase)]
         to: Option<Phase>,
+        /// Print the summary as a JSON object with the same fields (`phasesRun` as a list).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the text dump of a phase's output (building it through the store first).
     Show {
@@ -126,6 +137,10 @@ enum Command {
         /// Give up waiting for the device after this many seconds.
         #[arg(long, default_value_t = 600)]
         lock_timeout: u64,
+        /// Print the summary as one JSON array of objects, one per line of the text form, with the
+        /// same fields.
+        #[arg(long)]
+        json: bool,
     },
     /// Summarise an execution profile; optionally write an HTML page and a Chrome trace.
     Report {
@@ -159,7 +174,7 @@ enum Command {
     /// Inspect or clean the store.
     Cache {
         #[command(subcommand)]
-        action: CacheAction,
+        action: cache::CacheAction,
     },
 }
 
@@ -183,23 +198,6 @@ enum BenchWhat {
         /// How many cold builds.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
         runs: u32,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-enum CacheAction {
-    /// List objects with their kind and size.
-    Ls,
-    /// Count objects, bytes and actions.
-    Stats,
-    /// Re-hash every object; evict damaged ones.
-    Verify,
-    /// Remove objects and actions by age and total size.
-    Gc {
-        #[arg(long)]
-        max_age_days: Option<u64>,
-        #[arg(long)]
-        max_bytes: Option<u64>,
     },
 }
 
@@ -368,28 +366,28 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 
 impl BuildArgs {
     fn spec(&self) -> Result<WorkloadSpec> {
-        let (text, origin) = match WorkloadSpec::preset(&self.workload) {
-            Some(text) => (text.to_string(), format!("preset {}", self.workload)),
+        use ipu_codegen::files;
+        use ipu_codegen::workload::{preset_path, presets, suggest};
+        let (path, origin) = match preset_path(&self.workload) {
+            Some(path) => (path, format!("preset {}", self.workload)),
             None => {
-                let path = Path::new(&self.workload);
+                let path = PathBuf::from(&self.workload);
                 if !path.exists() {
-                    let presets: Vec<&str> = ipu_codegen::workload::PRESETS
-                        .iter()
-                        .map(|(n, _)| *n)
-                        .collect();
+                    let hint = match suggest(&self.workload).first() {
+                        Some(close) => format!("; did you mean `{close}`?"),
+                        None => String::new(),
+                    };
                     bail!(
-                        "unknown workload {:?}: not a preset ({}) nor a file",
+                        "unknown workload {:?}: not a preset ({}) nor a file{hint}",
                         self.workload,
-                        presets.join(", ")
+                        presets().join(", ")
                     );
                 }
-                (
-                    std::fs::read_to_string(path)
-                        .with_context(|| format!("reading {}", path.display()))?,
-                    path.display().to_string(),
-                )
+                let origin = path.display().to_string();
+                (path, origin)
             }
         };
+        let text = files::read_text(&path, "workload file", files::WORKLOAD_LIMIT)?;
         let mut spec = WorkloadSpec::parse(&text, &origin)?;
         spec.apply(&Overrides {
             batch: self.batch,
@@ -476,9 +474,10 @@ fn init_logging(format: LogFormat) {
 /// The command line, with one subcommand per phase of the pipeline added to the derived ones.
 fn command() -> clap::Command {
     PIPELINE.iter().fold(Cli::command(), |cmd, phase| {
-        cmd.subcommand(BuildArgs::augment_args(
-            clap::Command::new(phase.command()).about(phase.about()),
-        ))
+        // The phase's own line, set after the arguments' (which bring BuildArgs' doc comment).
+        cmd.subcommand(
+            BuildArgs::augment_args(clap::Command::new(phase.command())).about(phase.about()),
+        )
     })
 }
 
@@ -535,7 +534,7 @@ fn make_rules() -> String {
              $(BUILD_DIR)/{name}.flags: FORCE\n\
              \t@mkdir -p $(@D); echo '$(FLAGS) $({flags})' | cmp -s - $@ || echo '$(FLAGS) $({flags})' > $@\n\
              $(BUILD_DIR)/{name}.json: $(BIN){after} $(BUILD_DIR)/{name}.flags\n\
-             \t$(BIN) {command} $(WORKLOAD) $(FLAGS) $({flags})\n",
+             \t$(BIN) {command} $(WORKLOAD) $(FLAGS) $({flags})\n\t@touch $@\n",
             name = p.name(),
             command = p.command(),
         ));
@@ -553,12 +552,21 @@ fn execute(cli: Cli) -> Result<()> {
         }
         Command::Phases => println!("{}", PIPELINE.map(|p| p.name()).join(" ")),
         Command::MakeRules => print!("{}", make_rules()),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut command(), "ipu-codegen", &mut std::io::stdout())
+        }
+        Command::Man => clap_mangen::Man::new(command()).render(&mut std::io::stdout())?,
         Command::Id(args) => {
             let spec = args.spec()?;
             spec.import()?;
             println!("{}", args.build_name(&spec));
         }
-        Command::Build { args, from, to } => {
+        Command::Build {
+            args,
+            from,
+            to,
+            json,
+        } => {
             let store = Store::open(&g.cache)?;
             let b = args.build(&store, &g.stages)?;
             let outcome = b.run(
@@ -567,19 +575,35 @@ fn execute(cli: Cli) -> Result<()> {
             )?;
             tracing::info!(ran = outcome.ran.len(), build = %b.dir().display(), "build finished");
             let ran: Vec<&str> = outcome.ran.iter().map(|p| p.name()).collect();
-            let package = (outcome.package_path.as_ref())
-                .map(|p| format!(" package={}", p.display()))
-                .unwrap_or_default();
-            println!(
-                "build={} phasesRun={} dir={}{package}",
-                b.build,
-                if ran.is_empty() {
-                    "-".to_string()
-                } else {
-                    ran.join(",")
-                },
-                b.dir().display()
-            );
+            let package = outcome
+                .package_path
+                .as_ref()
+                .map(|p| p.display().to_string());
+            if json {
+                let summary = serde_json::json!({
+                    "build": b.build,
+                    "phasesRun": ran,
+                    "dir": b.dir().display().to_string(),
+                    "package": package,
+                });
+                println!("{summary}");
+            } else {
+                let mut line = Fields::new()
+                    .with("build", &b.build)
+                    .with(
+                        "phasesRun",
+                        if ran.is_empty() {
+                            "-".to_string()
+                        } else {
+                            ran.join(",")
+                        },
+                    )
+                    .with("dir", b.dir().display());
+                if let Some(package) = package {
+                    line = line.with("package", package);
+                }
+                println!("{}", line.line());
+            }
         }
         Command::Show { what, args } => {
             let kind = if what == "graph" {
@@ -682,45 +706,9 @@ fn execute(cli: Cli) -> Result<()> {
             args,
             data,
             lock_timeout,
-        } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout)?,
-        Command::Cache { action } => {
-            let store = Store::open(&g.cache)?;
-            match action {
-                CacheAction::Ls => {
-                    for (hash, bytes, kind) in store.list() {
-                        println!("{hash} {bytes:>10} {kind}");
-                    }
-                }
-                CacheAction::Stats => {
-                    let s = store.stats(false);
-                    println!(
-                        "objects={} bytes={} actions={}",
-                        s.objects, s.object_bytes, s.actions
-                    );
-                }
-                CacheAction::Verify => {
-                    let s = store.stats(true);
-                    println!("objects={} damaged={}", s.objects, s.damaged.len());
-                    for d in &s.damaged {
-                        println!("evicted {d}");
-                    }
-                    if !s.damaged.is_empty() {
-                        bail!(
-                            "{} damaged objects evicted; the next build recomputes them",
-                            s.damaged.len()
-                        );
-                    }
-                }
-                CacheAction::Gc {
-                    max_age_days,
-                    max_bytes,
-                } => {
-                    let age = max_age_days.map(|d| std::time::Duration::from_secs(d * 86_400));
-                    let (files, bytes) = store.gc(age, max_bytes);
-                    println!("removed {files} files, {bytes} bytes");
-                }
-            }
-        }
+            json,
+        } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout, json)?,
+        Command::Cache { action } => cache::cache(&g.cache, &g.stages, action)?,
     }
     Ok(())
 }

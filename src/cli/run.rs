@@ -9,11 +9,12 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use ipu_codegen::device::{Device, Execution};
 use ipu_codegen::driver::PIPELINE;
-use ipu_codegen::driver::{RunFigures, output_check_line, verdict, worst_check};
+use ipu_codegen::driver::{Fields, RunFigures, output_check_line, verdict, worst_check};
+use ipu_codegen::files;
 use ipu_codegen::ir::{Graph, open_ipuexe};
 use ipu_codegen::numerics;
 use ipu_codegen::report::write_profile;
-use ipu_codegen::store::Store;
+use ipu_codegen::store::{self, ContentHash, Store};
 use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files};
 use ipu_codegen::tensors::host_ops::HostOps;
 use ipu_codegen::tensors::{npy, safetensors};
@@ -76,8 +77,26 @@ pub struct DataArgs {
     output_dir: Option<PathBuf>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+fn read(path: &Path, what: &'static str) -> Result<Vec<u8>> {
+    Ok(files::read(path, what, files::DATA_LIMIT)?)
+}
+
+/// The summary: one `key=value` line per [`Fields`], or with `--json` one JSON array of objects with
+/// the same fields.
+fn print_lines(json: bool, lines: &[Fields]) {
+    if json {
+        let all: Vec<serde_json::Value> = lines.iter().map(Fields::json).collect();
+        println!("{}", serde_json::Value::Array(all));
+    } else {
+        for line in lines {
+            println!("{}", line.line());
+        }
+    }
+}
+
+/// The content hash of a graph, as the store names it.
+fn graph_hash(graph: &Graph) -> ContentHash {
+    ContentHash::of(&store::encode(graph))
 }
 
 /// Reads the files `data` names (the spec's default weights when `--weights` is not given).
@@ -85,7 +104,8 @@ fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Binding
     let weights = match data.weights.clone().or(default_weights) {
         Some(path) => {
             let file = path.display().to_string();
-            let tensors = safetensors::read(&read(&path)?).with_context(|| file.clone())?;
+            let tensors =
+                safetensors::read(&read(&path, "weights file")?).with_context(|| file.clone())?;
             Some(TensorFile { file, tensors })
         }
         None => None,
@@ -95,7 +115,8 @@ fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Binding
         let Some((name, file)) = given.split_once('=') else {
             bail!("--input {given:?}: expected NAME=FILE.npy");
         };
-        let tensor = npy::read(&read(Path::new(file))?).with_context(|| file.to_string())?;
+        let tensor =
+            npy::read(&read(Path::new(file), "input file")?).with_context(|| file.to_string())?;
         inputs.push((name.to_string(), file.to_string(), tensor));
     }
     Ok(Bindings { weights, inputs })
@@ -115,9 +136,15 @@ pub fn run(
     args: &BuildArgs,
     data: &DataArgs,
     lock_timeout: u64,
+    json: bool,
 ) -> Result<()> {
-    let (package_path, seed, default_weights) = if args.workload.ends_with(".ipuexe") {
-        (PathBuf::from(&args.workload), args.seed.unwrap_or(1), None)
+    let (package_path, seed, default_weights, asked) = if args.workload.ends_with(".ipuexe") {
+        (
+            PathBuf::from(&args.workload),
+            args.seed.unwrap_or(1),
+            None,
+            None,
+        )
     } else {
         let store = Store::open(cache)?;
         let b = args.build(&store, stages)?;
@@ -126,15 +153,31 @@ pub fn run(
             .run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
             .package_path
             .context("the build wrote no package")?;
-        (path, spec.seed(), spec.default_weights())
+        let asked = (b.graph, b.target);
+        (path, spec.seed(), spec.default_weights(), Some(asked))
     };
     tracing::info!("reading application package");
-    let bytes = read(&package_path)?;
+    let bytes = read(&package_path, "application package")?;
     let file = open_ipuexe(&bytes).with_context(|| format!("{}", package_path.display()))?;
     let package = file
         .package()
         .with_context(|| format!("{}", package_path.display()))?;
-    tracing::info!(tiles = package.tiles.len(), compiler = %file.compiler_version, "application package read");
+    if let Some((graph, target)) = &asked
+        && (package.graph != *graph || package.target != *target)
+    {
+        bail!(
+            "{} was built for {} on {} (graph {}), not for what this run asked: {} on {} (graph {}); \
+             rebuild it",
+            package_path.display(),
+            package.workload,
+            package.target.name,
+            graph_hash(&package.graph).short(),
+            graph.workload,
+            target.name,
+            graph_hash(graph).short(),
+        );
+    }
+    tracing::info!(tiles = package.tiles.len(), compiler = %package.compiler_version, "application package read");
     let build_dir = package_path
         .parent()
         .unwrap_or(Path::new("."))
@@ -158,15 +201,19 @@ pub fn run(
     );
     tracing::info!(tile_count = package.tiles.len(), "loading application");
     let loaded = Device::load(&package);
-    let summary_head = format!(
-        "package={} tiles={}",
-        package_path.display(),
-        package.tiles.len()
-    );
+    let summary_head = Fields::new()
+        .with("package", package_path.display())
+        .with("tiles", package.tiles.len());
+    let fault_line = |fault: &dyn std::fmt::Display| {
+        summary_head
+            .clone()
+            .with("hardwareTest", "FAIL")
+            .with("fault", fault)
+    };
     let mut device = match loaded {
         Ok(d) => d,
         Err(fault) => {
-            println!("{summary_head} hardwareTest=FAIL fault=\"{fault}\"");
+            print_lines(json, &[fault_line(&fault)]);
             bail!("hardware test failed: {fault}");
         }
     };
@@ -201,7 +248,7 @@ pub fn run(
             streamed,
         ),
         Err(fault) => {
-            println!("{summary_head} hardwareTest=FAIL fault=\"{fault}\"");
+            print_lines(json, &[fault_line(&fault)]);
             bail!("hardware test failed: {fault}");
         }
     };
@@ -250,34 +297,40 @@ pub fn run(
     };
 
     let figures = RunFigures::of(&package, &execution);
-    println!(
-        "profile={} tiles={} samples={}",
-        profile_path.display(),
-        package.tiles.len(),
-        package.tiles.len() * execution.steps.len()
-    );
+    let mut lines = vec![
+        Fields::new()
+            .with("profile", profile_path.display())
+            .with("tiles", package.tiles.len())
+            .with("samples", package.tiles.len() * execution.steps.len()),
+    ];
     for path in &files {
-        println!("output={}", path.display());
+        lines.push(Fields::new().with("output", path.display()));
     }
     if checks.len() > 1 {
         for (o, c) in outputs.iter().zip(&checks) {
-            println!("{}", output_check_line(&o.name, c));
+            lines.push(output_check_line(&o.name, c));
         }
     } else if let Some(line) = figures.check_line(&check) {
-        println!("{line}");
+        lines.push(line);
     }
-    println!(
-        "{}",
-        figures.summary_line(&package, &execution, &check, seed)
-    );
-    println!("{summary_head} hardwareTest={}", verdict(check.pass));
+    lines.push(figures.summary_line(&package, &execution, &check, seed));
+    lines.push(summary_head.with("hardwareTest", verdict(check.pass)));
+    print_lines(json, &lines);
     if !check.pass {
+        if check.non_finite > 0 {
+            bail!(
+                "numerical check failed: {} of {} outputs are not finite (NaN or infinite); the \
+                 finite ones are within {:.6} of the reference (tolerance {:.6})",
+                check.non_finite,
+                check.checked,
+                check.maximum_absolute_error,
+                check.tolerance
+            );
+        }
         bail!(
-            "numerical check failed: maximum absolute error {:.6} over the tolerance {:.6} ({} non-finite of {})",
+            "numerical check failed: maximum absolute error {:.6} over the tolerance {:.6}",
             check.maximum_absolute_error,
-            check.tolerance,
-            check.non_finite,
-            check.checked
+            check.tolerance
         );
     }
     Ok(())

@@ -15,6 +15,7 @@
 
 mod artifact;
 mod phases;
+mod records;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -25,13 +26,15 @@ pub use phases::{
     EXCHANGE_STORAGE, EXCHANGES, GRAPH, MID, PACKAGE, PHASES, PIPELINE, PLACEMENT, Phase,
     PhaseArtifacts, PhaseConfigs, PhaseSpec, SELECTED, TILE_CODE, check_table,
 };
-pub use summary::{RunFigures, output_check_line, verdict, worst_check};
+pub use records::{
+    RecordError, StageRecord, read as read_record, record_continues, write_if_changed,
+};
+pub use summary::{Fields, RunFigures, output_check_line, verdict, worst_check};
 use writer::{Write, Writer};
 
 use crate::ir::Graph;
 use crate::store::{self, Artifact, ArtifactKind, ContentHash, Object, Store, StoreError};
 use crate::target::Target;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -40,21 +43,6 @@ use std::time::Instant;
 /// The target of the driver's spans and events, which log filters and JSON logs name: the driver's
 /// module.
 pub const LOG_TARGET: &str = module_path!();
-
-/// `stages/<build>/<phase>.json`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StageRecord {
-    pub phase: String,
-    pub build: String,
-    pub workload: String,
-    pub output: ContentHash,
-    pub key: ContentHash,
-    pub inputs: BTreeMap<String, ContentHash>,
-    pub config: serde_json::Value,
-    pub target: String,
-    pub elapsed_ms: u64,
-    pub headline: serde_json::Value,
-}
 
 /// A build: a workload's graph, a target and every phase's config, over a store and a stages folder.
 pub struct Build<'a> {
@@ -74,20 +62,6 @@ pub struct BuildOutcome {
     /// Phases whose body ran (cache misses).
     pub ran: Vec<Phase>,
     pub package_path: Option<PathBuf>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RecordError {
-    #[error("no stage record {}", .path.display())]
-    Missing {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("stage record {} is damaged", .path.display())]
-    Damaged {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +95,18 @@ pub enum BuildError {
         recorded_workload: String,
         recorded_target: String,
         from: Phase,
+        before: Phase,
+        workload: String,
+    },
+    #[error(
+        "stage record {} names output {}, where the store's entry for its key names {}; run \
+         `ipu-codegen build {workload} --to {before}` first",
+        .path.display(), .recorded.short(), .stored.short()
+    )]
+    Disagrees {
+        path: PathBuf,
+        recorded: ContentHash,
+        stored: ContentHash,
         before: Phase,
         workload: String,
     },
@@ -188,52 +174,16 @@ pub fn action_key(
     )
 }
 
-/// The staleness rule: a stage record continues a build when it was made for the same workload and
-/// target, from exactly the outputs the build has recorded (or imported) before it.
-pub fn record_continues(
-    record: &StageRecord,
-    workload: &str,
-    target: &str,
-    inputs: &[ArtifactKind],
-    outputs: &BTreeMap<ArtifactKind, ContentHash>,
-) -> bool {
-    record.workload == workload
-        && record.target == target
-        && inputs
-            .iter()
-            .all(|k| record.inputs.get(k.name()) == outputs.get(k))
+/// Every damaged stage record under `stages` and every file or folder there that could not be read;
+/// how many records it read.
+pub fn verify_records(stages: &Path) -> (u64, Vec<store::Damage>, Vec<store::Damage>) {
+    let names: Vec<&str> = PIPELINE.iter().map(|p| p.name()).collect();
+    records::verify(stages, &names)
 }
 
 /// The phase that writes `kind` (none for the imported graph).
 pub fn producer(kind: ArtifactKind) -> Option<Phase> {
     PIPELINE.into_iter().find(|p| p.output() == kind)
-}
-
-/// Writes `bytes` to `path` through a temp file and a rename, unless the file holds them already;
-/// whether it wrote.
-pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, BuildError> {
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
-        return Ok(false);
-    }
-    let dir = path.parent().expect("stage paths have a parent");
-    std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, bytes).map_err(|source| BuildError::Write {
-        path: tmp.clone(),
-        source,
-    })?;
-    std::fs::rename(&tmp, path).map_err(|source| BuildError::Write {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    Ok(true)
 }
 
 impl Build<'_> {
@@ -247,12 +197,7 @@ impl Build<'_> {
     }
 
     pub fn read_record(&self, phase: Phase) -> Result<StageRecord, RecordError> {
-        let path = self.record_path(phase);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(source) => return Err(RecordError::Missing { path, source }),
-        };
-        serde_json::from_str(&text).map_err(|source| RecordError::Damaged { path, source })
+        records::read(&self.record_path(phase))
     }
 
     fn target_hash(&self) -> ContentHash {
@@ -271,6 +216,7 @@ impl Build<'_> {
         {
             return Err(BuildError::BuildName(name.clone()));
         }
+        records::remove_dead_temps(&self.dir());
         std::thread::scope(|scope| {
             let writer = Writer::spawn(scope, self.store);
             let outcome = self.run_phases(from, to, &writer);
@@ -327,17 +273,18 @@ impl Build<'_> {
                 })
                 .collect::<Result<_, _>>()?;
             let key = action_key(spec, &self.configs, &target_hash, &inputs);
-            let cached = match self.store.lookup(&key)? {
-                Some(out) if self.store.get(&out)?.is_some() => Some(out),
-                _ => None,
-            };
+            let cached = self.store.lookup(&key, phase.expect())?;
             let (output, fresh) = match cached {
                 Some(out) => (out, None),
                 None => {
                     let object = self.run_phase(phase, &outputs, &decoded)?;
                     let output = object.hash();
                     writer.push(Write::Object(object.clone()));
-                    writer.push(Write::Action { key, output });
+                    writer.push(Write::Action {
+                        key,
+                        expect: phase.expect(),
+                        output,
+                    });
                     ran.push(phase);
                     (output, Some(object))
                 }
@@ -355,31 +302,31 @@ impl Build<'_> {
                 success = true,
                 "package build phase finished"
             );
-            let previous = self.read_record(phase).ok();
-            if previous
-                .as_ref()
-                .is_none_or(|r| r.output != output || r.key != key)
-            {
+            let mut record = StageRecord {
+                phase: phase.name().to_string(),
+                build: self.build.clone(),
+                workload: self.graph.workload.clone(),
+                output,
+                key,
+                inputs: spec
+                    .inputs
+                    .iter()
+                    .zip(&inputs)
+                    .map(|(k, h)| (k.name().to_string(), *h))
+                    .collect(),
+                config: self.configs.json(phase.name()),
+                target: self.target.name.clone(),
+                elapsed_ms,
+                headline: serde_json::Value::Null,
+                check: ContentHash([0; 32]),
+            };
+            let kept = self
+                .read_record(phase)
+                .is_ok_and(|previous| previous.same_identity(&record));
+            if !kept {
                 let view = self.view(phase, &outputs, &decoded);
-                let headline = (spec.headline)(&view).map_err(BuildError::Phase)?;
-                let record = StageRecord {
-                    phase: phase.name().to_string(),
-                    build: self.build.clone(),
-                    workload: self.graph.workload.clone(),
-                    output,
-                    key,
-                    inputs: spec
-                        .inputs
-                        .iter()
-                        .zip(&inputs)
-                        .map(|(k, h)| (k.name().to_string(), *h))
-                        .collect(),
-                    config: self.configs.json(phase.name()),
-                    target: self.target.name.clone(),
-                    elapsed_ms,
-                    headline,
-                };
-                let bytes = serde_json::to_vec_pretty(&record).expect("records serialise");
+                record.headline = (spec.headline)(&view).map_err(BuildError::Phase)?;
+                let bytes = record.checked().to_bytes();
                 let path = self.record_path(phase);
                 writer.push(Write::Record { path, bytes });
             }
@@ -436,6 +383,17 @@ impl Build<'_> {
                 recorded_workload: record.workload,
                 recorded_target: record.target,
                 from,
+                before,
+                workload: self.source.clone(),
+            });
+        }
+        if let Some(stored) = self.store.lookup(&record.key, phase.expect())?
+            && stored != record.output
+        {
+            return Err(BuildError::Disagrees {
+                path: self.record_path(phase),
+                recorded: record.output,
+                stored,
                 before,
                 workload: self.source.clone(),
             });

@@ -27,7 +27,7 @@ use crate::stages::plan_exchange_storage::{
     self, PlanExchangeStorageConfig, plan_exchange_storage,
 };
 use crate::stages::select_finalist::{self, MappingChoice, SelectFinalistConfig, select_finalist};
-use crate::store::{self, Artifact, ArtifactKind, ContentHash, Store};
+use crate::store::{self, Artifact, ArtifactKind, ContentHash, Expect, Store};
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
@@ -304,6 +304,9 @@ pub static PHASES: [PhaseSpec; 7] = [
     },
 ];
 
+/// The action of the schedule cache's entries: a phase pattern's key -> its schedule.
+const SCHEDULE_ACTION: &str = "schedule";
+
 /// `lower_exchanges` with the schedules of earlier builds: each phase pattern's stored schedule, by
 /// pattern key, goes in; each schedule comes out stored under its pattern's key.
 fn run_lower_exchanges(
@@ -315,7 +318,7 @@ fn run_lower_exchanges(
     let s = a.store();
     let mut known = BTreeMap::new();
     for key in pattern_keys(&sel, t, &c.lower_exchanges) {
-        if let Some(hash) = s.lookup(&key)?
+        if let Some(hash) = s.lookup(&key, Expect::of::<Schedule>(SCHEDULE_ACTION))?
             && let Some(bytes) = s.get(&hash)?
             && let Ok(schedule) = store::decode::<Schedule>(&bytes, &hash)
         {
@@ -325,7 +328,11 @@ fn run_lower_exchanges(
     let exchanges = lower_exchanges(&sel, &xs, t, &c.lower_exchanges, &known)?;
     for phase in &exchanges.phases {
         let hash = s.put(&store::encode(&phase.schedule))?;
-        s.record(&phase.pattern, &hash)?;
+        s.record(
+            &phase.pattern,
+            Expect::of::<Schedule>(SCHEDULE_ACTION),
+            &hash,
+        )?;
     }
     Ok(Output::of(exchanges))
 }
@@ -417,6 +424,16 @@ impl Phase {
 
     pub fn output(self) -> ArtifactKind {
         self.spec().output
+    }
+
+    /// What the phase's action entries must name: an output of its kind and schema.
+    pub fn expect(self) -> Expect<'static> {
+        let spec = self.spec();
+        Expect {
+            action: spec.name,
+            kind: spec.output.name(),
+            schema: spec.schema,
+        }
     }
 
     /// One line for the phase's subcommand.

@@ -3,12 +3,53 @@
 //! Contract: every figure follows from the package, the execution profile and the numerical check
 //! alone (README, "Reading the run summary"): useful flops from the graph, device time at the target's
 //! clock, the peak-rate bound and efficiency over every tile of the target, active tiles as the tiles
-//! busy in any superstep. The lines are returned, never printed.
+//! busy in any superstep. The lines are returned as [`Fields`], never printed; a line's text and JSON
+//! forms hold the same fields.
 
 use crate::device::Execution;
 use crate::ir::{OpKind, Package};
 use crate::numerics::Check;
 use crate::target::PEAK_FLOP_PER_TILE_CYCLE;
+
+/// One summary line's fields, in order: `key=value` as text ([`Fields::line`]) or a JSON object
+/// ([`Fields::json`]) with the same keys, numbers as numbers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fields(pub Vec<(String, String)>);
+
+impl Fields {
+    pub fn new() -> Fields {
+        Fields::default()
+    }
+
+    /// Adds a field.
+    pub fn with(mut self, key: impl Into<String>, value: impl ToString) -> Fields {
+        self.0.push((key.into(), value.to_string()));
+        self
+    }
+
+    /// `key=value key=value`; a value with a space or a quote is quoted.
+    pub fn line(&self) -> String {
+        let field = |(k, v): &(String, String)| {
+            if v.contains([' ', '"']) || v.is_empty() {
+                format!("{k}={v:?}")
+            } else {
+                format!("{k}={v}")
+            }
+        };
+        self.0.iter().map(field).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The fields as a JSON object: a value that reads as a finite number is one.
+    pub fn json(&self) -> serde_json::Value {
+        let value = |v: &str| match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && !v.starts_with('+') => {
+                serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()))
+            }
+            _ => serde_json::Value::String(v.to_string()),
+        };
+        serde_json::Value::Object(self.0.iter().map(|(k, v)| (k.clone(), value(v))).collect())
+    }
+}
 
 /// The figures of one run of a package.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,16 +96,14 @@ impl RunFigures {
     }
 
     /// The attention's check line (`attentionNumericalChecks=…`); none for other graphs.
-    pub fn check_line(&self, check: &Check) -> Option<String> {
+    pub fn check_line(&self, check: &Check) -> Option<Fields> {
         self.attention.then(|| {
-            format!(
-                "attentionNumericalChecks={} maxError={:.6} rmsError={:.6} tolerance={:.6} numericalTest={}",
-                check.checked,
-                check.maximum_absolute_error,
-                check.rms_error,
-                check.tolerance,
-                verdict(check.pass),
-            )
+            Fields::new()
+                .with("attentionNumericalChecks", check.checked)
+                .with("maxError", format!("{:.6}", check.maximum_absolute_error))
+                .with("rmsError", format!("{:.6}", check.rms_error))
+                .with("tolerance", format!("{:.6}", check.tolerance))
+                .with("numericalTest", verdict(check.pass))
         })
     }
 
@@ -76,59 +115,65 @@ impl RunFigures {
         execution: &Execution,
         check: &Check,
         seed: u64,
-    ) -> String {
+    ) -> Fields {
         let graph = &package.graph;
-        let params: Vec<String> = graph
-            .parameters
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        format!(
-            "workload={} {} activeTiles={} executionTiles={} inputBytes={} weightBytes={} cycles={} minimumTileCycles={} \
-             estimatedCycles={} peakBoundCycles={:.0} deviceMicroseconds={:.3} hostMicroseconds={:.3} {}={:.3} \
-             peakTflops={:.3} efficiencyPercent={:.2} maximumAbsoluteError={:.6} tolerance={:.6} numericalTest={}",
+        let mut fields = Fields::new().with(
+            "workload",
             if seed == 1 {
                 graph.workload.clone()
             } else {
                 format!("{}-s{seed}", graph.workload)
             },
-            params.join(" "),
-            self.active_tiles,
-            package.tiles.len(),
-            execution.input_bytes,
-            execution.weight_bytes,
-            execution.cycles,
-            execution.minimum_tile_cycles,
-            package.estimated_cycles,
-            self.peak_bound_cycles,
-            self.device_microseconds,
-            self.host_microseconds,
-            if self.attention {
-                "effectiveTflops"
-            } else {
-                "effectiveGemmTflops"
-            },
-            self.effective_tflops,
-            package.target.peak_tflops(),
-            self.efficiency_percent,
-            check.maximum_absolute_error,
-            check.tolerance,
-            verdict(check.pass),
-        )
+        );
+        for (k, v) in &graph.parameters {
+            fields = fields.with(k.clone(), v);
+        }
+        fields
+            .with("activeTiles", self.active_tiles)
+            .with("executionTiles", package.tiles.len())
+            .with("inputBytes", execution.input_bytes)
+            .with("weightBytes", execution.weight_bytes)
+            .with("cycles", execution.cycles)
+            .with("minimumTileCycles", execution.minimum_tile_cycles)
+            .with("estimatedCycles", package.estimated_cycles)
+            .with("peakBoundCycles", format!("{:.0}", self.peak_bound_cycles))
+            .with(
+                "deviceMicroseconds",
+                format!("{:.3}", self.device_microseconds),
+            )
+            .with("hostMicroseconds", format!("{:.3}", self.host_microseconds))
+            .with(
+                if self.attention {
+                    "effectiveTflops"
+                } else {
+                    "effectiveGemmTflops"
+                },
+                format!("{:.3}", self.effective_tflops),
+            )
+            .with("peakTflops", format!("{:.3}", package.target.peak_tflops()))
+            .with(
+                "efficiencyPercent",
+                format!("{:.2}", self.efficiency_percent),
+            )
+            .with(
+                "maximumAbsoluteError",
+                format!("{:.6}", check.maximum_absolute_error),
+            )
+            .with("tolerance", format!("{:.6}", check.tolerance))
+            .with("numericalTest", verdict(check.pass))
     }
 }
 
 /// The check line of one output of several: `outputCheck=NAME checked=… maxError=… rmsError=…
 /// tolerance=… numericalTest=…`.
-pub fn output_check_line(name: &str, check: &Check) -> String {
-    format!(
-        "outputCheck={name} checked={} maxError={:.6} rmsError={:.6} tolerance={:.6} numericalTest={}",
-        check.checked,
-        check.maximum_absolute_error,
-        check.rms_error,
-        check.tolerance,
-        verdict(check.pass),
-    )
+pub fn output_check_line(name: &str, check: &Check) -> Fields {
+    Fields::new()
+        .with("outputCheck", name)
+        .with("checked", check.checked)
+        .with("maxError", format!("{:.6}", check.maximum_absolute_error))
+        .with("rmsError", format!("{:.6}", check.rms_error))
+        .with("tolerance", format!("{:.6}", check.tolerance))
+        .with("numericalTest", verdict(check.pass))
 }
 
 /// The checks of several outputs as one, for the summary line: the failing check (or, when all pass,

@@ -165,6 +165,43 @@ fn record(workload: &str, target: &str, inputs: &[(&str, ContentHash)]) -> Stage
         target: target.to_string(),
         elapsed_ms: 0,
         headline: serde_json::Value::Null,
+        check: ContentHash([0; 32]),
+    }
+    .checked()
+}
+
+#[test]
+fn a_record_is_read_only_when_its_check_matches_every_field() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("select_finalist.json");
+    let mut r = record("w", "mk2-1500", &[("mid", hash("m"))]);
+    r.headline = serde_json::json!({"estimated_cycles": 1234.5678901234567, "mapping": "tiles"});
+    let r = r.checked();
+    std::fs::write(&path, r.to_bytes()).expect("write");
+    assert_eq!(records::read(&path).expect("an intact record reads"), r);
+    // Every field, changed alone with the JSON kept valid, makes the record damaged.
+    let text = String::from_utf8(r.to_bytes()).expect("utf-8");
+    for (from, to) in [
+        ("\"workload\": \"w\"", "\"workload\": \"v\""),
+        ("\"target\": \"mk2-1500\"", "\"target\": \"gc200\""),
+        ("\"elapsed_ms\": 0", "\"elapsed_ms\": 1"),
+        ("1234.5678901234567", "1234.5678901234568"),
+        ("\"tiles\"", "\"pairs\""),
+    ] {
+        assert!(text.contains(from), "{from} in {text}");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write");
+        assert!(
+            matches!(records::read(&path), Err(RecordError::Damaged { .. })),
+            "{from} -> {to} was read"
+        );
+    }
+    for hex in [r.output.hex(), r.key.hex(), hash("m").hex(), r.check.hex()] {
+        let flipped = hex.replacen(&hex[..1], if &hex[..1] == "0" { "1" } else { "0" }, 1);
+        std::fs::write(&path, text.replacen(&hex, &flipped, 1)).expect("write");
+        assert!(
+            matches!(records::read(&path), Err(RecordError::Damaged { .. })),
+            "a flip in {hex} was read"
+        );
     }
 }
 
@@ -205,8 +242,8 @@ impl Small {
     fn new() -> Small {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Store::open(&dir.path().join("cache")).expect("store");
-        let text = WorkloadSpec::preset("siglip-mlp-small").expect("preset");
-        let spec = WorkloadSpec::parse(text, "preset").expect("spec");
+        let text = crate::workload::preset_text("siglip-mlp-small").expect("preset");
+        let spec = WorkloadSpec::parse(&text, "preset").expect("spec");
         Small {
             stages: dir.path().join("stages"),
             _dir: dir,
@@ -389,7 +426,13 @@ fn the_run_figures_follow_from_the_profile() {
     let peak = execution.cycles as f64 * tiles as f64 * 128.0;
     assert!((f.efficiency_percent - f.flops / peak * 100.0).abs() < 1e-9);
     assert!(f.peak_bound_cycles <= execution.cycles as f64);
-    let line = f.summary_line(&package, &execution, &check, 7);
+    let fields = f.summary_line(&package, &execution, &check, 7);
+    let line = fields.line();
+    // The JSON form holds the same fields, numbers as numbers.
+    let json = fields.json();
+    assert_eq!(json["activeTiles"], serde_json::json!(f.active_tiles));
+    assert_eq!(json["numericalTest"], "PASS");
+    assert_eq!(json.as_object().map(|o| o.len()), Some(fields.0.len()));
     assert!(
         line.contains(&format!(" activeTiles={} ", f.active_tiles)),
         "{line}"
@@ -429,6 +472,7 @@ fn a_failed_background_write_fails_the_build_and_stops_the_writes_after_it() {
     let kinds: Vec<String> = small
         .store
         .list()
+        .0
         .into_iter()
         .map(|(_, _, kind)| kind)
         .collect();

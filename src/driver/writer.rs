@@ -10,7 +10,7 @@
 
 use super::{BuildError, LOG_TARGET, write_if_changed};
 use crate::ir::write_ipuexe;
-use crate::store::{ContentHash, Object, Store};
+use crate::store::{ContentHash, Expect, Object, Store};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
@@ -19,9 +19,10 @@ use std::thread::{Scope, ScopedJoinHandle};
 pub(super) enum Write {
     /// An artifact into the store.
     Object(Object),
-    /// An action entry: `key` -> `output`.
+    /// An action entry: `key` -> `output`, an output `expect` describes.
     Action {
         key: ContentHash,
+        expect: Expect<'static>,
         output: ContentHash,
     },
     /// A stage record, unless the file holds these bytes already.
@@ -82,7 +83,11 @@ impl<'scope> Writer<'scope> {
 fn perform(store: &Store, write: Write) -> Result<(), BuildError> {
     match write {
         Write::Object(object) => store.put_object(&object)?,
-        Write::Action { key, output } => store.record(&key, &output)?,
+        Write::Action {
+            key,
+            expect,
+            output,
+        } => store.record(&key, expect, &output)?,
         Write::Record { path, bytes } => {
             write_if_changed(&path, &bytes)?;
         }

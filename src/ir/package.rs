@@ -75,22 +75,30 @@ pub enum IpuexeError {
     Truncated,
     #[error("application package is damaged: its body does not match the hash in its header")]
     Hash,
+    #[error(
+        "application package is damaged: the compiler version in its header is not the one in its body"
+    )]
+    Version,
     #[error("application package: {0}")]
     Decode(#[from] crate::store::StoreError),
 }
 
-/// A `model.ipuexe` whose header checks: the compiler version that wrote it, the blake3 of its body
-/// (which names the package) and the body.
+/// A `model.ipuexe` whose header checks: the blake3 of its body (which names the package), the body,
+/// and the compiler version the header names.
 pub struct Ipuexe<'a> {
-    pub compiler_version: String,
     pub body_hash: ContentHash,
     pub body: &'a [u8],
+    version: &'a [u8],
 }
 
 impl Ipuexe<'_> {
-    /// The package the body holds.
+    /// The package the body holds, written by the compiler version the header names.
     pub fn package(&self) -> Result<Package, IpuexeError> {
-        Ok(crate::store::decode::<Package>(self.body, &self.body_hash)?)
+        let package = crate::store::decode::<Package>(self.body, &self.body_hash)?;
+        if self.version != package.compiler_version.as_bytes() {
+            return Err(IpuexeError::Version);
+        }
+        Ok(package)
     }
 }
 
@@ -111,17 +119,16 @@ pub fn open_ipuexe(bytes: &[u8]) -> Result<Ipuexe<'_>, IpuexeError> {
         return Err(IpuexeError::Hash);
     }
     Ok(Ipuexe {
-        compiler_version: String::from_utf8_lossy(version).into_owned(),
         body_hash,
         body,
+        version,
     })
 }
 
 /// The compiler version and package of a `model.ipuexe`.
 pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
-    let file = open_ipuexe(bytes)?;
-    let package = file.package()?;
-    Ok((file.compiler_version, package))
+    let package = open_ipuexe(bytes)?.package()?;
+    Ok((package.compiler_version.clone(), package))
 }
 
 /// One named tensor a run takes or gives: a graph value with role input, weight or output, in the

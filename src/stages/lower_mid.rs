@@ -153,6 +153,17 @@ pub enum LowerMidError {
         advice: &'static str,
     },
     #[error(
+        "the weights need {weight_bytes} bytes: {per_tile} bytes on each of the {tiles} tiles with \
+         room for uneven pieces, before any operator's working memory, where a tile has {capacity}; \
+         use fewer blocks or layers or smaller dimensions"
+    )]
+    WeightsDoNotFit {
+        weight_bytes: u64,
+        tiles: u32,
+        per_tile: u64,
+        capacity: u64,
+    },
+    #[error(
         "{name}: no partition fits the target's {tiles} tiles (more batch-and-head groups than tiles)"
     )]
     NoPartition { name: String, tiles: u32 },
@@ -211,6 +222,15 @@ pub fn shortlists(
         .sum();
     // Weights' home pieces, spread over the tiles, with room for uneven pieces.
     let homes = 2 * weight_bytes.div_ceil(u64::from(target.tiles)) + 1024;
+    let capacity = u64::from(target.memory_end - target.memory_base);
+    if homes + CODE_RESERVE_BYTES > capacity {
+        return Err(LowerMidError::WeightsDoNotFit {
+            weight_bytes,
+            tiles: target.tiles,
+            per_tile: homes,
+            capacity,
+        });
+    }
     let mut shortlists = Vec::new();
     for op in &operators {
         let all: Vec<Candidate> = match op {
@@ -276,8 +296,13 @@ fn does_not_fit(op: &Operator, too_big: Vec<Candidate>, target: &Target) -> Lowe
         ),
     };
     let advice = match op {
-        Operator::MatMul(_) | Operator::LayerNorm(_) => "use fewer tokens or a smaller dimension",
-        Operator::Attention(_) => "use shorter queries or keys or a smaller head dimension",
+        Operator::MatMul(_) => {
+            "use fewer rows (--batch, --tokens) or smaller matmul dimensions (--dimension, --hidden)"
+        }
+        Operator::LayerNorm(_) => "use fewer rows (--batch, --tokens) or a smaller --dimension",
+        Operator::Attention(_) => {
+            "use shorter queries or keys (--tokens, --key-tokens) or a smaller --head-dim"
+        }
     };
     LowerMidError::DoesNotFit {
         name: op.name().to_string(),

@@ -61,7 +61,7 @@ pub enum PlaceStorageError {
     Mismatch(#[from] crate::lowering::Mismatch),
     #[error(
         "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {live} bytes are live at {step} with code, \
-         {over} bytes over the tile's {capacity} bytes; use fewer tokens or a smaller dimension"
+         {over} bytes over the tile's {capacity} bytes; use fewer rows (--batch, --tokens) or smaller dimensions (--dimension, --hidden, --head-dim)"
     )]
     DoesNotFit {
         tile: TileId,

@@ -314,13 +314,11 @@ mod more_tests {
     use crate::ir::ValueRole;
 
     fn graph() -> Graph {
-        let mut g = crate::workload::WorkloadSpec::parse(
-            crate::workload::WorkloadSpec::preset("siglip-mlp-small").unwrap(),
-            "p",
-        )
-        .unwrap()
-        .import()
-        .unwrap();
+        let text = crate::workload::preset_text("siglip-mlp-small").unwrap();
+        let mut g = crate::workload::WorkloadSpec::parse(&text, "p")
+            .unwrap()
+            .import()
+            .unwrap();
         g.values[0].dtype = DType::I64;
         g
     }

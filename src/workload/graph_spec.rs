@@ -251,7 +251,7 @@ impl GraphSpec {
             message,
         };
         let file: GraphFile =
-            toml::from_str(text).map_err(|e| error(e.to_string().trim_end().replace('\n', " ")))?;
+            toml::from_str(text).map_err(|e| error(e.to_string().trim_end().to_string()))?;
         let graph = build(&file).map_err(error)?;
         let folder = Path::new(origin)
             .parent()

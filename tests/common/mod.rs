@@ -194,6 +194,23 @@ pub fn corruption_fails_the_check(workload: &str, id: &str, seed: u64) {
     );
 }
 
+/// A deterministic generator (xorshift64*), so every random trial reproduces from its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
 pub const SMALL: &str = "siglip-mlp-small";
 pub const SMALL_ATTENTION: &str = "attention-flash-small";
 pub const SMALL_ATTENTION_ID: &str = "attention-flash-f16-b1-t37-h2-d24-k45-pf32";

@@ -43,8 +43,9 @@ pub fn build(workload: &str) -> Built {
 
 /// Builds preset `workload` through every phase with configs `c`, with no stored schedules to reuse.
 pub fn build_with(workload: &str, c: &PhaseConfigs) -> Built {
-    let text = WorkloadSpec::preset(workload).unwrap_or_else(|| panic!("no preset {workload}"));
-    let spec = WorkloadSpec::parse(text, &format!("preset {workload}")).expect("preset parses");
+    let text = ipu_codegen::workload::preset_text(workload)
+        .unwrap_or_else(|| panic!("no preset {workload}"));
+    let spec = WorkloadSpec::parse(&text, &format!("preset {workload}")).expect("preset parses");
     let graph = spec.import().expect("preset imports");
     let target = Target::preset(TARGET).expect("target preset");
     let mid = lower_mid::lower_mid(&graph, &target, &c.lower_mid).expect("lower_mid");

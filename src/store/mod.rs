@@ -2,12 +2,19 @@
 //!
 //! - `objects/<2 hex>/<64 hex>`: artifacts by the blake3 hash of their bytes. Every read re-hashes; a
 //!   mismatch (a damaged or truncated object) evicts the object and reads as a miss, with a warning.
-//! - `actions/<2 hex>/<64 hex>`: action key -> output content hash. An action key is blake3 in derive-key
-//!   mode over the phase, its schema version, the compiler version, the canonical config bytes, the target
-//!   hash and the content hashes of the inputs. Keys use input *content*, so a phase that reruns and
-//!   produces the same bytes stops the cascade.
-//! - Every write goes to a unique temp file in `tmp/` and is renamed into place, so readers never see a
-//!   partial file and two builds into one store both succeed.
+//! - `actions/<2 hex>/<64 hex>`: action entries ([`ActionEntry`]): an action key, what the action is
+//!   (a phase or a schedule), the kind and schema of its output, the output's content hash and a check
+//!   over all of them. An action key is blake3 in derive-key mode over the phase, its schema version,
+//!   the compiler version, the canonical config bytes, the target hash and the content hashes of the
+//!   inputs. Keys use input *content*, so a phase that reruns and produces the same bytes stops the
+//!   cascade. A lookup takes an entry only when it is intact, filed under its own key, made for the
+//!   action and kind asked for, and names an intact object of that kind and schema; any other entry is
+//!   evicted with a warning and reads as a miss.
+//! - `tmp/`: every write goes to a unique temp file there and is renamed into place, so readers never
+//!   see a partial file and two builds into one store both succeed.
+//! - `lock`: every [`Store`] holds a shared lock on it while it is open; maintenance that removes
+//!   files ([`Store::open_exclusive`]: gc, repair) holds it exclusively, so it never removes what a
+//!   running build wrote or is about to read, and every temp file it finds belongs to no live writer.
 //!
 //! Objects are MessagePack: an [`ArtifactHeader`] first, then the body.
 
@@ -18,10 +25,13 @@ use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 /// Derive-key context: names the project and the store layout version.
-const KEY_CONTEXT: &str = "ipu-codegen store v1 action key";
+const KEY_CONTEXT: &str = "ipu-codegen store v2 action key";
+
+/// Derive-key context of an action entry's check.
+const ENTRY_CONTEXT: &str = "ipu-codegen store v2 action entry";
 
 /// A blake3 content hash, printed and serialised as 64 hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -34,8 +44,9 @@ impl ContentHash {
     pub fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
+    /// 64 lowercase hex digits, the only spelling a hash has.
     pub fn parse(hex: &str) -> Option<ContentHash> {
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return None;
         }
         let mut out = [0u8; 32];
@@ -99,7 +110,7 @@ pub trait Artifact: Serialize + DeserializeOwned {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("store {path}: {source}")]
+    #[error("store {}", .path.display())]
     Io {
         path: PathBuf,
         source: std::io::Error,
@@ -178,8 +189,100 @@ pub fn action_key(
     ContentHash(*h.finalize().as_bytes())
 }
 
-pub struct Store {
-    root: PathBuf,
+/// The header of stored bytes, when they have one.
+pub fn header(bytes: &[u8]) -> Option<ArtifactHeader> {
+    rmp_serde::from_slice::<(ArtifactHeader, serde::de::IgnoredAny)>(bytes)
+        .ok()
+        .map(|(h, _)| h)
+}
+
+/// What an action's output must be: the action (a phase's name, or `schedule`), and the kind and
+/// schema of the artifact it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expect<'a> {
+    pub action: &'a str,
+    pub kind: &'a str,
+    pub schema: u32,
+}
+
+impl<'a> Expect<'a> {
+    /// An action whose output is an `A`.
+    pub fn of<A: Artifact>(action: &'a str) -> Expect<'a> {
+        Expect {
+            action,
+            kind: A::KIND,
+            schema: A::SCHEMA,
+        }
+    }
+}
+
+/// An action entry as stored: one line of JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionEntry {
+    pub key: ContentHash,
+    pub action: String,
+    pub kind: String,
+    pub schema: u32,
+    pub output: ContentHash,
+    pub check: ContentHash,
+}
+
+impl ActionEntry {
+    pub fn new(key: &ContentHash, expect: Expect, output: &ContentHash) -> ActionEntry {
+        let mut entry = ActionEntry {
+            key: *key,
+            action: expect.action.to_string(),
+            kind: expect.kind.to_string(),
+            schema: expect.schema,
+            output: *output,
+            check: ContentHash([0; 32]),
+        };
+        entry.check = entry.sum();
+        entry
+    }
+
+    fn sum(&self) -> ContentHash {
+        let mut h = blake3::Hasher::new_derive_key(ENTRY_CONTEXT);
+        for field in [
+            &self.key.0[..],
+            self.action.as_bytes(),
+            self.kind.as_bytes(),
+            &self.schema.to_le_bytes(),
+            &self.output.0,
+        ] {
+            h.update(&(field.len() as u64).to_le_bytes());
+            h.update(field);
+        }
+        ContentHash(*h.finalize().as_bytes())
+    }
+
+    /// Parses an entry file found under `key`; why it cannot be used, if it cannot.
+    pub fn parse(bytes: &[u8], key: &ContentHash) -> Result<ActionEntry, String> {
+        let entry: ActionEntry =
+            serde_json::from_slice(bytes).map_err(|e| format!("not an action entry: {e}"))?;
+        if entry.check != entry.sum() {
+            return Err("its check does not match its fields".to_string());
+        }
+        if entry.key != *key {
+            return Err(format!(
+                "it is the entry of key {}, filed under another key",
+                entry.key.short()
+            ));
+        }
+        Ok(entry)
+    }
+
+    /// Why this entry does not answer `expect`, if it does not.
+    fn mismatch(&self, expect: Expect) -> Option<String> {
+        (self.action != expect.action || self.kind != expect.kind || self.schema != expect.schema)
+            .then(|| {
+                format!(
+                    "it names a {} schema {} output of {}, where {} schema {} of {} was asked for",
+                    self.kind, self.schema, self.action, expect.kind, expect.schema, expect.action
+                )
+            })
+    }
 }
 
 /// Bytes with their content hash, hashed once: what [`Store::put_object`] writes, shareable between
@@ -212,28 +315,64 @@ fn touch(path: &Path) {
     }
 }
 
-/// Temp files younger than this may belong to a running build; gc leaves them.
-const TEMP_GRACE: Duration = Duration::from_secs(3600);
-
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// What `cache stats` and `cache verify` report.
-#[derive(Clone, Debug, Default)]
-pub struct StoreStats {
-    pub objects: u64,
-    pub object_bytes: u64,
-    pub actions: u64,
-    pub damaged: Vec<String>,
+/// An open store: its folders, and the lock on them that this value holds until it is dropped.
+pub struct Store {
+    root: PathBuf,
+    _lock: fs::File,
 }
 
 impl Store {
+    /// Opens (creating) the store at `root`, sharing its lock with other builds. Waits while an
+    /// exclusive holder (gc, repair) works.
     pub fn open(root: &Path) -> Result<Store, StoreError> {
+        Store::open_locked(root, false)
+    }
+
+    /// Opens the store alone: waits until no other process has it open.
+    pub fn open_exclusive(root: &Path) -> Result<Store, StoreError> {
+        Store::open_locked(root, true)
+    }
+
+    fn open_locked(root: &Path, exclusive: bool) -> Result<Store, StoreError> {
         for dir in ["objects", "actions", "tmp"] {
             let p = root.join(dir);
             fs::create_dir_all(&p).map_err(io_err(&p))?;
         }
+        let path = root.join("lock");
+        let lock = fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        let tried = if exclusive {
+            lock.try_lock()
+        } else {
+            lock.try_lock_shared()
+        };
+        match tried {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                if exclusive {
+                    tracing::warn!(store = %root.display(), "waiting for the builds using the store to finish");
+                } else {
+                    tracing::warn!(store = %root.display(), "waiting for the store's maintenance to finish");
+                }
+                let waited = if exclusive {
+                    lock.lock()
+                } else {
+                    lock.lock_shared()
+                };
+                waited.map_err(io_err(&path))?;
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
+        }
         Ok(Store {
             root: root.to_path_buf(),
+            _lock: lock,
         })
     }
 
@@ -278,10 +417,19 @@ impl Store {
                 }
             }
         };
-        f.write_all(bytes).map_err(io_err(&tmp))?;
-        f.sync_data().map_err(io_err(&tmp))?;
+        let written = f
+            .write_all(bytes)
+            .and_then(|()| f.sync_data())
+            .map_err(io_err(&tmp));
         drop(f);
-        fs::rename(&tmp, path).map_err(io_err(path))
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+        fs::rename(&tmp, path).map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            io_err(path)(e)
+        })
     }
 
     /// Stores bytes under their content hash (no-op when present and intact).
@@ -326,107 +474,77 @@ impl Store {
         Ok(Some(bytes))
     }
 
-    /// The output recorded for an action key; a missing or damaged action is a miss.
-    pub fn lookup(&self, key: &ContentHash) -> Result<Option<ContentHash>, StoreError> {
+    /// The output recorded for an action key, when its entry is usable and names an intact object
+    /// of the kind and schema `expect` asks for. A missing output is a miss; an unusable entry is
+    /// evicted, with a warning, and is a miss.
+    pub fn lookup(
+        &self,
+        key: &ContentHash,
+        expect: Expect,
+    ) -> Result<Option<ContentHash>, StoreError> {
         let path = self.action_path(key);
-        match fs::read(&path) {
-            Ok(bytes) => {
-                let hash = std::str::from_utf8(&bytes)
-                    .ok()
-                    .and_then(|s| ContentHash::parse(s.trim()));
-                if hash.is_some() {
-                    touch(&path);
-                }
-                Ok(hash)
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::Io { path, source: e }),
+        };
+        let entry = match ActionEntry::parse(&bytes, key) {
+            Ok(entry) => entry,
+            Err(why) => return self.evict_entry(&path, key, &why),
+        };
+        if let Some(why) = entry.mismatch(expect) {
+            return self.evict_entry(&path, key, &why);
+        }
+        let Some(object) = self.get(&entry.output)? else {
+            return Ok(None);
+        };
+        match header(&object) {
+            Some(h) if h.kind == expect.kind && h.schema == expect.schema => {
+                touch(&path);
+                Ok(Some(entry.output))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::Io { path, source: e }),
+            found => {
+                let found = found.map_or("no artifact".to_string(), |h| {
+                    format!("{} schema {}", h.kind, h.schema)
+                });
+                self.evict_entry(
+                    &path,
+                    key,
+                    &format!(
+                        "it names object {}, which holds {found}",
+                        entry.output.short()
+                    ),
+                )
+            }
         }
     }
 
-    pub fn record(&self, key: &ContentHash, output: &ContentHash) -> Result<(), StoreError> {
-        self.write_atomic(&self.action_path(key), output.hex().as_bytes())
+    fn evict_entry(
+        &self,
+        path: &Path,
+        key: &ContentHash,
+        why: &str,
+    ) -> Result<Option<ContentHash>, StoreError> {
+        tracing::warn!(action = %key.short(), path = %path.display(), "evicted an unusable action entry ({why}); it will be recomputed");
+        let _ = fs::remove_file(path);
+        Ok(None)
     }
 
-    fn files(&self, dir: &str) -> impl Iterator<Item = walkdir::DirEntry> {
-        walkdir::WalkDir::new(self.root.join(dir))
-            .sort_by_file_name()
-            .into_iter()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_file())
-    }
-
-    /// Lists objects: (hash, bytes, kind).
-    pub fn list(&self) -> Vec<(String, u64, String)> {
-        self.files("objects")
-            .map(|e| {
-                let bytes = e.metadata().map(|m| m.len()).unwrap_or(0);
-                let kind = fs::read(e.path())
-                    .ok()
-                    .and_then(|b| {
-                        rmp_serde::from_slice::<(ArtifactHeader, serde::de::IgnoredAny)>(&b).ok()
-                    })
-                    .map(|(h, _)| format!("{} schema {}", h.kind, h.schema))
-                    .unwrap_or_else(|| "raw".to_string());
-                (e.file_name().to_string_lossy().into_owned(), bytes, kind)
-            })
-            .collect()
-    }
-
-    /// Counts objects and actions; with `verify`, re-hashes every object and evicts the damaged ones.
-    pub fn stats(&self, verify: bool) -> StoreStats {
-        let mut stats = StoreStats::default();
-        for e in self.files("objects") {
-            stats.objects += 1;
-            stats.object_bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
-            if verify {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(hash) = ContentHash::parse(&name) {
-                    if matches!(self.get(&hash), Ok(None) | Err(_)) {
-                        stats.damaged.push(name);
-                    }
-                } else {
-                    stats.damaged.push(name);
-                }
-            }
-        }
-        stats.actions = self.files("actions").count() as u64;
-        stats
-    }
-
-    /// Removes objects and actions not used for `max_age`, then the oldest until the store fits in
-    /// `max_bytes`. Returns (files removed, bytes removed).
-    pub fn gc(&self, max_age: Option<Duration>, max_bytes: Option<u64>) -> (u64, u64) {
-        let now = SystemTime::now();
-        let mut entries: Vec<(SystemTime, PathBuf, u64)> = ["objects", "actions", "tmp"]
-            .into_iter()
-            .flat_map(|d| self.files(d))
-            .filter_map(|e| {
-                let m = e.metadata().ok()?;
-                Some((m.modified().ok()?, e.path().to_path_buf(), m.len()))
-            })
-            .collect();
-        entries.sort();
-        let mut total: u64 = entries.iter().map(|e| e.2).sum();
-        let (mut removed, mut removed_bytes) = (0, 0);
-        for (mtime, path, len) in entries {
-            let young_temp = path.starts_with(self.root.join("tmp"))
-                && now.duration_since(mtime).unwrap_or_default() < TEMP_GRACE;
-            if young_temp {
-                continue;
-            }
-            let too_old =
-                max_age.is_some_and(|age| now.duration_since(mtime).unwrap_or_default() > age);
-            let too_big = max_bytes.is_some_and(|limit| total > limit);
-            if (too_old || too_big) && fs::remove_file(&path).is_ok() {
-                removed += 1;
-                removed_bytes += len;
-                total -= len;
-            }
-        }
-        (removed, removed_bytes)
+    /// Records `output` as the result of action `key`.
+    pub fn record(
+        &self,
+        key: &ContentHash,
+        expect: Expect,
+        output: &ContentHash,
+    ) -> Result<(), StoreError> {
+        let entry = ActionEntry::new(key, expect, output);
+        let bytes = serde_json::to_vec(&entry).expect("entries serialise");
+        self.write_atomic(&self.action_path(key), &bytes)
     }
 }
+
+mod maintain;
+pub use maintain::{Damage, Gc, Health};
 
 /// An artifact a phase reads or writes, named by its store kind (`mid`, `selected`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

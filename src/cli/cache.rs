@@ -1,0 +1,129 @@
+//! `ipu-codegen cache`: list, count, verify, repair and collect the store.
+//!
+//! Contract: `verify` reads only and exits non-zero on any damage or unreadable file; `--repair` and
+//! `gc` open the store alone (waiting for running builds) and remove files. Every figure goes to
+//! stdout as `key=value`, every damaged or unreadable file on a line of its own.
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use ipu_codegen::driver::verify_records;
+use ipu_codegen::store::{Damage, Store};
+use std::path::Path;
+
+#[derive(Subcommand, Debug)]
+pub enum CacheAction {
+    /// List objects with their kind and size.
+    Ls,
+    /// Count objects, bytes, action entries and temp files.
+    Stats,
+    /// Re-hash every object and check every action entry and every stage record under --stages;
+    /// exits non-zero on any damage or unreadable file.
+    Verify {
+        /// Remove what is damaged (waits for running builds); the next build recomputes it.
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Remove the temp files of writes that never finished, then objects and action entries by age
+    /// and total size (waits for running builds). Without an option it removes temp files only.
+    Gc {
+        /// Remove what no build has used for this many days.
+        #[arg(long, value_name = "DAYS")]
+        max_age_days: Option<u64>,
+        /// Then remove the least recently used until the store holds at most this many bytes.
+        #[arg(long, value_name = "BYTES")]
+        max_bytes: Option<u64>,
+    },
+}
+
+fn print_all(label: &str, list: &[Damage]) {
+    for d in list {
+        println!("{label} {}: {}", d.path.display(), d.what);
+    }
+}
+
+fn refuse_unreadable(unreadable: &[Damage]) -> Result<()> {
+    print_all("unreadable", unreadable);
+    if !unreadable.is_empty() {
+        bail!(
+            "{} files or folders of the store could not be read",
+            unreadable.len()
+        );
+    }
+    Ok(())
+}
+
+pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
+    match action {
+        CacheAction::Ls => {
+            let store = Store::open(root)?;
+            let (objects, unreadable) = store.list();
+            for (hash, bytes, kind) in objects {
+                println!("{hash} {bytes:>10} {kind}");
+            }
+            refuse_unreadable(&unreadable)
+        }
+        CacheAction::Stats => {
+            let s = Store::open(root)?.stats();
+            println!(
+                "objects={} bytes={} actions={} tempFiles={} tempBytes={} unreadable={}",
+                s.objects,
+                s.object_bytes,
+                s.actions,
+                s.temp_files,
+                s.temp_bytes,
+                s.unreadable.len()
+            );
+            refuse_unreadable(&s.unreadable)
+        }
+        CacheAction::Verify { repair } => {
+            let store = if repair {
+                Store::open_exclusive(root)?
+            } else {
+                Store::open(root)?
+            };
+            let s = store.verify();
+            let (records, damaged_records, unreadable_records) = verify_records(stages);
+            let mut damaged = s.damaged;
+            damaged.extend(damaged_records);
+            let mut unreadable = s.unreadable;
+            unreadable.extend(unreadable_records);
+            println!(
+                "objects={} actions={} records={records} damaged={} unreadable={}",
+                s.objects,
+                s.actions,
+                damaged.len(),
+                unreadable.len()
+            );
+            print_all("damaged", &damaged);
+            if repair {
+                let removed = store.repair(&damaged)?;
+                println!("removed={removed}");
+            }
+            refuse_unreadable(&unreadable)?;
+            if !repair && !damaged.is_empty() {
+                bail!(
+                    "{} damaged files; `ipu-codegen cache verify --repair` removes them and the next \
+                     build recomputes them",
+                    damaged.len()
+                );
+            }
+            Ok(())
+        }
+        CacheAction::Gc {
+            max_age_days,
+            max_bytes,
+        } => {
+            let store = Store::open_exclusive(root)?;
+            let age =
+                max_age_days.map(|d| std::time::Duration::from_secs(d.saturating_mul(86_400)));
+            let gc = store.gc(age, max_bytes);
+            println!("removed {} files, {} bytes", gc.files, gc.bytes);
+            if age.is_none() && max_bytes.is_none() {
+                println!(
+                    "(temp files only: --max-age-days and --max-bytes choose objects and actions to remove)"
+                );
+            }
+            refuse_unreadable(&gc.unreadable)
+        }
+    }
+}

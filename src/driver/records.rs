@@ -1,0 +1,245 @@
+//! Stage records, `stages/<build>/<phase>.json`: what a phase of a build made, from what, with which
+//! config, with a check over all of it.
+//!
+//! Contract: a record is read only when it parses and its check matches its fields ([`read`]); any
+//! other record is damaged. A build rewrites a record whenever its identity (phase, build, workload,
+//! output, key, inputs, config, target) differs from what the build computed, or it is damaged.
+//! [`verify`] finds every damaged record under a stages folder. Files are written through a temp
+//! file and a rename ([`write_if_changed`]); temp files of writers that died are removed by the next
+//! build of their folder.
+
+use crate::store::{ArtifactKind, ContentHash, Damage};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Derive-key context of a record's check.
+const CHECK_CONTEXT: &str = "ipu-codegen stage record v1";
+
+/// `stages/<build>/<phase>.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageRecord {
+    pub phase: String,
+    pub build: String,
+    pub workload: String,
+    pub output: ContentHash,
+    pub key: ContentHash,
+    pub inputs: BTreeMap<String, ContentHash>,
+    pub config: serde_json::Value,
+    pub target: String,
+    pub elapsed_ms: u64,
+    pub headline: serde_json::Value,
+    /// blake3 over every other field, so that an edited or damaged record is never read.
+    pub check: ContentHash,
+}
+
+impl StageRecord {
+    /// The check over every field but `check`.
+    fn sum(&self) -> ContentHash {
+        let mut fields = self.clone();
+        fields.check = ContentHash([0; 32]);
+        let bytes = serde_json::to_vec(&fields).expect("records serialise");
+        ContentHash(blake3::derive_key(CHECK_CONTEXT, &bytes))
+    }
+
+    /// The record with its check filled in.
+    pub fn checked(mut self) -> StageRecord {
+        self.check = self.sum();
+        self
+    }
+
+    /// The file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).expect("records serialise")
+    }
+
+    /// Whether this record says what `other` says, its time and headline aside.
+    pub fn same_identity(&self, other: &StageRecord) -> bool {
+        self.phase == other.phase
+            && self.build == other.build
+            && self.workload == other.workload
+            && self.output == other.output
+            && self.key == other.key
+            && self.inputs == other.inputs
+            && self.config == other.config
+            && self.target == other.target
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("no stage record {}", .path.display())]
+    Missing {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("stage record {} is damaged: {why}", .path.display())]
+    Damaged { path: PathBuf, why: String },
+}
+
+/// Reads a record, refusing one that does not parse or whose check does not match.
+pub fn read(path: &Path) -> Result<StageRecord, RecordError> {
+    let bytes = match crate::files::read(path, "stage record", RECORD_LIMIT) {
+        Ok(bytes) => bytes,
+        Err(crate::files::FileError::Io { source, .. }) => {
+            return Err(RecordError::Missing {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+        Err(e) => {
+            return Err(RecordError::Damaged {
+                path: path.to_path_buf(),
+                why: e.to_string(),
+            });
+        }
+    };
+    let damaged = |why: String| RecordError::Damaged {
+        path: path.to_path_buf(),
+        why,
+    };
+    let record: StageRecord = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+    if record.check != record.sum() {
+        return Err(damaged("its check does not match its fields".to_string()));
+    }
+    Ok(record)
+}
+
+/// The largest record read: records are a few KiB.
+const RECORD_LIMIT: u64 = 16 << 20;
+
+/// Every damaged stage record under `stages` (files named after a phase, one folder per build), and
+/// every folder or file that could not be read; how many records it read.
+pub fn verify(stages: &Path, phases: &[&str]) -> (u64, Vec<Damage>, Vec<Damage>) {
+    let (mut read_count, mut damaged, mut unreadable) = (0, Vec::new(), Vec::new());
+    if !stages.exists() {
+        return (0, damaged, unreadable);
+    }
+    for entry in walkdir::WalkDir::new(stages)
+        .min_depth(2)
+        .max_depth(2)
+        .sort_by_file_name()
+    {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                unreadable.push(Damage {
+                    path: e.path().unwrap_or(stages).to_path_buf(),
+                    what: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let path = entry.path();
+        let is_record = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".json"))
+            .is_some_and(|n| phases.contains(&n));
+        if !is_record {
+            continue;
+        }
+        read_count += 1;
+        match read(path) {
+            Ok(_) => {}
+            Err(RecordError::Missing { source, .. }) => unreadable.push(Damage {
+                path: path.to_path_buf(),
+                what: source.to_string(),
+            }),
+            Err(RecordError::Damaged { why, .. }) => damaged.push(Damage {
+                path: path.to_path_buf(),
+                what: why,
+            }),
+        }
+    }
+    (read_count, damaged, unreadable)
+}
+
+/// The staleness rule: a stage record continues a build when it was made for the same workload and
+/// target, from exactly the outputs the build has recorded (or imported) before it.
+pub fn record_continues(
+    record: &StageRecord,
+    workload: &str,
+    target: &str,
+    inputs: &[ArtifactKind],
+    outputs: &BTreeMap<ArtifactKind, ContentHash>,
+) -> bool {
+    record.workload == workload
+        && record.target == target
+        && inputs
+            .iter()
+            .all(|k| record.inputs.get(k.name()) == outputs.get(k))
+}
+
+/// The temp file a writer with process id `pid` uses for `path`.
+fn temp_path(path: &Path, pid: u32) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    dir.join(format!(
+        ".{}.{pid}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
+    ))
+}
+
+/// Writes `bytes` to `path` through a temp file and a rename, unless the file holds them already;
+/// whether it wrote.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, super::BuildError> {
+    use super::BuildError;
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(false);
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let tmp = temp_path(path, std::process::id());
+    if let Err(source) = std::fs::write(&tmp, bytes) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(BuildError::Write { path: tmp, source });
+    }
+    std::fs::rename(&tmp, path).map_err(|source| {
+        let _ = std::fs::remove_file(&tmp);
+        BuildError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
+    Ok(true)
+}
+
+/// Removes the temp files in `dir` whose writer is no longer running (a process killed between its
+/// write and its rename); how many.
+pub fn remove_dead_temps(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let pid = name
+            .strip_prefix('.')
+            .and_then(|n| n.strip_suffix(".tmp"))
+            .and_then(|n| n.rsplit('.').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && pid != std::process::id()
+            && !alive(pid)
+            && std::fs::remove_file(entry.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Whether a process with this id runs (on this machine).
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only asks whether the process exists; it sends nothing.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

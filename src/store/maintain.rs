@@ -1,0 +1,247 @@
+//! Looking after a store: listing it, counting it, checking every file in it, repairing it and
+//! collecting garbage.
+//!
+//! Contract: every folder and file the store should hold is read or reported as unreadable, never
+//! skipped in silence. [`Store::verify`] only reads; [`Store::repair`] and [`Store::gc`] remove files,
+//! and ask for a store opened with [`Store::open_exclusive`], so that no build is running: every temp
+//! file is then the remains of a writer that died, and gc removes them all.
+
+use super::{ActionEntry, ContentHash, Store, StoreError, header};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// A file or folder of the store that is damaged or could not be read, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub path: PathBuf,
+    pub what: String,
+}
+
+/// What `cache stats` and `cache verify` report.
+#[derive(Clone, Debug, Default)]
+pub struct Health {
+    pub objects: u64,
+    pub object_bytes: u64,
+    pub actions: u64,
+    /// Temp files: the remains of writes that never finished (or are under way).
+    pub temp_files: u64,
+    pub temp_bytes: u64,
+    /// Files whose contents are wrong (only [`Store::verify`] looks).
+    pub damaged: Vec<Damage>,
+    /// Files and folders that could not be read.
+    pub unreadable: Vec<Damage>,
+}
+
+/// A store file with its size and modification time.
+struct File {
+    path: PathBuf,
+    bytes: u64,
+    modified: SystemTime,
+}
+
+impl Store {
+    /// Every file under `dir`, in name order, and every folder or file it could not read.
+    fn walk(&self, dir: &str) -> (Vec<File>, Vec<Damage>) {
+        let (mut files, mut unreadable) = (Vec::new(), Vec::new());
+        for entry in walkdir::WalkDir::new(self.root.join(dir)).sort_by_file_name() {
+            match entry.and_then(|e| Ok((e.metadata()?, e))) {
+                Ok((m, e)) if m.is_file() => files.push(File {
+                    path: e.into_path(),
+                    bytes: m.len(),
+                    modified: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                }),
+                Ok((m, e)) if !m.is_dir() => unreadable.push(Damage {
+                    path: e.into_path(),
+                    what: "not a regular file or folder".to_string(),
+                }),
+                Ok(_) => {}
+                Err(e) => unreadable.push(Damage {
+                    path: e
+                        .path()
+                        .map_or_else(|| self.root.join(dir), Path::to_path_buf),
+                    what: e
+                        .io_error()
+                        .map_or_else(|| e.to_string(), ToString::to_string),
+                }),
+            }
+        }
+        (files, unreadable)
+    }
+
+    /// Lists objects: (hash, bytes, kind).
+    pub fn list(&self) -> (Vec<(String, u64, String)>, Vec<Damage>) {
+        let (files, unreadable) = self.walk("objects");
+        let listed = files
+            .into_iter()
+            .map(|f| {
+                let kind = fs::read(&f.path).ok().and_then(|b| header(&b)).map_or_else(
+                    || "raw".to_string(),
+                    |h| format!("{} schema {}", h.kind, h.schema),
+                );
+                (name(&f.path), f.bytes, kind)
+            })
+            .collect();
+        (listed, unreadable)
+    }
+
+    /// Counts objects, actions and temp files, and names what could not be read.
+    pub fn stats(&self) -> Health {
+        let mut health = Health::default();
+        let (objects, mut unreadable) = self.walk("objects");
+        let (actions, more) = self.walk("actions");
+        unreadable.extend(more);
+        let (temps, more) = self.walk("tmp");
+        unreadable.extend(more);
+        health.objects = objects.len() as u64;
+        health.object_bytes = objects.iter().map(|f| f.bytes).sum();
+        health.actions = actions.len() as u64;
+        health.temp_files = temps.len() as u64;
+        health.temp_bytes = temps.iter().map(|f| f.bytes).sum();
+        health.unreadable = unreadable;
+        health
+    }
+
+    /// [`Store::stats`], and every object re-hashed and every action entry checked: intact, under
+    /// its own key, naming an object of its kind and schema when that object is there. Removes
+    /// nothing.
+    pub fn verify(&self) -> Health {
+        let mut health = self.stats();
+        let mut damaged = |path: &Path, what: String| {
+            health.damaged.push(Damage {
+                path: path.to_path_buf(),
+                what,
+            })
+        };
+        let mut unreadable = Vec::new();
+        for f in self.walk("objects").0 {
+            match fs::read(&f.path) {
+                Ok(bytes) => {
+                    if ContentHash::parse(&name(&f.path)) != Some(ContentHash::of(&bytes)) {
+                        damaged(&f.path, "its bytes do not hash to its name".to_string());
+                    }
+                }
+                Err(e) => unreadable.push(Damage {
+                    path: f.path,
+                    what: e.to_string(),
+                }),
+            }
+        }
+        for f in self.walk("actions").0 {
+            let Some(key) = ContentHash::parse(&name(&f.path)) else {
+                damaged(&f.path, "its name is not an action key".to_string());
+                continue;
+            };
+            let bytes = match fs::read(&f.path) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    unreadable.push(Damage {
+                        path: f.path,
+                        what: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let entry = match ActionEntry::parse(&bytes, &key) {
+                Ok(entry) => entry,
+                Err(why) => {
+                    damaged(&f.path, why);
+                    continue;
+                }
+            };
+            let object = self.object_path(&entry.output);
+            let Ok(bytes) = fs::read(&object) else {
+                continue;
+            };
+            if ContentHash::of(&bytes) != entry.output {
+                continue; // The object is reported as damaged itself.
+            }
+            match header(&bytes) {
+                Some(h) if h.kind == entry.kind && h.schema == entry.schema => {}
+                found => damaged(
+                    &f.path,
+                    format!(
+                        "it names a {} schema {} output, and object {} holds {}",
+                        entry.kind,
+                        entry.schema,
+                        entry.output.short(),
+                        found.map_or("no artifact".to_string(), |h| format!(
+                            "{} schema {}",
+                            h.kind, h.schema
+                        ))
+                    ),
+                ),
+            }
+        }
+        health.unreadable.extend(unreadable);
+        health
+    }
+
+    /// Removes damaged files (as [`Store::verify`] found them); how many it removed. The store must
+    /// be open alone ([`Store::open_exclusive`]).
+    pub fn repair(&self, damaged: &[Damage]) -> Result<u64, StoreError> {
+        let mut removed = 0;
+        for d in damaged {
+            match fs::remove_file(&d.path) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(StoreError::Io {
+                        path: d.path.clone(),
+                        source: e,
+                    });
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Removes every temp file, then objects and actions not used for `max_age`, then the oldest
+    /// until the store fits in `max_bytes`. The store must be open alone
+    /// ([`Store::open_exclusive`]). Returns (files removed, bytes removed) and what it could not read.
+    pub fn gc(&self, max_age: Option<Duration>, max_bytes: Option<u64>) -> Gc {
+        let now = SystemTime::now();
+        let mut gc = Gc::default();
+        let (temps, unreadable) = self.walk("tmp");
+        gc.unreadable.extend(unreadable);
+        for f in temps {
+            if fs::remove_file(&f.path).is_ok() {
+                gc.files += 1;
+                gc.bytes += f.bytes;
+            }
+        }
+        let mut entries = Vec::new();
+        for dir in ["objects", "actions"] {
+            let (files, unreadable) = self.walk(dir);
+            entries.extend(files);
+            gc.unreadable.extend(unreadable);
+        }
+        entries.sort_by(|a, b| (a.modified, &a.path).cmp(&(b.modified, &b.path)));
+        let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+        for f in entries {
+            let too_old =
+                max_age.is_some_and(|age| now.duration_since(f.modified).unwrap_or_default() > age);
+            let too_big = max_bytes.is_some_and(|limit| total > limit);
+            if (too_old || too_big) && fs::remove_file(&f.path).is_ok() {
+                gc.files += 1;
+                gc.bytes += f.bytes;
+                total -= f.bytes;
+            }
+        }
+        gc
+    }
+}
+
+/// What [`Store::gc`] did.
+#[derive(Clone, Debug, Default)]
+pub struct Gc {
+    pub files: u64,
+    pub bytes: u64,
+    pub unreadable: Vec<Damage>,
+}
+
+fn name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
