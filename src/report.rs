@@ -2,24 +2,95 @@
 //! and the tile whose estimate is furthest off), a self-contained HTML page (tile heat maps of busy
 //! cycles, memory and the estimate's error, BSP timeline, tables) and Chrome trace-event JSON
 //! (Perfetto). Pure functions from the profile to text, which never panic on a crafted profile;
-//! [`check`], the consistency a profile must have before `report` reads it; the profile's store
-//! encoding (its kind and schema).
+//! [`check`], the consistency a profile must have before `report` reads it; the profile's file form.
+//!
+//! `execution.ipuprofile` checks itself as `model.ipuexe` does: a magic, the body's length and blake3,
+//! then the body, the profile's store bytes (its kind and schema). [`write_profile`] makes it and
+//! [`read_profile`] refuses a wrong magic, a file cut short or padded and a body that does not match
+//! its hash before decoding it, on any bytes without a panic.
 
 use crate::device::{Execution, StepProfile};
+use crate::store::{ContentHash, StoreError};
 use std::fmt::Write as _;
 
-/// The profile as the store encodes it: `execution.ipuprofile`.
+/// The profile as the store encodes it: the body of `execution.ipuprofile`.
 impl crate::store::Artifact for Execution {
     const KIND: &'static str = "profile";
-    const SCHEMA: u32 = 3;
+    const SCHEMA: u32 = 4;
 }
 
-/// What is inconsistent in a profile, one line each: a clock or column size of zero, a superstep
-/// without a figure for every tile, a tile busier than its superstep, or totals that are not the
-/// sum of the supersteps and syncs. `report` refuses a profile with any.
+/// `execution.ipuprofile`: magic, body length (u64, little-endian), body blake3, then the body.
+pub const PROFILE_MAGIC: &[u8; 8] = b"IPUPROF\x01";
+
+/// The bytes before the body.
+const PROFILE_HEADER: usize = 8 + 8 + 32;
+
+/// The file form of a profile.
+pub fn write_profile(e: &Execution) -> Vec<u8> {
+    let body = crate::store::encode(e);
+    let mut out = Vec::with_capacity(PROFILE_HEADER + body.len());
+    out.extend_from_slice(PROFILE_MAGIC);
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&ContentHash::of(&body).0);
+    out.extend_from_slice(&body);
+    out
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("not an execution profile (bad magic)")]
+    Magic,
+    #[error("execution profile is truncated: {have} of {want} bytes")]
+    Truncated { have: u64, want: u64 },
+    #[error("execution profile has {extra} bytes past its end")]
+    Padded { extra: u64 },
+    #[error("execution profile is damaged: its body does not match the hash in its header")]
+    Hash,
+    #[error("execution profile: {0}")]
+    Decode(#[from] StoreError),
+}
+
+/// The profile a file holds, once its magic, length and hash check.
+pub fn read_profile(bytes: &[u8]) -> Result<Execution, ProfileError> {
+    let have = bytes.len() as u64;
+    let truncated = || ProfileError::Truncated {
+        have,
+        want: PROFILE_HEADER as u64,
+    };
+    let Some(rest) = bytes.strip_prefix(PROFILE_MAGIC.as_slice()) else {
+        let cut_short = PROFILE_MAGIC.starts_with(bytes);
+        return Err(if cut_short {
+            truncated()
+        } else {
+            ProfileError::Magic
+        });
+    };
+    let (length, rest) = rest.split_first_chunk::<8>().ok_or_else(truncated)?;
+    let (hash, body) = rest.split_first_chunk::<32>().ok_or_else(truncated)?;
+    let want = u64::from_le_bytes(*length).saturating_add(PROFILE_HEADER as u64);
+    if have < want {
+        return Err(ProfileError::Truncated { have, want });
+    }
+    if have > want {
+        return Err(ProfileError::Padded { extra: have - want });
+    }
+    let body_hash = ContentHash::of(body);
+    if body_hash.0 != *hash {
+        return Err(ProfileError::Hash);
+    }
+    Ok(crate::store::decode(body, &body_hash)?)
+}
+
+/// What is inconsistent in a profile, one line each: a package not named by its hash, a clock or
+/// column size of zero, a superstep without a figure for every tile, a tile busier than its
+/// superstep, or totals that are not the sum of the supersteps and syncs. `report` refuses a profile
+/// with any.
 pub fn check(e: &Execution) -> Vec<String> {
     let mut errors = Vec::new();
     let tiles = e.memory.len();
+    if ContentHash::parse(&e.package).is_none() {
+        errors.push(format!("package {:?} is not a blake3 hash", e.package));
+    }
     if e.clock_khz == 0 {
         errors.push("clock_khz is 0".to_string());
     }
@@ -130,9 +201,10 @@ pub fn table(e: &Execution) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "workload={} target={} cycles={} minimumTileCycles={} syncCycles={} tiles={}",
+        "workload={} target={} package={} cycles={} minimumTileCycles={} syncCycles={} tiles={}",
         e.workload,
         e.target,
+        e.package,
         e.cycles,
         e.minimum_tile_cycles,
         e.sync_cycles,
@@ -395,6 +467,7 @@ mod tests {
         Execution {
             workload: "w".to_string(),
             target: "mk2-1500".to_string(),
+            package: ContentHash::of(b"package").hex(),
             clock_khz: 1_500_000,
             tiles_per_column: 3,
             cycles: 436,
@@ -431,7 +504,10 @@ mod tests {
     fn a_consistent_profile_passes_the_check_and_each_inconsistency_is_named() {
         let good = execution([vec![100, 90, 0], vec![104, 90, 0]]);
         assert_eq!(check(&good), Vec::<String>::new());
-        let damaged: [Damage; 6] = [
+        let damaged: [Damage; 7] = [
+            ("package \"v7\" is not a blake3 hash", |e| {
+                e.package = "v7".to_string()
+            }),
             ("clock_khz is 0", |e| e.clock_khz = 0),
             ("3 tiles, 0 a column", |e| e.tiles_per_column = 0),
             ("step1: 2 busy figures for 3 tiles", |e| {
@@ -466,5 +542,83 @@ mod tests {
         let page = html(&e);
         assert!(!page.contains("<img") && page.contains("&lt;img"));
         let _ = (table(&e), trace(&e, true), trace(&e, false));
+    }
+
+    #[test]
+    fn a_profile_file_reads_back_and_each_damage_is_refused_by_name() {
+        let e = execution([vec![100, 90, 0], vec![104, 90, 0]]);
+        let file = write_profile(&e);
+        assert_eq!(read_profile(&file).unwrap(), e);
+        let mut flipped = file.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let mut magic = file.clone();
+        magic[0] = b'X';
+        let cases: [(&[u8], &str); 5] = [
+            (&flipped, "does not match the hash"),
+            (&file[..file.len() - 1], "truncated"),
+            (&file[..5], "truncated"),
+            (&[file.as_slice(), b"x"].concat(), "1 bytes past its end"),
+            (&magic, "bad magic"),
+        ];
+        for (bytes, said) in cases {
+            let error = read_profile(bytes).unwrap_err().to_string();
+            assert!(error.contains(said), "{said}: {error}");
+        }
+        // A body of the schema before, behind a header that checks, is refused by the store.
+        #[derive(serde::Serialize, serde::Deserialize)]
+        #[serde(transparent)]
+        struct Before(Execution);
+        impl crate::store::Artifact for Before {
+            const KIND: &'static str = "profile";
+            const SCHEMA: u32 = 3;
+        }
+        let before = behind_header(&crate::store::encode(&Before(e)));
+        let error = read_profile(&before).unwrap_err().to_string();
+        assert!(error.contains("profile schema 3"), "{error}");
+    }
+
+    /// xorshift64: deterministic, so a failure reproduces.
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// The header `write_profile` puts before `body`.
+    fn behind_header(body: &[u8]) -> Vec<u8> {
+        let mut file = PROFILE_MAGIC.to_vec();
+        file.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        file.extend_from_slice(&ContentHash::of(body).0);
+        file.extend_from_slice(body);
+        file
+    }
+
+    #[test]
+    fn random_bytes_and_mutations_of_a_profile_file_never_panic_the_reader() {
+        let file = write_profile(&execution([vec![100, 90, 0], vec![104, 90, 0]]));
+        let body = &file[PROFILE_HEADER..];
+        let mut state = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..2000 {
+            // Random bytes, half of them behind the magic so the reader gets further.
+            let len = (next(&mut state) % 160) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| next(&mut state) as u8).collect();
+            if next(&mut state).is_multiple_of(2) {
+                bytes.splice(0..0, PROFILE_MAGIC.iter().copied());
+            }
+            assert!(read_profile(&bytes).is_err());
+            // One byte of the file changed: refused, whichever byte.
+            let mut mutated = file.clone();
+            let at = (next(&mut state) % file.len() as u64) as usize;
+            mutated[at] ^= (next(&mut state) % 255 + 1) as u8;
+            assert!(read_profile(&mutated).is_err(), "byte {at} changed");
+            // One byte of the body changed behind a header that checks: the decoder sees it.
+            let mut body = body.to_vec();
+            let at = (next(&mut state) % body.len() as u64) as usize;
+            body[at] = next(&mut state) as u8;
+            let _ = read_profile(&behind_header(&body));
+            // Random bytes behind a header that checks.
+            let _ = read_profile(&behind_header(&bytes));
+        }
     }
 }

@@ -454,6 +454,25 @@ fn an_amp_row_stride_near_u32_max_is_a_fault_not_a_wrap() {
 }
 
 #[test]
+fn an_operand_of_more_bytes_than_tile_memory_is_a_fault_before_it_is_read() {
+    let mut p = small_package();
+    // Every row at one address: nothing passes u32 or leaves memory, but the rows hold more bytes
+    // than the tile has.
+    let t = edit_first(&mut p, |i| match amp_of(i) {
+        Some(amp) => {
+            (amp.rows, amp.a.stride, amp.partials.stride) = (100_000, 0, 0);
+            true
+        }
+        None => false,
+    });
+    assert_overflow_fault(
+        &p,
+        t,
+        &["AMP partials", "holds more bytes than tile memory"],
+    );
+}
+
+#[test]
 fn a_buffer_ending_past_u32_is_refused_when_the_package_loads() {
     let mut p = small_package();
     let t = p.tiles.iter().position(|t| !t.buffers.is_empty()).unwrap();
@@ -584,8 +603,10 @@ fn a_compute_superstep_past_u32_cycles_is_a_fault_not_a_truncation() {
 #[test]
 fn syncs_past_u64_cycles_are_a_fault() {
     let mut p = small_package();
-    p.target.sync_cycles = u64::MAX / 2;
-    assert_fault(&p, "sync: ");
+    // The syncs' product just passes u64: wrapped, it would be smaller than one superstep.
+    let supersteps = p.steps.len() as u64;
+    p.target.sync_cycles = u64::MAX / supersteps + 1;
+    assert_fault(&p, "syncs of");
 }
 
 fn amp_of(i: &mut Instr) -> Option<&mut Amp<Placed>> {

@@ -3,6 +3,8 @@
 
 mod common;
 use common::{SMALL, SMALL_ID, Sandbox};
+use ipu_codegen::ir::open_ipuexe;
+use ipu_codegen::report::{read_profile, write_profile};
 use std::process::Command;
 
 fn profiled() -> Sandbox {
@@ -194,9 +196,7 @@ fn every_superstep_estimate_is_within_five_percent_of_the_device() {
             .trim()
             .to_string();
         let bytes = std::fs::read(sb.stages().join(&id).join("execution.ipuprofile")).unwrap();
-        let hash = ipu_codegen::store::ContentHash::of(&bytes);
-        let mut e: ipu_codegen::device::Execution =
-            ipu_codegen::store::decode(&bytes, &hash).unwrap();
+        let mut e = read_profile(&bytes).unwrap();
         let (step, error) = ipu_codegen::report::worst_step(&e).unwrap();
         assert!(
             error.abs() <= 0.05,
@@ -214,12 +214,9 @@ fn every_superstep_estimate_is_within_five_percent_of_the_device() {
 
 #[test]
 fn an_inconsistent_profile_is_refused_naming_the_file_and_what_is_wrong() {
-    use ipu_codegen::device::Execution;
-    use ipu_codegen::store::{ContentHash, decode, encode};
     let sb = profiled();
     let path = sb.stages().join(SMALL_ID).join("execution.ipuprofile");
-    let bytes = std::fs::read(&path).unwrap();
-    let good: Execution = decode(&bytes, &ContentHash::of(&bytes)).unwrap();
+    let good = read_profile(&std::fs::read(&path).unwrap()).unwrap();
     let damaged: [Damage; 3] = [
         ("clock_khz is 0", |e| e.clock_khz = 0),
         ("0 a column", |e| e.tiles_per_column = 0),
@@ -229,7 +226,7 @@ fn an_inconsistent_profile_is_refused_naming_the_file_and_what_is_wrong() {
         let mut e = good.clone();
         damage(&mut e);
         let crafted = sb.path("crafted.ipuprofile");
-        std::fs::write(&crafted, encode(&e)).unwrap();
+        std::fs::write(&crafted, write_profile(&e)).unwrap();
         let page = sb.path("crafted.html");
         let r = sb.run(&[
             "report",
@@ -251,3 +248,69 @@ fn an_inconsistent_profile_is_refused_naming_the_file_and_what_is_wrong() {
 
 /// What a damage says, and the damage.
 type Damage = (&'static str, fn(&mut ipu_codegen::device::Execution));
+
+#[test]
+fn the_profile_names_the_package_it_measured_by_its_body_hash() {
+    let sb = profiled();
+    let build = sb.stages().join(SMALL_ID);
+    let package = std::fs::read(build.join("model.ipuexe")).unwrap();
+    let profile =
+        read_profile(&std::fs::read(build.join("execution.ipuprofile")).unwrap()).unwrap();
+    assert_eq!(
+        profile.package,
+        open_ipuexe(&package).unwrap().body_hash.hex()
+    );
+    let r = report(&sb, &[]);
+    assert!(
+        r.stdout.contains(&format!("package={} ", profile.package)),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_damaged_truncated_or_foreign_profile_file_is_refused_naming_the_file_and_writing_nothing() {
+    let sb = profiled();
+    let bytes = std::fs::read(sb.stages().join(SMALL_ID).join("execution.ipuprofile")).unwrap();
+    let mut flipped = bytes.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x20;
+    let mut foreign = bytes.clone();
+    foreign[..8].copy_from_slice(b"IPUEXE\0\x01");
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        ("flipped", flipped, "does not match the hash in its header"),
+        (
+            "truncated",
+            bytes[..bytes.len() - 100].to_vec(),
+            "is truncated",
+        ),
+        ("header-only", bytes[..20].to_vec(), "is truncated"),
+        ("foreign", foreign, "bad magic"),
+    ];
+    for (name, damaged, said) in cases {
+        let file = sb.path(&format!("{name}.ipuprofile"));
+        std::fs::write(&file, damaged).unwrap();
+        let (page, trace) = (
+            sb.path(&format!("{name}.html")),
+            sb.path(&format!("{name}.json")),
+        );
+        let r = sb.run(&[
+            "report",
+            file.to_str().unwrap(),
+            "--html",
+            page.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ]);
+        r.assert_clean_failure();
+        assert!(
+            r.stderr
+                .contains(&format!("{name}.ipuprofile is not an execution profile"))
+                && r.stderr.contains(said),
+            "{name}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty(), "{name}: {}", r.stdout);
+        assert!(!page.exists() && !trace.exists(), "{name}: nothing written");
+    }
+}

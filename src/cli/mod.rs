@@ -635,11 +635,8 @@ fn execute(cli: Cli) -> Result<()> {
         } => {
             let bytes = std::fs::read(&profile)
                 .with_context(|| format!("reading {}", profile.display()))?;
-            let hash = ipu_codegen::store::ContentHash::of(&bytes);
-            let execution: ipu_codegen::device::Execution =
-                ipu_codegen::store::decode(&bytes, &hash).with_context(|| {
-                    format!("{} is not an execution profile", profile.display())
-                })?;
+            let execution = ipu_codegen::report::read_profile(&bytes)
+                .with_context(|| format!("{} is not an execution profile", profile.display()))?;
             let errors = ipu_codegen::report::check(&execution);
             if !errors.is_empty() {
                 bail!(

@@ -1,18 +1,19 @@
 //! `ipu-codegen run`: build if needed, read the bound tensors (`--weights`, `--input`; the seeded
 //! generator for the rest), run the host operations before the device, take the device, load, stream,
-//! execute, run the host operations after it, check every output, write the profile (and with
-//! `--output-dir` every output as `.npy`), print the summary (its figures and lines come from
-//! `ipu_codegen::driver::RunFigures`).
+//! execute, run the host operations after it, check every output, write the profile, which names the
+//! package by its body's hash (and with `--output-dir` every output as `.npy`), print the summary (its
+//! figures and lines come from `ipu_codegen::driver::RunFigures`).
 
 use super::BuildArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use ipu_codegen::device::Device;
+use ipu_codegen::device::{Device, Execution};
 use ipu_codegen::driver::PIPELINE;
 use ipu_codegen::driver::{Fields, RunFigures, output_check_line, verdict, worst_check};
 use ipu_codegen::files;
-use ipu_codegen::ir::{Graph, read_ipuexe};
+use ipu_codegen::ir::{Graph, open_ipuexe};
 use ipu_codegen::numerics;
+use ipu_codegen::report::write_profile;
 use ipu_codegen::store::{self, ContentHash, Store};
 use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files};
 use ipu_codegen::tensors::host_ops::HostOps;
@@ -157,8 +158,10 @@ pub fn run(
     };
     tracing::info!("reading application package");
     let bytes = read(&package_path, "application package")?;
-    let (compiler, package) =
-        read_ipuexe(&bytes).with_context(|| format!("{}", package_path.display()))?;
+    let file = open_ipuexe(&bytes).with_context(|| format!("{}", package_path.display()))?;
+    let package = file
+        .package()
+        .with_context(|| format!("{}", package_path.display()))?;
     if let Some((graph, target)) = &asked
         && (package.graph != *graph || package.target != *target)
     {
@@ -174,7 +177,7 @@ pub fn run(
             graph_hash(graph).short(),
         );
     }
-    tracing::info!(tiles = package.tiles.len(), compiler = %compiler, "application package read");
+    tracing::info!(tiles = package.tiles.len(), compiler = %package.compiler_version, "application package read");
     let build_dir = package_path
         .parent()
         .unwrap_or(Path::new("."))
@@ -236,7 +239,14 @@ pub fn run(
         device.run(&package, &host)
     });
     let (execution, streamed) = match result {
-        Ok(r) => r,
+        // The profile names the package by its body's hash.
+        Ok((execution, streamed)) => (
+            Execution {
+                package: file.body_hash.hex(),
+                ..execution
+            },
+            streamed,
+        ),
         Err(fault) => {
             print_lines(json, &[fault_line(&fault)]);
             bail!("hardware test failed: {fault}");
@@ -269,7 +279,7 @@ pub fn run(
     );
 
     let profile_path = build_dir.join("execution.ipuprofile");
-    ipu_codegen::driver::write_if_changed(&profile_path, &store::encode(&execution))
+    ipu_codegen::driver::write_if_changed(&profile_path, &write_profile(&execution))
         .with_context(|| format!("writing {}", profile_path.display()))?;
     let files = match &data.output_dir {
         Some(dir) => {

@@ -1,6 +1,7 @@
-//! What one `run` reports, `execution.ipuprofile`: per superstep its kind, estimated and executed cycles
-//! and every tile's busy cycles; the run's cycles (every superstep and its sync), the busiest tile's own
-//! cycles, each tile's memory in use, and the bytes the host streamed.
+//! What one `run` reports, `execution.ipuprofile`: the package it ran; per superstep its kind, estimated
+//! and executed cycles and every tile's busy cycles; the run's cycles (every superstep and its sync),
+//! the busiest tile's own cycles, each tile's memory in use, and the bytes the host streamed. Its file
+//! form (magic, body hash, store bytes) is [`crate::report`]'s.
 //!
 //! Contract: [`Device::profile`] only reads the device after the run; it adds up the figures the
 //! supersteps and streams measured and changes nothing. A total past u64 (a package's target may
@@ -27,6 +28,10 @@ pub struct StepProfile {
 pub struct Execution {
     pub workload: String,
     pub target: String,
+    /// The blake3 (hex) of the `model.ipuexe` body the run executed: the package this profile
+    /// measured. The device never sees the file: [`Device::run`] leaves it empty, for `run`, which
+    /// read the file, to name.
+    pub package: String,
     pub clock_khz: u64,
     /// Tiles per column of the chip (tile `t` sits in column `t / tiles_per_column`).
     pub tiles_per_column: u32,
@@ -97,6 +102,7 @@ impl Device {
         Ok(Execution {
             workload: package.workload.clone(),
             target: self.target.name.clone(),
+            package: String::new(),
             clock_khz: self.target.clock_khz,
             tiles_per_column: self.target.tiles / self.target.columns,
             cycles,

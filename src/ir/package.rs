@@ -3,7 +3,8 @@
 //! estimated cycles of every superstep and the compiler version. It holds no weights: its
 //! [`Signature`] names the tensors a run takes (inputs, weights) and gives (outputs). `model.ipuexe` is
 //! the package's store bytes behind a short header (magic, format version, compiler version, blake3 of
-//! the body). Written by `build_images`, read by the device.
+//! the body). Written by `build_images`, read by the device. The body's hash names the package: a
+//! profile records it as the package it measured.
 
 use crate::ids::ValueId;
 use crate::ir::{BufferLabel, DType, Graph, ValueRole};
@@ -82,27 +83,51 @@ pub enum IpuexeError {
     Decode(#[from] crate::store::StoreError),
 }
 
-pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
+/// A `model.ipuexe` whose header checks: the blake3 of its body (which names the package), the body,
+/// and the compiler version the header names.
+pub struct Ipuexe<'a> {
+    pub body_hash: ContentHash,
+    pub body: &'a [u8],
+    version: &'a [u8],
+}
+
+impl Ipuexe<'_> {
+    /// The package the body holds, written by the compiler version the header names.
+    pub fn package(&self) -> Result<Package, IpuexeError> {
+        let package = crate::store::decode::<Package>(self.body, &self.body_hash)?;
+        if self.version != package.compiler_version.as_bytes() {
+            return Err(IpuexeError::Version);
+        }
+        Ok(package)
+    }
+}
+
+/// Checks a `model.ipuexe`'s magic, header and body hash.
+pub fn open_ipuexe(bytes: &[u8]) -> Result<Ipuexe<'_>, IpuexeError> {
     let rest = bytes
         .strip_prefix(IPUEXE_MAGIC.as_slice())
         .ok_or(IpuexeError::Magic)?;
-    let len = u32::from_le_bytes(
-        rest.get(..4)
-            .ok_or(IpuexeError::Truncated)?
-            .try_into()
-            .expect("4 bytes"),
-    ) as usize;
+    let len = rest
+        .first_chunk::<4>()
+        .map(|b| u32::from_le_bytes(*b) as usize)
+        .ok_or(IpuexeError::Truncated)?;
     let version = rest.get(4..4 + len).ok_or(IpuexeError::Truncated)?;
     let hash = rest.get(4 + len..36 + len).ok_or(IpuexeError::Truncated)?;
-    let body = &rest[36 + len..];
+    let body = rest.get(36 + len..).ok_or(IpuexeError::Truncated)?;
     let body_hash = ContentHash::of(body);
     if body_hash.0 != hash {
         return Err(IpuexeError::Hash);
     }
-    let package = crate::store::decode::<Package>(body, &body_hash)?;
-    if version != package.compiler_version.as_bytes() {
-        return Err(IpuexeError::Version);
-    }
+    Ok(Ipuexe {
+        body_hash,
+        body,
+        version,
+    })
+}
+
+/// The compiler version and package of a `model.ipuexe`.
+pub fn read_ipuexe(bytes: &[u8]) -> Result<(String, Package), IpuexeError> {
+    let package = open_ipuexe(bytes)?.package()?;
     Ok((package.compiler_version.clone(), package))
 }
 
