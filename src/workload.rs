@@ -361,8 +361,18 @@ impl WorkloadSpec {
         }
     }
 
-    /// Checks the parameters and builds the graph.
+    /// Checks the parameters and builds the graph, which [`Graph::check`] accepts.
     pub fn import(&self) -> Result<Graph, WorkloadError> {
+        let graph = self.build()?;
+        graph.check().map_err(|message| WorkloadError::Parse {
+            origin: self.id(),
+            message,
+        })?;
+        Ok(graph)
+    }
+
+    /// The graph of the parameters, once they are in range.
+    fn build(&self) -> Result<Graph, WorkloadError> {
         let id = self.id();
         match self {
             WorkloadSpec::Graph(g) => Ok(g.graph.clone()),

@@ -325,6 +325,46 @@ fn a_broken_package_fails_the_hardware_test_on_the_command_line() {
 }
 
 #[test]
+fn a_package_with_a_crafted_target_or_graph_is_refused_when_read() {
+    let base = small_package();
+    let sb = Sandbox::new();
+    let path = sb.path("crafted.ipuexe");
+    let cases: [(&str, fn(&mut Package)); 5] = [
+        ("its target \"mk2-1500\" is not the preset", |p| {
+            p.target.memory_end = u32::MAX
+        }),
+        ("its target \"mk2-1500\" is not the preset", |p| {
+            p.target.tiles = 1 << 30
+        }),
+        ("its graph is malformed: op", |p| {
+            p.graph.ops[0].out = ipu_codegen::ids::ValueId::from_index(9999)
+        }),
+        ("its graph is malformed: value", |p| {
+            p.graph.values[0].rows = 0
+        }),
+        ("more than a run holds on the host", |p| {
+            for _ in 0..3 {
+                let mut v = p.graph.values[0].clone();
+                v.id = ipu_codegen::ids::ValueId::from_index(p.graph.values.len());
+                (v.rows, v.cols, v.shape) = (1 << 15, 1 << 15, Vec::new());
+                p.graph.values.push(v);
+            }
+        }),
+    ];
+    for (said, craft) in cases {
+        let mut p = base.clone();
+        craft(&mut p);
+        std::fs::write(&path, write_ipuexe(&ipu_codegen::store::encode(&p))).unwrap();
+        let r = sb.run(&["run", path.to_str().unwrap()]);
+        r.assert_clean_failure();
+        assert!(r.stderr.contains(said), "{said}: {}", r.stderr);
+    }
+    // The package uncrafted runs: the refusals are the crafts'.
+    std::fs::write(&path, write_ipuexe(&ipu_codegen::store::encode(&base))).unwrap();
+    sb.run(&["run", path.to_str().unwrap()]).assert_ok();
+}
+
+#[test]
 fn a_wide_send_while_the_pair_mate_sends() {
     let mut p = small_package();
     // An even tile and its mate both sending in one phase; make the even tile's send wide.

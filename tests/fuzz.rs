@@ -143,7 +143,7 @@ fn store_artifacts_of_every_kind_decode_or_are_refused() {
 }
 
 #[test]
-fn application_packages_action_entries_and_stage_records_decode_or_are_refused() {
+fn application_packages_profiles_action_entries_and_stage_records_decode_or_are_refused() {
     let (sb, _) = built();
     let ipuexe = std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap();
     fuzz(
@@ -153,6 +153,24 @@ fn application_packages_action_entries_and_stage_records_decode_or_are_refused()
         std::slice::from_ref(&ipuexe),
         |b| read_ipuexe(b).is_ok(),
     );
+    sb.run(&["run", SMALL]).assert_ok();
+    let profile = std::fs::read(sb.stages().join(SMALL_ID).join("execution.ipuprofile")).unwrap();
+    // Whatever decodes is then checked and reported, as `report` does; only the unchanged file reads.
+    let changed_read = fuzz(
+        "execution.ipuprofile",
+        14,
+        1000,
+        std::slice::from_ref(&profile),
+        |b| {
+            let Ok(e) = ipu_codegen::report::read_profile(b) else {
+                return false;
+            };
+            let _ = ipu_codegen::report::check(&e);
+            let _ = ipu_codegen::report::table(&e);
+            b != profile.as_slice()
+        },
+    );
+    assert_eq!(changed_read, 0, "a changed profile passed its hash");
     let entries: Vec<Vec<u8>> = walkdir::WalkDir::new(sb.cache().join("actions"))
         .into_iter()
         .flatten()

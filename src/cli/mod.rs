@@ -633,8 +633,11 @@ fn execute(cli: Cli) -> Result<()> {
             trace,
             per_column,
         } => {
-            let bytes = std::fs::read(&profile)
-                .with_context(|| format!("reading {}", profile.display()))?;
+            let bytes = ipu_codegen::files::read(
+                &profile,
+                "execution profile",
+                ipu_codegen::files::DATA_LIMIT,
+            )?;
             let execution = ipu_codegen::report::read_profile(&bytes)
                 .with_context(|| format!("{} is not an execution profile", profile.display()))?;
             let errors = ipu_codegen::report::check(&execution);

@@ -8,6 +8,7 @@
 pub mod exchange_storage;
 pub mod exchanges;
 pub mod graph;
+mod graph_check;
 pub mod layout;
 pub mod mid;
 pub mod package;
@@ -18,6 +19,7 @@ pub mod tile_code;
 pub use exchange_storage::*;
 pub use exchanges::*;
 pub use graph::*;
+pub use graph_check::MAX_ELEMENTS;
 pub use layout::*;
 pub use mid::*;
 pub use package::*;

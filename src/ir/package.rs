@@ -79,6 +79,10 @@ pub enum IpuexeError {
         "application package is damaged: the compiler version in its header is not the one in its body"
     )]
     Version,
+    #[error("application package is damaged: its graph is malformed: {0}")]
+    Graph(String),
+    #[error("application package is damaged: its target {0:?} is not the preset of that name")]
+    Target(String),
     #[error("application package: {0}")]
     Decode(#[from] crate::store::StoreError),
 }
@@ -92,11 +96,23 @@ pub struct Ipuexe<'a> {
 }
 
 impl Ipuexe<'_> {
-    /// The package the body holds, written by the compiler version the header names.
+    /// The package the body holds, written by the compiler version the header names, with a well-formed
+    /// graph ([`crate::ir::Graph::check`]) whose values the host can hold together, and a target that is the preset it names (so no crafted
+    /// tile count or memory size reaches the device).
     pub fn package(&self) -> Result<Package, IpuexeError> {
         let package = crate::store::decode::<Package>(self.body, &self.body_hash)?;
         if self.version != package.compiler_version.as_bytes() {
             return Err(IpuexeError::Version);
+        }
+        package.graph.check().map_err(IpuexeError::Graph)?;
+        let elements: u64 = package.graph.values.iter().map(|v| v.elements()).sum();
+        if elements > crate::ir::MAX_ELEMENTS {
+            return Err(IpuexeError::Graph(format!(
+                "its values hold {elements} elements, more than a run holds on the host (2^31)"
+            )));
+        }
+        if crate::target::Target::preset(&package.target.name).as_ref() != Some(&package.target) {
+            return Err(IpuexeError::Target(package.target.name.clone()));
         }
         Ok(package)
     }

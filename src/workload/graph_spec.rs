@@ -354,23 +354,6 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
         {
             return Err(format!("{what}: names must be unique and non-empty"));
         }
-        let elements = u64::from(v.rows) * u64::from(v.cols);
-        if v.rows == 0 || v.cols == 0 || elements >= 1 << 31 {
-            return Err(format!(
-                "{what}: [{}, {}] must be positive with fewer than 2^31 elements",
-                v.rows, v.cols
-            ));
-        }
-        let product = v
-            .shape
-            .iter()
-            .try_fold(1u64, |n, &d| n.checked_mul(u64::from(d)));
-        if !v.shape.is_empty() && (v.shape.len() > 8 || product != Some(elements)) {
-            return Err(format!(
-                "{what}: shape {:?} does not hold rows · cols = {elements} elements",
-                v.shape
-            ));
-        }
         values.push(Value {
             id: ValueId::from_index(i),
             name: v.name.clone(),
@@ -382,7 +365,6 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
             shape: v.shape.clone(),
         });
     }
-    let mut produced = vec![false; values.len()];
     let mut op_names = std::collections::BTreeSet::new();
     let mut ops = Vec::new();
     for (i, e) in file.ops.iter().enumerate() {
@@ -402,30 +384,7 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
             .map(|n| resolve(n))
             .collect::<Result<Vec<_>, _>>()?;
         let out = resolve(&e.output)?;
-        for &v in &inputs {
-            let value = &values[v.index()];
-            if matches!(value.role, ValueRole::Intermediate | ValueRole::Output)
-                && !produced[v.index()]
-            {
-                return Err(format!(
-                    "{what}: input `{}` is not produced by an earlier op",
-                    value.name
-                ));
-            }
-        }
-        if matches!(
-            values[out.index()].role,
-            ValueRole::Input | ValueRole::Weight
-        ) || produced[out.index()]
-        {
-            return Err(format!(
-                "{what}: output `{}` must be an intermediate or output value no other op produces",
-                e.output
-            ));
-        }
-        produced[out.index()] = true;
         let kind = op_kind(e, &inputs).map_err(|m| format!("{what}: {m}"))?;
-        check(&kind, out, &values).map_err(|m| format!("{what}: {m}"))?;
         ops.push(Op {
             id: OpId::from_index(i),
             name: e.name.clone(),
@@ -433,24 +392,15 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
             out,
         });
     }
-    for (v, p) in values.iter().zip(&produced) {
-        if matches!(v.role, ValueRole::Intermediate | ValueRole::Output) && !p {
-            return Err(format!(
-                "value `{}` ({:?}) is produced by no op",
-                v.name, v.role
-            ));
-        }
-    }
-    if !values.iter().any(|v| v.role == ValueRole::Output) {
-        return Err("the graph has no output value".to_string());
-    }
-    Ok(Graph {
+    let graph = Graph {
         workload: file.name.clone(),
         values,
         ops,
         partials: file.partials,
         parameters: file.parameters.clone(),
-    })
+    };
+    graph.check()?;
+    Ok(graph)
 }
 
 /// The op's kind from its entry: the right number of inputs and exactly its attributes.
@@ -558,121 +508,4 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
             }
         }
     })
-}
-
-/// Shapes and dtypes consistent with the op's semantics (`crate::ir::OpKind`'s docs).
-fn check(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
-    let v = |id: ValueId| &values[id.index()];
-    let dims = |id: ValueId| (v(id).rows, v(id).cols);
-    let float = |id: ValueId| {
-        if v(id).dtype == DType::I64 {
-            Err(format!("`{}` must be a float value, not i64", v(id).name))
-        } else {
-            Ok(())
-        }
-    };
-    let want = |id: ValueId, rows: u32, cols: u32| {
-        if dims(id) == (rows, cols) {
-            Ok(())
-        } else {
-            Err(format!(
-                "`{}` is [{}, {}], expected [{rows}, {cols}]",
-                v(id).name,
-                v(id).rows,
-                v(id).cols
-            ))
-        }
-    };
-    if !kind.on_host() {
-        for id in kind.inputs().into_iter().chain([out]) {
-            float(id)?;
-        }
-    }
-    match *kind {
-        OpKind::MatMul { a, b } => {
-            want(b, v(a).cols, v(b).cols)?;
-            want(out, v(a).rows, v(b).cols)
-        }
-        OpKind::AddBias { x, bias } => {
-            want(bias, 1, v(x).cols)?;
-            want(out, v(x).rows, v(x).cols)
-        }
-        OpKind::GeluTanh { x } | OpKind::GeluErf { x } => want(out, v(x).rows, v(x).cols),
-        OpKind::Add { a, b } => {
-            want(b, v(a).rows, v(a).cols)?;
-            want(out, v(a).rows, v(a).cols)
-        }
-        OpKind::LayerNorm {
-            x,
-            gamma,
-            beta,
-            epsilon,
-        } => {
-            if epsilon < 0.0 {
-                return Err("epsilon must not be negative".to_string());
-            }
-            want(gamma, 1, v(x).cols)?;
-            want(beta, 1, v(x).cols)?;
-            want(out, v(x).rows, v(x).cols)
-        }
-        OpKind::Attention {
-            q,
-            k,
-            v: vv,
-            batch,
-            heads,
-            mask,
-            ..
-        } => {
-            let (qr, qc) = dims(q);
-            if qr % batch != 0 || v(k).rows % batch != 0 {
-                return Err(format!(
-                    "the rows of q ({qr}) and k ({}) must be multiples of batch {batch}",
-                    v(k).rows
-                ));
-            }
-            if qc % heads != 0 {
-                return Err(format!("q's {qc} columns do not split into {heads} heads"));
-            }
-            want(k, v(k).rows, qc)?;
-            want(vv, v(k).rows, qc)?;
-            if let Some(m) = mask {
-                want(m, batch, v(k).rows / batch)?;
-            }
-            want(out, qr, qc)
-        }
-        OpKind::Embed { ref lookups } => {
-            let cols = v(out).cols;
-            for &(table, indices) in lookups {
-                float(table)?;
-                want(table, v(table).rows, cols)?;
-                if v(indices).dtype != DType::I64 || v(indices).elements() != u64::from(v(out).rows)
-                {
-                    return Err(format!(
-                        "indices `{}` must be {} i64 values",
-                        v(indices).name,
-                        v(out).rows
-                    ));
-                }
-            }
-            float(out)
-        }
-        OpKind::MaskBias { mask, .. } => {
-            float(out)?;
-            want(out, v(mask).rows, v(mask).cols)
-        }
-        OpKind::MeanPool { x, mask, .. } => {
-            float(x)?;
-            float(out)?;
-            if u64::from(v(x).rows) != v(mask).elements() {
-                return Err(format!(
-                    "x's {} rows are not batch · tokens of the mask [{}, {}]",
-                    v(x).rows,
-                    v(mask).rows,
-                    v(mask).cols
-                ));
-            }
-            want(out, v(mask).rows, v(x).cols)
-        }
-    }
 }
