@@ -324,12 +324,15 @@ fn a_broken_package_fails_the_hardware_test_on_the_command_line() {
     assert!(r.stdout.contains("not 8-byte aligned"), "{}", r.stdout);
 }
 
+/// What a craft is refused with, and the craft.
+type Craft<T> = (&'static str, fn(&mut T));
+
 #[test]
 fn a_package_with_a_crafted_target_or_graph_is_refused_when_read() {
     let base = small_package();
     let sb = Sandbox::new();
     let path = sb.path("crafted.ipuexe");
-    let cases: [(&str, fn(&mut Package)); 5] = [
+    let cases: [Craft<Package>; 5] = [
         ("its target \"mk2-1500\" is not the preset", |p| {
             p.target.memory_end = u32::MAX
         }),

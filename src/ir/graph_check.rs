@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn a_well_formed_graph_passes_and_each_malformation_is_named() {
         assert_eq!(matmul().check(), Ok(()));
-        let cases: [(&str, fn(&mut Graph)); 8] = [
+        let cases: [Craft<Graph>; 8] = [
             ("value `w`: id 7 at position 1", |g| {
                 g.values[1].id = ValueId::from_index(7)
             }),
