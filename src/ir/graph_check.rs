@@ -285,6 +285,9 @@ mod tests {
         }
     }
 
+    /// What a malformation is refused with, and the malformation.
+    type Craft<T> = (&'static str, fn(&mut T));
+
     #[test]
     fn a_well_formed_graph_passes_and_each_malformation_is_named() {
         assert_eq!(matmul().check(), Ok(()));
