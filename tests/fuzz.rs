@@ -166,7 +166,8 @@ fn application_packages_profiles_action_entries_and_stage_records_decode_or_are_
                 return false;
             };
             let _ = ipu_codegen::report::check(&e);
-            let _ = ipu_codegen::report::table(&e);
+            let _ = ipu_codegen::report::Summary::of(&e).text();
+            let _ = ipu_codegen::report::html(&e, Err("none"));
             b != profile.as_slice()
         },
     );

@@ -148,8 +148,21 @@ fn coloured_pixels(browser: &str, sb: &Sandbox, page: &std::path::Path) -> usize
 fn the_html_page_renders_a_heat_map_of_1472_tiles_in_headless_chromium() {
     let browser = chromium().expect("no Chromium (chromium, chromium-browser or google-chrome)");
     let sb = profiled();
+    // The profile alone (no package beside it): the page has the heat maps and no memory map.
+    let alone = sb.path("alone.ipuprofile");
+    std::fs::copy(
+        sb.stages().join(SMALL_ID).join("execution.ipuprofile"),
+        &alone,
+    )
+    .unwrap();
     let page = sb.path("profile.html");
-    report(&sb, &["--html", page.to_str().unwrap()]);
+    let r = sb.run(&[
+        "report",
+        alone.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    r.assert_ok();
     let out = render(browser, &sb, "--dump-dom", &page);
     let dom = String::from_utf8_lossy(&out);
     // The cells are made by the page's script: counting them in the rendered DOM shows it ran.
@@ -165,21 +178,35 @@ fn the_html_page_renders_a_heat_map_of_1472_tiles_in_headless_chromium() {
     // The screenshot has colour: the heat maps and the timeline. The same page without its script
     // draws none of them, and the count falls below the bar.
     let coloured = coloured_pixels(browser, &sb, &page);
-    let html = std::fs::read_to_string(&page).unwrap();
-    let (head, rest) = html.split_once("<script").unwrap();
-    let bare = sb.path("bare.html");
-    std::fs::write(
-        &bare,
-        format!("{head}{}", &rest[rest.find("</script>").unwrap() + 9..]),
-    )
-    .unwrap();
-    let without_script = coloured_pixels(browser, &sb, &bare);
+    let without_script = coloured_pixels(browser, &sb, &without_scripts(&sb, &page, "bare"));
     eprintln!("coloured pixels: {coloured} with the script, {without_script} without");
     assert!(coloured > 40_000, "{coloured} coloured pixels");
     assert!(
         without_script < 40_000,
         "{without_script} coloured pixels without the script"
     );
+    // With the package beside the profile, the page also maps a tile's memory, drawn without a
+    // script: the bare page gains colour.
+    report(&sb, &["--html", page.to_str().unwrap()]);
+    let mapped = coloured_pixels(browser, &sb, &without_scripts(&sb, &page, "mapped"));
+    eprintln!("coloured pixels without the script: {mapped} with the memory map");
+    assert!(
+        mapped > without_script + 40_000,
+        "{mapped} coloured pixels with the memory map"
+    );
+}
+
+/// `page` with its script removed, as `name.html`.
+fn without_scripts(sb: &Sandbox, page: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let html = std::fs::read_to_string(page).unwrap();
+    let (head, rest) = html.split_once("<script").unwrap();
+    let bare = sb.path(&format!("{name}.html"));
+    std::fs::write(
+        &bare,
+        format!("{head}{}", &rest[rest.find("</script>").unwrap() + 9..]),
+    )
+    .unwrap();
+    bare
 }
 
 /// Every superstep of every small preset, as the device ran it, within ±5 % of the compiler's estimate;

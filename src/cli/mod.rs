@@ -7,6 +7,7 @@ mod bench;
 mod cache;
 mod import;
 mod plans;
+mod report;
 mod run;
 
 use anyhow::{Context, Result, bail};
@@ -142,19 +143,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Summarise an execution profile; optionally write an HTML page and a Chrome trace.
-    Report {
-        profile: PathBuf,
-        /// Write a self-contained HTML page (heat maps, BSP timeline, tables).
-        #[arg(long)]
-        html: Option<PathBuf>,
-        /// Write Chrome trace-event JSON (open in Perfetto).
-        #[arg(long)]
-        trace: Option<PathBuf>,
-        /// One trace track per chip column instead of per tile.
-        #[arg(long)]
-        per_column: bool,
-    },
+    /// Summarise an execution profile, or compare two; optionally write an HTML page (with a tile's
+    /// memory map) and a Chrome trace.
+    Report(report::ReportArgs),
     /// Run micro-packages through the device beside the compiler's estimates and published hardware
     /// figures; fails when a case is outside its tolerance.
     Calibrate {
@@ -627,39 +618,7 @@ fn execute(cli: Cli) -> Result<()> {
                 print!("{}", plans::text(&table));
             }
         }
-        Command::Report {
-            profile,
-            html,
-            trace,
-            per_column,
-        } => {
-            let bytes = ipu_codegen::files::read(
-                &profile,
-                "execution profile",
-                ipu_codegen::files::DATA_LIMIT,
-            )?;
-            let execution = ipu_codegen::report::read_profile(&bytes)
-                .with_context(|| format!("{} is not an execution profile", profile.display()))?;
-            let errors = ipu_codegen::report::check(&execution);
-            if !errors.is_empty() {
-                bail!(
-                    "{} is not a consistent execution profile:\n{}",
-                    profile.display(),
-                    errors.join("\n")
-                );
-            }
-            print!("{}", ipu_codegen::report::table(&execution));
-            if let Some(path) = html {
-                std::fs::write(&path, ipu_codegen::report::html(&execution))
-                    .with_context(|| format!("writing {}", path.display()))?;
-                println!("html={}", path.display());
-            }
-            if let Some(path) = trace {
-                std::fs::write(&path, ipu_codegen::report::trace(&execution, per_column))
-                    .with_context(|| format!("writing {}", path.display()))?;
-                println!("trace={}", path.display());
-            }
-        }
+        Command::Report(args) => report::report(&args)?,
         Command::Calibrate { target, json } => {
             let t = target_preset(&target)?;
             let rows = ipu_codegen::calibrate::calibrate(&t)
