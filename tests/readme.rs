@@ -8,7 +8,8 @@ use std::process::Command;
 
 /// The README's `sh` examples that run as written: continuation lines joined, comments cut.
 fn examples() -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let mut commands = Vec::new();
     let mut in_sh = false;
     let mut pending = String::new();
@@ -47,7 +48,11 @@ fn every_concrete_readme_example_runs_and_succeeds() {
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_ipu-codegen"))
         .parent()
         .unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     for command in &commands {
         let out = Command::new("sh")
             .args(["-c", command])

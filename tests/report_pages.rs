@@ -123,6 +123,17 @@ fn two_profiles_compare_step_by_step_and_a_run_against_itself_differs_nowhere() 
     assert!(r.stderr.contains("take one profile"), "{}", r.stderr);
 }
 
+/// `report PROFILE --html page.html EXTRA…`: the run, and the page if it succeeded.
+fn page(sb: &Sandbox, profile: &str, extra: &[&str]) -> (common::Ran, String) {
+    let page = sb.path("page.html");
+    let _ = std::fs::remove_file(&page);
+    let mut args = vec!["report", profile, "--html", page.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let r = sb.run(&args);
+    let html = std::fs::read_to_string(&page).unwrap_or_default();
+    (r, html)
+}
+
 #[test]
 fn the_page_maps_a_tiles_buffers_from_the_package_the_profile_measured() {
     let (sb, a, b) = two_runs();
@@ -132,17 +143,8 @@ fn the_page_maps_a_tiles_buffers_from_the_package_the_profile_measured() {
     let tile = (0..p.tiles.len())
         .max_by_key(|&t| p.tiles[t].buffers.len())
         .unwrap();
-    let page = sb.path("page.html");
-    let r = sb.run(&[
-        "report",
-        &a,
-        "--html",
-        page.to_str().unwrap(),
-        "--tile",
-        &tile.to_string(),
-    ]);
+    let (r, html) = page(&sb, &a, &["--tile", &tile.to_string()]);
     r.assert_ok();
-    let html = std::fs::read_to_string(&page).unwrap();
     assert!(
         html.contains(&format!("memory map of tile {tile}")),
         "{html}"
@@ -163,37 +165,22 @@ fn the_page_maps_a_tiles_buffers_from_the_package_the_profile_measured() {
         .iter()
         .position(|&(s, i)| s + i == most)
         .unwrap();
-    sb.run(&["report", &a, "--html", page.to_str().unwrap()])
-        .assert_ok();
-    let html = std::fs::read_to_string(&page).unwrap();
+    let (r, html) = page(&sb, &a, &[]);
+    r.assert_ok();
     assert!(
         html.contains(&format!("memory map of tile {busiest}<")),
         "tile {busiest}"
     );
     // Another run's package is refused by its hash; a tile off the chip by its number.
     let other = std::path::Path::new(&b).with_file_name("model.ipuexe");
-    let r = sb.run(&[
-        "report",
-        &a,
-        "--html",
-        page.to_str().unwrap(),
-        "--package",
-        other.to_str().unwrap(),
-    ]);
+    let (r, _) = page(&sb, &a, &["--package", other.to_str().unwrap()]);
     r.assert_clean_failure();
     assert!(
         r.stderr.contains("but the profile measured package"),
         "{}",
         r.stderr
     );
-    let r = sb.run(&[
-        "report",
-        &a,
-        "--html",
-        page.to_str().unwrap(),
-        "--tile",
-        "5000",
-    ]);
+    let (r, _) = page(&sb, &a, &["--tile", "5000"]);
     r.assert_clean_failure();
     assert!(
         r.stderr
@@ -204,13 +191,7 @@ fn the_page_maps_a_tiles_buffers_from_the_package_the_profile_measured() {
     // Without the package beside it, the page says why it has no map.
     let alone = sb.path("alone.ipuprofile");
     std::fs::copy(&a, &alone).unwrap();
-    sb.run(&[
-        "report",
-        alone.to_str().unwrap(),
-        "--html",
-        page.to_str().unwrap(),
-    ])
-    .assert_ok();
-    let html = std::fs::read_to_string(&page).unwrap();
+    let (r, html) = page(&sb, alone.to_str().unwrap(), &[]);
+    r.assert_ok();
     assert!(html.contains("No memory map: no package at"), "{html}");
 }
