@@ -90,42 +90,108 @@ pub enum WorkloadSpec {
 }
 
 /// `y = W2 · gelu_tanh(W1 · x + b1) + b2`, repeated `blocks` times, over `batch · tokens` rows.
+///
+/// Required keys: `kind`, `name`, `tokens`, `dimension`, `hidden`; every other key has the default its
+/// doc gives (the README's table lists them all).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MlpSpec {
-    /// Always `mlp`.
+    /// Always `mlp`. Required.
     pub kind: String,
+    /// The build's name, the id's first word. Required.
     pub name: String,
+    /// Sequences in the batch. Default 1.
+    #[serde(default = "defaults::one")]
     pub batch: u32,
+    /// Tokens per sequence. Required.
     pub tokens: u32,
+    /// The model dimension: the input's and output's width. Required.
     pub dimension: u32,
+    /// The hidden (feed-forward) dimension. Required.
     pub hidden: u32,
+    /// Blocks in sequence. Default 1.
+    #[serde(default = "defaults::one")]
     pub blocks: u32,
+    /// Whether each matmul adds a bias. Default false.
+    #[serde(default)]
     pub biases: bool,
+    /// The element type of inputs, weights and outputs; only f16 is built. Default f16.
+    #[serde(default = "defaults::f16")]
     pub dtype: DType,
+    /// The type the AMP accumulates in: f16 or f32. Default f16.
+    #[serde(default = "defaults::f16")]
     pub partials: DType,
+    /// The seed of the data `run` draws for what no file binds; no part of the build. Default 1.
+    #[serde(default = "defaults::seed")]
     pub seed: u64,
 }
 
 /// `o = softmax(q · kᵀ / √head_dim) · v` per batch and head, with an online (flash) softmax.
+///
+/// Required keys: `kind`, `name`, `tokens`, `heads`, `head_dim`; every other key has the default its
+/// doc gives (the README's table lists them all).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttentionSpec {
-    /// Always `attention`.
+    /// Always `attention`. Required.
     pub kind: String,
+    /// The build's name, the id's first word. Required.
     pub name: String,
+    /// Sequences in the batch. Default 1.
+    #[serde(default = "defaults::one")]
     pub batch: u32,
-    /// Query length.
+    /// Query length. Required.
     pub tokens: u32,
-    /// Key and value length; the query length when absent.
+    /// Key and value length. Default: the query length (`tokens`).
     #[serde(default)]
     pub key_tokens: Option<u32>,
+    /// Heads. Required.
     pub heads: u32,
+    /// The dimension of each head. Required.
     pub head_dim: u32,
+    /// Whether query `i` sees only keys `0..=i`. Default false.
+    #[serde(default)]
     pub causal: bool,
+    /// The element type of q, k, v and o; only f16 is built. Default f16.
+    #[serde(default = "defaults::f16")]
     pub dtype: DType,
+    /// The type scores and partial sums accumulate in: f16 or f32. Default f16.
+    #[serde(default = "defaults::f16")]
     pub partials: DType,
+    /// The seed of the data `run` draws for what no file binds; no part of the build. Default 1.
+    #[serde(default = "defaults::seed")]
     pub seed: u64,
+}
+
+/// The defaults of the workload keys a spec may leave out, one function per default (serde's
+/// `default = "…"`); a key of type `bool` or `Option` defaults to `false` or absent.
+pub(crate) mod defaults {
+    use crate::ir::DType;
+
+    /// Batch, blocks and layers.
+    pub fn one() -> u32 {
+        1
+    }
+
+    /// The seed `run` draws unbound data from.
+    pub fn seed() -> u64 {
+        1
+    }
+
+    /// The element type and the partials' type.
+    pub fn f16() -> DType {
+        DType::F16
+    }
+
+    /// The encoder's GELU: `erf`, as BERT's.
+    pub fn gelu() -> String {
+        "erf".to_string()
+    }
+
+    /// The encoder's layer-norm epsilon, as BERT's.
+    pub fn epsilon() -> f32 {
+        1e-12
+    }
 }
 
 impl AttentionSpec {
