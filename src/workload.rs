@@ -2,7 +2,7 @@
 //! every parameter overridable, validated, and imported into the graph.
 
 use crate::ids::{OpId, ValueId};
-use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
+use crate::ir::{DType, Graph, Op, OpKind, Oversize, Value, ValueRole};
 use serde::{Deserialize, Serialize};
 
 mod encoder;
@@ -87,6 +87,52 @@ pub enum WorkloadSpec {
     Attention(AttentionSpec),
     Encoder(EncoderSpec),
     Graph(GraphSpec),
+}
+
+/// The kind of a workload: which flags resize it, and so what a build that does not fit is advised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadKind {
+    Mlp,
+    Attention,
+    Encoder,
+    /// A graph written value by value (a `kind = "graph"` spec, an ONNX import): no flag resizes it.
+    Graph,
+}
+
+impl WorkloadKind {
+    /// What to make smaller when `what` does not fit, naming only the flags this kind takes; a
+    /// graph's shapes are its own, so it is told to make the model smaller or split it.
+    pub fn advice(self, what: Oversize) -> &'static str {
+        type K = WorkloadKind;
+        type O = Oversize;
+        match (self, what) {
+            (K::Graph, _) => {
+                "the model must be made smaller or split into parts that each fit (a graph \
+                 workload's shapes are its own: no flag resizes it)"
+            }
+            (K::Attention, _) => {
+                "use fewer or shorter sequences (--batch, --tokens, --key-tokens), fewer --heads \
+                 or a smaller --head-dim"
+            }
+            (K::Mlp, O::Weights) => {
+                "use fewer blocks (--blocks) or smaller dimensions (--dimension, --hidden)"
+            }
+            (K::Encoder, O::Weights) => {
+                "use fewer layers (--blocks) or smaller dimensions (--dimension, --hidden)"
+            }
+            (K::Mlp | K::Encoder, O::MatMul | O::LiveBuffers) => {
+                "use fewer rows (--batch, --tokens) or smaller dimensions (--dimension, --hidden)"
+            }
+            (K::Mlp | K::Encoder, O::LayerNorm) => {
+                "use fewer rows (--batch, --tokens) or a smaller --dimension"
+            }
+            (K::Encoder, O::Attention) => {
+                "use fewer tokens (--tokens) or smaller heads (a smaller --dimension or more --heads)"
+            }
+            // An MLP has no attention.
+            (K::Mlp, O::Attention) => "use fewer rows (--batch, --tokens)",
+        }
+    }
 }
 
 /// `y = W2 · gelu_tanh(W1 · x + b1) + b2`, repeated `blocks` times, over `batch · tokens` rows.
@@ -404,6 +450,15 @@ impl WorkloadSpec {
                 }
                 id
             }
+        }
+    }
+
+    pub fn kind(&self) -> WorkloadKind {
+        match self {
+            WorkloadSpec::Mlp(_) => WorkloadKind::Mlp,
+            WorkloadSpec::Attention(_) => WorkloadKind::Attention,
+            WorkloadSpec::Encoder(_) => WorkloadKind::Encoder,
+            WorkloadSpec::Graph(_) => WorkloadKind::Graph,
         }
     }
 

@@ -450,6 +450,7 @@ impl BuildArgs {
             source: self.workload.clone(),
             stages: stages.to_path_buf(),
             build: self.build_name(&spec),
+            kind: spec.kind(),
             target: self.target()?,
             graph,
             configs: self.configs(),

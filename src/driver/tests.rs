@@ -258,6 +258,7 @@ impl Small {
             source: "siglip-mlp-small".to_string(),
             stages: self.stages.clone(),
             build: "small".to_string(),
+            kind: crate::workload::WorkloadKind::Mlp,
             target: Target::preset("mk2-1500").expect("target"),
             graph: self.graph.clone(),
             configs: PhaseConfigs::default(),
