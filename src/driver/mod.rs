@@ -35,6 +35,7 @@ pub use summary::{Fields, RunFigures, output_check_line, verdict, worst_check};
 use writer::{Write, Writer};
 
 use crate::ir::Graph;
+use crate::progress::Progress;
 use crate::stages::lower_mid::LowerMidError;
 use crate::stages::place_storage::PlaceStorageError;
 use crate::store::{self, Artifact, ArtifactKind, ContentHash, Object, Store, StoreError};
@@ -61,6 +62,8 @@ pub struct Build<'a> {
     pub target: Target,
     pub graph: Graph,
     pub configs: PhaseConfigs,
+    /// Hears how far the phases' long steps have come (exchange scheduling); never changes a result.
+    pub progress: &'a dyn Progress,
 }
 
 /// What a build did.
@@ -425,6 +428,7 @@ impl Build<'_> {
             outputs,
             store: self.store,
             decoded,
+            progress: self.progress,
         }
     }
 

@@ -262,6 +262,7 @@ impl Small {
             target: Target::preset("mk2-1500").expect("target"),
             graph: self.graph.clone(),
             configs: PhaseConfigs::default(),
+            progress: &crate::progress::Silent,
         }
     }
 }
@@ -404,7 +405,9 @@ fn the_run_figures_follow_from_the_profile() {
     let host = host_data(&package.graph, 7);
     let mut device = Device::load(&package).expect("load");
     device.initialize(&package, &host).expect("initialize");
-    let (mut execution, output) = device.run(&package, &host).expect("run");
+    let (mut execution, output) = device
+        .run(&package, &host, &crate::progress::Silent)
+        .expect("run");
     let out = package
         .graph
         .values
@@ -414,7 +417,7 @@ fn the_run_figures_follow_from_the_profile() {
         .id;
     let check = numerics::check(
         &output[&out],
-        &numerics::reference(&package.graph, &host),
+        &numerics::reference(&package.graph, &host, &crate::progress::Silent),
         out,
     );
 
