@@ -288,7 +288,9 @@ impl<'a> Micro<'a> {
         };
         let host = host_data(&package.graph, 1);
         let mut device = Device::load(&package)?;
-        device.run(&package, &host).map(|(e, _)| e)
+        device
+            .run(&package, &host, &crate::progress::Silent)
+            .map(|(e, _)| e)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod isa;
 pub mod lowering;
 pub mod numerics;
 pub mod onnx;
+pub mod progress;
 pub mod report;
 pub mod rng;
 pub mod stages;

@@ -1,12 +1,14 @@
 //! Workload specs: TOML presets (`workloads/*.toml`, read at run time: [`presets_dir`]) or files, with
 //! every parameter overridable, validated, and imported into the graph.
 
-use crate::ids::{OpId, ValueId};
-use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
-use serde::{Deserialize, Serialize};
+use crate::ir::{DType, Graph, Oversize};
 
+mod attention;
 mod encoder;
+mod mlp;
+pub use attention::AttentionSpec;
 pub use encoder::EncoderSpec;
+pub use mlp::MlpSpec;
 pub mod graph_spec;
 pub use graph_spec::GraphSpec;
 
@@ -89,48 +91,80 @@ pub enum WorkloadSpec {
     Graph(GraphSpec),
 }
 
-/// `y = W2 · gelu_tanh(W1 · x + b1) + b2`, repeated `blocks` times, over `batch · tokens` rows.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MlpSpec {
-    /// Always `mlp`.
-    pub kind: String,
-    pub name: String,
-    pub batch: u32,
-    pub tokens: u32,
-    pub dimension: u32,
-    pub hidden: u32,
-    pub blocks: u32,
-    pub biases: bool,
-    pub dtype: DType,
-    pub partials: DType,
-    pub seed: u64,
+/// The kind of a workload: which flags resize it, and so what a build that does not fit is advised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkloadKind {
+    Mlp,
+    Attention,
+    Encoder,
+    /// A graph written value by value (a `kind = "graph"` spec, an ONNX import): no flag resizes it.
+    Graph,
 }
 
-/// `o = softmax(q · kᵀ / √head_dim) · v` per batch and head, with an online (flash) softmax.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AttentionSpec {
-    /// Always `attention`.
-    pub kind: String,
-    pub name: String,
-    pub batch: u32,
-    /// Query length.
-    pub tokens: u32,
-    /// Key and value length; the query length when absent.
-    #[serde(default)]
-    pub key_tokens: Option<u32>,
-    pub heads: u32,
-    pub head_dim: u32,
-    pub causal: bool,
-    pub dtype: DType,
-    pub partials: DType,
-    pub seed: u64,
+impl WorkloadKind {
+    /// What to make smaller when `what` does not fit, naming only the flags this kind takes; a
+    /// graph's shapes are its own, so it is told to make the model smaller or split it.
+    pub fn advice(self, what: Oversize) -> &'static str {
+        type K = WorkloadKind;
+        type O = Oversize;
+        match (self, what) {
+            (K::Graph, _) => {
+                "the model must be made smaller or split into parts that each fit (a graph \
+                 workload's shapes are its own: no flag resizes it)"
+            }
+            (K::Attention, _) => {
+                "use fewer or shorter sequences (--batch, --tokens, --key-tokens), fewer --heads \
+                 or a smaller --head-dim"
+            }
+            (K::Mlp, O::Weights) => {
+                "use fewer blocks (--blocks) or smaller dimensions (--dimension, --hidden)"
+            }
+            (K::Encoder, O::Weights) => {
+                "use fewer layers (--blocks) or smaller dimensions (--dimension, --hidden)"
+            }
+            (K::Mlp | K::Encoder, O::MatMul | O::LiveBuffers) => {
+                "use fewer rows (--batch, --tokens) or smaller dimensions (--dimension, --hidden)"
+            }
+            (K::Mlp | K::Encoder, O::LayerNorm) => {
+                "use fewer rows (--batch, --tokens) or a smaller --dimension"
+            }
+            (K::Encoder, O::Attention) => {
+                "use fewer tokens (--tokens) or smaller heads (a smaller --dimension or more --heads)"
+            }
+            // An MLP has no attention.
+            (K::Mlp, O::Attention) => "use fewer rows (--batch, --tokens)",
+        }
+    }
 }
 
-impl AttentionSpec {
-    pub fn keys(&self) -> u32 {
-        self.key_tokens.unwrap_or(self.tokens)
+/// The defaults of the workload keys a spec may leave out, one function per default (serde's
+/// `default = "…"`); a key of type `bool` or `Option` defaults to `false` or absent.
+pub(crate) mod defaults {
+    use crate::ir::DType;
+
+    /// Batch, blocks and layers.
+    pub fn one() -> u32 {
+        1
+    }
+
+    /// The seed `run` draws unbound data from.
+    pub fn seed() -> u64 {
+        1
+    }
+
+    /// The element type and the partials' type.
+    pub fn f16() -> DType {
+        DType::F16
+    }
+
+    /// The encoder's GELU: `erf`, as BERT's.
+    pub fn gelu() -> String {
+        "erf".to_string()
+    }
+
+    /// The encoder's layer-norm epsilon, as BERT's.
+    pub fn epsilon() -> f32 {
+        1e-12
     }
 }
 
@@ -341,6 +375,15 @@ impl WorkloadSpec {
         }
     }
 
+    pub fn kind(&self) -> WorkloadKind {
+        match self {
+            WorkloadSpec::Mlp(_) => WorkloadKind::Mlp,
+            WorkloadSpec::Attention(_) => WorkloadKind::Attention,
+            WorkloadSpec::Encoder(_) => WorkloadKind::Encoder,
+            WorkloadSpec::Graph(_) => WorkloadKind::Graph,
+        }
+    }
+
     /// The seed `run` draws unbound inputs and weights from unless `--seed` says otherwise (the spec's
     /// `seed` key). It is no part of the graph.
     pub fn seed(&self) -> u64 {
@@ -405,7 +448,7 @@ impl WorkloadSpec {
                         return Err(WorkloadError::TooLarge { id, what, elements });
                     }
                 }
-                Ok(mlp_graph(id, m, rows as u32))
+                Ok(mlp::mlp_graph(id, m, rows as u32))
             }
             WorkloadSpec::Attention(a) => {
                 for (parameter, v) in [
@@ -432,7 +475,7 @@ impl WorkloadSpec {
                         elements: rows * cols,
                     });
                 }
-                Ok(attention_graph(id, a))
+                Ok(attention::attention_graph(id, a))
             }
             WorkloadSpec::Encoder(e) => {
                 for (parameter, v) in [
@@ -483,213 +526,6 @@ impl WorkloadSpec {
                 Ok(encoder::encoder_graph(id, e))
             }
         }
-    }
-}
-
-fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
-    let parameters = [
-        ("benchmark", format!("{}-{}", a.name, a.dtype)),
-        ("batch", a.batch.to_string()),
-        ("tokens", a.tokens.to_string()),
-        ("keyTokens", a.keys().to_string()),
-        ("heads", a.heads.to_string()),
-        ("headDimension", a.head_dim.to_string()),
-        ("causal", a.causal.to_string()),
-        ("partials", a.partials.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let cols = a.heads * a.head_dim;
-    let value = |id: usize, name: &str, rows: u32, role: ValueRole| Value {
-        id: ValueId::from_index(id),
-        name: name.to_string(),
-        rows,
-        cols,
-        dtype: a.dtype,
-        role,
-        fan_in: 0,
-        shape: Vec::new(),
-    };
-    let (queries, keys) = (a.batch * a.tokens, a.batch * a.keys());
-    Graph {
-        workload,
-        values: vec![
-            value(0, "q", queries, ValueRole::Input),
-            value(1, "k", keys, ValueRole::Input),
-            value(2, "v", keys, ValueRole::Input),
-            value(3, "o", queries, ValueRole::Output),
-        ],
-        ops: vec![Op {
-            id: OpId::from_index(0),
-            name: "attention".to_string(),
-            kind: OpKind::Attention {
-                q: ValueId::from_index(0),
-                k: ValueId::from_index(1),
-                v: ValueId::from_index(2),
-                batch: a.batch,
-                heads: a.heads,
-                causal: a.causal,
-                scale: 1.0 / (a.head_dim as f32).sqrt(),
-                mask: None,
-            },
-            out: ValueId::from_index(3),
-        }],
-        partials: a.partials,
-        parameters,
-    }
-}
-
-fn mlp_graph(workload: String, m: &MlpSpec, rows: u32) -> Graph {
-    let parameters = [
-        ("benchmark", format!("{}-{}", m.name, m.dtype)),
-        ("batch", m.batch.to_string()),
-        ("tokens", m.tokens.to_string()),
-        ("rows", rows.to_string()),
-        ("dimension", m.dimension.to_string()),
-        ("hiddenDimension", m.hidden.to_string()),
-        ("blocks", m.blocks.to_string()),
-        ("biases", m.biases.to_string()),
-        ("partials", m.partials.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let mut mlp = MlpGraph {
-        m,
-        rows,
-        g: Graph {
-            workload,
-            values: Vec::new(),
-            ops: Vec::new(),
-            partials: m.partials,
-            parameters,
-        },
-    };
-    let mut x = mlp.value("x".into(), rows, m.dimension, ValueRole::Input, 0);
-    for b in 0..m.blocks {
-        x = mlp.block(b, x);
-    }
-    mlp.g
-}
-
-/// An MLP's graph under construction: values and operations numbered in order of creation.
-struct MlpGraph<'a> {
-    m: &'a MlpSpec,
-    rows: u32,
-    g: Graph,
-}
-
-impl MlpGraph<'_> {
-    fn value(
-        &mut self,
-        name: String,
-        rows: u32,
-        cols: u32,
-        role: ValueRole,
-        fan_in: u32,
-    ) -> ValueId {
-        let id = ValueId::from_index(self.g.values.len());
-        self.g.values.push(Value {
-            id,
-            name,
-            rows,
-            cols,
-            dtype: self.m.dtype,
-            role,
-            fan_in,
-            shape: Vec::new(),
-        });
-        id
-    }
-
-    fn op(&mut self, name: String, kind: OpKind, out: ValueId) {
-        let id = OpId::from_index(self.g.ops.len());
-        self.g.ops.push(Op {
-            id,
-            name,
-            kind,
-            out,
-        });
-    }
-
-    /// Block `b` over its input `x`: `fc2(gelu(fc1(x) + bias?)) + bias?`; returns its output. Its
-    /// values come in the order fc1 and fc2 weights, then each operation's bias and result.
-    fn block(&mut self, b: u32, x: ValueId) -> ValueId {
-        let (m, rows) = (self.m, self.rows);
-        let last = b + 1 == m.blocks;
-        let w1 = self.value(
-            format!("block{b}.fc1.weight"),
-            m.dimension,
-            m.hidden,
-            ValueRole::Weight,
-            m.dimension,
-        );
-        let w2 = self.value(
-            format!("block{b}.fc2.weight"),
-            m.hidden,
-            m.dimension,
-            ValueRole::Weight,
-            m.hidden,
-        );
-        let z = self.value(
-            format!("block{b}.fc1"),
-            rows,
-            m.hidden,
-            ValueRole::Intermediate,
-            0,
-        );
-        self.op(format!("block{b}.fc1"), OpKind::MatMul { a: x, b: w1 }, z);
-        let mut pre = z;
-        if m.biases {
-            pre = self.bias(
-                &format!("block{b}.fc1"),
-                z,
-                m.hidden,
-                m.dimension,
-                ValueRole::Intermediate,
-            );
-        }
-        let h = self.value(
-            format!("block{b}.gelu"),
-            rows,
-            m.hidden,
-            ValueRole::Intermediate,
-            0,
-        );
-        self.op(format!("block{b}.gelu"), OpKind::GeluTanh { x: pre }, h);
-        let role = if last && !m.biases {
-            ValueRole::Output
-        } else {
-            ValueRole::Intermediate
-        };
-        let y = self.value(format!("block{b}.fc2"), rows, m.dimension, role, 0);
-        self.op(format!("block{b}.fc2"), OpKind::MatMul { a: h, b: w2 }, y);
-        if !m.biases {
-            return y;
-        }
-        let role = if last {
-            ValueRole::Output
-        } else {
-            ValueRole::Intermediate
-        };
-        self.bias(&format!("block{b}.fc2"), y, m.dimension, m.hidden, role)
-    }
-
-    /// The bias of `layer` (a `1 x cols` weight with `fan_in`) added to its result `x`; returns the
-    /// biased value, of `role`.
-    fn bias(
-        &mut self,
-        layer: &str,
-        x: ValueId,
-        cols: u32,
-        fan_in: u32,
-        role: ValueRole,
-    ) -> ValueId {
-        let bias = self.value(format!("{layer}.bias"), 1, cols, ValueRole::Weight, fan_in);
-        let biased = self.value(format!("{layer}.biased"), self.rows, cols, role, 0);
-        self.op(format!("{layer}.bias"), OpKind::AddBias { x, bias }, biased);
-        biased
     }
 }
 

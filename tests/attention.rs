@@ -6,6 +6,7 @@ use common::{
     SMALL_ATTENTION, SMALL_ATTENTION_ID, SMALL_ATTENTION_SEED, Sandbox, assert_pass,
     corruption_fails_the_check, run_in_process,
 };
+use ipu_codegen::progress::Silent;
 
 #[test]
 fn small_attention_passes_with_the_seed_check_line() {
@@ -124,13 +125,13 @@ fn attention_bugs_fail_the_check() {
     use ipu_codegen::numerics;
     let run = run_in_process(SMALL_ATTENTION, SMALL_ATTENTION_ID, SMALL_ATTENTION_SEED);
     let (graph, host, out, output) = (&run.package.graph, &run.host, run.out, &run.output);
-    assert!(numerics::check(output, &numerics::reference(graph, host), out).pass);
+    assert!(numerics::check(output, &numerics::reference(graph, host, &Silent), out).pass);
 
     let mut causal = graph.clone();
     if let OpKind::Attention { causal: c, .. } = &mut causal.ops[0].kind {
         *c = true;
     }
-    let check = numerics::check(output, &numerics::reference(&causal, host), out);
+    let check = numerics::check(output, &numerics::reference(&causal, host, &Silent), out);
     assert!(
         !check.pass,
         "an unmasked output must fail the causal check: {check:?}"
@@ -148,7 +149,7 @@ fn attention_bugs_fail_the_check() {
     let (first, last) = (0..cols, (keys - 1) * cols..keys * cols);
     let copy: Vec<_> = shifted[v.index()][first].to_vec();
     shifted[v.index()][last].copy_from_slice(&copy);
-    let check = numerics::check(output, &numerics::reference(graph, &shifted), out);
+    let check = numerics::check(output, &numerics::reference(graph, &shifted, &Silent), out);
     assert!(!check.pass, "a wrong key must fail: {check:?}");
 }
 

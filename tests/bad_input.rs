@@ -274,8 +274,95 @@ fn block_counts_and_weights_beyond_the_device_are_refused_at_once_naming_the_cau
     r.assert_clean_failure();
     assert!(
         r.stderr.contains("the weights need 3966566400 bytes")
-            && r.stderr.contains("use fewer blocks or layers"),
+            && r.stderr.contains("use fewer blocks (--blocks)")
+            && r.stderr.contains("`block0.fc1.weight` (9916416 bytes)"),
         "{}",
         r.stderr
     );
+}
+
+/// A graph spec of one matmul `y = x · w`, `x` of `rows x k`, `w` of `k x n`.
+fn one_matmul(rows: u32, k: u32, n: u32) -> String {
+    let value = |name: &str, role: &str, r: u32, c: u32| {
+        format!(
+            "[[values]]\nname = \"{name}\"\ndtype = \"f16\"\nrole = \"{role}\"\nrows = {r}\ncols = {c}\n\n"
+        )
+    };
+    format!(
+        "kind = \"graph\"\nname = \"big\"\npartials = \"f16\"\nweights = \"big.safetensors\"\n\n{}{}{}\
+         [[ops]]\nname = \"fc\"\nkind = \"matmul\"\ninputs = [\"x\", \"w\"]\noutput = \"y\"\n",
+        value("x", "input", rows, k),
+        value("w", "weight", k, n),
+        value("y", "output", rows, n),
+    )
+}
+
+/// The `error:` line of a failed command.
+fn error_line(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_else(|| panic!("no error line in {stderr}"))
+}
+
+#[test]
+fn does_not_fit_advice_names_an_mlps_flags_and_a_graphs_largest_values_but_no_flag() {
+    let sb = Sandbox::new();
+    // An MLP too large for a tile: its flags, and its values by name and bytes.
+    let r = sb.run(&[
+        "build",
+        SMALL,
+        "--tokens",
+        "729",
+        "--dimension",
+        "1152",
+        "--hidden",
+        "60000",
+        "--blocks",
+        "1",
+    ]);
+    r.assert_clean_failure();
+    let line = error_line(&r.stderr);
+    assert!(
+        line.contains("does not fit in tile memory")
+            && line.contains("`block0.fc1.weight` (138240000 bytes)")
+            && line.contains("(--batch, --tokens)")
+            && line.contains("(--dimension, --hidden)"),
+        "{line}"
+    );
+    // The same matmul as a graph spec: its values, and that the model must shrink; no flag, as a
+    // graph takes none of them.
+    for (rows, k, n, says) in [
+        (729, 1152, 60000, "does not fit in tile memory"),
+        (16, 16384, 16384, "the weights need 536870912 bytes"),
+    ] {
+        std::fs::write(sb.path("big.toml"), one_matmul(rows, k, n)).unwrap();
+        let r = sb.run(&["build", "big.toml"]);
+        r.assert_clean_failure();
+        let line = error_line(&r.stderr);
+        let w = format!("`w` ({} bytes)", 2 * k * n);
+        assert!(
+            line.contains(says)
+                && line.contains(&w)
+                && line.contains("the model must be made smaller or split"),
+            "{line}"
+        );
+        assert!(!line.contains("--"), "names a flag a graph refuses: {line}");
+        // Each size flag is indeed refused.
+        for flag in [
+            "--tokens",
+            "--hidden",
+            "--blocks",
+            "--dimension",
+            "--head-dim",
+        ] {
+            let r = sb.run(&["build", "big.toml", flag, "8"]);
+            r.assert_clean_failure();
+            assert!(
+                r.stderr.contains("does not apply to graph"),
+                "{flag}: {}",
+                r.stderr
+            );
+        }
+    }
 }

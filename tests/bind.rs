@@ -7,6 +7,7 @@ use common::{SMALL, SMALL_ID, SMALL_SEED, Sandbox, assert_pass};
 use ipu_codegen::device::{Device, host_data};
 use ipu_codegen::ir::{Graph, Package, read_ipuexe};
 use ipu_codegen::numerics;
+use ipu_codegen::progress::Silent;
 use ipu_codegen::tensors::{Elements, Tensor, npy, safetensors};
 use std::path::PathBuf;
 
@@ -121,7 +122,7 @@ fn bound_weights_and_inputs_give_the_devices_output_for_that_data() {
     // Exactly what the device computes from the changed data...
     let mut device = Device::load(&package).unwrap();
     device.initialize(&package, &changed).unwrap();
-    let (_, streamed) = device.run(&package, &changed).unwrap();
+    let (_, streamed) = device.run(&package, &changed, &Silent).unwrap();
     let out = graph
         .values
         .iter()
@@ -133,9 +134,13 @@ fn bound_weights_and_inputs_give_the_devices_output_for_that_data() {
         "the written output is the device's"
     );
     // ... within the tolerance of the reference of the changed data, and not of the seeded data's.
-    let check = numerics::check(&written, &numerics::reference(graph, &changed), out);
+    let check = numerics::check(
+        &written,
+        &numerics::reference(graph, &changed, &Silent),
+        out,
+    );
     assert!(check.pass, "{check:?}");
-    let check = numerics::check(&written, &numerics::reference(graph, &seeded), out);
+    let check = numerics::check(&written, &numerics::reference(graph, &seeded, &Silent), out);
     assert!(
         !check.pass,
         "the seeded reference must not match: {check:?}"

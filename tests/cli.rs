@@ -1,6 +1,6 @@
 //! What a user meets first: the version with the compiler fingerprint, help on every phase
 //! subcommand, shell completions and the man page, suggestions for a misspelled preset, TOML errors
-//! in their multi-line form, and presets read as data.
+//! in their multi-line form, presets read as data, and the defaults of the keys a spec leaves out.
 
 mod common;
 use common::{SMALL, SMALL_ATTENTION, Sandbox};
@@ -140,6 +140,87 @@ fn presets_are_data_an_edit_changes_only_its_own_builds() {
             .stdout
             .starts_with("build=siglip-mlp-f16-b1-t9-")
     );
+}
+
+/// The keys a workload spec may leave out, each with its documented default as TOML writes it.
+const DEFAULTS: [(&str, &str); 11] = [
+    ("batch", "1"),
+    ("blocks", "1"),
+    ("layers", "1"),
+    ("biases", "false"),
+    ("causal", "false"),
+    ("mask", "false"),
+    ("gelu", "\"erf\""),
+    ("epsilon", "1e-12"),
+    ("dtype", "\"f16\""),
+    ("partials", "\"f16\""),
+    ("seed", "1"),
+];
+
+#[test]
+fn a_preset_without_its_default_valued_keys_has_the_same_build_id() {
+    let sb = Sandbox::new();
+    for name in ipu_codegen::workload::presets() {
+        let text = ipu_codegen::workload::preset_text(&name).unwrap();
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|line| {
+                let (key, value) = line.split_once(" = ").unwrap_or_default();
+                !DEFAULTS.contains(&(key, value))
+            })
+            .collect();
+        assert!(
+            kept.len() + 2 <= text.lines().count(),
+            "{name}: too few keys at their defaults to test"
+        );
+        let file = sb.path(&format!("{name}.toml"));
+        std::fs::write(&file, kept.join("\n")).unwrap();
+        let full = sb.run(&["id", &name]);
+        let stripped = sb.run(&["id", file.to_str().unwrap()]);
+        full.assert_ok();
+        stripped.assert_ok();
+        assert_eq!(full.stdout, stripped.stdout, "{name} without {DEFAULTS:?}");
+    }
+}
+
+#[test]
+fn a_spec_of_only_its_required_keys_builds_and_a_missing_one_is_named() {
+    let sb = Sandbox::new();
+    for (text, id) in [
+        (
+            "kind = \"mlp\"\nname = \"m\"\ntokens = 4\ndimension = 8\nhidden = 16\n",
+            "m-f16-b1-t4-d8-h16-n1\n",
+        ),
+        (
+            "kind = \"attention\"\nname = \"a\"\ntokens = 4\nheads = 2\nhead_dim = 8\n",
+            "a-f16-b1-t4-h2-d8\n",
+        ),
+        (
+            "kind = \"encoder\"\nname = \"e\"\ntokens = 4\nhidden = 16\nheads = 2\nintermediate = 32\n",
+            "e-f16-b1-t4-d16-h2-i32-l1\n",
+        ),
+    ] {
+        std::fs::write(sb.path("w.toml"), text).unwrap();
+        let r = sb.run(&["id", "w.toml"]);
+        r.assert_ok();
+        assert_eq!(r.stdout, id);
+        // Each required key left out is named.
+        for line in text.lines().skip(1) {
+            let key = line.split(" = ").next().unwrap();
+            std::fs::write(sb.path("w.toml"), text.replace(&format!("{line}\n"), "")).unwrap();
+            let r = sb.run(&["id", "w.toml"]);
+            r.assert_clean_failure();
+            assert!(
+                r.stderr.contains(&format!("missing field `{key}`")) && r.stderr.contains("w.toml"),
+                "{key}: {}",
+                r.stderr
+            );
+        }
+    }
+    std::fs::write(sb.path("w.toml"), "name = \"m\"\ntokens = 4\n").unwrap();
+    let r = sb.run(&["id", "w.toml"]);
+    r.assert_clean_failure();
+    assert!(r.stderr.contains("missing key `kind`"), "{}", r.stderr);
 }
 
 /// The `key=value` fields of a summary line, in order (values quoted when they hold spaces).

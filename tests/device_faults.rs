@@ -7,6 +7,7 @@ use ipu_codegen::device::{Device, Fault, host_data};
 use ipu_codegen::ids::TileId;
 use ipu_codegen::ir::{BufferClass, Package, read_ipuexe, write_ipuexe};
 use ipu_codegen::isa::{Amp, Epilogue, Instr, Placed, Receive, Send, TileProgram, VertexKind};
+use ipu_codegen::progress::Silent;
 use std::sync::OnceLock;
 
 fn small_package() -> Package {
@@ -39,7 +40,7 @@ fn run(p: &Package) -> Result<(), Fault> {
     let host = host_data(&p.graph, 7);
     let mut device = Device::load(p)?;
     device.initialize(p, &host)?;
-    device.run(p, &host).map(|_| ())
+    device.run(p, &host, &Silent).map(|_| ())
 }
 
 fn program(p: &Package, tile: usize) -> TileProgram {

@@ -10,6 +10,7 @@ use ipu_codegen::exchange::Schedule;
 use ipu_codegen::ir::{
     ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode, read_ipuexe,
 };
+use ipu_codegen::progress::Silent;
 use ipu_codegen::store::{self, ActionEntry, Artifact, ContentHash};
 use ipu_codegen::workload::WorkloadSpec;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -285,7 +286,7 @@ fn mutated_packages_that_still_decode_fault_cleanly_on_the_device() {
             let host = host_data(&p.graph, 1);
             let mut device = Device::load(&p)?;
             device.initialize(&p, &host)?;
-            device.run(&p, &host).map(|_| ())
+            device.run(&p, &host, &Silent).map(|_| ())
         }));
         match outcome {
             Ok(Ok(())) => ran += 1,

@@ -11,6 +11,7 @@ mod common;
 use common::Sandbox;
 use ipu_codegen::ir::{DType, OpKind, ValueRole};
 use ipu_codegen::onnx::{self, ImportConfig, OnnxError};
+use ipu_codegen::progress::Silent;
 use ipu_codegen::workload::{GraphSpec, WorkloadSpec};
 use std::path::PathBuf;
 
@@ -159,7 +160,7 @@ fn the_imported_graph_computes_the_model() {
             _ => Vec::new(),
         })
         .collect();
-    let reference = ipu_codegen::numerics::reference(g, &host);
+    let reference = ipu_codegen::numerics::reference(g, &host, &Silent);
     for (output, tolerance) in [("last_hidden_state", 0.01), ("sentence_embedding", 0.005)] {
         let v = g.values.iter().find(|v| v.name == output).unwrap();
         assert_eq!(v.role, ValueRole::Output);

@@ -126,7 +126,12 @@ fn cold_builds_in(scratch: &std::path::Path, args: &super::BuildArgs, runs: u32)
                 .with_context(|| format!("clearing {}", scratch.display()))?;
         }
         let store = Store::open(&scratch.join("cache"))?;
-        let b = args.build(&store, &scratch.join("stages"))?;
+        // Timed builds draw no bars.
+        let b = args.build(
+            &store,
+            &scratch.join("stages"),
+            &ipu_codegen::progress::Silent,
+        )?;
         let started = Instant::now();
         b.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?;
         let wall_ms = started.elapsed().as_secs_f64() * 1e3;

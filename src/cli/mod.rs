@@ -7,6 +7,7 @@ mod bench;
 mod cache;
 mod import;
 mod plans;
+mod progress;
 mod report;
 mod run;
 
@@ -16,6 +17,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use ipu_codegen::driver::{Build, Fields, GRAPH, PhaseConfigs, SELECTED, producer};
 use ipu_codegen::driver::{PIPELINE, Phase};
 use ipu_codegen::ir::{DType, Graph, Mid, Selected};
+use ipu_codegen::progress::Progress;
 use ipu_codegen::stages::build_images::BuildImagesConfig;
 use ipu_codegen::stages::emit::EmitConfig;
 use ipu_codegen::stages::lower_exchanges::LowerExchangesConfig;
@@ -66,6 +68,9 @@ struct Globals {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Draw no progress bars (they are drawn only when stderr is a terminal).
+    #[arg(long, short, global = true)]
+    quiet: bool,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -433,7 +438,13 @@ impl BuildArgs {
         })
     }
 
-    fn build<'a>(&self, store: &'a Store, stages: &Path) -> Result<Build<'a>> {
+    /// The build of these arguments; `progress` hears of its phases' long steps.
+    fn build<'a>(
+        &self,
+        store: &'a Store,
+        stages: &Path,
+        progress: &'a dyn Progress,
+    ) -> Result<Build<'a>> {
         let spec = self.spec()?;
         let graph = spec.import()?;
         Ok(Build {
@@ -441,9 +452,11 @@ impl BuildArgs {
             source: self.workload.clone(),
             stages: stages.to_path_buf(),
             build: self.build_name(&spec),
+            kind: spec.kind(),
             target: self.target()?,
             graph,
             configs: self.configs(),
+            progress,
         })
     }
 }
@@ -482,14 +495,17 @@ pub fn main() -> std::process::ExitCode {
                 .and_then(|g| {
                     let args = BuildArgs::from_arg_matches(sub)?;
                     init_logging(g.log_format);
+                    progress::set_quiet(g.quiet);
                     let store = Store::open(&g.cache)?;
-                    args.build(&store, &g.stages)?.run(phase, phase)?;
+                    let bars = progress::Terminal::default();
+                    args.build(&store, &g.stages, &bars)?.run(phase, phase)?;
                     Ok(())
                 })
         }
         _ => match Cli::from_arg_matches(&matches) {
             Ok(cli) => {
                 init_logging(cli.globals.log_format);
+                progress::set_quiet(cli.globals.quiet);
                 execute(cli)
             }
             Err(e) => e.exit(),
@@ -536,6 +552,7 @@ fn make_rules() -> String {
 
 fn execute(cli: Cli) -> Result<()> {
     let g = cli.globals;
+    let bars = progress::Terminal::default();
     match cli.command {
         Command::Target { name } => {
             let t = target_preset(&name)?;
@@ -559,7 +576,7 @@ fn execute(cli: Cli) -> Result<()> {
             json,
         } => {
             let store = Store::open(&g.cache)?;
-            let b = args.build(&store, &g.stages)?;
+            let b = args.build(&store, &g.stages, &bars)?;
             let outcome = b.run(
                 from.unwrap_or(PIPELINE[0]),
                 to.unwrap_or(PIPELINE[PIPELINE.len() - 1]),
@@ -596,14 +613,14 @@ fn execute(cli: Cli) -> Result<()> {
                 parse_phase(&what).map_err(anyhow::Error::msg)?.output()
             };
             let store = Store::open(&g.cache)?;
-            let b = args.build(&store, &g.stages)?;
+            let b = args.build(&store, &g.stages, &bars)?;
             let to = producer(kind).unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             print!("{}", b.dump(kind, &outcome.outputs)?);
         }
         Command::Plans { args, top, json } => {
             let store = Store::open(&g.cache)?;
-            let b = args.build(&store, &g.stages)?;
+            let b = args.build(&store, &g.stages, &bars)?;
             let to = producer(SELECTED).unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             let graph = b.load::<Graph>(&outcome.outputs)?;
@@ -649,7 +666,7 @@ fn execute(cli: Cli) -> Result<()> {
             bench::synthetic(o, target.tiles)?;
             if !synthetic_only {
                 let store = Store::open(&g.cache)?;
-                let b = args.build(&store, &g.stages)?;
+                let b = args.build(&store, &g.stages, &bars)?;
                 bench::real(&b, o)?;
             }
         }
@@ -662,7 +679,7 @@ fn execute(cli: Cli) -> Result<()> {
             data,
             lock_timeout,
             json,
-        } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout, json)?,
+        } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout, json, &bars)?,
         Command::Cache { action } => cache::cache(&g.cache, &g.stages, action)?,
     }
     Ok(())

@@ -2,7 +2,8 @@
 //! generator for the rest), run the host operations before the device, take the device, load, stream,
 //! execute, run the host operations after it, check every output, write the profile, which names the
 //! package by its body's hash (and with `--output-dir` every output as `.npy`), print the summary (its
-//! figures and lines come from `ipu_codegen::driver::RunFigures`).
+//! figures and lines come from `ipu_codegen::driver::RunFigures`). The build's exchange scheduling,
+//! the supersteps and the host reference report to the `Progress` passed in (bars on a terminal).
 
 use super::BuildArgs;
 use anyhow::{Context, Result, bail};
@@ -13,6 +14,7 @@ use ipu_codegen::driver::{Fields, RunFigures, output_check_line, verdict, worst_
 use ipu_codegen::files;
 use ipu_codegen::ir::{Graph, open_ipuexe};
 use ipu_codegen::numerics;
+use ipu_codegen::progress::Progress;
 use ipu_codegen::report::write_profile;
 use ipu_codegen::store::{self, ContentHash, Store};
 use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files};
@@ -137,6 +139,7 @@ pub fn run(
     data: &DataArgs,
     lock_timeout: u64,
     json: bool,
+    progress: &dyn Progress,
 ) -> Result<()> {
     let (package_path, seed, default_weights, asked) = if args.workload.ends_with(".ipuexe") {
         (
@@ -147,7 +150,7 @@ pub fn run(
         )
     } else {
         let store = Store::open(cache)?;
-        let b = args.build(&store, stages)?;
+        let b = args.build(&store, stages, progress)?;
         let spec = args.spec()?;
         let path = b
             .run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
@@ -236,7 +239,7 @@ pub fn run(
             transfers = package.host.run_inputs.len() + package.host.run_outputs.len(),
             "invoking streaming host exchange call"
         );
-        device.run(&package, &host)
+        device.run(&package, &host, progress)
     });
     let (execution, streamed) = match result {
         // The profile names the package by its body's hash.
@@ -258,7 +261,7 @@ pub fn run(
         "profile read back"
     );
     let reference_started = Instant::now();
-    let reference = numerics::reference(graph, &host);
+    let reference = numerics::reference(graph, &host, progress);
     for (value, data) in streamed {
         host[value.index()] = data;
     }

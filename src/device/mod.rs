@@ -34,6 +34,7 @@ mod vertices;
 use crate::ids::{TileId, ValueId};
 use crate::ir::Package;
 use crate::isa::{Instr, TileProgram};
+use crate::progress::Progress;
 use crate::target::Target;
 pub use host::host_data;
 pub use memory::{Matrix, TileMemory};
@@ -169,15 +170,18 @@ impl Device {
         self.tiles[0].steps.len()
     }
 
-    /// `run`: streams the inputs in, executes every superstep, streams the outputs out: the data of
-    /// every value the package's `run_outputs` names, by value id, as f32.
+    /// `run`: streams the inputs in, executes every superstep (each reported to `progress` as it
+    /// ends), streams the outputs out: the data of every value the package's `run_outputs` names, by
+    /// value id, as f32.
     pub fn run(
         &mut self,
         package: &Package,
         host: &[Vec<f32>],
+        progress: &dyn Progress,
     ) -> Result<(Execution, BTreeMap<ValueId, Vec<f32>>), Fault> {
         let input_bytes = self.stream_in(&package.host.run_inputs, host, &package.graph)?;
         let mut steps = Vec::new();
+        progress.start("supersteps", self.supersteps() as u64);
         for s in 0..self.supersteps() {
             let exchange = self.tiles.iter().any(|t| {
                 t.steps[s]
@@ -198,7 +202,9 @@ impl Device {
                 tile_busy: busy,
                 tile_estimates: package.tile_estimates.get(s).cloned().unwrap_or_default(),
             });
+            progress.advance(1);
         }
+        progress.finish();
         let output = self.stream_out(package)?;
         let output_bytes = output.values().map(|o| o.len() as u64 * 2).sum();
         let execution = self.profile(package, steps, input_bytes, output_bytes)?;

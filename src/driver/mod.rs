@@ -11,6 +11,8 @@
 //!   rewritten only when its bytes change. Writes go through a temp file and a rename, on a background
 //!   thread in the order a synchronous build would make them ([`writer`]).
 //! - Debug builds run each fresh output's verifier.
+//! - A phase's error that something does not fit the device gets the advice of the workload's kind
+//!   ([`WorkloadKind::advice`]): the flags it takes, or for a graph that the model must shrink.
 //! - Nothing here prints: results are values and strings; progress goes out as tracing events.
 
 mod artifact;
@@ -33,8 +35,12 @@ pub use summary::{Fields, RunFigures, output_check_line, verdict, worst_check};
 use writer::{Write, Writer};
 
 use crate::ir::Graph;
+use crate::progress::Progress;
+use crate::stages::lower_mid::LowerMidError;
+use crate::stages::place_storage::PlaceStorageError;
 use crate::store::{self, Artifact, ArtifactKind, ContentHash, Object, Store, StoreError};
 use crate::target::Target;
+use crate::workload::WorkloadKind;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -51,9 +57,13 @@ pub struct Build<'a> {
     pub source: String,
     pub stages: PathBuf,
     pub build: String,
+    /// The workload's kind, for the advice a build that does not fit gets.
+    pub kind: WorkloadKind,
     pub target: Target,
     pub graph: Graph,
     pub configs: PhaseConfigs,
+    /// Hears how far the phases' long steps have come (exchange scheduling); never changes a result.
+    pub progress: &'a dyn Progress,
 }
 
 /// What a build did.
@@ -156,6 +166,12 @@ pub enum BuildError {
     /// A phase's own error, or one of its adapters'.
     #[error(transparent)]
     Phase(PhaseError),
+    /// A phase's error that something does not fit, with what the workload's kind advises.
+    #[error("{error}; {advice}")]
+    DoesNotFit {
+        error: PhaseError,
+        advice: &'static str,
+    },
 }
 
 /// The action key of a phase on these inputs (content hashes, in the order the table lists them).
@@ -412,6 +428,7 @@ impl Build<'_> {
             outputs,
             store: self.store,
             decoded,
+            progress: self.progress,
         }
     }
 
@@ -428,7 +445,7 @@ impl Build<'_> {
             &self.target,
             &self.configs,
         )
-        .map_err(BuildError::Phase)?;
+        .map_err(|error| self.advise(error))?;
         if out.kind() != (spec.output, spec.schema) {
             return Err(BuildError::WrongOutput {
                 phase,
@@ -438,6 +455,22 @@ impl Build<'_> {
         let object = Object::new(out.bytes);
         decoded.insert(object.hash(), out.value);
         Ok(object)
+    }
+
+    /// A phase's error; one that says something does not fit gets the advice of the workload's kind.
+    fn advise(&self, error: PhaseError) -> BuildError {
+        let oversize = (error.downcast_ref::<LowerMidError>())
+            .and_then(LowerMidError::oversize)
+            .or_else(|| {
+                (error.downcast_ref::<PlaceStorageError>()).and_then(PlaceStorageError::oversize)
+            });
+        match oversize {
+            Some(what) => BuildError::DoesNotFit {
+                error,
+                advice: self.kind.advice(what),
+            },
+            None => BuildError::Phase(error),
+        }
     }
 
     /// Runs a phase's verifier on its output in `outputs`.

@@ -18,6 +18,7 @@ use crate::exchange::Schedule;
 use crate::ir::{
     ExchangeStorage, Exchanges, Graph, Mid, Package, Placement, Selected, TileCode, verify_mid,
 };
+use crate::progress::Progress;
 use crate::stages::build_images::{self, BuildImagesConfig, build_images};
 use crate::stages::emit::{self, EmitConfig, emit};
 use crate::stages::lower_exchanges::{self, LowerExchangesConfig, lower_exchanges, pattern_keys};
@@ -325,7 +326,7 @@ fn run_lower_exchanges(
             known.insert(key, schedule);
         }
     }
-    let exchanges = lower_exchanges(&sel, &xs, t, &c.lower_exchanges, &known)?;
+    let exchanges = lower_exchanges(&sel, &xs, t, &c.lower_exchanges, &known, a.progress)?;
     for phase in &exchanges.phases {
         let hash = s.put(&store::encode(&phase.schedule))?;
         s.record(
@@ -461,6 +462,8 @@ pub struct PhaseArtifacts<'a> {
     pub(super) outputs: &'a BTreeMap<ArtifactKind, ContentHash>,
     pub(super) store: &'a Store,
     pub(super) decoded: &'a Decoded,
+    /// Hears how far the phase's long steps have come.
+    pub(super) progress: &'a dyn Progress,
 }
 
 impl PhaseArtifacts<'_> {

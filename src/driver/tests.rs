@@ -258,9 +258,11 @@ impl Small {
             source: "siglip-mlp-small".to_string(),
             stages: self.stages.clone(),
             build: "small".to_string(),
+            kind: crate::workload::WorkloadKind::Mlp,
             target: Target::preset("mk2-1500").expect("target"),
             graph: self.graph.clone(),
             configs: PhaseConfigs::default(),
+            progress: &crate::progress::Silent,
         }
     }
 }
@@ -403,7 +405,9 @@ fn the_run_figures_follow_from_the_profile() {
     let host = host_data(&package.graph, 7);
     let mut device = Device::load(&package).expect("load");
     device.initialize(&package, &host).expect("initialize");
-    let (mut execution, output) = device.run(&package, &host).expect("run");
+    let (mut execution, output) = device
+        .run(&package, &host, &crate::progress::Silent)
+        .expect("run");
     let out = package
         .graph
         .values
@@ -413,7 +417,7 @@ fn the_run_figures_follow_from_the_profile() {
         .id;
     let check = numerics::check(
         &output[&out],
-        &numerics::reference(&package.graph, &host),
+        &numerics::reference(&package.graph, &host, &crate::progress::Silent),
         out,
     );
 

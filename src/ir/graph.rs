@@ -212,6 +212,31 @@ pub struct Graph {
     pub parameters: Vec<(String, String)>,
 }
 
+/// What a build found too large for the device, so that an error can say which of the workload's
+/// sizes to make smaller: an operator of a kind whose leanest partition overflows a tile, the weights
+/// as a whole, or a tile's live buffers when storage is placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Oversize {
+    MatMul,
+    LayerNorm,
+    Attention,
+    Weights,
+    LiveBuffers,
+}
+
+/// Values by name with their bytes, the `n` largest, largest first (by name among equals):
+/// `` `w` (1024 bytes), `x` (512 bytes) ``; what a "does not fit" error names.
+pub fn largest_values(mut values: Vec<(String, u64)>, n: usize) -> String {
+    values.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    values.dedup();
+    values
+        .iter()
+        .take(n)
+        .map(|(name, bytes)| format!("`{name}` ({bytes} bytes)"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl crate::store::Artifact for Graph {
     const KIND: &'static str = "graph";
     const SCHEMA: u32 = 1;

@@ -12,6 +12,7 @@
 
 use super::{gelu_erf_f64, gelu_tanh_f64, round_to, saturate};
 use crate::ir::{AttentionShape, DType, Graph, OpKind};
+use crate::progress::Progress;
 use rayon::prelude::*;
 
 /// What the float64 host reference computed.
@@ -26,11 +27,17 @@ pub struct Reference {
 
 /// Evaluates the graph in float64 from the host data of its inputs and weights (f32, indexed by value
 /// id; what it holds for other values is recomputed), exactly and with storage precision modelled.
-pub fn reference(graph: &Graph, host: &[Vec<f32>]) -> Reference {
+/// `progress` hears of every row of every operation's result, in both evaluations.
+pub fn reference(graph: &Graph, host: &[Vec<f32>], progress: &dyn Progress) -> Reference {
+    let rows: u64 = (graph.ops.iter())
+        .map(|op| u64::from(graph.value(op.out).rows))
+        .sum();
+    progress.start("reference rows", 2 * rows);
     let (data, rounded) = rayon::join(
-        || evaluate(graph, host, None),
-        || evaluate(graph, host, Some(graph.partials)),
+        || evaluate(graph, host, None, progress),
+        || evaluate(graph, host, Some(graph.partials), progress),
     );
+    progress.finish();
     Reference { data, rounded }
 }
 
@@ -43,7 +50,14 @@ fn store(precision: Option<DType>, dtype: DType, x: f64) -> f64 {
 }
 
 /// Every value's data; `precision` is the partials' type when the device's precision is modelled.
-fn evaluate(graph: &Graph, host: &[Vec<f32>], precision: Option<DType>) -> Vec<Vec<f64>> {
+/// Each row of a result is reported to `progress` as it is done (a matmul's and an attention's one by
+/// one, the others' when the whole result is).
+fn evaluate(
+    graph: &Graph,
+    host: &[Vec<f32>],
+    precision: Option<DType>,
+    progress: &dyn Progress,
+) -> Vec<Vec<f64>> {
     let mut data: Vec<Vec<f64>> = host
         .iter()
         .map(|v| v.iter().map(|&x| f64::from(x)).collect())
@@ -74,6 +88,7 @@ fn evaluate(graph: &Graph, host: &[Vec<f32>], precision: Option<DType>) -> Vec<V
                                 };
                             }
                         }
+                        progress.advance(1);
                         row
                     })
                     .collect()
@@ -124,7 +139,14 @@ fn evaluate(graph: &Graph, host: &[Vec<f32>], precision: Option<DType>) -> Vec<V
                 let shape = graph.attention_shape(op).expect("an attention has a shape");
                 let mask = mask.map(|m| data[m.index()].as_slice());
                 let operands = [q, k, v].map(|x| data[x.index()].as_slice());
-                attention_f64(&shape, f64::from(scale), mask, operands, precision)
+                attention_f64(
+                    &shape,
+                    f64::from(scale),
+                    mask,
+                    operands,
+                    precision,
+                    progress,
+                )
             }
             OpKind::Embed { ref lookups } => {
                 let mut out = vec![0f64; out.elements() as usize];
@@ -157,6 +179,9 @@ fn evaluate(graph: &Graph, host: &[Vec<f32>], precision: Option<DType>) -> Vec<V
                 out
             }
         };
+        if !matches!(op.kind, OpKind::MatMul { .. } | OpKind::Attention { .. }) {
+            progress.advance(u64::from(out.rows));
+        }
         data[op.out.index()] = result
             .into_iter()
             .map(|x| store(precision, out.dtype, x))
@@ -174,6 +199,7 @@ fn attention_f64(
     mask: Option<&[f64]>,
     [q, k, v]: [&[f64]; 3],
     precision: Option<DType>,
+    progress: &dyn Progress,
 ) -> Vec<f64> {
     let (d, width) = (s.head_dim as usize, (s.heads * s.head_dim) as usize);
     let rows = (s.batch * s.queries) as usize;
@@ -217,6 +243,7 @@ fn attention_f64(
                 *oo = s / total;
             }
         }
+        progress.advance(1);
     });
     out
 }

@@ -5,6 +5,8 @@
 //! pattern (endpoints and word counts), never on addresses, so `place_storage` can move buffers freely and
 //! `emit` binds the schedule to the relocated rows.
 //!
+//! Each pattern scheduled here (not reused) is reported to the caller's `Progress` as it is done.
+//!
 //! Reuse: schedules are keyed by their pattern (plus the overheads, the compiler version and this
 //! phase's config). The caller passes the schedules it already knows by key; a known schedule is
 //! validated against the pattern by the independent checker before it is used. Because the key covers
@@ -21,6 +23,7 @@ use crate::exchange::check::check;
 use crate::exchange::schedule::schedule;
 use crate::exchange::{Overheads, Pattern, Schedule};
 use crate::ir::{ExchangeStorage, Exchanges, PhaseSchedule, Selected};
+use crate::progress::Progress;
 use crate::store::{COMPILER_VERSION, ContentHash};
 use crate::target::Target;
 use crate::verify::Verifier;
@@ -66,6 +69,7 @@ pub fn lower_exchanges(
     target: &Target,
     cfg: &LowerExchangesConfig,
     known: &BTreeMap<ContentHash, Schedule>,
+    progress: &dyn Progress,
 ) -> Result<Exchanges, LowerExchangesError> {
     if storage.phases.len() != sel.exchanges.len() {
         return Err(LowerExchangesError::Mismatch {
@@ -100,10 +104,20 @@ pub fn lower_exchanges(
             }
         }
     }
+    if !todo.is_empty() {
+        progress.start("exchange patterns scheduled", todo.len() as u64);
+    }
     let computed: BTreeMap<ContentHash, Schedule> = todo
         .into_par_iter()
-        .map(|(key, p)| (key, schedule(p, o)))
+        .map(|(key, p)| {
+            let s = schedule(p, o);
+            progress.advance(1);
+            (key, s)
+        })
         .collect();
+    if !computed.is_empty() {
+        progress.finish();
+    }
     let mut phases = Vec::with_capacity(patterns.len());
     let mut scheduled_here = std::collections::BTreeSet::new();
     for ((p, key), (ex, ps)) in patterns

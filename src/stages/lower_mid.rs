@@ -26,7 +26,8 @@ mod search;
 
 use crate::ir::{
     Attention, CODE_RESERVE_BYTES, Graph, LayerNorm, MatMul, Mid, OpKind, Operator,
-    OperatorEstimate, Partition, Plan, PlanEstimate, Resident, ValueRole, verify_mid,
+    OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole, largest_values,
+    verify_mid,
 };
 use crate::isa::Activation;
 use crate::target::Target;
@@ -141,7 +142,7 @@ pub enum LowerMidError {
     #[error(
         "{name} ({shape}) does not fit in tile memory: its leanest partition ({partition}) needs \
          {needed} bytes on its busiest tile (tile0 and every tile of its grid alike), {over} bytes over the \
-         {capacity} bytes a tile has; {advice}"
+         {capacity} bytes a tile has; its largest values: {values}"
     )]
     DoesNotFit {
         name: String,
@@ -150,18 +151,22 @@ pub enum LowerMidError {
         needed: u64,
         over: u64,
         capacity: u64,
-        advice: &'static str,
+        /// The operator's values, largest first ([`largest_values`]).
+        values: String,
+        what: Oversize,
     },
     #[error(
         "the weights need {weight_bytes} bytes: {per_tile} bytes on each of the {tiles} tiles with \
          room for uneven pieces, before any operator's working memory, where a tile has {capacity}; \
-         use fewer blocks or layers or smaller dimensions"
+         the largest weights: {largest}"
     )]
     WeightsDoNotFit {
         weight_bytes: u64,
         tiles: u32,
         per_tile: u64,
         capacity: u64,
+        /// The largest weights ([`largest_values`]).
+        largest: String,
     },
     #[error(
         "{name}: no partition fits the target's {tiles} tiles (more batch-and-head groups than tiles)"
@@ -171,6 +176,18 @@ pub enum LowerMidError {
     NoPlan(String),
     #[error("lower_mid produced an invalid mid:\n{0}")]
     Invalid(String),
+}
+
+impl LowerMidError {
+    /// What was too large, when the error is that something does not fit: what the advice a
+    /// workload gives ([`crate::ir::Oversize`]) is chosen by.
+    pub fn oversize(&self) -> Option<Oversize> {
+        match self {
+            LowerMidError::DoesNotFit { what, .. } => Some(*what),
+            LowerMidError::WeightsDoNotFit { .. } => Some(Oversize::Weights),
+            _ => None,
+        }
+    }
 }
 
 pub fn lower_mid(
@@ -210,16 +227,16 @@ pub fn shortlists(
     cfg: &LowerMidConfig,
 ) -> Result<(Vec<Operator>, Vec<Vec<Candidate>>), LowerMidError> {
     let operators = lower_operators(graph)?;
-    let weight_bytes: u64 = operators
+    let weights: Vec<ValueId> = operators
         .iter()
-        .map(|o| match o {
-            Operator::MatMul(o) => {
-                graph.value(o.b).bytes() + o.bias.map_or(0, |b| graph.value(b).bytes())
-            }
-            Operator::LayerNorm(o) => graph.value(o.gamma).bytes() + graph.value(o.beta).bytes(),
-            Operator::Attention(_) => 0,
+        .flat_map(|o| match o {
+            Operator::MatMul(o) => [Some(o.b), o.bias],
+            Operator::LayerNorm(o) => [Some(o.gamma), Some(o.beta)],
+            Operator::Attention(_) => [None, None],
         })
-        .sum();
+        .flatten()
+        .collect();
+    let weight_bytes: u64 = weights.iter().map(|&w| graph.value(w).bytes()).sum();
     // Weights' home pieces, spread over the tiles, with room for uneven pieces.
     let homes = 2 * weight_bytes.div_ceil(u64::from(target.tiles)) + 1024;
     let capacity = u64::from(target.memory_end - target.memory_base);
@@ -229,6 +246,7 @@ pub fn shortlists(
             tiles: target.tiles,
             per_tile: homes,
             capacity,
+            largest: named_bytes(graph, &weights),
         });
     }
     let mut shortlists = Vec::new();
@@ -267,15 +285,20 @@ pub fn shortlists(
             .into_iter()
             .partition(|c| c.estimate.fits_beside(&c.estimate.resident, target));
         if fitting.is_empty() {
-            return Err(does_not_fit(op, too_big, target));
+            return Err(does_not_fit(graph, op, too_big, target));
         }
         shortlists.push(shortlist(fitting));
     }
     Ok((operators, shortlists))
 }
 
-/// The error for an operator none of whose candidates fits a tile, naming its leanest.
-fn does_not_fit(op: &Operator, too_big: Vec<Candidate>, target: &Target) -> LowerMidError {
+/// The error for an operator none of whose candidates fits a tile, naming its leanest and its values.
+fn does_not_fit(
+    graph: &Graph,
+    op: &Operator,
+    too_big: Vec<Candidate>,
+    target: &Target,
+) -> LowerMidError {
     let capacity = u64::from(target.memory_end - target.memory_base);
     let Some(c) = too_big
         .into_iter()
@@ -287,23 +310,27 @@ fn does_not_fit(op: &Operator, too_big: Vec<Candidate>, target: &Target) -> Lowe
         };
     };
     let needed = c.estimate.total_bytes() + CODE_RESERVE_BYTES;
-    let shape = match op {
-        Operator::MatMul(o) => format!("{}x{} times {}x{}", o.m, o.k, o.k, o.n),
-        Operator::LayerNorm(o) => format!("{} rows of {}", o.rows, o.cols),
-        Operator::Attention(a) => format!(
-            "{} queries x {} keys, head dimension {}",
-            a.shape.queries, a.shape.keys, a.shape.head_dim
+    let (shape, what, values) = match op {
+        Operator::MatMul(o) => (
+            format!("{}x{} times {}x{}", o.m, o.k, o.k, o.n),
+            Oversize::MatMul,
+            [Some(o.a), Some(o.b), Some(o.out), o.bias, o.residual].to_vec(),
+        ),
+        Operator::LayerNorm(o) => (
+            format!("{} rows of {}", o.rows, o.cols),
+            Oversize::LayerNorm,
+            [Some(o.x), Some(o.out), Some(o.gamma), Some(o.beta)].to_vec(),
+        ),
+        Operator::Attention(a) => (
+            format!(
+                "{} queries x {} keys, head dimension {}",
+                a.shape.queries, a.shape.keys, a.shape.head_dim
+            ),
+            Oversize::Attention,
+            [Some(a.q), Some(a.k), Some(a.v), Some(a.out), a.mask].to_vec(),
         ),
     };
-    let advice = match op {
-        Operator::MatMul(_) => {
-            "use fewer rows (--batch, --tokens) or smaller matmul dimensions (--dimension, --hidden)"
-        }
-        Operator::LayerNorm(_) => "use fewer rows (--batch, --tokens) or a smaller --dimension",
-        Operator::Attention(_) => {
-            "use shorter queries or keys (--tokens, --key-tokens) or a smaller --head-dim"
-        }
-    };
+    let values: Vec<ValueId> = values.into_iter().flatten().collect();
     LowerMidError::DoesNotFit {
         name: op.name().to_string(),
         shape,
@@ -311,8 +338,18 @@ fn does_not_fit(op: &Operator, too_big: Vec<Candidate>, target: &Target) -> Lowe
         needed,
         over: needed.saturating_sub(capacity),
         capacity,
-        advice,
+        values: named_bytes(graph, &values),
+        what,
     }
+}
+
+/// The three largest of `values` by name and bytes ([`largest_values`]).
+fn named_bytes(graph: &Graph, values: &[ValueId]) -> String {
+    let named = values
+        .iter()
+        .map(|&v| (graph.value(v).name.clone(), graph.value(v).bytes()))
+        .collect();
+    largest_values(named, 3)
 }
 
 /// A whole plan from its operators' choices; its memory peaks count every resident byte.

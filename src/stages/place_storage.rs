@@ -11,14 +11,18 @@
 //! needs to, aligned; no two buffers of a tile with overlapping lifetimes overlap in memory, nor any buffer
 //! the code; partials share no memory element with a buffer live at the same time.
 
-use crate::ids::{BufferId, TileId};
-use crate::ir::{Buffer, ExchangeStorage, Exchanges, Placement, Selected, TileUsage};
+use crate::ids::{BufferId, TileId, ValueId};
+use crate::ir::{
+    Buffer, ExchangeStorage, Exchanges, Graph, Oversize, Placement, Selected, TileUsage,
+    largest_values,
+};
 use crate::isa::PLACEHOLDER_ADDRESS;
 use crate::lowering::tile_programs;
 use crate::target::Target;
 use crate::verify::Verifier;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -61,7 +65,7 @@ pub enum PlaceStorageError {
     Mismatch(#[from] crate::lowering::Mismatch),
     #[error(
         "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {live} bytes are live at {step} with code, \
-         {over} bytes over the tile's {capacity} bytes; use fewer rows (--batch, --tokens) or smaller dimensions (--dimension, --hidden, --head-dim)"
+         {over} bytes over the tile's {capacity} bytes; the values with the most bytes live there: {values}"
     )]
     DoesNotFit {
         tile: TileId,
@@ -72,6 +76,8 @@ pub enum PlaceStorageError {
         live: u64,
         over: u64,
         capacity: u64,
+        /// The values of the buffers live on the tile then, by their bytes there, largest first.
+        values: String,
     },
     #[error(
         "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {free} bytes of the tile are free while it is live, \
@@ -87,6 +93,17 @@ pub enum PlaceStorageError {
     },
     #[error("place_storage produced an invalid placement:\n{0}")]
     Invalid(String),
+}
+
+impl PlaceStorageError {
+    /// [`Oversize::LiveBuffers`] when a tile's live buffers do not fit: what the advice a workload
+    /// gives is chosen by.
+    pub fn oversize(&self) -> Option<Oversize> {
+        match self {
+            PlaceStorageError::DoesNotFit { .. } => Some(Oversize::LiveBuffers),
+            _ => None,
+        }
+    }
 }
 
 pub fn place_storage(
@@ -109,8 +126,8 @@ pub fn place_storage(
         .par_iter()
         .enumerate()
         .map(|(t, buffers)| {
-            let place =
-                |order| place_tile(TileId::from_index(t), buffers, code_bytes[t], target, order);
+            let tile = TileId::from_index(t);
+            let place = |order| place_tile(&sel.graph, tile, buffers, code_bytes[t], target, order);
             place(cfg.order).or_else(|e| match e {
                 PlaceStorageError::Fragmented { .. } => place(cfg.order.other()).map_err(|_| e),
                 e => Err(e),
@@ -155,6 +172,7 @@ fn lifetimes_overlap(a: &Buffer, b: &Buffer) -> bool {
 }
 
 fn place_tile(
+    graph: &Graph,
     tile: TileId,
     buffers: &[&Buffer],
     code_bytes: u32,
@@ -222,7 +240,7 @@ fn place_tile(
         }
         match found {
             Some(addr) => placed.push((b, addr)),
-            None => return Err(no_fit(tile, b, &placed, code_bytes, target)),
+            None => return Err(no_fit(graph, tile, b, &placed, code_bytes, target)),
         }
     }
     let (mut standard_end, mut interleaved_end) = (code_end, target.interleaved_base);
@@ -261,6 +279,7 @@ fn aligned(addr: u32, align: u32, base: u32) -> u32 {
 }
 
 fn no_fit(
+    graph: &Graph,
     tile: TileId,
     b: &Buffer,
     placed: &[(&Buffer, u32)],
@@ -280,6 +299,20 @@ fn no_fit(
         .max_by_key(|(_, live)| *live)
         .expect("lifetimes are not empty");
     if live > capacity {
+        let mut by_value: BTreeMap<ValueId, u64> = BTreeMap::new();
+        let live_then = placed
+            .iter()
+            .map(|(p, _)| *p)
+            .filter(|p| p.first_step.0 <= step && p.last_step.0 >= step);
+        for p in live_then.chain(std::iter::once(b)) {
+            *by_value.entry(p.value).or_default() += u64::from(p.bytes());
+        }
+        let named = (by_value.into_iter())
+            .map(|(v, bytes)| {
+                let name = graph.values.get(v.index()).map(|value| value.name.clone());
+                (name.unwrap_or_else(|| v.to_string()), bytes)
+            })
+            .collect();
         PlaceStorageError::DoesNotFit {
             tile,
             buffer: b.id,
@@ -289,6 +322,7 @@ fn no_fit(
             live,
             over: live - capacity,
             capacity,
+            values: largest_values(named, 3),
         }
     } else {
         PlaceStorageError::Fragmented {

@@ -236,7 +236,7 @@ mod tests {
             vec![],
             vec![],
         ];
-        let reference = crate::numerics::reference(&g, &data);
+        let reference = crate::numerics::reference(&g, &data, &crate::progress::Silent);
         HostOps::run(&g, &ops.before, &mut data).unwrap();
         for (v, (data, reference)) in data.iter().zip(&reference.data).enumerate().skip(3) {
             assert_eq!(data.len(), reference.len());

@@ -7,30 +7,53 @@
 //! erf- or tanh-GELU, matmul + bias, residual add, layer norm). The last layer norm is the output.
 //! Values and operations are numbered in order of creation.
 
+use super::defaults;
 use crate::ids::{OpId, ValueId};
 use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
 use serde::{Deserialize, Serialize};
 
 /// A transformer encoder's parameters, as its TOML gives them.
+///
+/// Required keys: `kind`, `name`, `tokens`, `hidden`, `heads`, `intermediate`; every other key has the
+/// default its doc gives (the README's table lists them all).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EncoderSpec {
-    /// Always `encoder`.
+    /// Always `encoder`. Required.
     pub kind: String,
+    /// The build's name, the id's first word. Required.
     pub name: String,
+    /// Sequences in the batch. Default 1.
+    #[serde(default = "defaults::one")]
     pub batch: u32,
+    /// Tokens per sequence. Required.
     pub tokens: u32,
+    /// The hidden size (the model dimension), a multiple of `heads`. Required.
     pub hidden: u32,
+    /// Attention heads. Required.
     pub heads: u32,
+    /// The feed-forward (intermediate) size. Required.
     pub intermediate: u32,
+    /// Encoder layers. Default 1.
+    #[serde(default = "defaults::one")]
     pub layers: u32,
-    /// `erf` or `tanh`.
+    /// The feed-forward block's GELU: `erf` or `tanh`. Default `erf`.
+    #[serde(default = "defaults::gelu")]
     pub gelu: String,
-    /// Whether an additive key mask is an input.
+    /// Whether an additive key mask (`[batch, tokens]`) is an input. Default false.
+    #[serde(default)]
     pub mask: bool,
+    /// The layer norms' epsilon. Default 1e-12.
+    #[serde(default = "defaults::epsilon")]
     pub epsilon: f32,
+    /// The element type of activations and weights; only f16 is built. Default f16.
+    #[serde(default = "defaults::f16")]
     pub dtype: DType,
+    /// The type the AMP accumulates in: f16 or f32. Default f16.
+    #[serde(default = "defaults::f16")]
     pub partials: DType,
+    /// The seed of the data `run` draws for what no file binds; no part of the build. Default 1.
+    #[serde(default = "defaults::seed")]
     pub seed: u64,
 }
 

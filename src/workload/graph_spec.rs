@@ -46,23 +46,29 @@ pub struct GraphSpec {
 // Every float attribute is checked finite on load, so equality is an equivalence.
 impl Eq for GraphSpec {}
 
+/// A graph spec's file. Required keys: `kind`, `name`, `partials`, `weights`, `values`, `ops`; `seed`
+/// and `parameters` have the defaults their docs give (the README's table lists them).
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GraphFile {
+    /// Always `graph`. Required.
     kind: String,
+    /// The build's name, the id's first word. Required.
     name: String,
+    /// The type the AMP accumulates in: f16 or f32. Required.
     partials: DType,
-    #[serde(default = "one")]
+    /// The seed of the data `run` draws for what no file binds; no part of the build. Default 1.
+    #[serde(default = "super::defaults::seed")]
     seed: u64,
+    /// The weights' safetensors file, relative to this file's folder. Required.
     weights: String,
+    /// Free-form `[key, value]` pairs the summary line repeats. Default none.
     #[serde(default)]
     parameters: Vec<(String, String)>,
+    /// Every value, in order. Required.
     values: Vec<ValueEntry>,
+    /// Every op, in order. Required.
     ops: Vec<OpEntry>,
-}
-
-fn one() -> u64 {
-    1
 }
 
 #[derive(Serialize, Deserialize)]
@@ -137,7 +143,7 @@ pub fn to_toml(graph: &Graph, weights: &str) -> String {
         kind: "graph".to_string(),
         name: graph.workload.clone(),
         partials: graph.partials,
-        seed: 1,
+        seed: super::defaults::seed(),
         weights: weights.to_string(),
         parameters: graph.parameters.clone(),
         values: graph

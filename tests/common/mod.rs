@@ -5,6 +5,7 @@
 
 pub mod pipeline;
 
+use ipu_codegen::progress::Silent;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -151,7 +152,7 @@ pub fn run_in_process(workload: &str, id: &str, seed: u64) -> InProcess {
     let host = host_data(&package.graph, seed);
     let mut device = Device::load(&package).unwrap();
     device.initialize(&package, &host).unwrap();
-    let (_, mut outputs) = device.run(&package, &host).unwrap();
+    let (_, mut outputs) = device.run(&package, &host, &Silent).unwrap();
     let out = (package.graph.values.iter())
         .find(|v| v.role == ValueRole::Output)
         .unwrap()
@@ -175,7 +176,7 @@ pub fn corruption_fails_the_check(workload: &str, id: &str, seed: u64) {
         out,
         mut output,
     } = run_in_process(workload, id, seed);
-    let reference = numerics::reference(&package.graph, &host);
+    let reference = numerics::reference(&package.graph, &host, &Silent);
     let check = numerics::check(&output, &reference, out);
     assert!(check.pass, "{check:?}");
 

@@ -59,6 +59,7 @@ pub fn build_with(workload: &str, c: &PhaseConfigs) -> Built {
         &target,
         &c.lower_exchanges,
         &BTreeMap::new(),
+        &ipu_codegen::progress::Silent,
     )
     .expect("lower_exchanges");
     let placement =
