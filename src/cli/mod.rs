@@ -8,6 +8,7 @@ mod cache;
 mod import;
 mod plans;
 mod run;
+mod sweep;
 
 use anyhow::{Context, Result, bail};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
@@ -142,6 +143,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Build and run a grid of build flags on the simulated device, one row per point.
+    ///
+    /// Every point is built through the store (cached like any build) and run on the device, points
+    /// in parallel. The rows come out in grid order (the first --vary outermost, the last varying
+    /// fastest): the swept values, cycles, efficiencyPercent (as `run` prints it), the compiler's
+    /// estimate and its error against the device, the hardware test, with --check the numerical
+    /// test, the build folder and the point's error. A point that fails to build or run is a row with
+    /// its error; the command exits non-zero after printing every row and writing every file.
+    /// Example: `ipu-codegen sweep siglip-mlp-small --vary tokens=21,42 --vary partials=f16,f32
+    /// --csv sweep.csv --html sweep.html`.
+    Sweep(sweep::SweepArgs),
     /// Summarise an execution profile; optionally write an HTML page and a Chrome trace.
     Report {
         profile: PathBuf,
@@ -704,6 +716,7 @@ fn execute(cli: Cli) -> Result<()> {
             lock_timeout,
             json,
         } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout, json)?,
+        Command::Sweep(args) => sweep::sweep(&g.cache, &g.stages, &args)?,
         Command::Cache { action } => cache::cache(&g.cache, &g.stages, action)?,
     }
     Ok(())

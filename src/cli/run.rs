@@ -2,7 +2,8 @@
 //! generator for the rest), run the host operations before the device, take the device, load, stream,
 //! execute, run the host operations after it, check every output, write the profile, which names the
 //! package by its body's hash (and with `--output-dir` every output as `.npy`), print the summary (its
-//! figures and lines come from `ipu_codegen::driver::RunFigures`).
+//! figures and lines come from `ipu_codegen::driver::RunFigures`). `sweep` runs each point through
+//! the same steps: `build_package`, `host_data`, `execute` and `check_outputs`.
 
 use super::BuildArgs;
 use anyhow::{Context, Result, bail};
