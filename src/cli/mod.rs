@@ -10,6 +10,7 @@ mod plans;
 mod progress;
 mod report;
 mod run;
+mod sweep;
 
 use anyhow::{Context, Result, bail};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
@@ -148,6 +149,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Build and run a grid of build flags on the simulated device, one row per point.
+    ///
+    /// Every point is built through the store (cached like any build) and run on the device, points
+    /// in parallel. The rows come out in grid order (the first --vary outermost, the last varying
+    /// fastest): the swept values, cycles, efficiencyPercent (as `run` prints it), the compiler's
+    /// estimate and its error against the device, the hardware test, with --check the numerical
+    /// test, the build folder and the point's error. A point that fails to build or run is a row with
+    /// its error; the command exits non-zero after printing every row and writing every file.
+    /// Example: `ipu-codegen sweep siglip-mlp-small --vary tokens=21,42 --vary partials=f16,f32
+    /// --csv sweep.csv --html sweep.html`.
+    Sweep(sweep::SweepArgs),
     /// Summarise an execution profile, or compare two; optionally write an HTML page (with a tile's
     /// memory map) and a Chrome trace.
     Report(report::ReportArgs),
@@ -680,6 +692,7 @@ fn execute(cli: Cli) -> Result<()> {
             lock_timeout,
             json,
         } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout, json, &bars)?,
+        Command::Sweep(args) => sweep::sweep(&g.cache, &g.stages, &args)?,
         Command::Cache { action } => cache::cache(&g.cache, &g.stages, action)?,
     }
     Ok(())

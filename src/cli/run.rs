@@ -4,29 +4,43 @@
 //! package by its body's hash (and with `--output-dir` every output as `.npy`), print the summary (its
 //! figures and lines come from `ipu_codegen::driver::RunFigures`). The build's exchange scheduling,
 //! the supersteps and the host reference report to the `Progress` passed in (bars on a terminal).
+//! `sweep` runs each point through the same steps: `build_package`, `host_data`, `execute` and
+//! `check_outputs`.
 
 use super::BuildArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use ipu_codegen::device::{Device, Execution};
+use ipu_codegen::device::{Device, Execution, Fault};
 use ipu_codegen::driver::PIPELINE;
 use ipu_codegen::driver::{Fields, RunFigures, output_check_line, verdict, worst_check};
 use ipu_codegen::files;
-use ipu_codegen::ir::{Graph, open_ipuexe};
+use ipu_codegen::ids::ValueId;
+use ipu_codegen::ir::{Graph, Package, open_ipuexe};
 use ipu_codegen::numerics;
 use ipu_codegen::progress::Progress;
 use ipu_codegen::report::write_profile;
 use ipu_codegen::store::{self, ContentHash, Store};
+use ipu_codegen::target::Target;
 use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files};
 use ipu_codegen::tensors::host_ops::HostOps;
 use ipu_codegen::tensors::{npy, safetensors};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Holds the device lock until dropped (closing the file releases the lock).
-struct DeviceLock {
+pub struct DeviceLock {
     _file: File,
+}
+
+/// Takes the simulated device (`<stages>/device.lock`), waiting up to `timeout_secs` for another run
+/// to release it.
+pub fn lock_device(stages: &Path, timeout_secs: u64) -> Result<DeviceLock> {
+    acquire(
+        &stages.join("device.lock"),
+        Duration::from_secs(timeout_secs),
+    )
 }
 
 fn acquire(path: &Path, timeout: Duration) -> Result<DeviceLock> {
@@ -102,7 +116,7 @@ fn graph_hash(graph: &Graph) -> ContentHash {
 }
 
 /// Reads the files `data` names (the spec's default weights when `--weights` is not given).
-fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Bindings> {
+pub fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Bindings> {
     let weights = match data.weights.clone().or(default_weights) {
         Some(path) => {
             let file = path.display().to_string();
@@ -126,52 +140,51 @@ fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Binding
 
 /// The host data of a run: bound and seeded inputs and weights, and what the host operations before
 /// the device make of them.
-fn host_data(graph: &Graph, seed: u64, bindings: &Bindings) -> Result<Vec<Vec<f32>>> {
+pub fn host_data(graph: &Graph, seed: u64, bindings: &Bindings) -> Result<Vec<Vec<f32>>> {
     let mut host = bind(graph, seed, bindings)?;
     HostOps::run(graph, &HostOps::of(graph).before, &mut host)?;
     Ok(host)
 }
 
-pub fn run(
-    cache: &Path,
+/// A package read from its `model.ipuexe`.
+pub struct Loaded {
+    pub path: PathBuf,
+    /// The hash of the file's body, which names the package in its execution profile.
+    pub body_hash: ContentHash,
+    pub package: Package,
+}
+
+/// Builds the workload `args` names through `store` (every phase a cache hit when nothing changed)
+/// and reads the package the build wrote.
+pub fn build_package(
+    store: &Store,
     stages: &Path,
     args: &BuildArgs,
-    data: &DataArgs,
-    lock_timeout: u64,
-    json: bool,
     progress: &dyn Progress,
-) -> Result<()> {
-    let (package_path, seed, default_weights, asked) = if args.workload.ends_with(".ipuexe") {
-        (
-            PathBuf::from(&args.workload),
-            args.seed.unwrap_or(1),
-            None,
-            None,
-        )
-    } else {
-        let store = Store::open(cache)?;
-        let b = args.build(&store, stages, progress)?;
-        let spec = args.spec()?;
-        let path = b
-            .run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
-            .package_path
-            .context("the build wrote no package")?;
-        let asked = (b.graph, b.target);
-        (path, spec.seed(), spec.default_weights(), Some(asked))
-    };
+) -> Result<Loaded> {
+    let b = args.build(store, stages, progress)?;
+    let path = b
+        .run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?
+        .package_path
+        .context("the build wrote no package")?;
+    read_package(&path, Some((&b.graph, &b.target)))
+}
+
+/// Reads a `model.ipuexe`; with `asked`, refuses a package built for another graph or target.
+fn read_package(path: &Path, asked: Option<(&Graph, &Target)>) -> Result<Loaded> {
     tracing::info!("reading application package");
-    let bytes = read(&package_path, "application package")?;
-    let file = open_ipuexe(&bytes).with_context(|| format!("{}", package_path.display()))?;
+    let bytes = read(path, "application package")?;
+    let file = open_ipuexe(&bytes).with_context(|| format!("{}", path.display()))?;
     let package = file
         .package()
-        .with_context(|| format!("{}", package_path.display()))?;
-    if let Some((graph, target)) = &asked
+        .with_context(|| format!("{}", path.display()))?;
+    if let Some((graph, target)) = asked
         && (package.graph != *graph || package.target != *target)
     {
         bail!(
             "{} was built for {} on {} (graph {}), not for what this run asked: {} on {} (graph {}); \
              rebuild it",
-            package_path.display(),
+            path.display(),
             package.workload,
             package.target.name,
             graph_hash(&package.graph).short(),
@@ -181,18 +194,22 @@ pub fn run(
         );
     }
     tracing::info!(tiles = package.tiles.len(), compiler = %package.compiler_version, "application package read");
-    let build_dir = package_path
-        .parent()
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
-    let graph = &package.graph;
-    let mut host = host_data(graph, seed, &bindings(data, default_weights)?)?;
-    let _lock = acquire(
-        &stages.join("device.lock"),
-        Duration::from_secs(lock_timeout),
-    )?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        body_hash: file.body_hash,
+        package,
+    })
+}
 
-    let started = Instant::now();
+/// Loads `package` on the device, streams the host's weights (`initialize`) and inputs (`run`) and
+/// executes every superstep: the run's profile, naming the package by `body_hash`, and the outputs
+/// the device streamed back; or the fault the device refused it with.
+pub fn execute(
+    package: &Package,
+    body_hash: &ContentHash,
+    host: &[Vec<f32>],
+    progress: &dyn Progress,
+) -> Result<(Execution, BTreeMap<ValueId, Vec<f32>>), Fault> {
     tracing::info!(path = "sim:0", "opening IPU device");
     tracing::info!(path = "sim:0", "IPU device attached");
     tracing::info!("initializing IPU device");
@@ -203,23 +220,7 @@ pub fn run(
         "replaying device configuration"
     );
     tracing::info!(tile_count = package.tiles.len(), "loading application");
-    let loaded = Device::load(&package);
-    let summary_head = Fields::new()
-        .with("package", package_path.display())
-        .with("tiles", package.tiles.len());
-    let fault_line = |fault: &dyn std::fmt::Display| {
-        summary_head
-            .clone()
-            .with("hardwareTest", "FAIL")
-            .with("fault", fault)
-    };
-    let mut device = match loaded {
-        Ok(d) => d,
-        Err(fault) => {
-            print_lines(json, &[fault_line(&fault)]);
-            bail!("hardware test failed: {fault}");
-        }
-    };
+    let mut device = Device::load(package)?;
     tracing::info!(
         tile_count = package.tiles.len(),
         "application loaded and initial synchronization completed"
@@ -232,48 +233,100 @@ pub fn run(
         transfers = package.host.initialize.len(),
         "invoking streaming host exchange call"
     );
-    let result = device.initialize(&package, &host).and_then(|_| {
-        tracing::info!(
-            call = "run",
-            phases = device.supersteps(),
-            transfers = package.host.run_inputs.len() + package.host.run_outputs.len(),
-            "invoking streaming host exchange call"
-        );
-        device.run(&package, &host, progress)
-    });
-    let (execution, streamed) = match result {
-        // The profile names the package by its body's hash.
-        Ok((execution, streamed)) => (
-            Execution {
-                package: file.body_hash.hex(),
-                ..execution
-            },
-            streamed,
-        ),
-        Err(fault) => {
-            print_lines(json, &[fault_line(&fault)]);
-            bail!("hardware test failed: {fault}");
-        }
-    };
-    let simulated_ms = started.elapsed().as_millis();
+    device.initialize(package, host)?;
+    tracing::info!(
+        call = "run",
+        phases = device.supersteps(),
+        transfers = package.host.run_inputs.len() + package.host.run_outputs.len(),
+        "invoking streaming host exchange call"
+    );
+    let (execution, streamed) = device.run(package, host, progress)?;
     tracing::info!(
         samples = execution.steps.len() * package.tiles.len(),
         "profile read back"
     );
-    let reference_started = Instant::now();
-    let reference = numerics::reference(graph, &host, progress);
+    // The profile names the package by its body's hash.
+    let execution = Execution {
+        package: body_hash.hex(),
+        ..execution
+    };
+    Ok((execution, streamed))
+}
+
+/// Takes what the device `streamed` back into `host`, runs the host's operations after the device and
+/// checks every output of the package's signature, in order, against the float64 reference over the
+/// data the device was given.
+pub fn check_outputs(
+    package: &Package,
+    host: &mut [Vec<f32>],
+    streamed: BTreeMap<ValueId, Vec<f32>>,
+    progress: &dyn Progress,
+) -> Result<Vec<numerics::Check>> {
+    let graph = &package.graph;
+    let reference = numerics::reference(graph, host, progress);
     for (value, data) in streamed {
         host[value.index()] = data;
     }
-    HostOps::run(graph, &HostOps::of(graph).after, &mut host)?;
+    HostOps::run(graph, &HostOps::of(graph).after, host)?;
     let outputs = package.signature().outputs;
     if outputs.is_empty() {
         bail!("the graph has no output");
     }
-    let checks: Vec<numerics::Check> = outputs
+    Ok(outputs
         .iter()
         .map(|o| numerics::check(&host[o.value.index()], &reference, o.value))
-        .collect();
+        .collect())
+}
+
+pub fn run(
+    cache: &Path,
+    stages: &Path,
+    args: &BuildArgs,
+    data: &DataArgs,
+    lock_timeout: u64,
+    json: bool,
+    progress: &dyn Progress,
+) -> Result<()> {
+    let (loaded, seed, default_weights) = if args.workload.ends_with(".ipuexe") {
+        let path = PathBuf::from(&args.workload);
+        (read_package(&path, None)?, args.seed.unwrap_or(1), None)
+    } else {
+        let store = Store::open(cache)?;
+        let loaded = build_package(&store, stages, args, progress)?;
+        let spec = args.spec()?;
+        (loaded, spec.seed(), spec.default_weights())
+    };
+    let Loaded {
+        path: package_path,
+        body_hash,
+        package,
+    } = loaded;
+    let build_dir = package_path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let graph = &package.graph;
+    let mut host = host_data(graph, seed, &bindings(data, default_weights)?)?;
+    let _lock = lock_device(stages, lock_timeout)?;
+
+    let started = Instant::now();
+    let summary_head = Fields::new()
+        .with("package", package_path.display())
+        .with("tiles", package.tiles.len());
+    let (execution, streamed) = match execute(&package, &body_hash, &host, progress) {
+        Ok(ran) => ran,
+        Err(fault) => {
+            let line = summary_head
+                .with("hardwareTest", "FAIL")
+                .with("fault", &fault);
+            print_lines(json, &[line]);
+            bail!("hardware test failed: {fault}");
+        }
+    };
+    let simulated_ms = started.elapsed().as_millis();
+    let reference_started = Instant::now();
+    let checks = check_outputs(&package, &mut host, streamed, progress)?;
+    let outputs = package.signature().outputs;
     let check = worst_check(&checks);
     tracing::info!(
         simulation_ms = simulated_ms,
@@ -320,21 +373,23 @@ pub fn run(
     lines.push(summary_head.with("hardwareTest", verdict(check.pass)));
     print_lines(json, &lines);
     if !check.pass {
-        if check.non_finite > 0 {
-            bail!(
-                "numerical check failed: {} of {} outputs are not finite (NaN or infinite); the \
-                 finite ones are within {:.6} of the reference (tolerance {:.6})",
-                check.non_finite,
-                check.checked,
-                check.maximum_absolute_error,
-                check.tolerance
-            );
-        }
-        bail!(
-            "numerical check failed: maximum absolute error {:.6} over the tolerance {:.6}",
-            check.maximum_absolute_error,
-            check.tolerance
-        );
+        bail!("{}", check_failure(&check));
     }
     Ok(())
+}
+
+/// Why a numerical check failed.
+pub fn check_failure(check: &numerics::Check) -> String {
+    if check.non_finite > 0 {
+        format!(
+            "numerical check failed: {} of {} outputs are not finite (NaN or infinite); the \
+             finite ones are within {:.6} of the reference (tolerance {:.6})",
+            check.non_finite, check.checked, check.maximum_absolute_error, check.tolerance
+        )
+    } else {
+        format!(
+            "numerical check failed: maximum absolute error {:.6} over the tolerance {:.6}",
+            check.maximum_absolute_error, check.tolerance
+        )
+    }
 }
