@@ -243,6 +243,21 @@ impl crate::store::Artifact for Graph {
 }
 
 impl Graph {
+    /// A graph with no values or operations yet: its workload, the partials type and the parameters
+    /// the run summary prints, in order.
+    pub fn empty(workload: String, partials: DType, parameters: &[(&str, String)]) -> Graph {
+        Graph {
+            workload,
+            values: Vec::new(),
+            ops: Vec::new(),
+            partials,
+            parameters: parameters
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        }
+    }
+
     pub fn value(&self, id: ValueId) -> &Value {
         &self.values[id.index()]
     }

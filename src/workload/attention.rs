@@ -53,7 +53,7 @@ impl AttentionSpec {
 }
 
 pub(super) fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
-    let parameters = [
+    let parameters: &[(&str, String)] = &[
         ("benchmark", format!("{}-{}", a.name, a.dtype)),
         ("batch", a.batch.to_string()),
         ("tokens", a.tokens.to_string()),
@@ -62,10 +62,7 @@ pub(super) fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
         ("headDimension", a.head_dim.to_string()),
         ("causal", a.causal.to_string()),
         ("partials", a.partials.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ];
     let cols = a.heads * a.head_dim;
     let value = |id: usize, name: &str, rows: u32, role: ValueRole| Value {
         id: ValueId::from_index(id),
@@ -79,7 +76,6 @@ pub(super) fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
     };
     let (queries, keys) = (a.batch * a.tokens, a.batch * a.keys());
     Graph {
-        workload,
         values: vec![
             value(0, "q", queries, ValueRole::Input),
             value(1, "k", keys, ValueRole::Input),
@@ -101,7 +97,6 @@ pub(super) fn attention_graph(workload: String, a: &AttentionSpec) -> Graph {
             },
             out: ValueId::from_index(3),
         }],
-        partials: a.partials,
-        parameters,
+        ..Graph::empty(workload, a.partials, parameters)
     }
 }

@@ -66,7 +66,7 @@ impl EncoderSpec {
 /// The encoder's graph over `batch · tokens` rows.
 pub(super) fn encoder_graph(workload: String, e: &EncoderSpec) -> Graph {
     let rows = e.batch * e.tokens;
-    let parameters = [
+    let parameters: &[(&str, String)] = &[
         ("benchmark", format!("{}-{}", e.name, e.dtype)),
         ("batch", e.batch.to_string()),
         ("tokens", e.tokens.to_string()),
@@ -76,20 +76,11 @@ pub(super) fn encoder_graph(workload: String, e: &EncoderSpec) -> Graph {
         ("layers", e.layers.to_string()),
         ("gelu", e.gelu.clone()),
         ("partials", e.partials.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ];
     let mut b = Builder {
         e,
         rows,
-        g: Graph {
-            workload,
-            values: Vec::new(),
-            ops: Vec::new(),
-            partials: e.partials,
-            parameters,
-        },
+        g: Graph::empty(workload, e.partials, parameters),
     };
     let x = b.value("embeddings", rows, e.hidden, ValueRole::Input, 0);
     let mask = e

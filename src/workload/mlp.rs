@@ -48,7 +48,7 @@ pub struct MlpSpec {
 }
 
 pub(super) fn mlp_graph(workload: String, m: &MlpSpec, rows: u32) -> Graph {
-    let parameters = [
+    let parameters: &[(&str, String)] = &[
         ("benchmark", format!("{}-{}", m.name, m.dtype)),
         ("batch", m.batch.to_string()),
         ("tokens", m.tokens.to_string()),
@@ -58,20 +58,11 @@ pub(super) fn mlp_graph(workload: String, m: &MlpSpec, rows: u32) -> Graph {
         ("blocks", m.blocks.to_string()),
         ("biases", m.biases.to_string()),
         ("partials", m.partials.to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ];
     let mut mlp = MlpGraph {
         m,
         rows,
-        g: Graph {
-            workload,
-            values: Vec::new(),
-            ops: Vec::new(),
-            partials: m.partials,
-            parameters,
-        },
+        g: Graph::empty(workload, m.partials, parameters),
     };
     let mut x = mlp.value("x".into(), rows, m.dimension, ValueRole::Input, 0);
     for b in 0..m.blocks {
