@@ -121,40 +121,76 @@ fn a_run_into_pipes_draws_no_progress_and_prints_what_quiet_prints() {
     assert_eq!(loud.stdout, quiet.stdout);
 }
 
-#[test]
-fn a_run_on_a_terminal_draws_its_bars_unless_quiet_skipped_without_script() {
-    if std::process::Command::new("script")
+/// `ipu-codegen ARGS` under `script`, a pseudo-terminal: what the terminal showed.
+fn on_terminal(sb: &Sandbox, args: &str) -> String {
+    let binary = env!("CARGO_BIN_EXE_ipu-codegen");
+    let line = format!("'{binary}' {args}");
+    let base = sb.command(&[]);
+    let mut c = base
+        .get_envs()
+        .fold(std::process::Command::new("script"), |mut s, (k, v)| {
+            match v {
+                Some(v) => s.env(k, v),
+                None => s.env_remove(k),
+            };
+            s
+        });
+    let out = c
+        .args(["-qfc", &line, "/dev/null"])
+        .current_dir(sb.dir.path())
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    let r = common::ran(out);
+    r.assert_ok();
+    r.stdout
+}
+
+/// Whether `script` (util-linux) is here to give a terminal; says so when it is not.
+fn script_missing() -> bool {
+    let missing = std::process::Command::new("script")
         .arg("--version")
         .output()
-        .is_err()
-    {
+        .is_err();
+    if missing {
         eprintln!("skipped: `script` (util-linux) is not installed, so no terminal to draw on");
+    }
+    missing
+}
+
+#[test]
+fn log_lines_and_bars_never_share_a_terminal_line_skipped_without_script() {
+    if script_missing() {
+        return;
+    }
+    // A sweep logs its builds while its bar is drawn.
+    let sb = Sandbox::new();
+    let drawn = on_terminal(
+        &sb,
+        &format!("sweep {SMALL} --vary tokens=21,30,40 --vary blocks=1,2"),
+    );
+    assert!(drawn.contains("sweep builds ["), "{drawn}");
+    assert!(
+        drawn.contains("INFO"),
+        "the log lines reach the terminal:\n{drawn}"
+    );
+    let mixed: Vec<&str> = drawn
+        .split(['\r', '\n'])
+        .filter(|l| l.contains("INFO") && l.contains("sweep "))
+        .collect();
+    assert!(
+        mixed.is_empty(),
+        "a log line and a bar on one line: {mixed:?}"
+    );
+}
+
+#[test]
+fn a_run_on_a_terminal_draws_its_bars_unless_quiet_skipped_without_script() {
+    if script_missing() {
         return;
     }
     let sb = Sandbox::new();
-    let on_terminal = |extra: &str| {
-        let binary = env!("CARGO_BIN_EXE_ipu-codegen");
-        let line = format!("'{binary}' run {SMALL} {extra}");
-        let base = sb.command(&[]);
-        let mut c = base
-            .get_envs()
-            .fold(std::process::Command::new("script"), |mut s, (k, v)| {
-                match v {
-                    Some(v) => s.env(k, v),
-                    None => s.env_remove(k),
-                };
-                s
-            });
-        let out = c
-            .args(["-qfc", &line, "/dev/null"])
-            .current_dir(sb.dir.path())
-            .env("TERM", "xterm")
-            .output()
-            .unwrap();
-        let r = common::ran(out);
-        r.assert_ok();
-        r.stdout
-    };
+    let on_terminal = |extra: &str| on_terminal(&sb, &format!("run {SMALL} {extra}"));
     let drawn = on_terminal("");
     for bar in [
         "exchange patterns scheduled [",

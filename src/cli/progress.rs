@@ -5,10 +5,12 @@
 //! is the library's `Progress` drawn as bars, one step at a time, what the commands pass into the
 //! library. A bar is removed from the terminal when it finishes or is dropped, so what the command
 //! prints afterwards reads as it would without it. Nothing drawn changes an artifact or a summary.
+//! [`LogWriter`] is where log lines go: it lifts the bars off the terminal while a line is written, so
+//! log lines and bars never overwrite each other.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ipu_codegen::progress::Progress;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -23,6 +25,39 @@ pub fn set_quiet(quiet: bool) {
 /// Whether bars are drawn: stderr is a terminal and `--quiet` was not given.
 fn drawn() -> bool {
     !QUIET.load(Ordering::Relaxed) && std::io::stderr().is_terminal()
+}
+
+/// The bar on the terminal, if any: a command draws one at a time (a step, or a sweep's points).
+static CURRENT: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// The bar on the terminal now.
+fn current() -> Option<ProgressBar> {
+    CURRENT.lock().ok().and_then(|c| c.clone())
+}
+
+/// Log output on stderr, written with the bars lifted off the terminal.
+#[derive(Clone, Copy, Default)]
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match current() {
+            Some(bar) => bar.suspend(|| std::io::stderr().write(buf)),
+            None => std::io::stderr().write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> LogWriter {
+        LogWriter
+    }
 }
 
 /// One progress bar: `what`, the bar, units done of `len`, time spent.
@@ -40,6 +75,9 @@ impl Bar {
             .progress_chars("=> ");
         bar.set_style(style);
         bar.set_message(what.to_string());
+        if let Ok(mut current) = CURRENT.lock() {
+            *current = Some(bar.clone());
+        }
         Bar(bar)
     }
 
@@ -51,6 +89,11 @@ impl Bar {
     /// The step is over: the bar leaves the terminal.
     pub fn finish(&self) {
         self.0.finish_and_clear();
+        if let Ok(mut current) = CURRENT.lock()
+            && current.as_ref().is_some_and(ProgressBar::is_finished)
+        {
+            *current = None;
+        }
     }
 }
 
@@ -58,7 +101,7 @@ impl Drop for Bar {
     /// A step cut short (an error) leaves no bar behind either.
     fn drop(&mut self) {
         if !self.0.is_finished() {
-            self.0.finish_and_clear();
+            self.finish();
         }
     }
 }
