@@ -365,4 +365,19 @@ fn does_not_fit_advice_names_an_mlps_flags_and_a_graphs_largest_values_but_no_fl
             );
         }
     }
+    // The same product with `w` an input: what overflows is named as what it is.
+    let input_w = one_matmul(16, 16384, 16384).replace(
+        "name = \"w\"\ndtype = \"f16\"\nrole = \"weight\"",
+        "name = \"w\"\ndtype = \"f16\"\nrole = \"input\"",
+    );
+    assert!(input_w.contains("role = \"input\"\nrows = 16384"));
+    std::fs::write(sb.path("big.toml"), input_w).unwrap();
+    let r = sb.run(&["build", "big.toml"]);
+    r.assert_clean_failure();
+    let line = error_line(&r.stderr);
+    assert!(
+        line.contains("the weights and matmul operands need 536870912 bytes")
+            && line.contains("`w` (536870912 bytes)"),
+        "{line}"
+    );
 }

@@ -156,16 +156,19 @@ pub enum LowerMidError {
         what: Oversize,
     },
     #[error(
-        "the weights need {weight_bytes} bytes: {per_tile} bytes on each of the {tiles} tiles with \
+        "the {held} need {weight_bytes} bytes: {per_tile} bytes on each of the {tiles} tiles with \
          room for uneven pieces, before any operator's working memory, where a tile has {capacity}; \
-         the largest weights: {largest}"
+         the largest: {largest}"
     )]
     WeightsDoNotFit {
+        /// What is held in home pieces: "weights", or "weights and matmul operands" when some
+        /// operand kept that way is not a weight.
+        held: &'static str,
         weight_bytes: u64,
         tiles: u32,
         per_tile: u64,
         capacity: u64,
-        /// The largest weights ([`largest_values`]).
+        /// The largest of what is held ([`largest_values`]).
         largest: String,
     },
     #[error(
@@ -237,11 +240,20 @@ pub fn shortlists(
         .flatten()
         .collect();
     let weight_bytes: u64 = weights.iter().map(|&w| graph.value(w).bytes()).sum();
-    // Weights' home pieces, spread over the tiles, with room for uneven pieces.
+    // Home pieces of the weights (and of any other operand kept the same way), spread over the tiles,
+    // with room for uneven pieces.
     let homes = 2 * weight_bytes.div_ceil(u64::from(target.tiles)) + 1024;
     let capacity = u64::from(target.memory_end - target.memory_base);
     if homes + CODE_RESERVE_BYTES > capacity {
+        let all_weights = weights
+            .iter()
+            .all(|&w| graph.value(w).role == ValueRole::Weight);
         return Err(LowerMidError::WeightsDoNotFit {
+            held: if all_weights {
+                "weights"
+            } else {
+                "weights and matmul operands"
+            },
             weight_bytes,
             tiles: target.tiles,
             per_tile: homes,
