@@ -86,23 +86,26 @@ fn a_finalist_count_out_of_range_is_refused_naming_the_flag() {
     assert!(r.stderr.contains("transposed"), "{}", r.stderr);
 }
 
+/// The small MLP with a hidden layer too wide for any tile's memory.
+const TOO_WIDE_FOR_A_TILE: [&str; 10] = [
+    "build",
+    SMALL,
+    "--tokens",
+    "729",
+    "--dimension",
+    "1152",
+    "--hidden",
+    "60000",
+    "--blocks",
+    "1",
+];
+
 #[test]
 fn a_shape_too_large_for_tile_memory_names_tile_and_bytes_over_and_keeps_the_store() {
     let sb = Sandbox::new();
     sb.run(&["build", SMALL]).assert_ok();
     let before = std::fs::read(sb.stages().join(SMALL_ID).join("model.ipuexe")).unwrap();
-    let r = sb.run(&[
-        "build",
-        SMALL,
-        "--tokens",
-        "729",
-        "--dimension",
-        "1152",
-        "--hidden",
-        "60000",
-        "--blocks",
-        "1",
-    ]);
+    let r = sb.run(&TOO_WIDE_FOR_A_TILE);
     r.assert_clean_failure();
     assert!(
         r.stderr.contains("tile0")
@@ -309,18 +312,7 @@ fn error_line(stderr: &str) -> &str {
 fn does_not_fit_advice_names_an_mlps_flags_and_a_graphs_largest_values_but_no_flag() {
     let sb = Sandbox::new();
     // An MLP too large for a tile: its flags, and its values by name and bytes.
-    let r = sb.run(&[
-        "build",
-        SMALL,
-        "--tokens",
-        "729",
-        "--dimension",
-        "1152",
-        "--hidden",
-        "60000",
-        "--blocks",
-        "1",
-    ]);
+    let r = sb.run(&TOO_WIDE_FOR_A_TILE);
     r.assert_clean_failure();
     let line = error_line(&r.stderr);
     assert!(
