@@ -213,17 +213,17 @@ fn two_senders_reaching_one_receiver_at_once() {
     panic!("no receiver with two senders in the small encoder");
 }
 
+/// The first tile with an instruction `has` picks.
+fn first_tile_with(p: &Package, has: impl Fn(&Instr) -> bool) -> usize {
+    (0..p.tiles.len())
+        .find(|&t| program(p, t).instrs.iter().any(&has))
+        .expect("a tile with such an instruction")
+}
+
 #[test]
 fn data_arriving_while_the_receiver_listens_elsewhere() {
     let mut p = small_package();
-    let t = (0..p.tiles.len())
-        .find(|&t| {
-            program(&p, t)
-                .instrs
-                .iter()
-                .any(|i| matches!(i, Instr::Receive(_)))
-        })
-        .unwrap();
+    let t = first_tile_with(&p, |i| matches!(i, Instr::Receive(_)));
     let mut prog = program(&p, t);
     for i in &mut prog.instrs {
         if let Instr::Receive(Receive { sent, .. }) = i {
@@ -580,14 +580,7 @@ fn a_receive_window_near_u32_max_is_named_unwrapped() {
 fn a_send_arriving_past_u32_cycles_is_a_fault() {
     let mut p = small_package();
     // A tile's last send, moved to the last cycle a phase can name.
-    let t = (0..p.tiles.len())
-        .find(|&t| {
-            program(&p, t)
-                .instrs
-                .iter()
-                .any(|i| matches!(i, Instr::Send(_)))
-        })
-        .unwrap();
+    let t = first_tile_with(&p, |i| matches!(i, Instr::Send(_)));
     let mut prog = program(&p, t);
     let last = prog
         .instrs

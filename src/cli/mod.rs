@@ -473,6 +473,16 @@ impl BuildArgs {
     }
 }
 
+/// Writes a file a command was asked for and, with `announce`, names it on stdout as `what=PATH`
+/// (not when stdout is JSON).
+fn write_output(path: &Path, text: &str, what: &str, announce: bool) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    if announce {
+        println!("{what}={}", path.display());
+    }
+    Ok(())
+}
+
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

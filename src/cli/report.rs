@@ -89,15 +89,6 @@ fn memory_map(args: &ReportArgs, e: &Execution) -> Result<std::result::Result<Me
     ))
 }
 
-/// Writes a file `report` was asked for and names it on stdout, unless stdout is JSON.
-fn write(args: &ReportArgs, path: &Path, text: &str, what: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-    if !args.json {
-        println!("{what}={}", path.display());
-    }
-    Ok(())
-}
-
 pub fn report(args: &ReportArgs) -> Result<()> {
     let a = profile(&args.profiles[0])?;
     if let Some(path) = &args.profiles.get(1) {
@@ -112,7 +103,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
             print!("{}", c.text());
         }
         if let Some(path) = &args.html {
-            write(args, path, &report::compare::html(&a, &b), "html")?;
+            super::write_output(path, &report::compare::html(&a, &b), "html", !args.json)?;
         }
         return Ok(());
     }
@@ -125,10 +116,15 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     if let Some(path) = &args.html {
         let map = memory_map(args, &a)?;
         let page = report::html(&a, map.as_ref().map_err(|s| s.as_str()));
-        write(args, path, &page, "html")?;
+        super::write_output(path, &page, "html", !args.json)?;
     }
     if let Some(path) = &args.trace {
-        write(args, path, &report::trace(&a, args.per_column), "trace")?;
+        super::write_output(
+            path,
+            &report::trace(&a, args.per_column),
+            "trace",
+            !args.json,
+        )?;
     }
     Ok(())
 }

@@ -31,6 +31,7 @@ use clap::{Args, FromArgMatches};
 use ipu_codegen::driver::{RunFigures, verdict, worst_check};
 use ipu_codegen::progress::Silent;
 use ipu_codegen::store::Store;
+use ipu_codegen::tensors::bind::Bindings;
 use rayon::prelude::*;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::collections::BTreeMap;
@@ -198,7 +199,6 @@ struct Resolved {
     /// Index into the distinct builds.
     build: usize,
     seed: u64,
-    default_weights: Option<PathBuf>,
 }
 
 /// What the device measured at a point.
@@ -435,11 +435,17 @@ pub fn csv(axes: &[Axis], rows: &[Row]) -> String {
     s
 }
 
-/// Runs a built package at one point on the device: its row's measurements, tests and error.
-fn measure(point: &Resolved, loaded: &Loaded, check: bool, row: &mut Row) -> Result<()> {
+/// Runs a built package at one point on the device, its weights bound from `bindings`: its row's
+/// measurements, tests and error.
+fn measure(
+    point: &Resolved,
+    loaded: &Loaded,
+    bindings: &Bindings,
+    check: bool,
+    row: &mut Row,
+) -> Result<()> {
     let package = &loaded.package;
-    let bindings = run::bindings(&DataArgs::default(), point.default_weights.clone())?;
-    let mut host = run::host_data(&package.graph, point.seed, &bindings)?;
+    let mut host = run::host_data(&package.graph, point.seed, bindings)?;
     let (execution, streamed) = match run::execute(package, &loaded.body_hash, &host, &Silent) {
         Ok(ran) => ran,
         Err(fault) => {
@@ -492,6 +498,8 @@ fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> R
     let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
     let mut rows = Vec::new();
     let mut resolved = Vec::new();
+    // Every point runs one workload file, so the weights file it names is read once, for all.
+    let mut default_weights = None;
     for point in grid(axes) {
         let values: Vec<String> = (axes.iter().zip(&point))
             .map(|(a, &i)| a.values[i].clone())
@@ -505,7 +513,8 @@ fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> R
             error: None,
         };
         match resolve(&args.workload, axes, &row.values) {
-            Ok((point_args, seed, default_weights)) => {
+            Ok((point_args, seed, weights)) => {
+                default_weights.get_or_insert(weights);
                 let name = point_args.build.clone().unwrap_or_default();
                 let next = builds.len();
                 let build = *by_name.entry(name.clone()).or_insert(next);
@@ -513,11 +522,7 @@ fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> R
                     builds.push(point_args);
                 }
                 row.build = Some(name);
-                resolved.push(Some(Resolved {
-                    build,
-                    seed,
-                    default_weights,
-                }));
+                resolved.push(Some(Resolved { build, seed }));
             }
             Err(e) => {
                 row.error = Some(format!("{e:#}"));
@@ -545,6 +550,8 @@ fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> R
         .collect();
     bar.finish();
 
+    let bindings = run::bindings(&DataArgs::default(), default_weights.flatten())
+        .map_err(|e| format!("{e:#}"));
     let _lock = run::lock_device(stages, args.lock_timeout)?;
     let bar = Bar::new(rows.len() as u64, "sweep runs");
     rows.par_iter_mut()
@@ -554,13 +561,13 @@ fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> R
             let Some(point) = point else { return };
             let _span = tracing::info_span!(parent: &parent, "ipu_codegen.sweep.point", point = i)
                 .entered();
-            match &packages[point.build] {
-                Ok(loaded) => {
-                    if let Err(e) = measure(point, loaded, args.check, row) {
+            match (&packages[point.build], &bindings) {
+                (Ok(loaded), Ok(bindings)) => {
+                    if let Err(e) = measure(point, loaded, bindings, args.check, row) {
                         row.error = Some(format!("{e:#}"));
                     }
                 }
-                Err(e) => row.error = Some(e.clone()),
+                (Err(e), _) | (_, Err(e)) => row.error = Some(e.clone()),
             }
             bar.inc(1);
         });
@@ -585,18 +592,11 @@ pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs) -> Result<()> {
         print!("{}", table(&axes, &rows));
     }
     if let Some(path) = &args.csv {
-        std::fs::write(path, csv(&axes, &rows))
-            .with_context(|| format!("writing {}", path.display()))?;
-        if !args.json {
-            println!("csv={}", path.display());
-        }
+        super::write_output(path, &csv(&axes, &rows), "csv", !args.json)?;
     }
     if let Some(path) = &args.html {
-        std::fs::write(path, page::page(&args.workload, &axes, &rows))
-            .with_context(|| format!("writing {}", path.display()))?;
-        if !args.json {
-            println!("html={}", path.display());
-        }
+        let page = page::page(&args.workload, &axes, &rows);
+        super::write_output(path, &page, "html", !args.json)?;
     }
     let failed: Vec<String> = (rows.iter().enumerate())
         .filter(|(_, r)| r.failed())

@@ -409,13 +409,12 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
     Ok(graph)
 }
 
-/// The op's kind from its entry: the right number of inputs and exactly its attributes.
+/// The op's kind from its entry: the right number of inputs and exactly its attributes (whose values
+/// [`Graph::check`] judges).
 fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
-    let finite = |name: &str, v: Option<f32>| match v {
-        Some(v) if v.is_finite() => Ok(v),
-        Some(v) => Err(format!("{name} = {v} must be finite")),
-        None => Err(format!("attribute {name} is missing")),
-    };
+    fn given<T>(name: &str, v: Option<T>) -> Result<T, String> {
+        v.ok_or(format!("attribute {name} is missing"))
+    }
     let arity = |n: usize| {
         if i.len() == n {
             Ok(())
@@ -457,7 +456,7 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
         "add" => arity(2).map(|_| OpKind::Add { a: i[0], b: i[1] })?,
         "layer_norm" => {
             arity(3)?;
-            let epsilon = finite("epsilon", e.epsilon)?;
+            let epsilon = given("epsilon", e.epsilon)?;
             OpKind::LayerNorm {
                 x: i[0],
                 gamma: i[1],
@@ -472,18 +471,14 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
                     i.len()
                 ));
             }
-            let positive = |n: &str, v: Option<u32>| {
-                v.filter(|&v| v > 0)
-                    .ok_or(format!("attribute {n} must be a positive integer"))
-            };
             OpKind::Attention {
                 q: i[0],
                 k: i[1],
                 v: i[2],
-                batch: positive("batch", e.batch)?,
-                heads: positive("heads", e.heads)?,
-                causal: e.causal.ok_or("attribute causal is missing")?,
-                scale: finite("scale", e.scale)?,
+                batch: given("batch", e.batch)?,
+                heads: given("heads", e.heads)?,
+                causal: given("causal", e.causal)?,
+                scale: given("scale", e.scale)?,
                 mask: i.get(3).copied(),
             }
         }
@@ -499,18 +494,14 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
             }
         }
         "mask_bias" => arity(1)
-            .and(finite("fill", e.fill))
+            .and(given("fill", e.fill))
             .map(|fill| OpKind::MaskBias { mask: i[0], fill })?,
         _ => {
             arity(2)?;
-            let min_count = finite("min_count", e.min_count)?;
-            if min_count < 0.0 {
-                return Err("min_count must not be negative".to_string());
-            }
             OpKind::MeanPool {
                 x: i[0],
                 mask: i[1],
-                min_count,
+                min_count: given("min_count", e.min_count)?,
             }
         }
     })
