@@ -46,9 +46,9 @@ fn an_estimate_twenty_percent_high_fails_the_comparison() {
 }
 
 #[test]
-fn a_device_without_its_fitted_block_cost_misses_the_hardware() {
+fn a_device_without_its_fitted_vertex_cost_misses_the_hardware() {
     let mut target = bow();
-    target.amp_block_supervisor_cycles = 0;
+    target.amp_vertex_supervisor_cycles = 0;
     let rows = calibrate(&target).expect("calibration packages run");
     let problems = check(&rows);
     // Every published point is then more than 15 cycles fast.

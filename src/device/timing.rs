@@ -2,14 +2,17 @@
 //! parameters, built from the tile's mechanisms rather than from the compiler's estimate
 //! (`Target::amp_cycles` and its siblings are never called here).
 //!
-//! An AMP vertex ([`amp`]): the supervisor launches it, then per 16x16 weight block it sets the block
-//! up, loads the block's weights into the AMP (128-bit loads from interleaved memory), starts the six
-//! workers and waits for them. The vertex's rows are dealt to the workers as evenly as possible; each
-//! worker fills and drains the AMP pipeline and issues four AMP bundles a row (eight with f32
-//! partials). Workers issue in the barrel, one bundle every `workers` tile cycles each, so a pass takes
-//! `workers` tile cycles per bundle of its slowest worker; idle workers cost nothing.
+//! An AMP vertex ([`amp`]): the supervisor launches it and sets it up, then per 16x16 weight block it
+//! sets the block up and loads the block's weights into the AMP (128-bit loads from interleaved
+//! memory); per pass over the rows (one with f16 partials, two with f32, whose AMP computes eight
+//! output channels at once) it starts the six workers and waits for them; each input-channel group
+//! after the first costs its loop. The vertex's rows are dealt to the workers as evenly as possible;
+//! each worker fills and drains the AMP pipeline and issues four AMP bundles a row. Workers issue in
+//! the barrel, one bundle every `workers` tile cycles each, so a pass takes `workers` tile cycles per
+//! bundle of its slowest worker, and at least the supervisor's wait after its fastest; idle workers
+//! cost nothing. The loop structure and its per-block costs are poplibs' 1x1 convolution estimate.
 //!
-//! Fitted to Graphcore's measured curve (one block of N rows on a Bow IPU): within 7.7 cycles for all
+//! Fitted to Graphcore's measured curve (one block of N rows on a Bow IPU): within 6.7 cycles for all
 //! 128 published N (`ipu-codegen calibrate`).
 //!
 //! A vector vertex ([`vector`]): the supervisor launches it and the six workers share its rows as
@@ -28,7 +31,6 @@
 //! The target's costs come from the package and may be anything: the arithmetic saturates at u64::MAX
 //! rather than wrapping, and the superstep refuses a count past u32 as a fault.
 
-use crate::ir::DType;
 use crate::isa::{Amp, Placed};
 use crate::target::Target;
 
@@ -42,32 +44,33 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
     if v.rows == 0 || v.depth == 0 || v.cols == 0 {
         return target.vertex_overhead_cycles;
     }
-    let blocks = u64::from(v.depth.div_ceil(target.amp_block_depth))
-        .saturating_mul(u64::from(v.cols.div_ceil(target.amp_block_width)));
-    let bundles_per_row = match v.partials.dtype {
-        DType::F16 => target.amp_row_cycles_f16_partials,
-        DType::F32 | DType::I64 => target.amp_row_cycles_f32_partials,
+    let depth_groups = u64::from(v.depth.div_ceil(target.amp_block_depth));
+    let blocks = depth_groups.saturating_mul(u64::from(v.cols.div_ceil(target.amp_block_width)));
+    let workers = u64::from(target.workers);
+    let worker_cycles = |rows: u32| {
+        let bundles = target.amp_row_cycles.saturating_mul(u64::from(rows));
+        workers.saturating_mul(target.amp_worker_fill_cycles.saturating_add(bundles))
     };
-    let slowest_worker = dealt(v.rows, target.workers)
-        .filter(|&rows| rows > 0)
-        .map(|rows| {
-            let bundles = bundles_per_row.saturating_mul(u64::from(rows));
-            target.amp_worker_fill_cycles.saturating_add(bundles)
-        })
-        .max()
-        .unwrap_or(0);
-    let worker_pass = u64::from(target.workers).saturating_mul(slowest_worker);
+    let busy = || dealt(v.rows, target.workers).filter(|&rows| rows > 0);
+    let slowest = busy().map(worker_cycles).max().unwrap_or(0);
+    let fastest = busy().map(worker_cycles).min().unwrap_or(0);
+    let pass = slowest.max(fastest.saturating_add(target.amp_worker_sync_cycles));
     let weight_bytes = u64::from(target.amp_block_depth)
         .saturating_mul(u64::from(target.amp_block_width))
         .saturating_mul(2);
-    let weight_load = weight_bytes.div_ceil(target.weight_load_bytes_per_cycle);
+    let weight_load = weight_bytes.div_ceil(target.weight_load_bytes_per_cycle.max(1));
+    let passes = u64::from(target.amp_passes(v.partials.dtype));
     let block = target
         .amp_block_supervisor_cycles
         .saturating_add(weight_load)
-        .saturating_add(worker_pass);
+        .saturating_add(
+            passes.saturating_mul(target.amp_pass_supervisor_cycles.saturating_add(pass)),
+        );
     target
         .vertex_overhead_cycles
+        .saturating_add(target.amp_vertex_supervisor_cycles)
         .saturating_add(blocks.saturating_mul(block))
+        .saturating_add((depth_groups - 1).saturating_mul(target.amp_depth_group_supervisor_cycles))
 }
 
 /// A vector vertex's work as the device executes it: rows dealt to the workers and, per row, lane
