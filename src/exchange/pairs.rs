@@ -1,9 +1,12 @@
-//! Supertile pairs in the tight cover: the pattern over pairs and the plan of transfers run wide.
+//! Supertile pairs in the tight cover: the pattern over pairs, its receivers merged, and the plan of
+//! transfers run wide.
 //!
 //! Contract: [`over_pairs`] maps a pattern onto its supertile pairs (pair `k` as tile `k`, double
 //! words), and [`pair_cover`] schedules that with the tight cover ([`super::cover`]) and maps the
 //! pieces back ([`widen_pieces`]): every piece wide, each group of pairs a range of the transfer's
-//! destinations, so that the pieces are a schedule of the original pattern. [`wide_plan`] marks,
+//! destinations, so that the pieces are a schedule of the original pattern; with multicasts whole,
+//! the pattern over pairs may have its identical receivers merged first ([`merge_receivers`]: the
+//! same transfers, numbers and senders, so whole pieces map back alike). [`wide_plan`] marks,
 //! per receiving pair that would miss the bound receiving narrow, the unicast transfers that run
 //! wide throughout in `planned-cover` (none without pairs). Each depends on its arguments alone.
 
@@ -123,14 +126,17 @@ pub(super) fn wide_plan(pattern: &Pattern, o: Overheads, bound: u32) -> Vec<bool
     wide
 }
 
-/// Tight cover over supertile pairs, every piece wide: `over_pairs` is [`over_pairs`] of `pattern`.
+/// Tight cover over supertile pairs, every piece wide: `pairs` is [`over_pairs`] of `pattern`, or
+/// that with its identical receivers merged ([`merge_receivers`]) when `split_multicast` is off, and
+/// `whole` marks the transfers that stay whole.
 pub(super) fn pair_cover(
     pattern: &Pattern,
-    over_pairs: &(Pattern, Vec<bool>),
+    pairs: &Pattern,
+    whole: &[bool],
     o: Overheads,
     split_multicast: bool,
 ) -> Vec<Piece> {
-    let (pairs, whole) = over_pairs;
+    debug_assert!(pairs.transfers.len() == pattern.transfers.len());
     let narrow = Overheads { pairs: false, ..o };
     sorted(widen_pieces(
         pattern,
@@ -144,4 +150,81 @@ pub(super) fn pair_cover(
             },
         ),
     ))
+}
+
+/// `pattern` with every set of receivers that receive exactly the same transfers (of words) merged
+/// into one, the lowest of them; `None` when no two do (as in any pattern of unicasts). Transfers
+/// keep their numbers, senders and words. A schedule of whole transfers of the merged pattern is one
+/// of `pattern`: a merged receiver is busy exactly when each of its receivers would be. A gather's
+/// multicast to such receivers, which the tight cover starts only when all its ports are free,
+/// becomes a flow of two ports, which its alternating paths reach.
+pub(super) fn merge_receivers(pattern: &Pattern) -> Option<Pattern> {
+    let tiles = pattern.tiles();
+    let mut received: Vec<Vec<u32>> = vec![Vec::new(); tiles];
+    for (i, t) in pattern.transfers.iter().enumerate() {
+        for &d in t.destinations.iter().filter(|_| t.words > 0) {
+            if received[d as usize].last() != Some(&(i as u32)) {
+                received[d as usize].push(i as u32);
+            }
+        }
+    }
+    // Receivers in order of what they receive, then of tile: equal ones are next to each other.
+    let mut order: Vec<u32> = (0..tiles as u32)
+        .filter(|&d| !received[d as usize].is_empty())
+        .collect();
+    order.sort_unstable_by(|&a, &b| {
+        received[a as usize]
+            .cmp(&received[b as usize])
+            .then(a.cmp(&b))
+    });
+    let mut merged_into: Vec<u32> = (0..tiles as u32).collect();
+    let mut merged = false;
+    for w in order.windows(2) {
+        if received[w[0] as usize] == received[w[1] as usize] {
+            merged_into[w[1] as usize] = merged_into[w[0] as usize];
+            merged = true;
+        }
+    }
+    let transfers = (pattern.transfers.iter())
+        .map(|t| {
+            let mut destinations: Vec<u32> = Vec::with_capacity(t.destinations.len());
+            for d in t.destinations.iter().map(|&d| merged_into[d as usize]) {
+                if !destinations.contains(&d) {
+                    destinations.push(d);
+                }
+            }
+            PatternTransfer {
+                source: t.source,
+                destinations,
+                words: t.words,
+            }
+        })
+        .collect();
+    merged.then_some(Pattern { transfers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Receivers of the same transfers merge into the lowest; one that receives more, or none of
+    /// words, stays apart; transfers keep their order, senders and words.
+    #[test]
+    fn receivers_of_the_same_transfers_merge() {
+        let t = |source, destinations: &[u32], words| PatternTransfer {
+            source,
+            destinations: destinations.to_vec(),
+            words,
+        };
+        let pattern = Pattern {
+            transfers: vec![t(0, &[3, 1, 2], 5), t(4, &[1, 2, 3], 6), t(5, &[2, 4], 0)],
+        };
+        let merged = merge_receivers(&pattern).expect("1, 2 and 3 receive the same");
+        let expected = [t(0, &[1], 5), t(4, &[1], 6), t(5, &[1, 4], 0)];
+        assert_eq!(merged.transfers, expected);
+        let unicasts = Pattern {
+            transfers: vec![t(0, &[1], 5), t(1, &[2], 5)],
+        };
+        assert_eq!(merge_receivers(&unicasts), None);
+    }
 }

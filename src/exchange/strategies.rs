@@ -26,7 +26,11 @@
 //!   - `pair-cover`: tight cover over the pairs themselves ([`over_pairs`]): a pair is one port moving
 //!     two words per cycle, and every piece is wide. Its bound charges each piece's switch to the whole
 //!     pair where the pattern's bound charges it to one tile, so it meets the pattern's bound when
-//!     transfers are few and large.
+//!     transfers are few and large. `pair-cover-merged` keeps multicasts whole and first merges the
+//!     pairs that receive exactly the same transfers into one port ([`merge_receivers`]): a gather's
+//!     multicast to such pairs then has two ports, and alternating paths reach it, where otherwise it
+//!     waits for every pair to be free and a receiving pair may idle; on small phases it often still
+//!     loses to `pair-cover-whole`, so it runs only in the second pass.
 //!   - `planned-cover`: tight cover over tiles where, at each receiving pair that cannot meet the
 //!     bound narrow, the busier tile's largest unicast transfers run wide throughout, as many as
 //!     the pair term of the bound takes ([`wide_plan`]). A planned transfer's ports include their
@@ -39,7 +43,8 @@
 //!     alternating paths; a tight port may stop them like multicast pieces. A run widens when its mate
 //!     ports can still finish their flows, run narrow, within `H`; on patterns of at most
 //!     [`SECOND_PASS_TRANSFERS`] transfers more than 1 % above the bound, a second pass counts the mates'
-//!     flows run wide (`-mates-wide`).
+//!     flows run wide (`-mates-wide`), and runs `pair-cover-merged` when some pairs receive the same
+//!     transfers and the bound over pairs lies below the best horizon so far.
 //!
 //!   Of narrow and pair cover, the one whose own bound is lower runs; planned cover joins when that
 //!   bound lies above the pattern's, and so does tight cover with wide runs on patterns of at most
@@ -49,7 +54,7 @@
 //! the first in a fixed order. Deterministic: ties break on ids, no hashing, no timing.
 
 use super::cover::{CoverOptions, tight_cover};
-use super::pairs::{over_pairs, pair_cover, wide_plan};
+use super::pairs::{merge_receivers, over_pairs, pair_cover, wide_plan};
 use super::pieces::horizon;
 use super::{LowerBounds, Overheads, Pattern, Piece, Schedule};
 
@@ -69,19 +74,22 @@ enum Strategy {
     Cover { split: bool, mates_wide: bool },
     /// Tight cover over supertile pairs, every piece wide.
     PairCover { split: bool },
+    /// The same, multicasts whole, over pairs with identical receivers merged.
+    MergedPairCover,
     /// Tight cover over tiles, no piece wide.
     NarrowCover { split: bool },
     /// Tight cover over tiles, the transfers of [`wide_plan`] always wide.
     PlannedCover,
 }
 
-/// A pattern to schedule, its overheads, its bounds, and its pattern over supertile pairs, built once
-/// when a strategy first asks for it.
+/// A pattern to schedule, its overheads, its bounds, and its pattern over supertile pairs (and that
+/// with identical receivers merged), each built once when a strategy first asks for it.
 struct Instance<'a> {
     pattern: &'a Pattern,
     o: Overheads,
     bounds: LowerBounds,
     over_pairs: std::sync::OnceLock<(Pattern, Vec<bool>)>,
+    merged_pairs: std::sync::OnceLock<Option<Pattern>>,
 }
 
 impl<'a> Instance<'a> {
@@ -91,12 +99,20 @@ impl<'a> Instance<'a> {
             o,
             bounds: pattern.lower_bounds(o),
             over_pairs: std::sync::OnceLock::new(),
+            merged_pairs: std::sync::OnceLock::new(),
         }
     }
 
     /// [`over_pairs`] of the pattern.
     fn over_pairs(&self) -> &(Pattern, Vec<bool>) {
         self.over_pairs.get_or_init(|| over_pairs(self.pattern))
+    }
+
+    /// [`merge_receivers`] of [`over_pairs`] of the pattern.
+    fn merged_pairs(&self) -> Option<&Pattern> {
+        (self.merged_pairs)
+            .get_or_init(|| merge_receivers(&self.over_pairs().0))
+            .as_ref()
     }
 }
 
@@ -150,14 +166,24 @@ impl Strategy {
                 ),
                 "planned-cover",
             ),
-            Strategy::PairCover { split } => (
-                pair_cover(x.pattern, x.over_pairs(), x.o, split),
-                if split {
-                    "pair-cover"
-                } else {
-                    "pair-cover-whole"
-                },
-            ),
+            Strategy::PairCover { split } => {
+                let (pairs, whole) = x.over_pairs();
+                (
+                    pair_cover(x.pattern, pairs, whole, x.o, split),
+                    if split {
+                        "pair-cover"
+                    } else {
+                        "pair-cover-whole"
+                    },
+                )
+            }
+            Strategy::MergedPairCover => {
+                let pairs = x.merged_pairs().unwrap_or(&x.over_pairs().0);
+                (
+                    pair_cover(x.pattern, pairs, &x.over_pairs().1, x.o, false),
+                    "pair-cover-merged",
+                )
+            }
         };
         Candidate {
             horizon: horizon(&pieces, o),
@@ -260,7 +286,12 @@ pub(super) fn whole(pattern: &Pattern, o: Overheads) -> Schedule {
                 split,
                 mates_wide: true,
             };
-            let second = run_all(&x, &variants(mates_wide));
+            let mut second = variants(mates_wide);
+            // Merged receivers need multicasts, which `whole_too` implies.
+            if whole_too && x.bounds.over_pairs < best.horizon && x.merged_pairs().is_some() {
+                second.push(Strategy::MergedPairCover);
+            }
+            let second = run_all(&x, &second);
             best = self::best(std::iter::once(best).chain(second));
         }
         (initial, best)
@@ -286,6 +317,7 @@ pub(super) fn whole(pattern: &Pattern, o: Overheads) -> Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exchange::PatternTransfer;
     use crate::exchange::check::check;
     use crate::exchange::synthetic::{Rng, random_small};
 
@@ -307,6 +339,7 @@ mod tests {
                 Strategy::PairCover { split },
                 Strategy::NarrowCover { split },
                 Strategy::PlannedCover,
+                Strategy::MergedPairCover,
             ]
         });
         let strategies: Vec<Strategy> = strategies.collect();
@@ -333,5 +366,38 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// An activation gather: each two receiving pairs (tiles `4g..4g+4`) take the same multicasts
+    /// from a few senders. Over pairs, each multicast has three ports and waits for all of them, so
+    /// `pair-cover-whole` ends 8 cycles above the bound; with the receiving pairs merged it has two,
+    /// the cover's alternating paths reach it, and the schedule meets the bound.
+    #[test]
+    fn merged_receivers_let_a_gather_meet_the_bound() {
+        let gather = |source, g: u32, words| PatternTransfer {
+            source,
+            destinations: (4 * g..4 * g + 4).collect(),
+            words,
+        };
+        let pattern = Pattern {
+            transfers: vec![
+                gather(11, 0, 38),
+                gather(12, 0, 14),
+                gather(12, 1, 2),
+                gather(8, 1, 16),
+                gather(12, 1, 34),
+            ],
+        };
+        let o = Overheads {
+            switch: 1,
+            transit: 10,
+            pairs: true,
+        };
+        let x = Instance::new(&pattern, o);
+        assert_eq!(x.bounds.bound, 38);
+        assert_eq!(Strategy::PairCover { split: false }.run(&x).horizon, 46);
+        let s = whole(&pattern, o);
+        assert_eq!((s.horizon, s.kind.as_str()), (38, "pair-cover-merged"));
+        assert!(check(&pattern, o, &s).is_empty());
     }
 }
