@@ -99,6 +99,11 @@ pub struct VectorCost {
     /// Per row: f32 operations and transcendentals.
     pub row_ops: u64,
     pub row_transcendentals: u64,
+    /// What every worker with rows does itself beside them: f32 operations, transcendentals and bytes
+    /// loaded.
+    pub worker_ops: u64,
+    pub worker_transcendentals: u64,
+    pub worker_bytes: u64,
 }
 
 impl Default for VectorCost {
@@ -112,6 +117,9 @@ impl Default for VectorCost {
             vertex_bytes: 0,
             row_ops: 0,
             row_transcendentals: 0,
+            worker_ops: 0,
+            worker_transcendentals: 0,
+            worker_bytes: 0,
         }
     }
 }
@@ -264,11 +272,16 @@ impl Target {
         let compute = (elements * work.ops).div_ceil(lanes)
             + (worker_rows * work.row_ops).div_ceil(self.vector_f32_lanes)
             + (elements * work.transcendentals + worker_rows * work.row_transcendentals)
+                .div_ceil(self.transcendental_f16_lanes)
+            + work.worker_ops.div_ceil(self.vector_f32_lanes)
+            + work
+                .worker_transcendentals
                 .div_ceil(self.transcendental_f16_lanes);
         let memory = (elements * work.bytes).div_ceil(self.memory_access_bytes)
             + (elements * work.wide_bytes).div_ceil(self.wide_load_bytes)
             + (work.vertex_bytes.div_ceil(self.memory_access_bytes) * worker_rows)
-                .div_ceil(u64::from(rows.max(1)));
+                .div_ceil(u64::from(rows.max(1)))
+            + work.worker_bytes.div_ceil(self.memory_access_bytes);
         self.vertex_overhead_cycles + u64::from(self.workers) * compute.max(memory)
     }
 
@@ -346,6 +359,7 @@ impl Target {
                 wide_bytes: u64::from(scores.bytes()),
                 // Per query the rescale factor stored, the running max and sum loaded and stored.
                 vertex_bytes: 20 * u64::from(queries),
+                ..VectorCost::default()
             },
         )
     }
@@ -369,20 +383,23 @@ impl Target {
     }
 
     /// The estimate of merging `parts` flash states of `rows` accumulator rows into the f16 output over
-    /// `queries` queries, a query a row: per query and part a weight (one exp, two operations); per
-    /// element a multiply-add per part, a division and a cast, every part's element loaded and the
-    /// output stored.
+    /// `queries` queries: the accumulator rows dealt to the workers; each worker computes every
+    /// query's weights itself (per part one exp and two operations, from the part's max and sum it
+    /// loads); per element a multiply-add per part, a division and a cast, every part's element
+    /// loaded and the output stored.
     pub fn combine_cycles(&self, parts: u32, rows: u32, queries: u32) -> u64 {
         let parts = u64::from(parts);
+        let queries_row_bytes = (4 * u64::from(queries)).next_multiple_of(self.memory_access_bytes);
         self.vector_cycles(
-            queries,
             rows,
+            queries,
             VectorCost {
                 dtype: DType::F32,
                 ops: 2 * parts + 2,
-                row_ops: 2 * parts,
-                row_transcendentals: parts,
                 bytes: 4 * parts + 2,
+                worker_ops: 2 * parts * u64::from(queries),
+                worker_transcendentals: parts * u64::from(queries),
+                worker_bytes: 2 * parts * queries_row_bytes,
                 ..VectorCost::default()
             },
         )

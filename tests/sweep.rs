@@ -156,7 +156,7 @@ fn a_points_figures_are_what_run_prints_for_its_flags() {
         "sweep",
         SMALL_ATTENTION,
         "--vary",
-        "causal=false,true",
+        "key-tokens=45,50",
         "--csv",
         "sweep.csv",
     ]);
@@ -165,22 +165,22 @@ fn a_points_figures_are_what_run_prints_for_its_flags() {
     let column = |name: &str| header.iter().position(|h| h == name).unwrap();
     let run = summary(&common::assert_pass(
         &sb,
-        &["run", SMALL_ATTENTION, "--causal", "true"],
+        &["run", SMALL_ATTENTION, "--key-tokens", "50"],
     ));
-    assert!(run["workload"].contains("-causal"), "{}", run["workload"]);
+    assert!(run["workload"].contains("-k50"), "{}", run["workload"]);
     let cycles: f64 = run["cycles"].parse().unwrap();
     let estimated: f64 = run["estimatedCycles"].parse().unwrap();
     assert_ne!(cycles, estimated);
-    let (open, causal) = (row(&rows, &["false"]), row(&rows, &["true"]));
+    let (first, second) = (row(&rows, &["45"]), row(&rows, &["50"]));
     for name in ["cycles", "efficiencyPercent", "estimatedCycles"] {
-        assert_eq!(causal[column(name)], run[name], "{name}");
+        assert_eq!(second[column(name)], run[name], "{name}");
     }
     assert_eq!(
-        causal[column("estimateErrorPercent")],
+        second[column("estimateErrorPercent")],
         format!("{:+.2}", 100.0 * (estimated - cycles) / cycles)
     );
     // The other point's figures differ, so a row taken from the wrong point would fail.
-    assert_ne!(open[column("estimatedCycles")], run["estimatedCycles"]);
+    assert_ne!(first[column("estimatedCycles")], run["estimatedCycles"]);
 }
 
 #[test]

@@ -16,11 +16,13 @@
 //! 128 published N (`ipu-codegen calibrate`).
 //!
 //! A vector vertex ([`vector`]): the supervisor launches it and the six workers share its rows as
-//! evenly as possible. A worker issues one bundle every `workers` tile cycles, each one FP instruction
-//! (f16v4: 4 lanes; f32v2: 2 lanes; 2 transcendental lanes) beside one load or store (64 bits, or a
-//! 128-bit load from interleaved memory); so a worker's bundles are the larger of its lane operations
-//! over the lane width and its share of the accesses the vertex actually made on the device, and the
-//! slowest worker sets the vertex's time.
+//! evenly as possible; a worker may also do a vertex's per-column work itself beside its rows (the
+//! accesses that work makes are then every worker's, the rest are shared by rows). A worker issues
+//! one bundle every `workers` tile cycles, each one FP instruction (f16v4: 4 lanes; f32v2: 2 lanes; 2
+//! transcendental lanes) beside one load or store (64 bits, or a 128-bit load from interleaved
+//! memory); so a worker's bundles are the larger of its lane operations over the lane width and its
+//! share of the accesses the vertex actually made on the device, and the slowest worker sets the
+//! vertex's time.
 //!
 //! Memory-element conflicts: an AMP bundle loads its input, loads and stores partials in one cycle;
 //! the device refuses an AMP whose input and partials share a 16 KiB element (poplibs' constraint), and
@@ -74,27 +76,46 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
 }
 
 /// A vector vertex's work as the device executes it: rows dealt to the workers and, per row, lane
-/// operations at each width and transcendentals.
+/// operations at each width and transcendentals; and what every worker with rows does itself beside
+/// them (per-column factors it computes from a few rows every worker reads).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VectorWork {
     pub rows: u32,
     pub f16_ops: u64,
     pub f32_ops: u64,
     pub transcendentals: u64,
+    pub worker_f32_ops: u64,
+    pub worker_transcendentals: u64,
+    /// Of the vertex's accesses, those every worker makes itself (counted once among them).
+    pub worker_accesses: u64,
 }
 
 /// Tile cycles of a vector vertex doing `work`, having made `accesses` loads and stores.
 pub fn vector(target: &Target, work: &VectorWork, accesses: u64) -> u64 {
     let rows = u64::from(work.rows.max(1));
+    let dealt_accesses = accesses.saturating_sub(work.worker_accesses);
+    let lanes = |n: u64, ops: u64, width: u64| n.saturating_mul(ops).div_ceil(width.max(1));
     let slowest_worker = dealt(work.rows, target.workers)
         .filter(|&r| r > 0)
         .map(|r| {
             let r = u64::from(r);
-            let lanes = |ops: u64, width: u64| r.saturating_mul(ops).div_ceil(width);
-            let compute = lanes(work.f16_ops, target.vector_f16_lanes)
-                .saturating_add(lanes(work.f32_ops, target.vector_f32_lanes))
-                .saturating_add(lanes(work.transcendentals, target.transcendental_f16_lanes));
-            let memory = accesses.saturating_mul(r).div_ceil(rows);
+            let compute = lanes(r, work.f16_ops, target.vector_f16_lanes)
+                .saturating_add(lanes(r, work.f32_ops, target.vector_f32_lanes))
+                .saturating_add(lanes(
+                    r,
+                    work.transcendentals,
+                    target.transcendental_f16_lanes,
+                ))
+                .saturating_add(lanes(1, work.worker_f32_ops, target.vector_f32_lanes))
+                .saturating_add(lanes(
+                    1,
+                    work.worker_transcendentals,
+                    target.transcendental_f16_lanes,
+                ));
+            let memory = dealt_accesses
+                .saturating_mul(r)
+                .div_ceil(rows)
+                .saturating_add(work.worker_accesses);
             compute.max(memory)
         })
         .max()
@@ -124,6 +145,29 @@ mod tests {
         assert_eq!(vector(&t, &work, 0), 50 + 6 * 20);
         // 7 * 20 accesses: the two-row worker makes 40.
         assert_eq!(vector(&t, &work, 7 * 20), 50 + 6 * 40);
+    }
+
+    #[test]
+    fn every_worker_with_rows_does_its_own_work_beside_them() {
+        let t = target();
+        let work = VectorWork {
+            rows: 12,
+            f32_ops: 8,
+            worker_f32_ops: 10,
+            worker_transcendentals: 4,
+            ..VectorWork::default()
+        };
+        // Two rows a worker: 2 * 8 / 2 = 8 bundles, then 10 / 2 + 4 / 2 = 7 of its own.
+        assert_eq!(vector(&t, &work, 0), 50 + 6 * (8 + 7));
+        // 120 accesses of which 24 every worker makes: 96 / 6 = 16 shared by rows, 40 in all.
+        let reads = VectorWork {
+            worker_accesses: 24,
+            ..work
+        };
+        assert_eq!(vector(&t, &reads, 120), 50 + 6 * 40);
+        // Two rows: four workers idle do nothing.
+        let few = VectorWork { rows: 2, ..work };
+        assert_eq!(vector(&t, &few, 0), 50 + 6 * (4 + 7));
     }
 
     #[test]

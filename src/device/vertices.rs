@@ -345,6 +345,7 @@ fn epilogue(
         f16_ops: u64::from(cols) * ops,
         f32_ops: 0,
         transcendentals: u64::from(cols) * transcendentals,
+        ..VectorWork::default()
     })
 }
 
@@ -439,6 +440,7 @@ fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<Ve
         f16_ops,
         f32_ops,
         transcendentals: u64::from(keys) + 1,
+        ..VectorWork::default()
     })
 }
 
@@ -486,6 +488,7 @@ fn accumulate(
         f16_ops: 0,
         f32_ops: u64::from(cols) * if first { 1 } else { 2 },
         transcendentals: 0,
+        ..VectorWork::default()
     })
 }
 
@@ -500,24 +503,33 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
     let out = expect(&v.out, DType::F16, "attention output")?;
     let out_stride = v.out.stride;
     let states = &v.states;
-    let Some(state_rows) = rows.checked_add(2) else {
-        return Err(format!(
-            "flash state: {rows} accumulator rows and the max and sum pass u32"
-        ));
-    };
+    // Each state's accumulator rows, then its max and sum rows: every worker reads those itself.
+    let mut worker_accesses = 0;
     let parts = states
         .iter()
         .map(|s| {
-            memory.load(
-                &Matrix {
-                    addr: expect(s, DType::F32, "flash state")?,
-                    stride: s.stride,
-                    rows: state_rows,
-                    cols,
-                    dtype: DType::F32,
-                },
-                "flash state",
-            )
+            let address = expect(s, DType::F32, "flash state")?;
+            let matrix = |addr, rows| Matrix {
+                addr,
+                stride: s.stride,
+                rows,
+                cols,
+                dtype: DType::F32,
+            };
+            let mut part = memory.load(&matrix(address, rows), "flash state")?;
+            let stats_address = rows
+                .checked_mul(s.stride)
+                .and_then(|offset| offset.checked_add(address))
+                .ok_or_else(|| {
+                    format!(
+                        "flash state: its max and sum after {rows} rows at {address:#x}/{} pass the 32-bit address space",
+                        s.stride
+                    )
+                })?;
+            let before = memory.accesses();
+            part.extend(memory.load(&matrix(stats_address, 2), "flash state max and sum")?);
+            worker_accesses += memory.accesses() - before;
+            Ok(part)
         })
         .collect::<Result<Vec<_>, String>>()?;
     if parts.is_empty() {
@@ -538,14 +550,17 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
         dtype: DType::F16,
     };
     memory.store(&m, &o, step, "attention output")?;
-    // Per query (a column): per state a weight (an exp and two operations), per accumulator element a
-    // multiply-add per state, a division and a cast.
+    // The accumulator rows are dealt to the workers. Each worker computes every query's weights
+    // itself (per state an exp and two operations), then per accumulator element a multiply-add per
+    // state, a division and a cast.
     let parts = states.len() as u64;
     Ok(VectorWork {
-        rows: cols,
-        f16_ops: 0,
-        f32_ops: u64::from(rows) * (2 * parts + 2) + 2 * parts,
-        transcendentals: parts,
+        rows,
+        f32_ops: u64::from(cols) * (2 * parts + 2),
+        worker_f32_ops: u64::from(cols) * 2 * parts,
+        worker_transcendentals: u64::from(cols) * parts,
+        worker_accesses,
+        ..VectorWork::default()
     })
 }
 
@@ -627,5 +642,6 @@ fn layer_norm(
         f16_ops: 0,
         f32_ops: u64::from(cols) * 7 + 8,
         transcendentals: 0,
+        ..VectorWork::default()
     })
 }
