@@ -503,7 +503,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                     cols: queries,
                     first: false,
                 }),
-                target.accumulate_cycles(head_dim, queries, false),
+                target.accumulate_cycles(head_dim, queries, false, DType::F32),
             ),
             _ => (
                 format!("combine {parts} states of {head_dim}x{queries}"),

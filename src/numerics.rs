@@ -141,7 +141,9 @@ pub fn layer_norm_row(x: &[f32], gamma: &[f32], beta: &[f32], epsilon: f32) -> V
 /// - `rescale[c] = exp(scale · (m - m'))` in f32 (0 on the first step);
 /// - `p[r][c] = f16(exp(f16(scale · (s[r][c] - m'))))`: the exponent is rounded to f16 and the exp is
 ///   the vector unit's f16 transcendental; masked scores give 0;
-/// - `l' = l · rescale[c] + Σ_r p[r][c]`, summed in f32 in row order.
+/// - `l' = l · rescale[c] + Σ_w Σ_{r in w} p[r][c]`, in f32: the rows are dealt to `workers` in
+///   contiguous runs as evenly as possible (the first `keys % workers` one longer), each run summed in
+///   row order from 0, and the runs' sums added to `l · rescale[c]` in run order.
 ///
 /// With a key bias `b` (an additive mask), key `r`'s scores are `s[r][c] + b[r] / scale` in f32
 /// before all of the above: the bias is added to the scaled score (`-inf` masks the key).
@@ -159,6 +161,7 @@ pub fn softmax_block(
     first: bool,
     max: &mut [f32],
     sum: &mut [f32],
+    workers: usize,
 ) -> (Vec<f32>, Vec<f32>) {
     let biased;
     let scores = match key_bias {
@@ -177,6 +180,16 @@ pub fn softmax_block(
     };
     let mut probabilities = vec![0f32; keys * queries];
     let mut rescale = vec![1f32; queries];
+    let workers = workers.max(1);
+    let runs: Vec<std::ops::Range<usize>> = (0..workers)
+        .scan(0, |start, w| {
+            let len = keys / workers + usize::from(w < keys % workers);
+            let run = *start..*start + len;
+            *start += len;
+            Some(run)
+        })
+        .filter(|run| !run.is_empty())
+        .collect();
     for c in 0..queries {
         let old = if first { f32::NEG_INFINITY } else { max[c] };
         let new = (0..keys)
@@ -195,11 +208,15 @@ pub fn softmax_block(
             libm::expf(scale * (old - new))
         };
         let mut total = previous_sum * rescale[c];
-        for r in (0..keys).filter(|&r| visible(r, c)) {
-            let x = f16::from_f32(scale * (scores[r * queries + c] - new)).to_f32();
-            let p = f16::from_f32(libm::expf(x)).to_f32();
-            probabilities[r * queries + c] = p;
-            total += p;
+        for run in &runs {
+            let mut run_sum = 0f32;
+            for r in run.clone().filter(|&r| visible(r, c)) {
+                let x = f16::from_f32(scale * (scores[r * queries + c] - new)).to_f32();
+                let p = f16::from_f32(libm::expf(x)).to_f32();
+                probabilities[r * queries + c] = p;
+                run_sum += p;
+            }
+            total += run_sum;
         }
         max[c] = new;
         sum[c] = total;
@@ -357,7 +374,7 @@ mod tests {
             let block = &scores[rows.start * queries..rows.end * queries];
             let n = rows.len();
             let (p, rescale) = softmax_block(
-                block, n, queries, scale, None, None, first, &mut max, &mut sum,
+                block, n, queries, scale, None, None, first, &mut max, &mut sum, 6,
             );
             for c in 0..queries {
                 let weighted: f32 = (0..n)
@@ -402,6 +419,7 @@ mod tests {
             true,
             &mut max,
             &mut sum,
+            6,
         );
         assert_eq!(p[0], 1.0, "query 0 sees only key 0");
         assert!((0..keys).skip(1).all(|r| p[r * queries] == 0.0));
@@ -417,8 +435,39 @@ mod tests {
             true,
             &mut max,
             &mut sum,
+            6,
         );
         assert!(max.iter().all(|m| *m == f32::NEG_INFINITY) && sum.iter().all(|s| *s == 0.0));
+    }
+
+    /// The workers' runs change only the order the sum is formed in: the maxima and probabilities
+    /// are the same whatever the number of workers, the sums within f32 rounding, and a run of keys a
+    /// worker alone holds is summed on its own.
+    #[test]
+    fn the_sum_is_formed_per_worker_run_of_keys() {
+        let (keys, queries, scale) = (13usize, 2usize, 0.7f32);
+        let scores: Vec<f32> = (0..keys * queries)
+            .map(|i| ((i * 37 % 11) as f32) * 0.9 - 3.0)
+            .collect();
+        let step = |workers| {
+            let (mut max, mut sum) = (vec![0f32; queries], vec![0f32; queries]);
+            let (p, _) = softmax_block(
+                &scores, keys, queries, scale, None, None, true, &mut max, &mut sum, workers,
+            );
+            (p, max, sum)
+        };
+        let (p1, m1, s1) = step(1);
+        let (p6, m6, s6) = step(6);
+        assert_eq!((&p1, &m1), (&p6, &m6));
+        for c in 0..queries {
+            assert!((s1[c] - s6[c]).abs() <= 4.0 * f32::EPSILON * s1[c], "{c}");
+            // Six workers: runs of 3, 2, 2, 2, 2, 2 keys, summed from 0, then added in order.
+            let column =
+                |r: std::ops::Range<usize>| -> f32 { r.map(|r| p6[r * queries + c]).sum() };
+            let runs = [0..3, 3..5, 5..7, 7..9, 9..11, 11..13];
+            let expected = runs.into_iter().fold(0f32, |total, r| total + column(r));
+            assert_eq!(s6[c], expected, "{c}");
+        }
     }
 
     #[test]
@@ -469,7 +518,7 @@ mod tests {
         let run = |bias: Option<&[f32]>| {
             let (mut max, mut sum) = (vec![0f32; queries], vec![0f32; queries]);
             let (p, _) = softmax_block(
-                &scores, keys, queries, scale, None, bias, true, &mut max, &mut sum,
+                &scores, keys, queries, scale, None, bias, true, &mut max, &mut sum, 6,
             );
             (p, sum)
         };

@@ -39,14 +39,17 @@ pub struct Target {
     /// convolution worker estimate with state retention, `38 - 7 + (rows - 3) * 4`, §5).
     pub amp_worker_fill_cycles: u64,
     pub amp_row_cycles: u64,
-    /// The supervisor waits for its workers: a pass ends no sooner than this many tile cycles after
-    /// the fastest worker's end (poplibs' "tag cost", 14).
-    pub amp_worker_sync_cycles: u64,
-    /// Supervisor cycles per pass (starting the workers, 6), per weight block (its output-channel loop
-    /// and pointers, 19) and per input-channel group after the first (its loop and the workers'
-    /// retained state, 15 + 6 * 3): poplibs' `getConvPartial1x1SupervisorOuterLoopCycleEstimate`
-    /// (§5). Per-block overheads are poplibs'; what a vertex costs beyond them is measured (below).
-    pub amp_pass_supervisor_cycles: u64,
+    /// A pass of the workers over a vertex's rows: the supervisor starts them (`worker_pass_cycles`,
+    /// poplibs' 6 per AMP pass) and waits for them, so a pass ends no sooner than
+    /// `worker_sync_cycles` after its fastest worker (poplibs' "tag cost", 14). An AMP vertex makes
+    /// a pass per weight block (two with f32 partials); a vector vertex of several passes pays both
+    /// for each pass after its first.
+    pub worker_sync_cycles: u64,
+    pub worker_pass_cycles: u64,
+    /// Supervisor cycles per weight block (its output-channel loop and pointers, 19) and per
+    /// input-channel group after the first (its loop and the workers' retained state, 15 + 6 * 3):
+    /// poplibs' `getConvPartial1x1SupervisorOuterLoopCycleEstimate` (§5). Per-block overheads are
+    /// poplibs'; what a vertex costs beyond them is measured (below).
     pub amp_block_supervisor_cycles: u64,
     pub amp_depth_group_supervisor_cycles: u64,
     /// Per AMP vertex beyond the launch: the supervisor's set-up outside its block loops. Fitted: with
@@ -96,9 +99,11 @@ pub struct VectorCost {
     pub wide_bytes: u64,
     /// Bytes loaded once by the vertex (a bias or gamma row), shared among the workers by rows.
     pub vertex_bytes: u64,
-    /// Per row: f32 operations and transcendentals.
+    /// Per row: f32 operations and transcendentals, and accesses (for a row's whole stored rows, each
+    /// rounded up to whole accesses as the device counts them).
     pub row_ops: u64,
     pub row_transcendentals: u64,
+    pub row_accesses: u64,
     /// What every worker with rows does itself beside them: f32 operations, transcendentals and bytes
     /// loaded.
     pub worker_ops: u64,
@@ -117,6 +122,7 @@ impl Default for VectorCost {
             vertex_bytes: 0,
             row_ops: 0,
             row_transcendentals: 0,
+            row_accesses: 0,
             worker_ops: 0,
             worker_transcendentals: 0,
             worker_bytes: 0,
@@ -173,8 +179,8 @@ impl Target {
             amp_units_f32_partials: 8,
             amp_worker_fill_cycles: 19,
             amp_row_cycles: 4,
-            amp_worker_sync_cycles: 14,
-            amp_pass_supervisor_cycles: 6,
+            worker_sync_cycles: 14,
+            worker_pass_cycles: 6,
             amp_block_supervisor_cycles: 19,
             amp_depth_group_supervisor_cycles: 33,
             amp_vertex_supervisor_cycles: 103,
@@ -235,13 +241,13 @@ impl Target {
         let worker =
             |rows: u32| self.amp_worker_fill_cycles + self.amp_row_cycles * u64::from(rows);
         let workers = u64::from(self.workers);
-        let pass = (workers * worker(slowest))
-            .max(workers * worker(fastest) + self.amp_worker_sync_cycles);
+        let pass =
+            (workers * worker(slowest)).max(workers * worker(fastest) + self.worker_sync_cycles);
         let block_bytes = u64::from(self.amp_block_depth * self.amp_block_width) * 2;
         let weight_load = block_bytes.div_ceil(self.weight_load_bytes_per_cycle);
         let block = self.amp_block_supervisor_cycles
             + weight_load
-            + u64::from(self.amp_passes(partials)) * (self.amp_pass_supervisor_cycles + pass);
+            + u64::from(self.amp_passes(partials)) * (self.worker_pass_cycles + pass);
         self.vertex_overhead_cycles
             + self.amp_vertex_supervisor_cycles
             + blocks * block
@@ -263,26 +269,44 @@ impl Target {
     /// of its operations over the lane width and its bytes over one access, and the slowest worker sets
     /// the time (the device's mechanism, `device::timing::vector`, in closed form).
     pub fn vector_cycles(&self, rows: u32, cols: u32, work: VectorCost) -> u64 {
-        let worker_rows = u64::from(rows.div_ceil(self.workers));
-        let elements = worker_rows * u64::from(cols);
-        let lanes = match work.dtype {
-            DType::F16 => self.vector_f16_lanes,
-            DType::F32 | DType::I64 => self.vector_f32_lanes,
+        self.vertex_overhead_cycles + self.vector_pass(rows, cols, &work).0
+    }
+
+    /// A later pass of a vertex's workers over `rows` rows of `cols` elements: the supervisor starts
+    /// them and ends the pass no sooner than its wait after the fastest (`device::timing::passes`).
+    pub fn later_pass_cycles(&self, rows: u32, cols: u32, work: VectorCost) -> u64 {
+        let (slowest, fastest) = self.vector_pass(rows, cols, &work);
+        self.worker_pass_cycles + slowest.max(fastest + self.worker_sync_cycles)
+    }
+
+    /// Tile cycles of the slowest and the fastest worker with rows in a pass doing `work`.
+    fn vector_pass(&self, rows: u32, cols: u32, work: &VectorCost) -> (u64, u64) {
+        let bundles = |worker_rows: u64| {
+            let elements = worker_rows * u64::from(cols);
+            let lanes = match work.dtype {
+                DType::F16 => self.vector_f16_lanes,
+                DType::F32 | DType::I64 => self.vector_f32_lanes,
+            };
+            let compute = (elements * work.ops).div_ceil(lanes)
+                + (worker_rows * work.row_ops).div_ceil(self.vector_f32_lanes)
+                + (elements * work.transcendentals + worker_rows * work.row_transcendentals)
+                    .div_ceil(self.transcendental_f16_lanes)
+                + work.worker_ops.div_ceil(self.vector_f32_lanes)
+                + work
+                    .worker_transcendentals
+                    .div_ceil(self.transcendental_f16_lanes);
+            let memory = (elements * work.bytes).div_ceil(self.memory_access_bytes)
+                + (elements * work.wide_bytes).div_ceil(self.wide_load_bytes)
+                + (work.vertex_bytes.div_ceil(self.memory_access_bytes) * worker_rows)
+                    .div_ceil(u64::from(rows.max(1)))
+                + work.worker_bytes.div_ceil(self.memory_access_bytes)
+                + worker_rows * work.row_accesses;
+            u64::from(self.workers) * compute.max(memory)
         };
-        let compute = (elements * work.ops).div_ceil(lanes)
-            + (worker_rows * work.row_ops).div_ceil(self.vector_f32_lanes)
-            + (elements * work.transcendentals + worker_rows * work.row_transcendentals)
-                .div_ceil(self.transcendental_f16_lanes)
-            + work.worker_ops.div_ceil(self.vector_f32_lanes)
-            + work
-                .worker_transcendentals
-                .div_ceil(self.transcendental_f16_lanes);
-        let memory = (elements * work.bytes).div_ceil(self.memory_access_bytes)
-            + (elements * work.wide_bytes).div_ceil(self.wide_load_bytes)
-            + (work.vertex_bytes.div_ceil(self.memory_access_bytes) * worker_rows)
-                .div_ceil(u64::from(rows.max(1)))
-            + work.worker_bytes.div_ceil(self.memory_access_bytes);
-        self.vertex_overhead_cycles + u64::from(self.workers) * compute.max(memory)
+        (
+            bundles(u64::from(rows.div_ceil(self.workers))),
+            bundles(u64::from((rows / self.workers).max(1))),
+        )
     }
 
     /// The estimate of a matmul epilogue over `rows x cols` outputs: its operations
@@ -341,41 +365,56 @@ impl Target {
         )
     }
 
-    /// The estimate of one online-softmax block over `keys x queries` scores of type `scores`, a query
-    /// a row: per score a max, a scaled subtraction, a cast to f16, a sum (and a mask select when
-    /// `masked`) and one exp, the score loaded (AMP partials, interleaved) and its probability stored;
-    /// per query the running max, sum and rescale factor (three f32 operations and one exp).
+    /// The estimate of one online-softmax block over `keys x queries` scores of type `scores`
+    /// (`device::timing::passes` in closed form): four passes of the workers, over the keys for each
+    /// query's maximum (a max per score, loaded from the AMP's interleaved partials), over the queries
+    /// to merge the workers' maxima and find the rescale factor (a merge per worker with keys, three
+    /// f32 operations and an exp; the running max and sum loaded, the factor stored), over the keys
+    /// again for the probabilities (per score a scaled subtraction, a cast to f16, a sum and an exp,
+    /// the score loaded again and its probability stored), and over the queries to merge the sums
+    /// (a merge per worker with keys and two operations; the running max and sum stored). A mask
+    /// select joins each score's operations in both passes over the keys when `masked`.
     pub fn softmax_cycles(&self, keys: u32, queries: u32, scores: DType, masked: bool) -> u64 {
-        self.vector_cycles(
-            queries,
-            keys,
-            VectorCost {
-                dtype: scores,
-                ops: 4 + u64::from(masked),
-                transcendentals: 1,
-                row_ops: 3,
-                row_transcendentals: 1,
-                bytes: 2,
-                wide_bytes: u64::from(scores.bytes()),
-                // Per query the rescale factor stored, the running max and sum loaded and stored.
-                vertex_bytes: 20 * u64::from(queries),
-                ..VectorCost::default()
-            },
-        )
+        let masked = u64::from(masked);
+        let merges = u64::from(keys.clamp(1, self.workers)) - 1;
+        let over_keys = |ops: u64, transcendentals: u64, bytes: u64| VectorCost {
+            dtype: scores,
+            ops: ops + masked,
+            transcendentals,
+            bytes,
+            wide_bytes: u64::from(scores.bytes()),
+            ..VectorCost::default()
+        };
+        let over_queries = |ops: u64, transcendentals: u64, bytes: u64| VectorCost {
+            dtype: DType::F32,
+            ops,
+            transcendentals,
+            bytes,
+            ..VectorCost::default()
+        };
+        self.vector_cycles(keys, queries, over_keys(1, 0, 0))
+            + self.later_pass_cycles(queries, 1, over_queries(merges + 3, 1, 12))
+            + self.later_pass_cycles(keys, queries, over_keys(3, 1, 2))
+            + self.later_pass_cycles(queries, 1, over_queries(merges + 2, 0, 8))
     }
 
-    /// The estimate of rescaling an f32 accumulator of `rows x cols` and adding a block's f32 partials:
-    /// a multiply and an add per element, the partials (AMP partials, interleaved) and the accumulator
-    /// loaded and the accumulator stored (the first block copies the partials).
-    pub fn accumulate_cycles(&self, rows: u32, cols: u32, first: bool) -> u64 {
+    /// The estimate of rescaling an f32 accumulator of `rows x cols` and adding a block's partials of
+    /// type `partials`: a multiply and an add per element; per row the partials loaded (AMP partials,
+    /// interleaved: 128-bit loads), the accumulator loaded and stored (64-bit accesses; the first block
+    /// copies the partials, loading no accumulator), whole accesses per row as the device counts them.
+    /// An accumulator that lands in interleaved memory with 16-byte rows loads faster on the device;
+    /// the estimate does not count on it.
+    pub fn accumulate_cycles(&self, rows: u32, cols: u32, first: bool, partials: DType) -> u64 {
+        let cols_bytes = |bytes: u64| u64::from(cols) * bytes;
+        let partials_row = cols_bytes(u64::from(partials.bytes())).div_ceil(self.wide_load_bytes);
+        let state_row = cols_bytes(4).div_ceil(self.memory_access_bytes);
         self.vector_cycles(
             rows,
             cols,
             VectorCost {
                 dtype: DType::F32,
                 ops: if first { 1 } else { 2 },
-                bytes: if first { 4 } else { 8 },
-                wide_bytes: 4,
+                row_accesses: partials_row + if first { state_row } else { 2 * state_row },
                 vertex_bytes: if first { 0 } else { 4 * u64::from(cols) },
                 ..VectorCost::default()
             },
@@ -453,7 +492,7 @@ impl Target {
             "AMP worker cycles per pass",
             format!(
                 "{} + {}*rows; the supervisor waits {} after the fastest worker",
-                self.amp_worker_fill_cycles, self.amp_row_cycles, self.amp_worker_sync_cycles
+                self.amp_worker_fill_cycles, self.amp_row_cycles, self.worker_sync_cycles
             ),
         );
         line(
@@ -462,7 +501,7 @@ impl Target {
                 "{} per vertex, {} per block, {} per pass, {} per input-channel group after the first",
                 self.amp_vertex_supervisor_cycles,
                 self.amp_block_supervisor_cycles,
-                self.amp_pass_supervisor_cycles,
+                self.worker_pass_cycles,
                 self.amp_depth_group_supervisor_cycles
             ),
         );

@@ -22,7 +22,9 @@
 //! transcendental lanes) beside one load or store (64 bits, or a 128-bit load from interleaved
 //! memory); so a worker's bundles are the larger of its lane operations over the lane width and its
 //! share of the accesses the vertex actually made on the device, and the slowest worker sets the
-//! vertex's time.
+//! vertex's time. A vertex whose workers need each other's results (the softmax's maximum before its
+//! exponentials) makes several passes ([`passes`]), each timed so, the supervisor restarting the
+//! workers between them.
 //!
 //! Memory-element conflicts: an AMP bundle loads its input, loads and stores partials in one cycle;
 //! the device refuses an AMP whose input and partials share a 16 KiB element (poplibs' constraint), and
@@ -56,7 +58,7 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
     let busy = || dealt(v.rows, target.workers).filter(|&rows| rows > 0);
     let slowest = busy().map(worker_cycles).max().unwrap_or(0);
     let fastest = busy().map(worker_cycles).min().unwrap_or(0);
-    let pass = slowest.max(fastest.saturating_add(target.amp_worker_sync_cycles));
+    let pass = slowest.max(fastest.saturating_add(target.worker_sync_cycles));
     let weight_bytes = u64::from(target.amp_block_depth)
         .saturating_mul(u64::from(target.amp_block_width))
         .saturating_mul(2);
@@ -65,9 +67,7 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
     let block = target
         .amp_block_supervisor_cycles
         .saturating_add(weight_load)
-        .saturating_add(
-            passes.saturating_mul(target.amp_pass_supervisor_cycles.saturating_add(pass)),
-        );
+        .saturating_add(passes.saturating_mul(target.worker_pass_cycles.saturating_add(pass)));
     target
         .vertex_overhead_cycles
         .saturating_add(target.amp_vertex_supervisor_cycles)
@@ -92,10 +92,36 @@ pub struct VectorWork {
 
 /// Tile cycles of a vector vertex doing `work`, having made `accesses` loads and stores.
 pub fn vector(target: &Target, work: &VectorWork, accesses: u64) -> u64 {
+    passes(target, &[(*work, accesses)])
+}
+
+/// Tile cycles of a vector vertex whose workers make several passes, one after another, each with
+/// its work and the accesses it made: the launch, the first pass as [`vector`] times it, then per
+/// later pass the supervisor starts the workers and ends it no sooner than its wait after the
+/// fastest worker.
+pub fn passes(target: &Target, passes: &[(VectorWork, u64)]) -> u64 {
+    let mut cycles = target.vertex_overhead_cycles;
+    for (i, (work, accesses)) in passes.iter().enumerate() {
+        let (slowest, fastest) = workers(target, work, *accesses);
+        let pass = if i == 0 {
+            slowest
+        } else {
+            target
+                .worker_pass_cycles
+                .saturating_add(slowest.max(fastest.saturating_add(target.worker_sync_cycles)))
+        };
+        cycles = cycles.saturating_add(pass);
+    }
+    cycles
+}
+
+/// Tile cycles of the slowest and the fastest worker with rows, in a pass doing `work` with
+/// `accesses` loads and stores.
+fn workers(target: &Target, work: &VectorWork, accesses: u64) -> (u64, u64) {
     let rows = u64::from(work.rows.max(1));
     let dealt_accesses = accesses.saturating_sub(work.worker_accesses);
     let lanes = |n: u64, ops: u64, width: u64| n.saturating_mul(ops).div_ceil(width.max(1));
-    let slowest_worker = dealt(work.rows, target.workers)
+    let bundles = dealt(work.rows, target.workers)
         .filter(|&r| r > 0)
         .map(|r| {
             let r = u64::from(r);
@@ -117,12 +143,13 @@ pub fn vector(target: &Target, work: &VectorWork, accesses: u64) -> u64 {
                 .div_ceil(rows)
                 .saturating_add(work.worker_accesses);
             compute.max(memory)
-        })
-        .max()
-        .unwrap_or(0);
-    target
-        .vertex_overhead_cycles
-        .saturating_add(u64::from(target.workers).saturating_mul(slowest_worker))
+        });
+    let (slowest, fastest) = bundles.fold((0, u64::MAX), |(s, f), b| (s.max(b), f.min(b)));
+    let tile = |b: u64| u64::from(target.workers).saturating_mul(b);
+    (
+        tile(slowest),
+        tile(if fastest == u64::MAX { 0 } else { fastest }),
+    )
 }
 
 #[cfg(test)]
@@ -168,6 +195,29 @@ mod tests {
         // Two rows: four workers idle do nothing.
         let few = VectorWork { rows: 2, ..work };
         assert_eq!(vector(&t, &few, 0), 50 + 6 * (4 + 7));
+    }
+
+    #[test]
+    fn a_later_pass_is_started_and_waited_for_by_the_supervisor() {
+        let t = target();
+        let even = VectorWork {
+            rows: 12,
+            f32_ops: 8,
+            ..VectorWork::default()
+        };
+        let uneven = VectorWork { rows: 13, ..even };
+        // One pass is a vector vertex.
+        assert_eq!(passes(&t, &[(even, 0)]), vector(&t, &even, 0));
+        // Workers of equal rows: the supervisor's wait shows after a later pass (6 * 8 + 14).
+        assert_eq!(
+            passes(&t, &[(even, 0), (even, 0)]),
+            50 + 6 * 8 + 6 + 6 * 8 + 14
+        );
+        // 13 rows: the slowest worker (3 rows, 12 bundles) ends 24 cycles after the fastest.
+        assert_eq!(
+            passes(&t, &[(even, 0), (uneven, 0)]),
+            50 + 6 * 8 + 6 + 6 * 12
+        );
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn execute_vertex(
     let work = match vertex {
         VertexKind::Amp(v) => return amp(target, memory, v, step),
         VertexKind::Epilogue(v) => epilogue(memory, v, step)?,
-        VertexKind::Softmax(v) => softmax(memory, v, step)?,
+        VertexKind::Softmax(v) => return softmax(target, memory, v, step),
         VertexKind::Accumulate(v) => accumulate(memory, v, step)?,
         VertexKind::Combine(v) => combine(memory, v, step)?,
         VertexKind::LayerNorm(v) => layer_norm(memory, v, step)?,
@@ -349,8 +349,13 @@ fn epilogue(
     })
 }
 
-/// One step of the online softmax over a block of scoresᵀ ([`Softmax`]).
-fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<VectorWork, String> {
+/// One step of the online softmax over a block of scoresᵀ ([`Softmax`]); returns its cycles.
+fn softmax(
+    target: &Target,
+    memory: &mut TileMemory,
+    v: &Softmax<Placed>,
+    step: u32,
+) -> Result<u64, String> {
     let Softmax {
         keys,
         queries,
@@ -383,12 +388,13 @@ fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<Ve
             )
         })?;
     let stats = matrix(stats_address, state_stride, 2, DType::F32);
-    let s = memory.load(
+    let mut counted = Counted::new(memory);
+    let s = counted.memory.load(
         &matrix(scores, scores_stride, keys, scores_type),
         "softmax scores",
     )?;
     let key_bias = match &v.key_bias {
-        Some(b) => Some(memory.load(
+        Some(b) => Some(counted.memory.load(
             &Matrix {
                 addr: expect(b, DType::F16, "softmax key bias")?,
                 stride: b.stride,
@@ -400,13 +406,15 @@ fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<Ve
         )?),
         None => None,
     };
+    let read_scores = counted.take();
     let q = queries as usize;
     let (mut max, mut sum) = if first {
         (vec![0f32; q], vec![0f32; q])
     } else {
-        let m = memory.load(&stats, "softmax running max and sum")?;
+        let m = counted.memory.load(&stats, "softmax running max and sum")?;
         (m[..q].to_vec(), m[q..].to_vec())
     };
+    let read_stats = counted.take();
     let (p, r) = numerics::softmax_block(
         &s,
         keys as usize,
@@ -417,31 +425,85 @@ fn softmax(memory: &mut TileMemory, v: &Softmax<Placed>, step: u32) -> Result<Ve
         first,
         &mut max,
         &mut sum,
+        target.workers as usize,
     );
     let p_matrix = matrix(probabilities, probabilities_stride, keys, DType::F16);
-    memory.store(&p_matrix, &p, step, "softmax probabilities")?;
-    memory.store(
+    counted
+        .memory
+        .store(&p_matrix, &p, step, "softmax probabilities")?;
+    let write_probabilities = counted.take();
+    counted.memory.store(
         &one_row(rescale, queries, DType::F32),
         &r,
         step,
         "softmax rescale",
     )?;
+    let write_rescale = counted.take();
     max.extend_from_slice(&sum);
-    memory.store(&stats, &max, step, "softmax running max and sum")?;
-    // Per query: a max, a scaled subtraction, a cast, a sum (and a mask select) and an exp per score;
-    // the running max, sum and rescale factor (three f32 operations and an exp).
-    let per_score = u64::from(keys) * (4 + u64::from(mask.is_some() || key_bias.is_some()));
-    let (f16_ops, f32_ops) = match scores_type {
-        DType::F16 => (per_score, 3),
-        DType::F32 | DType::I64 => (0, per_score + 3),
+    counted
+        .memory
+        .store(&stats, &max, step, "softmax running max and sum")?;
+    let write_stats = counted.take();
+    // Four passes: the workers share the keys (rows of scoresᵀ) for each query's maximum, then the
+    // queries to merge their maxima, then the keys again for the exponentials and their sums, then
+    // the queries to merge the sums. Per score a max, a scaled subtraction, a cast and a sum (each
+    // with a mask select when keys are masked or biased) and an exp; per query and worker with keys
+    // a merge of its max and of its sum; per query the rescale factor (two operations and an exp),
+    // and the previous sum rescaled and added.
+    let masked = u64::from(mask.is_some() || key_bias.is_some());
+    let per_score = |ops: u64| u64::from(queries) * (ops + masked);
+    let scores_pass = |ops: u64, transcendentals: u64| match scores_type {
+        DType::F16 => VectorWork {
+            rows: keys,
+            f16_ops: per_score(ops),
+            transcendentals,
+            ..VectorWork::default()
+        },
+        DType::F32 | DType::I64 => VectorWork {
+            rows: keys,
+            f32_ops: per_score(ops),
+            transcendentals,
+            ..VectorWork::default()
+        },
     };
-    Ok(VectorWork {
+    let merges = u64::from(keys.clamp(1, target.workers)) - 1;
+    let queries_pass = |f32_ops: u64, transcendentals: u64| VectorWork {
         rows: queries,
-        f16_ops,
         f32_ops,
-        transcendentals: u64::from(keys) + 1,
+        transcendentals,
         ..VectorWork::default()
-    })
+    };
+    Ok(timing::passes(
+        target,
+        &[
+            (scores_pass(1, 0), read_scores),
+            (queries_pass(merges + 3, 1), read_stats + write_rescale),
+            (
+                scores_pass(3, u64::from(queries)),
+                read_scores + write_probabilities,
+            ),
+            (queries_pass(merges + 2, 0), write_stats),
+        ],
+    ))
+}
+
+/// Tile memory with its accesses counted from one [`Counted::take`] to the next.
+struct Counted<'a> {
+    memory: &'a mut TileMemory,
+    since: u64,
+}
+
+impl<'a> Counted<'a> {
+    fn new(memory: &'a mut TileMemory) -> Counted<'a> {
+        let since = memory.accesses();
+        Counted { memory, since }
+    }
+
+    /// The accesses made since the last take.
+    fn take(&mut self) -> u64 {
+        let now = self.memory.accesses();
+        std::mem::replace(&mut self.since, now).abs_diff(now)
+    }
 }
 
 /// The rescaled accumulation of `values · probabilities` into the flash state ([`Accumulate`]).
@@ -505,6 +567,7 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
     let states = &v.states;
     // Each state's accumulator rows, then its max and sum rows: every worker reads those itself.
     let mut worker_accesses = 0;
+    let mut counted = Counted::new(memory);
     let parts = states
         .iter()
         .map(|s| {
@@ -516,7 +579,7 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
                 cols,
                 dtype: DType::F32,
             };
-            let mut part = memory.load(&matrix(address, rows), "flash state")?;
+            let mut part = counted.memory.load(&matrix(address, rows), "flash state")?;
             let stats_address = rows
                 .checked_mul(s.stride)
                 .and_then(|offset| offset.checked_add(address))
@@ -526,9 +589,13 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
                         s.stride
                     )
                 })?;
-            let before = memory.accesses();
-            part.extend(memory.load(&matrix(stats_address, 2), "flash state max and sum")?);
-            worker_accesses += memory.accesses() - before;
+            counted.take();
+            part.extend(
+                counted
+                    .memory
+                    .load(&matrix(stats_address, 2), "flash state max and sum")?,
+            );
+            worker_accesses += counted.take();
             Ok(part)
         })
         .collect::<Result<Vec<_>, String>>()?;

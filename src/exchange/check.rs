@@ -2,9 +2,9 @@
 //! the pieces alone, supertile pair mates included, and shares no code with the schedulers.
 //!
 //! Contract: [`check`] returns every problem of the schedule (through [`Verifier`], so the first ones and
-//! a count of the rest), each naming transfer, tile or cycle, in a fixed order: pieces that cannot be
-//! read, in piece order; ports held twice at once, senders then receivers, by tile; words that never
-//! arrive or arrive twice, by transfer and destination; then the recorded lower bound and horizon.
+//! a count of the rest), each naming transfer, tile or cycle, in a fixed order: the recorded lower
+//! bound and horizon; pieces that cannot be read, in piece order; ports held twice at once, senders
+//! then receivers, by tile; words that never arrive or arrive twice, by transfer and destination.
 //!
 //! Cost: a reused schedule costs what this check costs, so it is one pass over the pieces, in their
 //! order, against a compact copy of the pattern's endpoints, keeping a few words per port and per
@@ -49,10 +49,12 @@ fn check_in_parts(
     part: usize,
 ) -> Vec<String> {
     // The pattern's lower bound meanwhile, on another thread.
-    let (bound, mut v) = rayon::join(
+    let (bound, pieces) = rayon::join(
         || pattern.lower_bound(o),
         || schedule_problems(pattern, o, schedule, part),
     );
+    // The schedule's own figures first, so a list cut short still names them.
+    let mut v = Verifier::default();
     v.check(schedule.lower_bound == bound, || {
         format!(
             "records lower bound {}, the pattern's is {bound}",
@@ -62,6 +64,7 @@ fn check_in_parts(
     v.check(schedule.horizon >= bound, || {
         format!("horizon {} below the lower bound {bound}", schedule.horizon)
     });
+    v.append(pieces);
     v.finish()
 }
 
@@ -516,6 +519,16 @@ mod tests {
     /// one must agree with message for message.
     fn reference(pattern: &Pattern, o: Overheads, schedule: &Schedule) -> Vec<String> {
         let mut v = Verifier::default();
+        let bound = pattern.lower_bound(o);
+        v.check(schedule.lower_bound == bound, || {
+            format!(
+                "records lower bound {}, the pattern's is {bound}",
+                schedule.lower_bound
+            )
+        });
+        v.check(schedule.horizon >= bound, || {
+            format!("horizon {} below the lower bound {bound}", schedule.horizon)
+        });
         // Every tile with its pair mate.
         let n = pattern.tiles().next_multiple_of(2);
         // Cycles in u64: a damaged stored schedule must not wrap around.
@@ -641,16 +654,6 @@ mod tests {
                 });
             }
         }
-        let bound = pattern.lower_bound(o);
-        v.check(schedule.lower_bound == bound, || {
-            format!(
-                "records lower bound {}, the pattern's is {bound}",
-                schedule.lower_bound
-            )
-        });
-        v.check(schedule.horizon >= bound, || {
-            format!("horizon {} below the lower bound {bound}", schedule.horizon)
-        });
         v.finish()
     }
 

@@ -210,8 +210,8 @@ fn lower_exchanges_verifier_rejects_a_horizon_before_the_last_arrival() {
 
 #[test]
 fn lower_exchanges_verifier_rejects_a_horizon_below_the_lower_bound() {
-    // The attention's gathering phase ends at its bound with few pieces arriving last, so the
-    // problem is listed after theirs (a verifier lists 20 problems).
+    // The attention's gathering phase ends at its bound: its pieces arriving last are problems too,
+    // listed after the schedule's own figures (a verifier lists 20 problems).
     let b = small_attention();
     let mut s = b.exchanges.phases[0].schedule.clone();
     let bound = s.lower_bound;

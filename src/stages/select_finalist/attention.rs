@@ -459,7 +459,7 @@ impl FlashTile {
             },
             Vertex {
                 tile,
-                estimated_cycles: target.accumulate_cycles(d, nq, first),
+                estimated_cycles: target.accumulate_cycles(d, nq, first, a.partials),
                 kind: VertexKind::Accumulate(Accumulate {
                     partials: Operand::whole(self.weighted),
                     state: Operand::whole(self.state),
