@@ -376,7 +376,7 @@ impl Target {
     /// select joins each score's operations in both passes over the keys when `masked`.
     pub fn softmax_cycles(&self, keys: u32, queries: u32, scores: DType, masked: bool) -> u64 {
         let masked = u64::from(masked);
-        let merges = u64::from(keys.clamp(1, self.workers)) - 1;
+        let merges = u64::from(keys.min(self.workers).max(1)) - 1;
         let over_keys = |ops: u64, transcendentals: u64, bytes: u64| VectorCost {
             dtype: scores,
             ops: ops + masked,

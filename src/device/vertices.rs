@@ -466,7 +466,7 @@ fn softmax(
             ..VectorWork::default()
         },
     };
-    let merges = u64::from(keys.clamp(1, target.workers)) - 1;
+    let merges = u64::from(keys.min(target.workers).max(1)) - 1;
     let queries_pass = |f32_ops: u64, transcendentals: u64| VectorWork {
         rows: queries,
         f32_ops,
@@ -502,7 +502,7 @@ impl<'a> Counted<'a> {
     /// The accesses made since the last take.
     fn take(&mut self) -> u64 {
         let now = self.memory.accesses();
-        std::mem::replace(&mut self.since, now).abs_diff(now)
+        now - std::mem::replace(&mut self.since, now)
     }
 }
 
