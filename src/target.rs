@@ -281,6 +281,9 @@ impl Target {
 
     /// Tile cycles of the slowest and the fastest worker with rows in a pass doing `work`.
     fn vector_pass(&self, rows: u32, cols: u32, work: &VectorCost) -> (u64, u64) {
+        if rows == 0 {
+            return (0, 0);
+        }
         let bundles = |worker_rows: u64| {
             let elements = worker_rows * u64::from(cols);
             let lanes = match work.dtype {
@@ -377,12 +380,16 @@ impl Target {
     pub fn softmax_cycles(&self, keys: u32, queries: u32, scores: DType, masked: bool) -> u64 {
         let masked = u64::from(masked);
         let merges = u64::from(keys.min(self.workers).max(1)) - 1;
-        let over_keys = |ops: u64, transcendentals: u64, bytes: u64| VectorCost {
+        // Whole accesses per key row, as the device counts them: the row's scores (AMP partials,
+        // interleaved: 128-bit loads), and in the second pass over the keys its probabilities stored.
+        let scores_row =
+            (u64::from(queries) * u64::from(scores.bytes())).div_ceil(self.wide_load_bytes);
+        let probabilities_row = (2 * u64::from(queries)).div_ceil(self.memory_access_bytes);
+        let over_keys = |ops: u64, transcendentals: u64, row_accesses: u64| VectorCost {
             dtype: scores,
             ops: ops + masked,
             transcendentals,
-            bytes,
-            wide_bytes: u64::from(scores.bytes()),
+            row_accesses,
             ..VectorCost::default()
         };
         let over_queries = |ops: u64, transcendentals: u64, bytes: u64| VectorCost {
@@ -392,9 +399,13 @@ impl Target {
             bytes,
             ..VectorCost::default()
         };
-        self.vector_cycles(keys, queries, over_keys(1, 0, 0))
+        self.vector_cycles(keys, queries, over_keys(1, 0, scores_row))
             + self.later_pass_cycles(queries, 1, over_queries(merges + 3, 1, 12))
-            + self.later_pass_cycles(keys, queries, over_keys(3, 1, 2))
+            + self.later_pass_cycles(
+                keys,
+                queries,
+                over_keys(3, 1, scores_row + probabilities_row),
+            )
             + self.later_pass_cycles(queries, 1, over_queries(merges + 2, 0, 8))
     }
 

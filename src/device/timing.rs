@@ -206,8 +206,8 @@ mod tests {
             ..VectorWork::default()
         };
         let uneven = VectorWork { rows: 13, ..even };
-        // One pass is a vector vertex.
-        assert_eq!(passes(&t, &[(even, 0)]), vector(&t, &even, 0));
+        // One pass: the launch and the slowest worker, no wait (2 rows, 8 bundles).
+        assert_eq!(passes(&t, &[(even, 0)]), 50 + 6 * 8);
         // Workers of equal rows: the supervisor's wait shows after a later pass (6 * 8 + 14).
         assert_eq!(
             passes(&t, &[(even, 0), (even, 0)]),
