@@ -491,7 +491,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                     first: true,
                     scale_bits: 0.125f32.to_bits(),
                 }),
-                target.softmax_cycles(keys, queries, DType::F16, false),
+                target.softmax_cycles(keys, queries, DType::F16, false, false),
             ),
             2 => (
                 format!("accumulate {head_dim}x{queries}"),

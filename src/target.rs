@@ -375,10 +375,17 @@ impl Target {
     /// f32 operations and an exp; the running max and sum loaded, the factor stored), over the keys
     /// again for the probabilities (per score a scaled subtraction, a cast to f16, a sum and an exp,
     /// the score loaded again and its probability stored), and over the queries to merge the sums
-    /// (a merge per worker with keys and two operations; the running max and sum stored). A mask
-    /// select joins each score's operations in both passes over the keys when `masked`.
-    pub fn softmax_cycles(&self, keys: u32, queries: u32, scores: DType, masked: bool) -> u64 {
-        let masked = u64::from(masked);
+    /// (a merge per worker with keys and two operations; the running max and sum stored). Under a key
+    /// bias (`biased`) each score's operations in both passes over the keys gain a bias add; under a
+    /// causal mask each key row a select, one bundle.
+    pub fn softmax_cycles(
+        &self,
+        keys: u32,
+        queries: u32,
+        scores: DType,
+        causal: bool,
+        biased: bool,
+    ) -> u64 {
         let merges = u64::from(keys.min(self.workers).max(1)) - 1;
         // Whole accesses per key row, as the device counts them: the row's scores (AMP partials,
         // interleaved: 128-bit loads), and in the second pass over the keys its probabilities stored.
@@ -387,8 +394,9 @@ impl Target {
         let probabilities_row = (2 * u64::from(queries)).div_ceil(self.memory_access_bytes);
         let over_keys = |ops: u64, transcendentals: u64, row_accesses: u64| VectorCost {
             dtype: scores,
-            ops: ops + masked,
+            ops: ops + u64::from(biased),
             transcendentals,
+            row_ops: if causal { self.vector_f32_lanes } else { 0 },
             row_accesses,
             ..VectorCost::default()
         };
@@ -573,6 +581,18 @@ mod tests {
     fn peak_matches_the_seed() {
         let t = Target::preset("mk2-1500").unwrap();
         assert!((t.peak_tflops() - 282.624).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_causal_mask_costs_a_key_row_one_select_and_a_key_bias_each_score_an_add() {
+        let t = Target::preset("mk2-1500").unwrap();
+        let open = t.softmax_cycles(120, 16, DType::F16, false, false);
+        // 120 keys, 20 a worker: one bundle a row in each of the two passes over the keys.
+        let causal = t.softmax_cycles(120, 16, DType::F16, true, false);
+        assert_eq!(causal - open, 2 * 6 * 20);
+        // An add per score: 20 rows of 16 scores over 4 lanes, 80 bundles a pass.
+        let biased = t.softmax_cycles(120, 16, DType::F16, false, true);
+        assert_eq!(biased - open, 2 * 6 * 80);
     }
 
     #[test]

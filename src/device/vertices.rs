@@ -447,21 +447,24 @@ fn softmax(
     // Four passes: the workers share the keys (rows of scoresᵀ) for each query's maximum, then the
     // queries to merge their maxima, then the keys again for the exponentials and their sums, then
     // the queries to merge the sums. Per score a max, a scaled subtraction, a cast and a sum (each
-    // with a mask select when keys are masked or biased) and an exp; per query and worker with keys
-    // a merge of its max and of its sum; per query the rescale factor (two operations and an exp),
-    // and the previous sum rescaled and added.
-    let masked = u64::from(mask.is_some() || key_bias.is_some());
-    let per_score = |ops: u64| u64::from(queries) * (ops + masked);
+    // with a bias add under a key bias) and an exp; under a causal mask a key row's visible queries
+    // are those from one query on, so each pass over the keys selects on the one vector where they
+    // begin (every score is still charged its operations); per query and worker with keys a merge of
+    // its max and of its sum; per query the rescale factor (two operations and an exp), and the
+    // previous sum rescaled and added.
+    let biased = u64::from(key_bias.is_some());
+    let per_score = |ops: u64| u64::from(queries) * (ops + biased);
+    let boundary = |lanes: u64| if mask.is_some() { lanes } else { 0 };
     let scores_pass = |ops: u64, transcendentals: u64| match scores_type {
         DType::F16 => VectorWork {
             rows: keys,
-            f16_ops: per_score(ops),
+            f16_ops: per_score(ops) + boundary(target.vector_f16_lanes),
             transcendentals,
             ..VectorWork::default()
         },
         DType::F32 | DType::I64 => VectorWork {
             rows: keys,
-            f32_ops: per_score(ops),
+            f32_ops: per_score(ops) + boundary(target.vector_f32_lanes),
             transcendentals,
             ..VectorWork::default()
         },

@@ -227,7 +227,7 @@ pub(super) fn attention_estimate(
     let step = |keys: u32, first: bool| {
         (
             target.amp_cycles(keys, d, bq, pt) + target.amp_cycles(d, keys, bq, pt),
-            target.softmax_cycles(keys, bq, pt, s.causal)
+            target.softmax_cycles(keys, bq, pt, s.causal, a.mask.is_some())
                 + target.accumulate_cycles(d, bq, first, pt),
         )
     };

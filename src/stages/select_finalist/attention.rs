@@ -418,7 +418,8 @@ impl FlashTile {
                     nj,
                     nq,
                     a.partials,
-                    s.causal || self.key_bias.is_some(),
+                    s.causal,
+                    self.key_bias.is_some(),
                 ),
                 kind: VertexKind::Softmax(Softmax {
                     scores: Operand::whole(self.scores),
