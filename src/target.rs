@@ -241,13 +241,12 @@ impl Target {
         let worker =
             |rows: u32| self.amp_worker_fill_cycles + self.amp_row_cycles * u64::from(rows);
         let workers = u64::from(self.workers);
-        let pass =
-            (workers * worker(slowest)).max(workers * worker(fastest) + self.worker_sync_cycles);
+        let pass = self.supervised_pass(workers * worker(slowest), workers * worker(fastest));
         let block_bytes = u64::from(self.amp_block_depth * self.amp_block_width) * 2;
         let weight_load = block_bytes.div_ceil(self.weight_load_bytes_per_cycle);
         let block = self.amp_block_supervisor_cycles
             + weight_load
-            + u64::from(self.amp_passes(partials)) * (self.worker_pass_cycles + pass);
+            + u64::from(self.amp_passes(partials)) * pass;
         self.vertex_overhead_cycles
             + self.amp_vertex_supervisor_cycles
             + blocks * block
@@ -276,6 +275,12 @@ impl Target {
     /// them and ends the pass no sooner than its wait after the fastest (`device::timing::passes`).
     pub fn later_pass_cycles(&self, rows: u32, cols: u32, work: VectorCost) -> u64 {
         let (slowest, fastest) = self.vector_pass(rows, cols, &work);
+        self.supervised_pass(slowest, fastest)
+    }
+
+    /// A pass the supervisor starts the workers on, given its slowest and fastest worker's tile
+    /// cycles: it ends no sooner than the supervisor's wait after the fastest.
+    fn supervised_pass(&self, slowest: u64, fastest: u64) -> u64 {
         self.worker_pass_cycles + slowest.max(fastest + self.worker_sync_cycles)
     }
 

@@ -36,11 +36,21 @@
 //! rather than wrapping, and the superstep refuses a count past u32 as a fault.
 
 use crate::isa::{Amp, Placed};
+use crate::numerics::dealt;
 use crate::target::Target;
 
-/// Rows per worker when `rows` are dealt to `workers` as evenly as possible.
-fn dealt(rows: u32, workers: u32) -> impl Iterator<Item = u32> {
-    (0..workers).map(move |w| rows / workers + u32::from(w < rows % workers))
+/// The slowest and the fastest of workers' tile cycles (0 and 0 for none).
+fn slowest_and_fastest(cycles: impl Iterator<Item = u64>) -> (u64, u64) {
+    let (slowest, fastest) = cycles.fold((0, u64::MAX), |(s, f), c| (s.max(c), f.min(c)));
+    (slowest, if fastest == u64::MAX { 0 } else { fastest })
+}
+
+/// A pass the supervisor starts the workers on: it ends no sooner than the supervisor's wait after
+/// the fastest worker.
+fn supervised_pass(target: &Target, slowest: u64, fastest: u64) -> u64 {
+    target
+        .worker_pass_cycles
+        .saturating_add(slowest.max(fastest.saturating_add(target.worker_sync_cycles)))
 }
 
 /// Tile cycles of an AMP vertex as the device executes it.
@@ -55,10 +65,11 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
         let bundles = target.amp_row_cycles.saturating_mul(u64::from(rows));
         workers.saturating_mul(target.amp_worker_fill_cycles.saturating_add(bundles))
     };
-    let busy = || dealt(v.rows, target.workers).filter(|&rows| rows > 0);
-    let slowest = busy().map(worker_cycles).max().unwrap_or(0);
-    let fastest = busy().map(worker_cycles).min().unwrap_or(0);
-    let pass = slowest.max(fastest.saturating_add(target.worker_sync_cycles));
+    let (slowest, fastest) = slowest_and_fastest(
+        dealt(v.rows, target.workers)
+            .filter(|&rows| rows > 0)
+            .map(worker_cycles),
+    );
     let weight_bytes = u64::from(target.amp_block_depth)
         .saturating_mul(u64::from(target.amp_block_width))
         .saturating_mul(2);
@@ -67,7 +78,7 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
     let block = target
         .amp_block_supervisor_cycles
         .saturating_add(weight_load)
-        .saturating_add(passes.saturating_mul(target.worker_pass_cycles.saturating_add(pass)));
+        .saturating_add(passes.saturating_mul(supervised_pass(target, slowest, fastest)));
     target
         .vertex_overhead_cycles
         .saturating_add(target.amp_vertex_supervisor_cycles)
@@ -106,9 +117,7 @@ pub fn passes(target: &Target, passes: &[(VectorWork, u64)]) -> u64 {
         let pass = if i == 0 {
             slowest
         } else {
-            target
-                .worker_pass_cycles
-                .saturating_add(slowest.max(fastest.saturating_add(target.worker_sync_cycles)))
+            supervised_pass(target, slowest, fastest)
         };
         cycles = cycles.saturating_add(pass);
     }
@@ -144,12 +153,7 @@ fn workers(target: &Target, work: &VectorWork, accesses: u64) -> (u64, u64) {
                 .saturating_add(work.worker_accesses);
             compute.max(memory)
         });
-    let (slowest, fastest) = bundles.fold((0, u64::MAX), |(s, f), b| (s.max(b), f.min(b)));
-    let tile = |b: u64| u64::from(target.workers).saturating_mul(b);
-    (
-        tile(slowest),
-        tile(if fastest == u64::MAX { 0 } else { fastest }),
-    )
+    slowest_and_fastest(bundles.map(|b| u64::from(target.workers).saturating_mul(b)))
 }
 
 #[cfg(test)]
@@ -218,12 +222,5 @@ mod tests {
             passes(&t, &[(even, 0), (uneven, 0)]),
             50 + 6 * 8 + 6 + 6 * 12
         );
-    }
-
-    #[test]
-    fn rows_are_dealt_as_evenly_as_possible() {
-        assert_eq!(dealt(14, 6).collect::<Vec<_>>(), [3, 3, 2, 2, 2, 2]);
-        assert_eq!(dealt(4, 6).collect::<Vec<_>>(), [1, 1, 1, 1, 0, 0]);
-        assert_eq!(dealt(14, 6).sum::<u32>(), 14);
     }
 }

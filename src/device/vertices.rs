@@ -454,20 +454,22 @@ fn softmax(
     // previous sum rescaled and added.
     let biased = u64::from(key_bias.is_some());
     let per_score = |ops: u64| u64::from(queries) * (ops + biased);
-    let boundary = |lanes: u64| if mask.is_some() { lanes } else { 0 };
-    let scores_pass = |ops: u64, transcendentals: u64| match scores_type {
-        DType::F16 => VectorWork {
+    let f16 = scores_type == DType::F16;
+    let lanes = if f16 {
+        target.vector_f16_lanes
+    } else {
+        target.vector_f32_lanes
+    };
+    let boundary = if mask.is_some() { lanes } else { 0 };
+    let scores_pass = |ops: u64, transcendentals: u64| {
+        let ops = per_score(ops) + boundary;
+        VectorWork {
             rows: keys,
-            f16_ops: per_score(ops) + boundary(target.vector_f16_lanes),
+            f16_ops: if f16 { ops } else { 0 },
+            f32_ops: if f16 { 0 } else { ops },
             transcendentals,
             ..VectorWork::default()
-        },
-        DType::F32 | DType::I64 => VectorWork {
-            rows: keys,
-            f32_ops: per_score(ops) + boundary(target.vector_f32_lanes),
-            transcendentals,
-            ..VectorWork::default()
-        },
+        }
     };
     let merges = u64::from(keys.min(target.workers).max(1)) - 1;
     let queries_pass = |f32_ops: u64, transcendentals: u64| VectorWork {
