@@ -455,7 +455,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
     let mut m = Micro::new(target, "compute");
     let (rows, cols, keys, queries, head_dim, parts) = (23, 384, 64, 24, 72, 3);
     let mut vertices = Vec::new();
-    for tile in 0..4u32 {
+    for tile in 0..6u32 {
         let mut o = Operands {
             m: &mut m,
             tile,
@@ -476,23 +476,29 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                 }),
                 target.layer_norm_cycles(rows, cols),
             ),
-            1 => (
-                format!("softmax {keys} keys x {queries} queries f16 scores, first"),
-                VertexKind::Softmax(Softmax {
-                    scores: o.place(keys, queries, DType::F16, true, true),
-                    probabilities: o.place(keys, queries, DType::F16, true, false),
-                    state: o.place(head_dim + 2, queries, DType::F32, false, false),
-                    rescale: o.place(1, queries, DType::F32, false, false),
-                    keys,
-                    queries,
-                    head_dim,
-                    mask: None,
-                    key_bias: None,
-                    first: true,
-                    scale_bits: 0.125f32.to_bits(),
-                }),
-                target.softmax_cycles(keys, queries, DType::F16, false, false),
-            ),
+            1 | 4 => {
+                let scores = if tile == 1 { DType::F16 } else { DType::F32 };
+                (
+                    format!(
+                        "softmax {keys} keys x {queries} queries {} scores, first",
+                        scores
+                    ),
+                    VertexKind::Softmax(Softmax {
+                        scores: o.place(keys, queries, scores, true, true),
+                        probabilities: o.place(keys, queries, DType::F16, true, false),
+                        state: o.place(head_dim + 2, queries, DType::F32, false, false),
+                        rescale: o.place(1, queries, DType::F32, false, false),
+                        keys,
+                        queries,
+                        head_dim,
+                        mask: None,
+                        key_bias: None,
+                        first: true,
+                        scale_bits: 0.125f32.to_bits(),
+                    }),
+                    target.softmax_cycles(keys, queries, scores, false, false),
+                )
+            }
             2 => (
                 format!("accumulate {head_dim}x{queries}"),
                 VertexKind::Accumulate(Accumulate {
@@ -505,20 +511,30 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                 }),
                 target.accumulate_cycles(head_dim, queries, false, DType::F32),
             ),
-            _ => (
-                format!("combine {parts} states of {head_dim}x{queries}"),
-                VertexKind::Combine(Combine {
-                    states: (0..parts)
-                        .map(|_| o.place(head_dim + 2, queries, DType::F32, false, true))
-                        .collect(),
-                    out: o.place(head_dim, queries, DType::F16, false, false),
-                    rows: head_dim,
-                    cols: queries,
-                    scale_bits: 0.125f32.to_bits(),
-                    transpose: false,
-                }),
-                target.combine_cycles(parts, head_dim, queries),
-            ),
+            _ => {
+                let transpose = tile == 5;
+                (
+                    format!(
+                        "combine {parts} states of {head_dim}x{queries}{}",
+                        if transpose { ", transposed" } else { "" }
+                    ),
+                    VertexKind::Combine(Combine {
+                        states: (0..parts)
+                            .map(|_| o.place(head_dim + 2, queries, DType::F32, false, true))
+                            .collect(),
+                        out: if transpose {
+                            o.place(queries, head_dim, DType::F16, false, false)
+                        } else {
+                            o.place(head_dim, queries, DType::F16, false, false)
+                        },
+                        rows: head_dim,
+                        cols: queries,
+                        scale_bits: 0.125f32.to_bits(),
+                        transpose,
+                    }),
+                    target.combine_cycles(parts, head_dim, queries, transpose),
+                )
+            }
         };
         m.programs[tile as usize].push(Instr::Vertex(vertex));
         vertices.push((case, estimate));

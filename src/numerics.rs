@@ -232,8 +232,9 @@ pub fn softmax_block(
 
 /// Merges flash states of one query block: each state is `rows` accumulator rows, its max row and its
 /// sum row, over `cols` queries (dense f32). Per query, with `M` the largest max, each state weighs
-/// `w = exp(scale · (max - M))` (0 for a state that saw no key), and the output is
-/// `f16(Σ w · accumulator / Σ w · sum)`, accumulated in f32 in state order.
+/// `w = exp(scale · (max - M))` (0 for a state that saw no key), normalised by the weighted sums to
+/// `v = w / Σ w · sum`, and the output is `f16(Σ v · accumulator)`, accumulated in f32 in state
+/// order.
 pub fn combine(states: &[Vec<f32>], rows: usize, cols: usize, scale: f32) -> Vec<f32> {
     let mut out = vec![0f32; rows * cols];
     for c in 0..cols {
@@ -257,13 +258,14 @@ pub fn combine(states: &[Vec<f32>], rows: usize, cols: usize, scale: f32) -> Vec
             .zip(&weights)
             .map(|(s, w)| w * s[(rows + 1) * cols + c])
             .sum();
+        let weights: Vec<f32> = weights.iter().map(|w| w / total).collect();
         for r in 0..rows {
             let acc: f32 = states
                 .iter()
                 .zip(&weights)
                 .map(|(s, w)| w * s[r * cols + c])
                 .sum();
-            out[r * cols + c] = f16::from_f32(acc / total).to_f32();
+            out[r * cols + c] = f16::from_f32(acc).to_f32();
         }
     }
     out

@@ -146,18 +146,32 @@ pub struct EpilogueCost {
 
 impl EpilogueCost {
     /// Lane operations and transcendentals per output element: an add per extra part, a cast unless
-    /// one f16 part is the sum, a bias add, GELU (seven lane operations and one tanh or erf) and a
-    /// residual add.
+    /// one f16 part is the sum, a bias add, the activation and a residual add. GELU with tanh takes
+    /// six lane operations and a tanh, the loop of poplibs' `NonLinearityLoop_gelu.S` (x², x³, one
+    /// `f16v4mix` for the tanh's argument, add 1, halve, times x); GELU with erf, which has no
+    /// instruction, seven and an erf.
     pub fn ops(&self) -> (u64, u64) {
         let parts = u64::from(self.parts.max(1));
         let cast = u64::from(self.partials != DType::F16 || parts > 1);
-        let gelu = self.activation.is_some();
-        let ops = parts - 1
-            + cast
-            + u64::from(self.bias)
-            + if gelu { 7 } else { 0 }
-            + u64::from(self.residual);
-        (ops, u64::from(gelu))
+        let activation = match self.activation {
+            None => 0,
+            Some(Activation::GeluTanh) => 6,
+            Some(Activation::GeluErf) => 7,
+        };
+        let ops = parts - 1 + cast + u64::from(self.bias) + activation + u64::from(self.residual);
+        (ops, u64::from(self.activation.is_some()))
+    }
+}
+
+/// Lane operations per score of the online softmax's pass for the probabilities, beside the exp
+/// (f16, `f16v2exp`): the scaled subtraction of the maximum, one `f16v4mix` on f16 scores (the
+/// instruction poplibs' GELU forms its tanh's argument with) and the probability's f32 sum, one
+/// `f16v4acc` into the worker's f32 accumulators (as poplibs' half-to-float `ReduceAdd`); f32
+/// scores are subtracted at f32 width and take a cast to f16 for the exp.
+pub fn softmax_probability_ops(scores: DType) -> u64 {
+    match scores {
+        DType::F16 => 2,
+        DType::F32 | DType::I64 => 3,
     }
 }
 
@@ -378,8 +392,8 @@ impl Target {
     /// query's maximum (a max per score, loaded from the AMP's interleaved partials), over the queries
     /// to merge the workers' maxima and find the rescale factor (a merge per worker with keys, three
     /// f32 operations and an exp; the running max and sum loaded, the factor stored), over the keys
-    /// again for the probabilities (per score a scaled subtraction, a cast to f16, a sum and an exp,
-    /// the score loaded again and its probability stored), and over the queries to merge the sums
+    /// again for the probabilities ([`softmax_probability_ops`] and an exp per score, the score loaded
+    /// again and its probability stored), and over the queries to merge the sums
     /// (a merge per worker with keys and two operations; the running max and sum stored). Under a key
     /// bias (`biased`) each score's operations in both passes over the keys gain a bias add; under a
     /// causal mask each key row a select, one bundle.
@@ -417,7 +431,11 @@ impl Target {
             + self.later_pass_cycles(
                 keys,
                 queries,
-                over_keys(3, 1, scores_row + probabilities_row),
+                over_keys(
+                    softmax_probability_ops(scores),
+                    1,
+                    scores_row + probabilities_row,
+                ),
             )
             + self.later_pass_cycles(queries, 1, over_queries(merges + 2, 0, 8))
     }
@@ -447,22 +465,32 @@ impl Target {
 
     /// The estimate of merging `parts` flash states of `rows` accumulator rows into the f16 output over
     /// `queries` queries: the accumulator rows dealt to the workers; each worker computes every
-    /// query's weights itself (per part one exp and two operations, from the part's max and sum it
-    /// loads); per element a multiply-add per part, a division and a cast, every part's element
-    /// loaded and the output stored.
-    pub fn combine_cycles(&self, parts: u32, rows: u32, queries: u32) -> u64 {
+    /// query's weights itself (per part one exp, two operations and the division by the weighted
+    /// sums, from the part's max and sum it loads); per element a multiply, a multiply-add per
+    /// further part and a cast; per row every part's state row loaded and the output row stored, or
+    /// with `transposed` output a stored row per query, whole accesses per row as the device counts
+    /// them.
+    pub fn combine_cycles(&self, parts: u32, rows: u32, queries: u32, transposed: bool) -> u64 {
         let parts = u64::from(parts);
-        let queries_row_bytes = (4 * u64::from(queries)).next_multiple_of(self.memory_access_bytes);
+        let access = self.memory_access_bytes;
+        let state_row = (4 * u64::from(queries)).div_ceil(access);
+        let (out_row, transposed_out) = if transposed {
+            let stored_row = (2 * u64::from(rows)).div_ceil(access);
+            (0, u64::from(queries) * stored_row * access)
+        } else {
+            ((2 * u64::from(queries)).div_ceil(access), 0)
+        };
         self.vector_cycles(
             rows,
             queries,
             VectorCost {
                 dtype: DType::F32,
-                ops: 2 * parts + 2,
-                bytes: 4 * parts + 2,
-                worker_ops: 2 * parts * u64::from(queries),
+                ops: 2 * parts,
+                row_accesses: parts * state_row + out_row,
+                vertex_bytes: transposed_out,
+                worker_ops: 3 * parts * u64::from(queries),
                 worker_transcendentals: parts * u64::from(queries),
-                worker_bytes: 2 * parts * queries_row_bytes,
+                worker_bytes: 2 * parts * state_row * access,
                 ..VectorCost::default()
             },
         )
@@ -619,6 +647,28 @@ mod tests {
         assert_eq!(
             t.amp_cycles(8, 32, 16, DType::F16),
             50 + 103 + 2 * (19 + 32 + 6 + 6 * (19 + 8)) + 33
+        );
+    }
+
+    #[test]
+    fn gelu_takes_poplibs_loop_of_eight_bundles_per_four_halves() {
+        let t = Target::preset("mk2-1500").unwrap();
+        // NonLinearityLoop_gelu.S: per 64-bit vector of four halves six f16v4 operations and two
+        // f16v2tanh, eight bundles. One f16 part, so no sum or cast: 6 rows of 64, a row a worker.
+        let gelu = EpilogueCost {
+            partials: DType::F16,
+            parts: 1,
+            bias: false,
+            bias_by_row: false,
+            activation: Some(Activation::GeluTanh),
+            residual: false,
+            transposed: false,
+        };
+        // A worker's loads and stores (the partials at 16 bytes, the output at 8: 24 bundles) hide
+        // under its 128 bundles of arithmetic.
+        assert_eq!(
+            t.epilogue_cycles(6, 64, &gelu),
+            t.vertex_overhead_cycles + 6 * (64 / 4) * 8
         );
     }
 }

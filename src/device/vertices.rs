@@ -446,8 +446,9 @@ fn softmax(
     let write_stats = counted.take();
     // Four passes: the workers share the keys (rows of scoresᵀ) for each query's maximum, then the
     // queries to merge their maxima, then the keys again for the exponentials and their sums, then
-    // the queries to merge the sums. Per score a max, a scaled subtraction, a cast and a sum (each
-    // with a bias add under a key bias) and an exp; under a causal mask a key row's visible queries
+    // the queries to merge the sums. Per score a max, then the probability's operations
+    // (`softmax_probability_ops`: the scaled subtraction, a cast for f32 scores, the sum; each with
+    // a bias add under a key bias) and an exp; under a causal mask a key row's visible queries
     // are those from one query on, so each pass over the keys selects on the one vector where they
     // begin (every score is still charged its operations); per query and worker with keys a merge of
     // its max and of its sum; per query the rescale factor (two operations and an exp), and the
@@ -484,7 +485,10 @@ fn softmax(
             (scores_pass(1, 0), read_scores),
             (queries_pass(merges + 3, 1), read_stats + write_rescale),
             (
-                scores_pass(3, u64::from(queries)),
+                scores_pass(
+                    crate::target::softmax_probability_ops(scores_type),
+                    u64::from(queries),
+                ),
                 read_scores + write_probabilities,
             ),
             (queries_pass(merges + 2, 0), write_stats),
@@ -623,13 +627,13 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
     };
     memory.store(&m, &o, step, "attention output")?;
     // The accumulator rows are dealt to the workers. Each worker computes every query's weights
-    // itself (per state an exp and two operations), then per accumulator element a multiply-add per
-    // state, a division and a cast.
+    // itself (per state an exp, two operations and the division by the weighted sums), then per
+    // accumulator element a multiply, a multiply-add per further state and a cast.
     let parts = states.len() as u64;
     Ok(VectorWork {
         rows,
-        f32_ops: u64::from(cols) * (2 * parts + 2),
-        worker_f32_ops: u64::from(cols) * 2 * parts,
+        f32_ops: u64::from(cols) * 2 * parts,
+        worker_f32_ops: u64::from(cols) * 3 * parts,
         worker_transcendentals: u64::from(cols) * parts,
         worker_accesses,
         ..VectorWork::default()

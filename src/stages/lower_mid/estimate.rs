@@ -245,7 +245,7 @@ pub(super) fn attention_estimate(
     let mut vector: u64 = steps_taken.iter().map(|((_, v), n)| v * n).sum();
     // Each of a query block's tiles merges its share of the queries from every key block's state.
     let share = bq.div_ceil(p.key_blocks).next_multiple_of(2);
-    vector += target.combine_cycles(p.key_blocks, d, share);
+    vector += target.combine_cycles(p.key_blocks, d, share, !a.transposed_out);
     let compute = amp + vector;
     let (switch, transit) = (
         u64::from(target.mux_switch_cycles),

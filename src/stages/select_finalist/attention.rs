@@ -366,7 +366,12 @@ impl Builder<'_> {
             );
             work.finishing(Vertex {
                 tile,
-                estimated_cycles: self.target.combine_cycles(parts.len() as u32, d, c1 - c0),
+                estimated_cycles: self.target.combine_cycles(
+                    parts.len() as u32,
+                    d,
+                    c1 - c0,
+                    !a.transposed_out,
+                ),
                 kind: VertexKind::Combine(Combine {
                     states: parts,
                     out: Operand::whole(out),
