@@ -334,8 +334,11 @@ impl Target {
     /// The estimate of a matmul epilogue over `rows x cols` outputs: its operations
     /// ([`EpilogueCost::ops`]) at f16 width; per element its own AMP partials loaded from interleaved
     /// memory, the other parts and the residual loaded and the output stored; a transposed output
-    /// stores each output row's elements one access apiece, a stored row per column.
+    /// stores each output row's elements one access apiece, a stored row per column. The workers
+    /// share the rows' 64-bit grains of `vector_f16_lanes` elements (the device's dealing).
     pub fn epilogue_cycles(&self, rows: u32, cols: u32, e: &EpilogueCost) -> u64 {
+        let lanes = self.vector_f16_lanes as u32;
+        let grains = u64::from(rows) * u64::from(cols.div_ceil(lanes));
         let (ops, transcendentals) = e.ops();
         let other_parts = u64::from(e.parts.max(1) - 1);
         let (out_bytes, transposed_out) = if e.transposed {
@@ -348,8 +351,8 @@ impl Target {
             (2, 0)
         };
         self.vector_cycles(
-            rows,
-            cols,
+            u32::try_from(grains).unwrap_or(u32::MAX),
+            lanes,
             VectorCost {
                 dtype: DType::F16,
                 ops,

@@ -86,9 +86,10 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
         .saturating_add((depth_groups - 1).saturating_mul(target.amp_depth_group_supervisor_cycles))
 }
 
-/// A vector vertex's work as the device executes it: rows dealt to the workers and, per row, lane
-/// operations at each width and transcendentals; and what every worker with rows does itself beside
-/// them (per-column factors it computes from a few rows every worker reads).
+/// A vector vertex's work as the device executes it: rows dealt to the workers (or, for an
+/// elementwise vertex, 64-bit grains of its rows) and, per row, lane operations at each width and
+/// transcendentals; and what every worker with rows does itself beside them (per-column factors it
+/// computes from a few rows every worker reads).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VectorWork {
     pub rows: u32,

@@ -76,7 +76,7 @@ fn execute_vertex(
     let before = memory.accesses();
     let work = match vertex {
         VertexKind::Amp(v) => return amp(target, memory, v, step),
-        VertexKind::Epilogue(v) => epilogue(memory, v, step)?,
+        VertexKind::Epilogue(v) => epilogue(target, memory, v, step)?,
         VertexKind::Softmax(v) => return softmax(target, memory, v, step),
         VertexKind::Accumulate(v) => accumulate(memory, v, step)?,
         VertexKind::Combine(v) => combine(memory, v, step)?,
@@ -240,6 +240,7 @@ fn check_amp_operands(target: &Target, memory: &TileMemory, v: &Amp<Placed>) -> 
 
 /// `out = f16(activation?(Σ partials + bias?) + residual?)` on the vector unit ([`Epilogue`]).
 fn epilogue(
+    target: &Target,
     memory: &mut TileMemory,
     v: &Epilogue<Placed>,
     step: u32,
@@ -340,11 +341,16 @@ fn epilogue(
         transposed: v.transpose,
     }
     .ops();
+    // Elementwise, so the workers share 64-bit grains of four halves, each row's own, as poplibs'
+    // `DIVIDE_BY_WORKER` deals them (popops `workDivision.h.S`).
+    let lanes = target.vector_f16_lanes;
+    let grains = u64::from(rows) * u64::from(cols).div_ceil(lanes);
     Ok(VectorWork {
-        rows,
-        f16_ops: u64::from(cols) * ops,
+        rows: u32::try_from(grains)
+            .map_err(|_| format!("epilogue of {rows}x{cols}: {grains} grains"))?,
+        f16_ops: lanes * ops,
         f32_ops: 0,
-        transcendentals: u64::from(cols) * transcendentals,
+        transcendentals: lanes * transcendentals,
         ..VectorWork::default()
     })
 }
