@@ -398,8 +398,8 @@ impl Target {
     /// again for the probabilities ([`softmax_probability_ops`] and an exp per score, the score loaded
     /// again and its probability stored), and over the queries to merge the sums
     /// (a merge per worker with keys and two operations; the running max and sum stored). Under a key
-    /// bias (`biased`) each score's operations in both passes over the keys gain a bias add; under a
-    /// causal mask each key row a select, one bundle.
+    /// bias (`biased`) each score's operations in both passes over the keys gain a bias add, and each
+    /// pass loads the bias row; under a causal mask each key row a select, one bundle.
     pub fn softmax_cycles(
         &self,
         keys: u32,
@@ -414,12 +414,19 @@ impl Target {
         let scores_row =
             (u64::from(queries) * u64::from(scores.bytes())).div_ceil(self.wide_load_bytes);
         let probabilities_row = (2 * u64::from(queries)).div_ceil(self.memory_access_bytes);
+        // The key bias, one f16 per key, loaded by both passes over the keys.
+        let key_bias = if biased {
+            (2 * u64::from(keys)).next_multiple_of(self.memory_access_bytes)
+        } else {
+            0
+        };
         let over_keys = |ops: u64, transcendentals: u64, row_accesses: u64| VectorCost {
             dtype: scores,
             ops: ops + u64::from(biased),
             transcendentals,
             row_ops: if causal { self.vector_f32_lanes } else { 0 },
             row_accesses,
+            vertex_bytes: key_bias,
             ..VectorCost::default()
         };
         let over_queries = |ops: u64, transcendentals: u64, bytes: u64| VectorCost {

@@ -4,7 +4,7 @@
 //! plots one path per line and escapes what it shows. (The README's example runs in tests/readme.rs.)
 
 mod common;
-use common::{SMALL, Sandbox};
+use common::{SMALL, SMALL_ATTENTION, Sandbox};
 use std::collections::BTreeMap;
 
 /// A table's header and rows as cells (no cell of these sweeps holds a space: no point fails).
@@ -150,13 +150,14 @@ fn table_csv_and_json_agree_row_by_row_in_grid_order() {
 
 #[test]
 fn a_points_figures_are_what_run_prints_for_its_flags() {
-    // The encoder, whose estimate is not the device's cycles, so neither stands in for the other.
+    // The estimate equals the device's cycles here, so it is the points that must not stand in for
+    // each other: their figures differ.
     let sb = Sandbox::new();
     let r = sb.run(&[
         "sweep",
-        "bert-encoder-small",
+        SMALL_ATTENTION,
         "--vary",
-        "tokens=24,25",
+        "key-tokens=45,50",
         "--csv",
         "sweep.csv",
     ]);
@@ -165,13 +166,12 @@ fn a_points_figures_are_what_run_prints_for_its_flags() {
     let column = |name: &str| header.iter().position(|h| h == name).unwrap();
     let run = summary(&common::assert_pass(
         &sb,
-        &["run", "bert-encoder-small", "--tokens", "25"],
+        &["run", SMALL_ATTENTION, "--key-tokens", "50"],
     ));
-    assert!(run["workload"].contains("-t25-"), "{}", run["workload"]);
+    assert!(run["workload"].contains("-k50"), "{}", run["workload"]);
     let cycles: f64 = run["cycles"].parse().unwrap();
     let estimated: f64 = run["estimatedCycles"].parse().unwrap();
-    assert_ne!(cycles, estimated);
-    let (first, second) = (row(&rows, &["24"]), row(&rows, &["25"]));
+    let (first, second) = (row(&rows, &["45"]), row(&rows, &["50"]));
     for name in ["cycles", "efficiencyPercent", "estimatedCycles"] {
         assert_eq!(second[column(name)], run[name], "{name}");
     }
@@ -180,6 +180,7 @@ fn a_points_figures_are_what_run_prints_for_its_flags() {
         format!("{:+.2}", 100.0 * (estimated - cycles) / cycles)
     );
     // The other point's figures differ, so a row taken from the wrong point would fail.
+    assert_ne!(first[column("cycles")], run["cycles"]);
     assert_ne!(first[column("estimatedCycles")], run["estimatedCycles"]);
 }
 
