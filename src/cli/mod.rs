@@ -427,6 +427,7 @@ impl BuildArgs {
             },
             select_finalist: SelectFinalistConfig {
                 mapping: self.mapping,
+                passed_over: Vec::new(),
             },
             plan_exchange_storage: PlanExchangeStorageConfig {},
             lower_exchanges: LowerExchangesConfig {},

@@ -10,6 +10,10 @@
 //!   rewritten only when its output or key changes; the package's phase also writes `model.ipuexe`,
 //!   rewritten only when its bytes change. Writes go through a temp file and a rename, on a background
 //!   thread in the order a synchronous build would make them ([`writer`]).
+//! - When `place_storage` cannot place the storage of the finalist `select_finalist` chose, and this
+//!   build ran `select_finalist`, the finalist under its mapping is passed over (a log line says so)
+//!   and the build runs again from `select_finalist` ([`Build::run`]); with none left, the first
+//!   placement error stands.
 //! - Debug builds run each fresh output's verifier.
 //! - A phase's error that something does not fit the device gets the advice of the workload's kind
 //!   ([`WorkloadKind::advice`]): the flags it takes, or for a graph that the model must shrink.
@@ -35,9 +39,11 @@ pub use summary::{Fields, RunFigures, output_check_line, verdict, worst_check};
 use writer::{Write, Writer};
 
 use crate::ir::Graph;
+use crate::ir::Selected;
 use crate::progress::Progress;
 use crate::stages::lower_mid::LowerMidError;
 use crate::stages::place_storage::PlaceStorageError;
+use crate::stages::select_finalist::{PassedOver, SelectFinalistError};
 use crate::store::{self, Artifact, ArtifactKind, ContentHash, Object, Store, StoreError};
 use crate::target::Target;
 use crate::workload::WorkloadKind;
@@ -172,6 +178,24 @@ pub enum BuildError {
         error: PhaseError,
         advice: &'static str,
     },
+    /// `place_storage` could not place the storage of the finalist `select_finalist` chose.
+    #[error("{error}")]
+    Unplaced {
+        passed: PassedOver,
+        error: Box<BuildError>,
+    },
+}
+
+/// Whether `error` is `select_finalist`'s that no finalist is left to choose: every one passed over
+/// or too large.
+fn none_left(error: &BuildError) -> bool {
+    let (BuildError::Phase(e) | BuildError::DoesNotFit { error: e, .. }) = error else {
+        return false;
+    };
+    matches!(
+        e.downcast_ref::<SelectFinalistError>(),
+        Some(SelectFinalistError::AllPassedOver | SelectFinalistError::NoneFits(_))
+    )
 }
 
 /// The action key of a phase on these inputs (content hashes, in the order the table lists them).
@@ -235,11 +259,49 @@ impl Build<'_> {
         records::remove_dead_temps(&self.dir());
         std::thread::scope(|scope| {
             let writer = Writer::spawn(scope, self.store);
-            let outcome = self.run_phases(from, to, &writer);
+            let outcome = self.run_finalists(from, to, &writer);
             let written = writer.finish();
             let outcome = outcome?;
             written.map(|()| outcome)
         })
+    }
+
+    /// Runs the phases. When `place_storage` cannot place the chosen finalist's storage and this
+    /// build ran `select_finalist`, the build passes that finalist under its mapping over, says so,
+    /// and runs again from `select_finalist`, until one places or none is left (then the first
+    /// placement's error stands).
+    fn run_finalists(
+        &self,
+        from: Phase,
+        to: Phase,
+        writer: &Writer,
+    ) -> Result<BuildOutcome, BuildError> {
+        let select = producer(SELECTED).ok_or(BuildError::NoArtifact { kind: SELECTED })?;
+        let mut configs = self.configs.clone();
+        let mut first_error = None;
+        let mut start = from;
+        loop {
+            match self.run_phases(start, to, writer, &configs) {
+                Err(BuildError::Unplaced { passed, error }) if from <= select => {
+                    tracing::info!(
+                        target: LOG_TARGET,
+                        finalist = passed.finalist,
+                        mapping = passed.mapping.name(),
+                        "place_storage could not place finalist {} ({}): {error}; the next finalist is tried",
+                        passed.finalist,
+                        passed.mapping.name()
+                    );
+                    configs.select_finalist.passed_over.push(passed);
+                    first_error.get_or_insert(*error);
+                    start = select;
+                }
+                Err(BuildError::Unplaced { error, .. }) => return Err(*error),
+                Err(error) if first_error.is_some() && none_left(&error) => {
+                    return Err(first_error.unwrap_or(error));
+                }
+                outcome => return outcome,
+            }
+        }
     }
 
     fn run_phases(
@@ -247,6 +309,7 @@ impl Build<'_> {
         from: Phase,
         to: Phase,
         writer: &Writer,
+        configs: &PhaseConfigs,
     ) -> Result<BuildOutcome, BuildError> {
         let span = tracing::info_span!(
             target: LOG_TARGET,
@@ -288,12 +351,14 @@ impl Build<'_> {
                         .ok_or(BuildError::NoArtifact { kind })
                 })
                 .collect::<Result<_, _>>()?;
-            let key = action_key(spec, &self.configs, &target_hash, &inputs);
+            let key = action_key(spec, configs, &target_hash, &inputs);
             let cached = self.store.lookup(&key, phase.expect())?;
             let (output, fresh) = match cached {
                 Some(out) => (out, None),
                 None => {
-                    let object = self.run_phase(phase, &outputs, &decoded)?;
+                    let object = self
+                        .run_phase(phase, &outputs, &decoded, configs)
+                        .map_err(|error| self.unplaced(phase, error, &outputs, &decoded))?;
                     let output = object.hash();
                     writer.push(Write::Object(object.clone()));
                     writer.push(Write::Action {
@@ -330,7 +395,7 @@ impl Build<'_> {
                     .zip(&inputs)
                     .map(|(k, h)| (k.name().to_string(), *h))
                     .collect(),
-                config: self.configs.json(phase.name()),
+                config: configs.json(phase.name()),
                 target: self.target.name.clone(),
                 elapsed_ms,
                 headline: serde_json::Value::Null,
@@ -438,14 +503,11 @@ impl Build<'_> {
         phase: Phase,
         outputs: &BTreeMap<ArtifactKind, ContentHash>,
         decoded: &Decoded,
+        configs: &PhaseConfigs,
     ) -> Result<Object, BuildError> {
         let spec = phase.spec();
-        let out = (spec.run)(
-            &self.view(phase, outputs, decoded),
-            &self.target,
-            &self.configs,
-        )
-        .map_err(|error| self.advise(error))?;
+        let out = (spec.run)(&self.view(phase, outputs, decoded), &self.target, configs)
+            .map_err(|error| self.advise(error))?;
         if out.kind() != (spec.output, spec.schema) {
             return Err(BuildError::WrongOutput {
                 phase,
@@ -455,6 +517,37 @@ impl Build<'_> {
         let object = Object::new(out.bytes);
         decoded.insert(object.hash(), out.value);
         Ok(object)
+    }
+
+    /// `place_storage`'s error that the selected finalist's storage does not fit, as
+    /// [`BuildError::Unplaced`] naming that finalist and its mapping; any other error as it is.
+    fn unplaced(
+        &self,
+        phase: Phase,
+        error: BuildError,
+        outputs: &BTreeMap<ArtifactKind, ContentHash>,
+        decoded: &Decoded,
+    ) -> BuildError {
+        let source = match &error {
+            BuildError::Phase(e) | BuildError::DoesNotFit { error: e, .. } => e,
+            _ => return error,
+        };
+        let fits = source
+            .downcast_ref::<PlaceStorageError>()
+            .is_none_or(|e| !e.does_not_fit());
+        if fits || phase.output() != PLACEMENT {
+            return error;
+        }
+        match self.view(phase, outputs, decoded).input::<Selected>() {
+            Ok(selected) => BuildError::Unplaced {
+                passed: PassedOver {
+                    finalist: selected.finalist,
+                    mapping: selected.mapping,
+                },
+                error: Box::new(error),
+            },
+            Err(_) => error,
+        }
     }
 
     /// A phase's error; one that says something does not fit gets the advice of the workload's kind.

@@ -57,6 +57,7 @@ impl Default for PhaseConfigs {
             lower_mid: LowerMidConfig::default(),
             select_finalist: SelectFinalistConfig {
                 mapping: MappingChoice::Auto,
+                passed_over: Vec::new(),
             },
             plan_exchange_storage: PlanExchangeStorageConfig {},
             lower_exchanges: LowerExchangesConfig {},

@@ -7,7 +7,7 @@ use crate::device::{Device, host_data};
 use crate::ir::{Exchanges, Mid, Package, Placement, Selected, ValueRole, read_ipuexe};
 use crate::numerics;
 use crate::stages::place_storage::PlacementOrder;
-use crate::stages::select_finalist::MappingChoice;
+use crate::stages::select_finalist::{MappingChoice, PassedOver};
 use crate::workload::WorkloadSpec;
 
 fn phase(name: &str) -> Phase {
@@ -485,4 +485,78 @@ fn a_failed_background_write_fails_the_build_and_stops_the_writes_after_it() {
         !kinds.iter().any(|k| k.starts_with("selected ")),
         "{kinds:?}"
     );
+}
+
+// ---- a finalist place_storage cannot place ----
+
+/// The small preset's build on a tile of `standard` and `interleaved` bytes of memory.
+fn cramped(
+    small: &Small,
+    standard: u32,
+    interleaved: u32,
+    passed_over: Vec<PassedOver>,
+) -> Build<'_> {
+    let mut b = small.build();
+    b.target.interleaved_base = b.target.memory_base + standard;
+    b.target.memory_end = b.target.interleaved_base + interleaved;
+    b.configs.select_finalist.passed_over = passed_over;
+    b
+}
+
+#[test]
+fn a_finalist_passed_over_is_not_chosen_and_the_next_is() {
+    let small = Small::new();
+    let b = small.build();
+    let outcome = b
+        .run(phase("lower_mid"), phase("place_storage"))
+        .expect("build");
+    let selected = |b: &Build, outcome: &BuildOutcome| {
+        let decoded = Decoded::default();
+        let view = b.view(phase("select_finalist"), &outcome.outputs, &decoded);
+        let s = view.output::<Selected>().expect("selected");
+        PassedOver {
+            finalist: s.finalist,
+            mapping: s.mapping,
+        }
+    };
+    let first = selected(&b, &outcome);
+    let mut b = small.build();
+    b.configs.select_finalist.passed_over = vec![first];
+    let outcome = b
+        .run(phase("lower_mid"), phase("place_storage"))
+        .expect("build");
+    let next = selected(&b, &outcome);
+    assert_ne!(next, first);
+    let record = b.read_record(phase("select_finalist")).unwrap();
+    assert_eq!(record.config["passed_over"][0]["finalist"], first.finalist);
+}
+
+#[test]
+fn a_build_whose_placement_fails_tries_every_other_finalist_then_reports_the_first_failure() {
+    // 20 KiB of interleaved memory: an AMP's partials own a whole 16 KiB element, and no finalist
+    // leaves a whole element beside its weights panel, though every one fits by bytes.
+    let small = Small::new();
+    let b = cramped(&small, 200 * 1024, 20 * 1024, Vec::new());
+    let Err(error) = b.run(phase("lower_mid"), phase("place_storage")) else {
+        panic!("the build placed its storage");
+    };
+    let error = error.to_string();
+    assert!(error.contains("no hole"), "{error}");
+    assert!(error.contains("Partials"), "{error}");
+    // select_finalist's last record lists what the build passed over: every finalist under every
+    // mapping that fits by bytes, each once.
+    let record = b.read_record(phase("select_finalist")).unwrap();
+    let passed: Vec<PassedOver> =
+        serde_json::from_value(record.config["passed_over"].clone()).unwrap();
+    let mut outputs = BTreeMap::new();
+    outputs.insert(MID, b.read_record(phase("lower_mid")).unwrap().output);
+    let decoded = Decoded::default();
+    let view = b.view(phase("lower_mid"), &outputs, &decoded);
+    let finalists = view.output::<Mid>().expect("mid").finalists.len();
+    assert!(passed.len() > finalists, "{passed:?}");
+    assert!(passed.len() <= finalists * 3, "{passed:?}");
+    let mut unique = passed.clone();
+    unique.sort_by_key(|p| (p.finalist, p.mapping.name()));
+    unique.dedup();
+    assert_eq!(unique.len(), passed.len());
 }

@@ -96,6 +96,14 @@ pub enum PlaceStorageError {
 }
 
 impl PlaceStorageError {
+    /// Whether the error is that a buffer does not fit its tile (live bytes or holes).
+    pub fn does_not_fit(&self) -> bool {
+        matches!(
+            self,
+            PlaceStorageError::DoesNotFit { .. } | PlaceStorageError::Fragmented { .. }
+        )
+    }
+
     /// [`Oversize::LiveBuffers`] when a tile's live buffers do not fit: what the advice a workload
     /// gives is chosen by.
     pub fn oversize(&self) -> Option<Oversize> {

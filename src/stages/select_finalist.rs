@@ -7,7 +7,8 @@
 //! the exchange phases as transfer lists and the host streams; then costs it with the more exact model
 //! (per-tile exchange load of the actual transfers, compute per tile) and keeps the cheapest of those
 //! whose live buffers fit every tile at every step beside the code reserve (one that does not is
-//! passed over with a log line).
+//! passed over with a log line), and besides those the config passes over: a finalist under a
+//! mapping whose storage `place_storage` could not place in an earlier try of the build.
 //!
 //! Storage layout: every buffer holds a rectangle of one value, row-major or transposed, every stored row
 //! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities and partials). Weights and
@@ -73,6 +74,18 @@ impl MappingChoice {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SelectFinalistConfig {
     pub mapping: MappingChoice,
+    /// Finalists under a mapping not to choose: the driver's record of those `place_storage` could
+    /// not place. Empty, it is left out of the config's bytes, so the action key of a build that
+    /// passes nothing over is what it always was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passed_over: Vec<PassedOver>,
+}
+
+/// A finalist under one mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PassedOver {
+    pub finalist: u32,
+    pub mapping: Mapping,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +94,10 @@ pub enum SelectFinalistError {
     NoFinalist,
     #[error("no finalist fits tile memory under any mapping; the first: {0}")]
     NoneFits(String),
+    #[error(
+        "every finalist under every mapping was passed over: place_storage could not place any"
+    )]
+    AllPassedOver,
     #[error("the mid does not fit its graph and target:\n{0}")]
     InvalidMid(String),
     #[error("select_finalist produced an invalid selection:\n{0}")]
@@ -109,7 +126,7 @@ pub fn select_finalist(
     if !errors.is_empty() {
         return Err(SelectFinalistError::InvalidMid(errors.join("\n")));
     }
-    let selected = cheapest(graph, mid, mappings, target)?;
+    let selected = cheapest(graph, mid, mappings, &cfg.passed_over, target)?;
     tracing::info!(
         selected = selected.finalist,
         mapping = ?selected.mapping,
@@ -131,13 +148,18 @@ fn cheapest(
     graph: &Graph,
     mid: &Mid,
     mappings: &[Mapping],
+    passed_over: &[PassedOver],
     target: &Target,
 ) -> Result<Selected, SelectFinalistError> {
     let candidates: Vec<(usize, u32, Mapping)> = (0..mid.finalists.len())
         .flat_map(|f| mappings.iter().map(move |&m| (f, m)))
         .enumerate()
         .map(|(order, (f, m))| (order, f as u32, m))
+        .filter(|&(_, finalist, mapping)| !passed_over.contains(&PassedOver { finalist, mapping }))
         .collect();
+    if candidates.is_empty() && !passed_over.is_empty() {
+        return Err(SelectFinalistError::AllPassedOver);
+    }
     candidates
         .into_par_iter()
         .map(|(order, f, mapping)| {

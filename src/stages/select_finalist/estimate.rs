@@ -48,8 +48,10 @@ pub(super) fn estimate(
     }
 }
 
-/// The first (tile, step) whose live buffers overflow tile memory with the code reserve, with the
-/// bytes live there and what the tile holds, or none when every step of every tile fits.
+/// The first (tile, step) whose live buffers overflow tile memory with the code reserve, or whose
+/// interleaved-only buffers overflow interleaved memory, with the bytes live there and what the tile
+/// holds, or none when every step of every tile fits. AMP partials count as the whole memory elements
+/// they own (`place_storage` gives them whole elements).
 pub(super) fn overflow(
     buffers: &[Buffer],
     steps: usize,
@@ -60,16 +62,22 @@ pub(super) fn overflow(
     let tiles = target.tiles as usize;
     // Per tile and step: bytes live, and of them the interleaved-only ones.
     let mut live = vec![(0u64, 0u64); tiles * steps];
+    let element = target.memory_element_bytes;
     for b in buffers {
+        let bytes = if b.owns_elements() {
+            u64::from(b.bytes().next_multiple_of(element))
+        } else {
+            u64::from(b.bytes())
+        };
         let (first, last) = (
             b.first_step.0 as usize,
             (b.last_step.0 as usize).min(steps.saturating_sub(1)),
         );
         let at = b.tile.index() * steps;
         for slot in live.get_mut(at + first..=at + last).into_iter().flatten() {
-            slot.0 += u64::from(b.bytes());
+            slot.0 += bytes;
             if b.needs_interleaved() {
-                slot.1 += u64::from(b.bytes());
+                slot.1 += bytes;
             }
         }
     }
@@ -130,5 +138,20 @@ mod tests {
         );
         let mixed = [buffer(5, 250, true, [0, 0]), buffer(5, 250, false, [0, 0])];
         assert_eq!(overflow(&mixed, 1, &target), None);
+        // 25 partials of one KiB each own a 16 KiB element: 400 KiB, which with 17 KiB more
+        // interleaved overflows the 416 KiB.
+        let partials = |n: u32| {
+            (0..n).map(|_| Buffer {
+                class: BufferClass::Partials,
+                ..buffer(7, 1, true, [0, 0])
+            })
+        };
+        let fits: Vec<Buffer> = partials(25).chain([buffer(7, 16, true, [0, 0])]).collect();
+        assert_eq!(overflow(&fits, 1, &target), None);
+        let over: Vec<Buffer> = partials(25).chain([buffer(7, 17, true, [0, 0])]).collect();
+        assert_eq!(
+            overflow(&over, 1, &target),
+            Some((TileId(7), 0, 417 * 1024, 416 * 1024))
+        );
     }
 }
