@@ -49,6 +49,7 @@ mod halves;
 mod packed;
 mod pairs;
 mod partners;
+mod peel;
 mod pieces;
 pub mod schedule;
 mod strategies;

@@ -44,7 +44,10 @@
 //!     ports can still finish their flows, run narrow, within `H`; on patterns of at most
 //!     [`SECOND_PASS_TRANSFERS`] transfers more than 1 % above the bound, a second pass counts the mates'
 //!     flows run wide (`-mates-wide`), and runs `pair-cover-merged` when some pairs receive the same
-//!     transfers and the bound over pairs lies below the best horizon so far.
+//!     transfers and the bound over pairs lies below the best horizon so far, and
+//!     `pair-cover-peeled` when some multicast has a lone end to peel off ([`peel`]): pair cover,
+//!     multicasts whole, of the pattern with those ends sent apart, which suits gathers to ranges
+//!     of tiles that share a pair with the next range, as a causal attention's key gathers do.
 //!
 //!   Of narrow and pair cover, the one whose own bound is lower runs; planned cover joins when that
 //!   bound lies above the pattern's, and so does tight cover with wide runs on patterns of at most
@@ -55,6 +58,7 @@
 
 use super::cover::{CoverOptions, tight_cover};
 use super::pairs::{merge_receivers, over_pairs, pair_cover, wide_plan};
+use super::peel::{Peeled, peel};
 use super::pieces::horizon;
 use super::{LowerBounds, Overheads, Pattern, Piece, Schedule};
 
@@ -76,6 +80,8 @@ enum Strategy {
     PairCover { split: bool },
     /// The same, multicasts whole, over pairs with identical receivers merged.
     MergedPairCover,
+    /// The same, multicasts whole, of the pattern with its multicasts' lone ends peeled off.
+    PeeledPairCover,
     /// Tight cover over tiles, no piece wide.
     NarrowCover { split: bool },
     /// Tight cover over tiles, the transfers of [`wide_plan`] always wide.
@@ -90,6 +96,7 @@ struct Instance<'a> {
     bounds: LowerBounds,
     over_pairs: std::sync::OnceLock<(Pattern, Vec<bool>)>,
     merged_pairs: std::sync::OnceLock<Option<Pattern>>,
+    peeled: std::sync::OnceLock<Option<Peeled>>,
 }
 
 impl<'a> Instance<'a> {
@@ -100,6 +107,7 @@ impl<'a> Instance<'a> {
             bounds: pattern.lower_bounds(o),
             over_pairs: std::sync::OnceLock::new(),
             merged_pairs: std::sync::OnceLock::new(),
+            peeled: std::sync::OnceLock::new(),
         }
     }
 
@@ -112,6 +120,13 @@ impl<'a> Instance<'a> {
     fn merged_pairs(&self) -> Option<&Pattern> {
         (self.merged_pairs)
             .get_or_init(|| merge_receivers(&self.over_pairs().0))
+            .as_ref()
+    }
+
+    /// [`peel`] of the pattern.
+    fn peeled(&self) -> Option<&Peeled> {
+        (self.peeled)
+            .get_or_init(|| peel(self.pattern, self.o, self.bounds.bound))
             .as_ref()
     }
 }
@@ -184,6 +199,20 @@ impl Strategy {
                     "pair-cover-merged",
                 )
             }
+            Strategy::PeeledPairCover => match x.peeled() {
+                Some(peeled) => {
+                    let (pairs, whole) = over_pairs(&peeled.pattern);
+                    let pieces = pair_cover(&peeled.pattern, &pairs, &whole, x.o, false);
+                    (peeled.pieces(pieces), "pair-cover-peeled")
+                }
+                None => {
+                    let (pairs, whole) = x.over_pairs();
+                    (
+                        pair_cover(x.pattern, pairs, whole, x.o, false),
+                        "pair-cover-whole",
+                    )
+                }
+            },
         };
         Candidate {
             horizon: horizon(&pieces, o),
@@ -291,6 +320,9 @@ pub(super) fn whole(pattern: &Pattern, o: Overheads) -> Schedule {
             if whole_too && x.bounds.over_pairs < best.horizon && x.merged_pairs().is_some() {
                 second.push(Strategy::MergedPairCover);
             }
+            if whole_too && x.peeled().is_some() {
+                second.push(Strategy::PeeledPairCover);
+            }
             let second = run_all(&x, &second);
             best = self::best(std::iter::once(best).chain(second));
         }
@@ -340,6 +372,7 @@ mod tests {
                 Strategy::NarrowCover { split },
                 Strategy::PlannedCover,
                 Strategy::MergedPairCover,
+                Strategy::PeeledPairCover,
             ]
         });
         let strategies: Vec<Strategy> = strategies.collect();
