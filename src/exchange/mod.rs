@@ -43,6 +43,7 @@
 
 mod agenda;
 pub mod check;
+mod compact;
 mod cover;
 mod flows;
 mod halves;
