@@ -358,25 +358,30 @@ fn vector_case(
     gelu: bool,
 ) -> Result<Calibration, Fault> {
     let mut m = Micro::new(target, "compute");
-    // The partials where an AMP leaves them, in interleaved memory.
+    // The partials where an AMP leaves them, in interleaved memory, rows at 16 bytes; the bias and
+    // the output rows at 8, as select_finalist lays them out.
+    let (wide_row, row) = (
+        (cols * 2).next_multiple_of(16),
+        (cols * 2).next_multiple_of(8),
+    );
     let partials = target.interleaved_base;
     let bias_at = target.memory_base + DATA_OFFSET;
-    let out = bias_at + (cols * 2).next_multiple_of(16);
-    m.value(rows, cols, 0, partials);
+    let out = bias_at + wide_row;
+    m.value(rows, wide_row / 2, 0, partials);
     if bias {
-        m.value(1, cols, 0, bias_at);
+        m.value(1, row / 2, 0, bias_at);
     }
-    let f16 = |address| Placed {
+    let f16 = |address, stride| Placed {
         address,
-        stride: cols * 2,
+        stride,
         dtype: DType::F16,
     };
     m.programs[0].push(Instr::Vertex(VertexKind::Epilogue(Epilogue {
-        partials: vec![f16(partials)],
-        bias: bias.then_some(f16(bias_at)),
+        partials: vec![f16(partials, wide_row)],
+        bias: bias.then_some(f16(bias_at, row)),
         bias_by_row: false,
         residual: None,
-        out: f16(out),
+        out: f16(out, row),
         rows,
         cols,
         activation: gelu.then_some(Activation::GeluTanh),
@@ -659,6 +664,8 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
         (23, 96, true, false),
         (23, 96, true, true),
         (100, 7, false, true),
+        (7, 1, false, false),
+        (23, 9, true, false),
     ] {
         rows.push(vector_case(target, r, c, bias, gelu)?);
     }

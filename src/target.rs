@@ -331,41 +331,47 @@ impl Target {
         )
     }
 
+    /// The 64-bit grains of `vector_f16_lanes` elements the workers of an epilogue over `rows x
+    /// cols` share, each row's own (poplibs' `DIVIDE_BY_WORKER` deals elementwise work so).
+    pub fn epilogue_grains(&self, rows: u32, cols: u32) -> u64 {
+        u64::from(rows) * u64::from(cols).div_ceil(self.vector_f16_lanes)
+    }
+
     /// The estimate of a matmul epilogue over `rows x cols` outputs: its operations
-    /// ([`EpilogueCost::ops`]) at f16 width; per element its own AMP partials loaded from interleaved
-    /// memory, the other parts and the residual loaded and the output stored; a transposed output
-    /// stores each output row's elements one access apiece, a stored row per column. The workers
-    /// share the rows' 64-bit grains of `vector_f16_lanes` elements (the device's dealing).
+    /// ([`EpilogueCost::ops`]) at f16 width over its grains ([`Target::epilogue_grains`]), against
+    /// the accesses it makes as the device counts them, whole ones per row: its own AMP partials
+    /// loaded from interleaved memory (128-bit loads), the other parts and the residual loaded and
+    /// the output stored (64-bit), or a transposed output stored a row per column; the bias loaded
+    /// once. The workers share the accesses as they share the grains.
     pub fn epilogue_cycles(&self, rows: u32, cols: u32, e: &EpilogueCost) -> u64 {
-        let lanes = self.vector_f16_lanes as u32;
-        let grains = u64::from(rows) * u64::from(cols.div_ceil(lanes));
         let (ops, transcendentals) = e.ops();
+        let (rows64, cols64) = (u64::from(rows), u64::from(cols));
+        let access = self.memory_access_bytes;
+        let narrow = |bytes: u64| bytes.div_ceil(access);
+        let partials_row = cols64 * u64::from(e.partials.bytes());
         let other_parts = u64::from(e.parts.max(1) - 1);
-        let (out_bytes, transposed_out) = if e.transposed {
-            let per_stored_row = (2 * u64::from(rows)).div_ceil(self.memory_access_bytes);
-            (
-                0,
-                u64::from(cols) * per_stored_row * self.memory_access_bytes,
-            )
+        let per_row = partials_row.div_ceil(self.wide_load_bytes)
+            + other_parts * narrow(partials_row)
+            + u64::from(e.residual) * narrow(2 * cols64)
+            + if e.transposed { 0 } else { narrow(2 * cols64) };
+        let once = match (e.bias, e.bias_by_row) {
+            (false, _) => 0,
+            (true, false) => narrow(2 * cols64),
+            (true, true) => narrow(2 * rows64),
+        } + if e.transposed {
+            cols64 * narrow(2 * rows64)
         } else {
-            (2, 0)
+            0
         };
+        let grains = self.epilogue_grains(rows, cols);
         self.vector_cycles(
             u32::try_from(grains).unwrap_or(u32::MAX),
-            lanes,
+            self.vector_f16_lanes as u32,
             VectorCost {
                 dtype: DType::F16,
                 ops,
                 transcendentals,
-                bytes: other_parts * u64::from(e.partials.bytes())
-                    + 2 * u64::from(e.residual)
-                    + out_bytes,
-                wide_bytes: u64::from(e.partials.bytes()),
-                vertex_bytes: match (e.bias, e.bias_by_row) {
-                    (false, _) => 0,
-                    (true, false) => 2 * u64::from(cols),
-                    (true, true) => 2 * u64::from(rows),
-                } + transposed_out,
+                vertex_bytes: (rows64 * per_row + once) * access,
                 ..VectorCost::default()
             },
         )

@@ -344,7 +344,7 @@ fn epilogue(
     // Elementwise, so the workers share 64-bit grains of four halves, each row's own, as poplibs'
     // `DIVIDE_BY_WORKER` deals them (popops `workDivision.h.S`).
     let lanes = target.vector_f16_lanes;
-    let grains = u64::from(rows) * u64::from(cols).div_ceil(lanes);
+    let grains = target.epilogue_grains(rows, cols);
     Ok(VectorWork {
         rows: u32::try_from(grains)
             .map_err(|_| format!("epilogue of {rows}x{cols}: {grains} grains"))?,

@@ -12,8 +12,10 @@
 //!   thread in the order a synchronous build would make them ([`writer`]).
 //! - When `place_storage` cannot place the storage of the finalist `select_finalist` chose, and this
 //!   build ran `select_finalist`, the finalist under its mapping is passed over (a log line says so)
-//!   and the build runs again from `select_finalist` ([`Build::run`]); with none left, the first
-//!   placement error stands.
+//!   and the build runs again from `select_finalist` on the outputs it already has ([`Build::run`]);
+//!   the records from `select_finalist` up to `place_storage` are written only once a try places.
+//!   With none left, the first placement error stands, saying how many were tried; a build that
+//!   did not run `select_finalist` tries no other and says that one from `select_finalist` would.
 //! - Debug builds run each fresh output's verifier.
 //! - A phase's error that something does not fit the device gets the advice of the workload's kind
 //!   ([`WorkloadKind::advice`]): the flags it takes, or for a graph that the model must shrink.
@@ -178,12 +180,37 @@ pub enum BuildError {
         error: PhaseError,
         advice: &'static str,
     },
-    /// `place_storage` could not place the storage of the finalist `select_finalist` chose.
-    #[error("{error}")]
+    /// `place_storage` could not place the storage of the finalist `select_finalist` chose, in a
+    /// build that did not run `select_finalist` (one that did tries the next finalist).
+    #[error(
+        "{error}; a build from select_finalist passes finalist {} ({}) over and tries the next",
+        .passed.finalist,
+        .passed.mapping.name()
+    )]
     Unplaced {
         passed: PassedOver,
         error: Box<BuildError>,
+        /// The build's outputs when it stopped, which a next try starts from.
+        outputs: BTreeMap<ArtifactKind, ContentHash>,
     },
+    /// No finalist the build tried could be placed: the first one's error.
+    #[error(
+        "{first} (place_storage placed none of the {tried} finalists under a mapping the build tried; this was the first)"
+    )]
+    NonePlaced {
+        tried: usize,
+        first: Box<BuildError>,
+    },
+}
+
+/// What the tries of one build share: the config (with what it passed over so far), the outputs a
+/// next try carries on from, the phases that ran, and which phases' records wait for a try that
+/// places (`select_finalist` up to `place_storage`, when the build may try again).
+struct Attempt {
+    configs: PhaseConfigs,
+    carried: BTreeMap<ArtifactKind, ContentHash>,
+    ran: Vec<Phase>,
+    held: Option<(Phase, Phase)>,
 }
 
 /// Whether `error` is `select_finalist`'s that no finalist is left to choose: every one passed over
@@ -268,8 +295,9 @@ impl Build<'_> {
 
     /// Runs the phases. When `place_storage` cannot place the chosen finalist's storage and this
     /// build ran `select_finalist`, the build passes that finalist under its mapping over, says so,
-    /// and runs again from `select_finalist`, until one places or none is left (then the first
-    /// placement's error stands).
+    /// and runs again from `select_finalist` on the outputs it already has, until one places or none
+    /// is left (then the first placement's error stands). The stage records from `select_finalist`
+    /// up to `place_storage` are written only once an attempt places.
     fn run_finalists(
         &self,
         from: Phase,
@@ -277,12 +305,23 @@ impl Build<'_> {
         writer: &Writer,
     ) -> Result<BuildOutcome, BuildError> {
         let select = producer(SELECTED).ok_or(BuildError::NoArtifact { kind: SELECTED })?;
-        let mut configs = self.configs.clone();
+        let place = producer(PLACEMENT).ok_or(BuildError::NoArtifact { kind: PLACEMENT })?;
+        let retries = from <= select && to >= place;
+        let mut attempt = Attempt {
+            configs: self.configs.clone(),
+            carried: BTreeMap::new(),
+            ran: Vec::new(),
+            held: retries.then_some((select, place)),
+        };
         let mut first_error = None;
         let mut start = from;
         loop {
-            match self.run_phases(start, to, writer, &configs) {
-                Err(BuildError::Unplaced { passed, error }) if from <= select => {
+            match self.run_phases(start, to, writer, &mut attempt) {
+                Err(BuildError::Unplaced {
+                    passed,
+                    error,
+                    outputs,
+                }) if retries => {
                     tracing::info!(
                         target: LOG_TARGET,
                         finalist = passed.finalist,
@@ -291,13 +330,19 @@ impl Build<'_> {
                         passed.finalist,
                         passed.mapping.name()
                     );
-                    configs.select_finalist.passed_over.push(passed);
+                    attempt.configs.select_finalist.passed_over.push(passed);
+                    attempt.carried = outputs;
                     first_error.get_or_insert(*error);
                     start = select;
                 }
-                Err(BuildError::Unplaced { error, .. }) => return Err(*error),
                 Err(error) if first_error.is_some() && none_left(&error) => {
-                    return Err(first_error.unwrap_or(error));
+                    return Err(match first_error {
+                        Some(first) => BuildError::NonePlaced {
+                            tried: attempt.configs.select_finalist.passed_over.len(),
+                            first: Box::new(first),
+                        },
+                        None => error,
+                    });
                 }
                 outcome => return outcome,
             }
@@ -309,8 +354,9 @@ impl Build<'_> {
         from: Phase,
         to: Phase,
         writer: &Writer,
-        configs: &PhaseConfigs,
+        attempt: &mut Attempt,
     ) -> Result<BuildOutcome, BuildError> {
+        let configs = &attempt.configs;
         let span = tracing::info_span!(
             target: LOG_TARGET,
             "ipu_codegen.package.build",
@@ -326,14 +372,17 @@ impl Build<'_> {
         writer.push(Write::Object(graph));
         decoded.insert(graph_hash, Rc::new(self.graph.clone()));
         outputs.insert(GRAPH, graph_hash);
-        let mut ran = Vec::new();
+        let mut held_records = Vec::new();
         let mut package_path = None;
         for phase in PIPELINE {
             if phase > to || writer.failed() {
                 break;
             }
             if phase < from {
-                let output = self.recorded_output(phase, from, &outputs)?;
+                let output = match attempt.carried.get(&phase.output()) {
+                    Some(&carried) => carried,
+                    None => self.recorded_output(phase, from, &outputs)?,
+                };
                 outputs.insert(phase.output(), output);
                 continue;
             }
@@ -359,6 +408,7 @@ impl Build<'_> {
                     let object = self
                         .run_phase(phase, &outputs, &decoded, configs)
                         .map_err(|error| self.unplaced(phase, error, &outputs, &decoded))?;
+                    attempt.ran.push(phase);
                     let output = object.hash();
                     writer.push(Write::Object(object.clone()));
                     writer.push(Write::Action {
@@ -366,7 +416,6 @@ impl Build<'_> {
                         expect: phase.expect(),
                         output,
                     });
-                    ran.push(phase);
                     (output, Some(object))
                 }
             };
@@ -409,7 +458,16 @@ impl Build<'_> {
                 record.headline = (spec.headline)(&view).map_err(BuildError::Phase)?;
                 let bytes = record.checked().to_bytes();
                 let path = self.record_path(phase);
-                writer.push(Write::Record { path, bytes });
+                held_records.push(Write::Record { path, bytes });
+            }
+            // Until an attempt places, the records of the phases it may run again stay held.
+            let holding = attempt
+                .held
+                .is_some_and(|(select, place)| (select..place).contains(&phase));
+            if !holding {
+                for write in held_records.drain(..) {
+                    writer.push(write);
+                }
             }
             if spec.output == PACKAGE {
                 let body = match fresh {
@@ -429,6 +487,9 @@ impl Build<'_> {
                 package_path = Some(path);
             }
         }
+        let mut ran = attempt.ran.clone();
+        ran.sort();
+        ran.dedup();
         Ok(BuildOutcome {
             outputs,
             ran,
@@ -545,6 +606,7 @@ impl Build<'_> {
                     mapping: selected.mapping,
                 },
                 error: Box::new(error),
+                outputs: outputs.clone(),
             },
             Err(_) => error,
         }

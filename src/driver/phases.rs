@@ -112,7 +112,7 @@ pub const PLACEMENT: ArtifactKind = ArtifactKind::of::<Placement>();
 pub const TILE_CODE: ArtifactKind = ArtifactKind::of::<TileCode>();
 pub const PACKAGE: ArtifactKind = ArtifactKind::of::<Package>();
 
-fn canonical<C: Serialize>(config: &C) -> Vec<u8> {
+pub(super) fn canonical<C: Serialize>(config: &C) -> Vec<u8> {
     rmp_serde::to_vec(config).expect("configs serialise")
 }
 

@@ -2,6 +2,7 @@
 //! adapters' access to artifacts, the verifiers through the table and the run figures. Each rule has
 //! a case that keeps it and one that breaks it.
 
+use super::phases::canonical;
 use super::*;
 use crate::device::{Device, host_data};
 use crate::ir::{Exchanges, Mid, Package, Placement, Selected, ValueRole, read_ipuexe};
@@ -535,28 +536,70 @@ fn a_finalist_passed_over_is_not_chosen_and_the_next_is() {
 fn a_build_whose_placement_fails_tries_every_other_finalist_then_reports_the_first_failure() {
     // 20 KiB of interleaved memory: an AMP's partials own a whole 16 KiB element, and no finalist
     // leaves a whole element beside its weights panel, though every one fits by bytes.
-    let small = Small::new();
-    let b = cramped(&small, 200 * 1024, 20 * 1024, Vec::new());
+    let (standard, interleaved) = (200 * 1024, 20 * 1024);
+    // Run alone, place_storage places the finalist select_finalist chose, fails, and tries no other.
+    let alone = Small::new();
+    let b = cramped(&alone, standard, interleaved, Vec::new());
+    b.run(phase("lower_mid"), phase("lower_exchanges"))
+        .expect("selects");
+    let Err(first) = b.run(phase("place_storage"), phase("place_storage")) else {
+        panic!("the build placed its storage");
+    };
+    let first = first.to_string();
+    assert!(first.contains("no hole"), "{first}");
+    assert!(
+        first.contains("a build from select_finalist passes finalist"),
+        "{first}"
+    );
+    let record = b.read_record(phase("select_finalist")).unwrap();
+    assert!(
+        record.config.get("passed_over").is_none(),
+        "{}",
+        record.config
+    );
+    // A whole build tries the others, then reports the first one's error and how many it tried.
+    let whole = Small::new();
+    let b = cramped(&whole, standard, interleaved, Vec::new());
     let Err(error) = b.run(phase("lower_mid"), phase("place_storage")) else {
         panic!("the build placed its storage");
     };
     let error = error.to_string();
-    assert!(error.contains("no hole"), "{error}");
-    assert!(error.contains("Partials"), "{error}");
-    // select_finalist's last record lists what the build passed over: every finalist under every
-    // mapping that fits by bytes, each once.
-    let record = b.read_record(phase("select_finalist")).unwrap();
-    let passed: Vec<PassedOver> =
-        serde_json::from_value(record.config["passed_over"].clone()).unwrap();
+    let placement = first
+        .split("; a build from select_finalist")
+        .next()
+        .unwrap();
+    assert!(
+        error.starts_with(placement),
+        "{error}\nagainst\n{placement}"
+    );
+    let tried: usize = error
+        .split("placed none of the ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{error}"));
     let mut outputs = BTreeMap::new();
     outputs.insert(MID, b.read_record(phase("lower_mid")).unwrap().output);
     let decoded = Decoded::default();
     let view = b.view(phase("lower_mid"), &outputs, &decoded);
     let finalists = view.output::<Mid>().expect("mid").finalists.len();
-    assert!(passed.len() > finalists, "{passed:?}");
-    assert!(passed.len() <= finalists * 3, "{passed:?}");
-    let mut unique = passed.clone();
-    unique.sort_by_key(|p| (p.finalist, p.mapping.name()));
-    unique.dedup();
-    assert_eq!(unique.len(), passed.len());
+    assert!(tried > finalists && tried <= 3 * finalists, "{error}");
+    // No try placed, so no try's selection was recorded.
+    assert!(b.read_record(phase("select_finalist")).is_err());
+}
+
+#[test]
+fn a_config_that_passes_nothing_over_keeps_its_bytes() {
+    let configs = PhaseConfigs::default();
+    let select = &configs.select_finalist;
+    assert_eq!(
+        canonical(select),
+        rmp_serde::to_vec(&(select.mapping,)).unwrap()
+    );
+    let mut passing = select.clone();
+    passing.passed_over.push(PassedOver {
+        finalist: 0,
+        mapping: crate::ir::Mapping::RowMajor,
+    });
+    assert_ne!(canonical(&passing), canonical(select));
 }

@@ -117,8 +117,8 @@ pub struct Accumulate<O> {
 }
 
 /// Merges flash states (`rows` accumulator rows, the max and the sum) into the f16 output (vector unit,
-/// [`crate::numerics::combine`]): per query, each state weighted by `exp(scale · (max_i - max))`, the
-/// accumulators summed and divided by the summed sums.
+/// [`crate::numerics::combine`]): per query, each state weighted by `exp(scale · (max_i - max))`
+/// divided by the weighted sums, and the accumulators' weighted sum.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Combine<O> {
     pub states: Vec<O>,

@@ -75,8 +75,8 @@ impl MappingChoice {
 pub struct SelectFinalistConfig {
     pub mapping: MappingChoice,
     /// Finalists under a mapping not to choose: the driver's record of those `place_storage` could
-    /// not place. Empty, it is left out of the config's bytes, so the action key of a build that
-    /// passes nothing over is what it always was.
+    /// not place. Empty, it is left out of the config's bytes, which are then those of the mapping
+    /// alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passed_over: Vec<PassedOver>,
 }

@@ -364,13 +364,15 @@ impl Builder<'_> {
                 a.transposed_out,
                 [merge_cs, merge_cs],
             );
+            // The states' rows are the head dimension, so a query-major output stores them transposed.
+            let transpose = !a.transposed_out;
             work.finishing(Vertex {
                 tile,
                 estimated_cycles: self.target.combine_cycles(
                     parts.len() as u32,
                     d,
                     c1 - c0,
-                    !a.transposed_out,
+                    transpose,
                 ),
                 kind: VertexKind::Combine(Combine {
                     states: parts,
@@ -378,7 +380,7 @@ impl Builder<'_> {
                     rows: d,
                     cols: c1 - c0,
                     scale_bits: l.scale_bits,
-                    transpose: !a.transposed_out,
+                    transpose,
                 }),
             });
             work.outputs.push(out);
