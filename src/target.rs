@@ -93,11 +93,11 @@ pub struct VectorCost {
     pub dtype: DType,
     pub ops: u64,
     pub transcendentals: u64,
-    /// Bytes loaded and stored per element, one access each `memory_access_bytes`; and bytes loaded
-    /// from interleaved memory (AMP partials), one access each `wide_load_bytes`.
+    /// Bytes loaded and stored per element, one access each `memory_access_bytes`.
     pub bytes: u64,
-    pub wide_bytes: u64,
-    /// Bytes loaded once by the vertex (a bias or gamma row), shared among the workers by rows.
+    /// The vertex's other accesses, in bytes of whole accesses (a bias or gamma row loaded once; an
+    /// epilogue's every access, counted per row), shared among the workers in proportion to their
+    /// rows.
     pub vertex_bytes: u64,
     /// Per row: f32 operations and transcendentals, and accesses (for a row's whole stored rows, each
     /// rounded up to whole accesses as the device counts them).
@@ -118,7 +118,6 @@ impl Default for VectorCost {
             ops: 0,
             transcendentals: 0,
             bytes: 0,
-            wide_bytes: 0,
             vertex_bytes: 0,
             row_ops: 0,
             row_transcendentals: 0,
@@ -318,7 +317,6 @@ impl Target {
                     .worker_transcendentals
                     .div_ceil(self.transcendental_f16_lanes);
             let memory = (elements * work.bytes).div_ceil(self.memory_access_bytes)
-                + (elements * work.wide_bytes).div_ceil(self.wide_load_bytes)
                 + (work.vertex_bytes.div_ceil(self.memory_access_bytes) * worker_rows)
                     .div_ceil(u64::from(rows.max(1)))
                 + work.worker_bytes.div_ceil(self.memory_access_bytes)
@@ -670,7 +668,8 @@ mod tests {
     fn gelu_takes_poplibs_loop_of_eight_bundles_per_four_halves() {
         let t = Target::preset("mk2-1500").unwrap();
         // NonLinearityLoop_gelu.S: per 64-bit vector of four halves six f16v4 operations and two
-        // f16v2tanh, eight bundles. One f16 part, so no sum or cast: 6 rows of 64, a row a worker.
+        // f16v2tanh, eight bundles. One f16 part, so no sum or cast: 6 rows of 64, 16 grains of four
+        // halves a worker.
         let gelu = EpilogueCost {
             partials: DType::F16,
             parts: 1,

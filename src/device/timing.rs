@@ -16,8 +16,9 @@
 //! 128 published N (`ipu-codegen calibrate`).
 //!
 //! A vector vertex ([`vector`]): the supervisor launches it and the six workers share its rows (an
-//! elementwise vertex's 64-bit grains) as evenly as possible; a worker may also do a vertex's per-column work itself beside its rows (the
-//! accesses that work makes are then every worker's, the rest are shared by rows). A worker issues
+//! elementwise vertex's 64-bit grains) as evenly as possible; a worker may also do a vertex's
+//! per-column work itself beside its rows (the accesses that work makes are then every worker's,
+//! the rest are shared by rows). A worker issues
 //! one bundle every `workers` tile cycles, each one FP instruction (f16v4: 4 lanes; f32v2: 2 lanes; 2
 //! transcendental lanes) beside one load or store (64 bits, or a 128-bit load from interleaved
 //! memory); so a worker's bundles are the larger of its lane operations over the lane width and its

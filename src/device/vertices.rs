@@ -20,7 +20,7 @@ use crate::isa::{
     Accumulate, Amp, Combine, Epilogue, Instr, LayerNorm, Placed, Softmax, VertexKind,
 };
 use crate::numerics;
-use crate::target::Target;
+use crate::target::{Target, softmax_probability_ops};
 use rayon::prelude::*;
 
 impl Device {
@@ -491,10 +491,7 @@ fn softmax(
             (scores_pass(1, 0), read_scores),
             (queries_pass(merges + 3, 1), read_stats + write_rescale),
             (
-                scores_pass(
-                    crate::target::softmax_probability_ops(scores_type),
-                    u64::from(queries),
-                ),
+                scores_pass(softmax_probability_ops(scores_type), u64::from(queries)),
                 read_scores + write_probabilities,
             ),
             (queries_pass(merges + 2, 0), write_stats),

@@ -40,8 +40,7 @@ pub use records::{
 pub use summary::{Fields, RunFigures, output_check_line, verdict, worst_check};
 use writer::{Write, Writer};
 
-use crate::ir::Graph;
-use crate::ir::Selected;
+use crate::ir::{Graph, Selected};
 use crate::progress::Progress;
 use crate::stages::lower_mid::LowerMidError;
 use crate::stages::place_storage::PlaceStorageError;
@@ -335,7 +334,7 @@ impl Build<'_> {
                     first_error.get_or_insert(*error);
                     start = select;
                 }
-                Err(error) if first_error.is_some() && none_left(&error) => {
+                Err(error) if none_left(&error) => {
                     return Err(match first_error {
                         Some(first) => BuildError::NonePlaced {
                             tried: attempt.configs.select_finalist.passed_over.len(),
