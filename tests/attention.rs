@@ -181,3 +181,114 @@ fn bad_attention_shapes_are_refused() {
     let ran = sb.run(&["build", SMALL_ATTENTION]).assert_ok().phases_run();
     assert!(ran.is_empty(), "the rebuild ran {ran:?}");
 }
+
+/// Under the column-major mapping, paired columns put every supertile pair of an attention's tiles
+/// inside one key block's column, or beside an idle tile, two groups side by side included; without
+/// them, a column of odd length shares a pair with the next.
+#[test]
+fn paired_columns_keep_every_supertile_pair_inside_one_key_blocks_column() {
+    use ipu_codegen::ir::{AttentionPartition, AttentionShape, Mapping};
+    // The group and key block of each tile of two groups, `None` for an idle one.
+    let columns = |p: &AttentionPartition, s: &AttentionShape| {
+        let mut group = vec![None; p.tiles_per_group as usize];
+        for row in Mapping::ColumnMajor.attention_cells(p, s) {
+            for (k, tile) in row.into_iter().enumerate() {
+                assert!(group[tile as usize].is_none(), "{p:?}: tile {tile} twice");
+                group[tile as usize] = Some(k);
+            }
+        }
+        let tagged = |g: usize| group.iter().map(move |t| t.map(|k| (g, k)));
+        tagged(0).chain(tagged(1)).collect::<Vec<_>>()
+    };
+    let straddles = |tiles: &[Option<(usize, usize)>]| {
+        (tiles.chunks(2)).any(|pair| matches!(pair, [Some(a), Some(b)] if a != b))
+    };
+    for causal in [false, true] {
+        let s = AttentionShape {
+            batch: 1,
+            heads: 2,
+            queries: 75,
+            keys: 75,
+            head_dim: 8,
+            causal,
+        };
+        for (query_blocks, key_blocks) in [(5, 3), (15, 1), (3, 5), (25, 3)] {
+            let mut p = AttentionPartition {
+                groups: 2,
+                query_blocks,
+                block_queries: 75 / query_blocks,
+                key_blocks,
+                block_keys: 75 / key_blocks,
+                sub_block: 75 / key_blocks,
+                paired_columns: true,
+                tiles_per_group: 0,
+            };
+            p.tiles_per_group = p.group_tiles(&s);
+            let paired = columns(&p, &s);
+            assert!(!straddles(&paired), "{p:?}: {paired:?}");
+            assert!(p.tiles_per_group.is_multiple_of(2), "{p:?}");
+            p.paired_columns = false;
+            p.tiles_per_group = p.group_tiles(&s);
+            assert_eq!(p.tiles_per_group, p.cells(&s));
+            assert!(straddles(&columns(&p, &s)), "{p:?} unpaired");
+        }
+    }
+}
+
+/// With an odd number of query blocks, the plan pairs its columns and its key and value gather
+/// goes at two words a cycle: the same partition unpaired gathers markedly slower, and the
+/// estimate `lower_mid` ranks plans by follows the gather the program makes.
+#[test]
+fn odd_query_blocks_pair_their_columns_and_gather_keys_at_the_pair_rate() {
+    use ipu_codegen::driver::PhaseConfigs;
+    use ipu_codegen::ir::Partition;
+    use ipu_codegen::stages::{lower_mid, select_finalist};
+    use ipu_codegen::target::Target;
+    use ipu_codegen::workload::{WorkloadSpec, preset_text};
+    // 365 queries and keys: 29 query blocks of 13 and 3 key blocks of 122 on 90 tiles a head.
+    let text = preset_text("attention-flash")
+        .expect("preset")
+        .replace("tokens = 729", "tokens = 365");
+    let graph = (WorkloadSpec::parse(&text, "attention").expect("spec"))
+        .import()
+        .expect("graph");
+    let target = Target::preset("mk2-1500").expect("target");
+    let c = PhaseConfigs::default();
+    let mut mid = lower_mid::lower_mid(&graph, &target, &c.lower_mid).expect("lower_mid");
+    mid.finalists.truncate(1);
+    let Partition::Attention(p) = mid.finalists[0].partitions[0] else {
+        panic!("an attention partition");
+    };
+    assert!(
+        p.paired_columns && !p.query_blocks.is_multiple_of(2),
+        "{p:?}"
+    );
+    let gather = |mid: &ipu_codegen::ir::Mid| {
+        let selected = select_finalist::select_finalist(&graph, mid, &target, &c.select_finalist)
+            .expect("select_finalist");
+        selected.exchanges[0].lower_bound
+    };
+    let paired = gather(&mid);
+    // The estimate's exchange is the gather's and the merge's; the merge is a few hundred cycles.
+    let estimated = mid.finalists[0].operators[0].exchange_cycles;
+    assert!(
+        estimated > u64::from(paired) && estimated < u64::from(paired) * 6 / 5,
+        "estimated {estimated}, gather bound {paired}"
+    );
+    let Partition::Attention(p) = &mut mid.finalists[0].partitions[0] else {
+        unreachable!()
+    };
+    p.paired_columns = false;
+    p.tiles_per_group = p.cells(&graph_shape(&graph));
+    let unpaired = gather(&mid);
+    assert!(
+        unpaired > paired * 3 / 2,
+        "unpaired {unpaired}, paired {paired}"
+    );
+}
+
+fn graph_shape(graph: &ipu_codegen::ir::Graph) -> ipu_codegen::ir::AttentionShape {
+    (graph.ops.iter())
+        .find_map(|op| graph.attention_shape(op))
+        .expect("an attention")
+}

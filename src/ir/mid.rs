@@ -200,17 +200,23 @@ impl std::fmt::Display for Partition {
                 }
                 Ok(())
             }
-            Partition::Attention(p) => write!(
-                f,
-                "{} groups of {} tiles: {} query blocks of {} x {} key blocks of {}, key sub-blocks of {}",
-                p.groups,
-                p.tiles_per_group,
-                p.query_blocks,
-                p.block_queries,
-                p.key_blocks,
-                p.block_keys,
-                p.sub_block
-            ),
+            Partition::Attention(p) => {
+                write!(
+                    f,
+                    "{} groups of {} tiles: {} query blocks of {} x {} key blocks of {}, key sub-blocks of {}",
+                    p.groups,
+                    p.tiles_per_group,
+                    p.query_blocks,
+                    p.block_queries,
+                    p.key_blocks,
+                    p.block_keys,
+                    p.sub_block
+                )?;
+                if p.paired_columns {
+                    write!(f, ", paired columns")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -257,7 +263,12 @@ pub struct AttentionPartition {
     pub key_blocks: u32,
     pub block_keys: u32,
     pub sub_block: u32,
-    /// The visible cells of a group.
+    /// Each key block's column of cells takes an even number of tiles (a tile left idle after an odd
+    /// count) under the column-major mapping, so that every supertile pair lies inside one column and
+    /// receives its keys and values together at two words a cycle. Set whenever the padded columns
+    /// fit the group's tiles.
+    pub paired_columns: bool,
+    /// The tiles of a group: its visible cells, and the idle tiles of paired columns.
     pub tiles_per_group: u32,
 }
 
@@ -279,11 +290,7 @@ impl AttentionPartition {
     /// The fewest tiles any key block's column has (those of the query blocks that see it).
     pub fn smallest_column(&self, shape: &AttentionShape) -> u32 {
         (0..self.key_blocks)
-            .map(|k| {
-                (0..self.query_blocks)
-                    .filter(|&q| self.visible_blocks(shape, q) > k)
-                    .count() as u32
-            })
+            .map(|k| self.column_cells(shape, k))
             .min()
             .unwrap_or(1)
             .max(1)
@@ -292,6 +299,32 @@ impl AttentionPartition {
     pub fn cells(&self, shape: &AttentionShape) -> u32 {
         (0..self.query_blocks)
             .map(|q| self.visible_blocks(shape, q))
+            .sum()
+    }
+
+    /// The keys of key block `k` that query block `q` sees (none past the last a query sees).
+    pub fn cell_keys(&self, shape: &AttentionShape, q: u32, k: u32) -> u32 {
+        let last = ((q + 1) * self.block_queries).min(shape.queries) - 1;
+        let end = ((k + 1) * self.block_keys)
+            .min(shape.seen_keys())
+            .min(shape.visible_keys(last));
+        end.saturating_sub(k * self.block_keys)
+    }
+
+    /// The visible cells of key block `k`'s column: the query blocks that see it.
+    pub fn column_cells(&self, shape: &AttentionShape, k: u32) -> u32 {
+        (0..self.query_blocks)
+            .filter(|&q| self.visible_blocks(shape, q) > k)
+            .count() as u32
+    }
+
+    /// The tiles a group takes: its cells, each column rounded up to an even count when paired.
+    pub fn group_tiles(&self, shape: &AttentionShape) -> u32 {
+        if !self.paired_columns {
+            return self.cells(shape);
+        }
+        (0..self.key_blocks)
+            .map(|k| self.column_cells(shape, k).next_multiple_of(2))
             .sum()
     }
 }
@@ -378,7 +411,7 @@ pub struct Mid {
 
 impl crate::store::Artifact for Mid {
     const KIND: &'static str = "mid";
-    const SCHEMA: u32 = 2;
+    const SCHEMA: u32 = 3;
 }
 
 impl Mid {
@@ -627,8 +660,8 @@ impl Mid {
                                 && tiles_exactly(p.key_blocks, p.block_keys, s.seen_keys()),
                             || format!("finalist {f} {id}: {p:?} does not tile {s:?}"),
                         );
-                        v.check(p.tiles_per_group == p.cells(&s), || {
-                            format!("finalist {f} {id}: {p:?} miscounts its cells")
+                        v.check(p.tiles_per_group == p.group_tiles(&s), || {
+                            format!("finalist {f} {id}: {p:?} miscounts its tiles")
                         });
                         v.check(
                             p.sub_block > 0

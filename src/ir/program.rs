@@ -50,27 +50,34 @@ impl Mapping {
     }
 
     /// Where each visible (query block, key block) cell of an attention group sits among the group's
-    /// tiles (`[query][key]`): key blocks adjacent (row-major) or query blocks adjacent (column-major).
+    /// tiles (`[query][key]`): key blocks adjacent (row-major) or query blocks adjacent
+    /// (column-major), where paired columns leave a tile idle after a column of odd length. Tiles
+    /// the cells leave over stay idle.
     pub fn attention_cells(self, p: &AttentionPartition, shape: &AttentionShape) -> Vec<Vec<u32>> {
-        let visible: Vec<u32> = (0..p.query_blocks)
-            .map(|q| p.visible_blocks(shape, q))
+        let mut cells: Vec<Vec<u32>> = (0..p.query_blocks)
+            .map(|q| vec![0; p.visible_blocks(shape, q) as usize])
             .collect();
-        let order: Vec<(u32, u32)> = match self {
-            Mapping::RowMajor | Mapping::SharedPanels => (0..p.query_blocks)
-                .flat_map(|q| (0..visible[q as usize]).map(move |k| (q, k)))
-                .collect(),
-            Mapping::ColumnMajor => (0..p.key_blocks)
-                .flat_map(|k| {
-                    let visible = &visible;
-                    (0..p.query_blocks)
-                        .filter(move |&q| k < visible[q as usize])
-                        .map(move |q| (q, k))
-                })
-                .collect(),
-        };
-        let mut cells: Vec<Vec<u32>> = visible.iter().map(|&n| vec![0; n as usize]).collect();
-        for (i, (q, k)) in order.into_iter().enumerate() {
-            cells[q as usize][k as usize] = i as u32;
+        let mut next = 0;
+        match self {
+            Mapping::RowMajor | Mapping::SharedPanels => {
+                for cell in cells.iter_mut().flatten() {
+                    *cell = next;
+                    next += 1;
+                }
+            }
+            Mapping::ColumnMajor => {
+                for k in 0..p.key_blocks {
+                    for row in cells.iter_mut() {
+                        if let Some(cell) = row.get_mut(k as usize) {
+                            *cell = next;
+                            next += 1;
+                        }
+                    }
+                    if p.paired_columns {
+                        next = next.next_multiple_of(2);
+                    }
+                }
+            }
         }
         cells
     }
@@ -346,7 +353,7 @@ pub struct Selected {
 
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
-    const SCHEMA: u32 = 3;
+    const SCHEMA: u32 = 4;
 }
 
 impl ExchangePhase {

@@ -189,7 +189,7 @@ fn lower_mid_verifier_rejects_miscounted_attention_cells() {
     attention_partition(&mut mid).tiles_per_group += 1;
     assert_rejects(
         &lower_mid_errors(b, &mid),
-        &["finalist 0 op0:", "miscounts its cells"],
+        &["finalist 0 op0:", "miscounts its tiles"],
     );
 }
 

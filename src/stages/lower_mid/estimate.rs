@@ -6,8 +6,8 @@
 //! against by `calibrate`; `homes` is the share of every weight's home pieces a tile may hold.
 
 use crate::ir::{
-    Attention, AttentionPartition, CODE_RESERVE_BYTES, Grid, LayerNorm, MatMul, OperatorEstimate,
-    Resident,
+    Attention, AttentionPartition, AttentionShape, CODE_RESERVE_BYTES, Grid, LayerNorm, Mapping,
+    MatMul, OperatorEstimate, Resident,
 };
 use crate::target::Target;
 
@@ -243,9 +243,19 @@ pub(super) fn attention_estimate(
     };
     let amp: u64 = steps_taken.iter().map(|((a, _), n)| a * n).sum();
     let mut vector: u64 = steps_taken.iter().map(|((_, v), n)| v * n).sum();
-    // Each of a query block's tiles merges its share of the queries from every key block's state.
-    let share = bq.div_ceil(p.key_blocks).next_multiple_of(2);
-    vector += target.combine_cycles(p.key_blocks, d, share, !a.transposed_out);
+    // Each of a query block's tiles merges its share of the queries from the states of the key
+    // blocks it sees: (states, share) of each count of states a query block has (under a causal mask
+    // the first query blocks see fewer key blocks than the last, and merge larger shares).
+    let merges: Vec<(u32, u32)> = (0..p.query_blocks)
+        .map(|q| p.visible_blocks(&s, q))
+        .collect::<std::collections::BTreeSet<u32>>()
+        .into_iter()
+        .map(|v| (v, bq.div_ceil(v).next_multiple_of(2)))
+        .collect();
+    vector += (merges.iter())
+        .map(|&(v, share)| target.combine_cycles(v, d, share, !a.transposed_out))
+        .max()
+        .unwrap_or(0);
     let compute = amp + vector;
     let (switch, transit) = (
         u64::from(target.mux_switch_cycles),
@@ -253,38 +263,37 @@ pub(super) fn attention_estimate(
     );
     // Stored rows as `select_finalist` lays them out: f16 rows of a multiple of 4 elements (8 bytes),
     // 8 for the AMP's weights (16 bytes), f32 rows of a multiple of 2.
-    let (bq, bk, d, sub, share) = (
-        u64::from(bq),
-        u64::from(bk),
-        u64::from(d),
-        u64::from(sub),
-        u64::from(share),
-    );
+    let (bq, bk, d, sub) = (u64::from(bq), u64::from(bk), u64::from(d), u64::from(sub));
     let keys_panel = bk * d.next_multiple_of(4) * 2;
     let values_panel = d * bk.next_multiple_of(4) * 2;
     // The queries from their home, keys and values from a home piece on each tile of the key block's
     // column: the fewest tiles of any column hold the largest pieces.
-    // Keys and values go to every tile of the key block's column: under the column-major mapping
-    // supertile pair mates are two of them and take both at two words a cycle, if every pair lies
-    // inside a column (an even number of query blocks; with an odd number one pair per column
-    // straddles two key blocks and takes both narrow).
+    // Keys and values go to every tile of the key block's column, at two words a cycle over a
+    // supertile pair's bus (`busiest_pair_keys`).
     let receive_bytes = d * bq * 2 + 2 * bk * d * 2;
-    let shared = if p.query_blocks.is_multiple_of(2) {
-        2
-    } else {
-        1
-    };
+    let pair_keys = u64::from(busiest_pair_keys(p, &s));
     let mut exchange = target.exchange_words(d * bq * 2)
-        + target.exchange_words(2 * bk * d * 2).div_ceil(shared)
+        + target.exchange_words(2 * pair_keys * d * 2).div_ceil(2)
         + (1 + 2 * u64::from(p.query_blocks)) * switch
         + transit;
     let state = (d + 2) * bq.next_multiple_of(2) * 4;
-    let share_state = (d + 2) * share * 4;
-    let merging = u64::from(p.key_blocks - 1);
-    if merging > 0 {
-        exchange += target.exchange_words(merging * share_state) + merging * switch + transit;
+    // Per count of states: the other states' shares a tile receives, and its output.
+    let received = |&(v, share): &(u32, u32)| u64::from(v - 1) * (d + 2) * u64::from(share) * 4;
+    let merged = merges.iter().map(received).max().unwrap_or(0);
+    let share = merges
+        .iter()
+        .map(|&(_, sh)| u64::from(sh))
+        .max()
+        .unwrap_or(0);
+    let split = p.key_blocks > 1;
+    if split {
+        exchange += (merges.iter())
+            .map(|m| target.exchange_words(received(m)) + u64::from(m.0 - 1) * switch)
+            .max()
+            .unwrap_or(0)
+            + transit;
     }
-    let steps = if merging > 0 { 4 } else { 2 };
+    let steps = if split { 4 } else { 2 };
     let element = u64::from(target.memory_element_bytes);
     let scores = |rows: u64| {
         (rows * bq.next_multiple_of(8) * u64::from(pt.bytes())).next_multiple_of(element)
@@ -302,11 +311,11 @@ pub(super) fn attention_estimate(
         compute_cycles: compute,
         vector_cycles: vector,
         exchange_cycles: exchange,
-        receive_bytes: receive_bytes.max(merging * share_state),
+        receive_bytes: receive_bytes.max(merged),
         panel_bytes: keys_panel.max(values_panel),
         other_bytes: if second_interleaved { 0 } else { second }
             + state
-            + merging * share_state
+            + merged
             + output
             + homes
             + bq * 4,
@@ -317,5 +326,82 @@ pub(super) fn attention_estimate(
             + if second_interleaved { second } else { 0 },
         resident: Resident::default(),
         cycles: compute + exchange + steps * target.sync_cycles,
+    }
+}
+
+/// The most keys (each with its values) any supertile pair of an attention's tiles receives under the
+/// column-major mapping: a pair inside one column takes its tiles' keys once for both, the larger
+/// tile's; a pair that straddles two columns, or two groups when a group's tile count is odd, takes
+/// each tile's own; a tile beside an idle one takes its own.
+fn busiest_pair_keys(p: &AttentionPartition, s: &AttentionShape) -> u32 {
+    let mut group: Vec<Option<(u32, u32)>> = vec![None; p.tiles_per_group as usize];
+    for (q, row) in Mapping::ColumnMajor
+        .attention_cells(p, s)
+        .iter()
+        .enumerate()
+    {
+        for (k, &tile) in row.iter().enumerate() {
+            let (q, k) = (q as u32, k as u32);
+            group[tile as usize] = Some((k, p.cell_keys(s, q, k)));
+        }
+    }
+    // Two groups side by side hold every kind of pair the groups make: (group, key block, keys).
+    let tiles: Vec<Option<(u32, u32, u32)>> = (0..p.groups.min(2))
+        .flat_map(|g| group.iter().map(move |t| t.map(|(k, keys)| (g, k, keys))))
+        .collect();
+    tiles
+        .chunks(2)
+        .map(|pair| match pair {
+            [Some((ga, ka, a)), Some((gb, kb, b))] if (ga, ka) == (gb, kb) => *a.max(b),
+            [Some((_, _, a)), Some((_, _, b))] => a + b,
+            [Some((_, _, a)), ..] | [_, Some((_, _, a))] => *a,
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busiest_pair_keys;
+    use crate::ir::{AttentionPartition, AttentionShape};
+
+    fn partition(query_blocks: u32, key_blocks: u32, paired_columns: bool) -> AttentionPartition {
+        let s = shape();
+        let mut p = AttentionPartition {
+            groups: 2,
+            query_blocks,
+            block_queries: s.queries / query_blocks,
+            key_blocks,
+            block_keys: s.keys / key_blocks,
+            sub_block: s.keys / key_blocks,
+            paired_columns,
+            tiles_per_group: 0,
+        };
+        p.tiles_per_group = p.group_tiles(&s);
+        p
+    }
+
+    fn shape() -> AttentionShape {
+        AttentionShape {
+            batch: 1,
+            heads: 2,
+            queries: 90,
+            keys: 75,
+            head_dim: 8,
+            causal: false,
+        }
+    }
+
+    /// A pair inside a column or beside an idle tile takes one key block; a pair straddling two
+    /// columns, or two groups, takes two.
+    #[test]
+    fn a_pair_that_straddles_columns_or_groups_takes_both_tiles_keys() {
+        let s = shape();
+        assert_eq!(busiest_pair_keys(&partition(5, 3, true), &s), 25);
+        assert_eq!(busiest_pair_keys(&partition(5, 3, false), &s), 50);
+        assert_eq!(busiest_pair_keys(&partition(15, 1, true), &s), 75);
+        assert_eq!(busiest_pair_keys(&partition(15, 1, false), &s), 150);
+        assert_eq!(busiest_pair_keys(&partition(6, 3, false), &s), 25);
     }
 }

@@ -98,8 +98,8 @@ pub(super) fn grid_partitions(op: &MatMul, weights: bool, target: &Target) -> Ve
 const SUB_BLOCKS: [u32; 4] = [32, 64, 128, 256];
 
 /// Every distinct attention partition: query-block and key-block counts (over the keys some query
-/// sees) whose visible cells fit the tiles of a group, and each sub-block length shorter than the key
-/// block, and the whole key block.
+/// sees) whose visible cells fit the tiles of a group, with paired columns where those fit too, and
+/// each sub-block length shorter than the key block, and the whole key block.
 pub(super) fn attention_partitions(a: &Attention, target: &Target) -> Vec<AttentionPartition> {
     let (s, groups) = (a.shape, a.groups());
     if groups > target.tiles {
@@ -125,12 +125,18 @@ pub(super) fn attention_partitions(a: &Attention, target: &Target) -> Vec<Attent
                 key_blocks,
                 block_keys,
                 sub_block: 0,
+                paired_columns: true,
                 tiles_per_group: 0,
             };
-            // Cells only grow with the key-block count.
-            p.tiles_per_group = p.cells(&s);
+            // Columns are paired when the padded columns fit, and cells only grow with the
+            // key-block count.
+            p.tiles_per_group = p.group_tiles(&s);
             if p.tiles_per_group > per_group {
-                break;
+                p.paired_columns = false;
+                p.tiles_per_group = p.group_tiles(&s);
+                if p.tiles_per_group > per_group {
+                    break;
+                }
             }
             for sub_block in SUB_BLOCKS
                 .into_iter()
