@@ -350,16 +350,16 @@ fn amp_cases(
         .collect())
 }
 
+/// An epilogue of `parts` f16 parts over `rows x cols`: the AMP's own partials and, with
+/// `interleaved`, the other parts in interleaved memory, rows at 16 bytes; the other parts otherwise,
+/// the bias and the output rows at 8 in standard memory, as select_finalist lays them out.
 fn vector_case(
     target: &Target,
-    rows: u32,
-    cols: u32,
+    (rows, cols, parts, interleaved): (u32, u32, u32, bool),
     bias: bool,
     gelu: bool,
 ) -> Result<Calibration, Fault> {
     let mut m = Micro::new(target, "compute");
-    // The partials where an AMP leaves them, in interleaved memory, rows at 16 bytes; the bias and
-    // the output rows at 8, as select_finalist lays them out.
     let (wide_row, row) = (
         (cols * 2).next_multiple_of(16),
         (cols * 2).next_multiple_of(8),
@@ -376,8 +376,18 @@ fn vector_case(
         stride,
         dtype: DType::F16,
     };
+    let mut operands = vec![f16(partials, wide_row)];
+    for part in 1..parts {
+        let (at, stride) = if interleaved {
+            (partials + part * rows * wide_row, wide_row)
+        } else {
+            (out + part * rows * row, row)
+        };
+        m.value(rows, stride / 2, 0, at);
+        operands.push(f16(at, stride));
+    }
     m.programs[0].push(Instr::Vertex(VertexKind::Epilogue(Epilogue {
-        partials: vec![f16(partials, wide_row)],
+        partials: operands,
         bias: bias.then_some(f16(bias_at, row)),
         bias_by_row: false,
         residual: None,
@@ -391,9 +401,14 @@ fn vector_case(
     let activation = gelu.then_some(Activation::GeluTanh);
     Ok(Calibration {
         case: format!(
-            "vector {rows}x{cols}{}{}",
+            "vector {rows}x{cols}{}{}{}",
+            match (parts, interleaved) {
+                (1, _) => String::new(),
+                (_, true) => format!(" {parts} parts interleaved"),
+                (_, false) => format!(" {parts} parts standard"),
+            },
             if bias { " bias" } else { "" },
-            if gelu { " gelu" } else { "" }
+            if gelu { " gelu" } else { "" },
         ),
         kind: "vector",
         rows: None,
@@ -404,12 +419,13 @@ fn vector_case(
             cols,
             &crate::target::EpilogueCost {
                 partials: DType::F16,
-                parts: 1,
+                parts,
                 bias,
                 bias_by_row: false,
                 activation,
                 residual: false,
                 transposed: false,
+                interleaved_parts: interleaved,
             },
         ),
         peak_cycles: None,
@@ -659,15 +675,19 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
         }
     }
     let mut rows = amp_cases(target, &shapes)?;
-    for (r, c, bias, gelu) in [
-        (23, 96, false, false),
-        (23, 96, true, false),
-        (23, 96, true, true),
-        (100, 7, false, true),
-        (7, 1, false, false),
-        (23, 9, true, false),
+    for (shape, bias, gelu) in [
+        ((23, 96, 1, false), false, false),
+        ((23, 96, 1, false), true, false),
+        ((23, 96, 1, false), true, true),
+        ((100, 7, 1, false), false, true),
+        ((7, 1, 1, false), false, false),
+        ((23, 9, 1, false), true, false),
+        // A reduction's epilogue: sixteen depth blocks' parts, the others' loaded 128 or 64 bits
+        // at a time.
+        ((18, 32, 16, true), false, false),
+        ((18, 32, 16, false), false, false),
     ] {
-        rows.push(vector_case(target, r, c, bias, gelu)?);
+        rows.push(vector_case(target, shape, bias, gelu)?);
     }
     rows.extend(kernel_cases(target)?);
     let bound_note = "bound: transit + the busiest tile or supertile pair, words at 2 per cycle over \

@@ -141,6 +141,8 @@ pub struct EpilogueCost {
     pub activation: Option<Activation>,
     pub residual: bool,
     pub transposed: bool,
+    /// The other parts lie in interleaved memory, loaded 128 bits at a time.
+    pub interleaved_parts: bool,
 }
 
 impl EpilogueCost {
@@ -338,9 +340,10 @@ impl Target {
     /// The estimate of a matmul epilogue over `rows x cols` outputs: its operations
     /// ([`EpilogueCost::ops`]) at f16 width over its grains ([`Target::epilogue_grains`]), against
     /// the accesses it makes as the device counts them, whole ones per row: its own AMP partials
-    /// loaded from interleaved memory (128-bit loads), the other parts and the residual loaded and
-    /// the output stored (64-bit), or a transposed output stored a row per column; the bias loaded
-    /// once. The workers share the accesses as they share the grains.
+    /// loaded from interleaved memory (128-bit loads), the other parts likewise when they lie there
+    /// and 64 bits at a time when not, the residual loaded and the output stored (64-bit), or a
+    /// transposed output stored a row per column; the bias loaded once. The workers share the
+    /// accesses as they share the grains.
     pub fn epilogue_cycles(&self, rows: u32, cols: u32, e: &EpilogueCost) -> u64 {
         let (ops, transcendentals) = e.ops();
         let (rows64, cols64) = (u64::from(rows), u64::from(cols));
@@ -348,8 +351,14 @@ impl Target {
         let narrow = |bytes: u64| bytes.div_ceil(access);
         let partials_row = cols64 * u64::from(e.partials.bytes());
         let other_parts = u64::from(e.parts.max(1) - 1);
-        let per_row = partials_row.div_ceil(self.wide_load_bytes)
-            + other_parts * narrow(partials_row)
+        let wide = partials_row.div_ceil(self.wide_load_bytes);
+        let per_row = wide
+            + other_parts
+                * if e.interleaved_parts {
+                    wide
+                } else {
+                    narrow(partials_row)
+                }
             + u64::from(e.residual) * narrow(2 * cols64)
             + if e.transposed { 0 } else { narrow(2 * cols64) };
         let once = match (e.bias, e.bias_by_row) {
@@ -678,6 +687,7 @@ mod tests {
             activation: Some(Activation::GeluTanh),
             residual: false,
             transposed: false,
+            interleaved_parts: false,
         };
         // A worker's loads and stores (the partials at 16 bytes, the output at 8: 24 bundles) hide
         // under its 128 bundles of arithmetic.

@@ -45,6 +45,30 @@ fn an_estimate_twenty_percent_high_fails_the_comparison() {
     assert!(problems[0].contains("estimate"), "{}", problems[0]);
 }
 
+/// A reduction's epilogue over sixteen parts: with the other parts in interleaved memory the device
+/// loads them 128 bits at a time and the vertex is bound by its operations, in standard memory 64 bits
+/// at a time and bound by its loads; the estimate follows both exactly.
+#[test]
+fn an_epilogue_loads_parts_in_interleaved_memory_wide_and_its_estimate_follows() {
+    let rows = calibrate(&bow()).expect("calibration packages run");
+    let case = |name: &str| {
+        rows.iter()
+            .find(|r| r.case == name)
+            .unwrap_or_else(|| panic!("no case {name}"))
+    };
+    let wide = case("vector 18x32 16 parts interleaved");
+    let narrow = case("vector 18x32 16 parts standard");
+    assert!(
+        wide.device_cycles < narrow.device_cycles,
+        "{} against {}",
+        wide.device_cycles,
+        narrow.device_cycles
+    );
+    for r in [wide, narrow] {
+        assert_eq!(r.estimate_cycles, r.device_cycles, "{}", r.case);
+    }
+}
+
 #[test]
 fn a_device_without_its_fitted_vertex_cost_misses_the_hardware() {
     let mut target = bow();

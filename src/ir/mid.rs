@@ -137,6 +137,7 @@ impl MatMul {
                 activation: self.activation,
                 residual: self.residual.is_some(),
                 transposed: transpose,
+                interleaved_parts: p.interleaved_shares,
             },
         )
     }
@@ -198,6 +199,9 @@ impl std::fmt::Display for Partition {
                 if p.resident {
                     write!(f, ", weights resident")?;
                 }
+                if p.interleaved_shares {
+                    write!(f, ", shares interleaved")?;
+                }
                 Ok(())
             }
             Partition::Attention(p) => {
@@ -243,6 +247,10 @@ pub struct Grid {
     /// streamed at `initialize`, instead of being gathered at every run from home pieces spread over
     /// the grid.
     pub resident: bool,
+    /// With a split depth, the shares of the other depth blocks' partials a tile receives lie in
+    /// interleaved memory, where its epilogue loads them 128 bits at a time, rather than in either
+    /// region at 64 bits. Always `false` without a split depth.
+    pub interleaved_shares: bool,
 }
 
 impl Grid {
@@ -411,7 +419,7 @@ pub struct Mid {
 
 impl crate::store::Artifact for Mid {
     const KIND: &'static str = "mid";
-    const SCHEMA: u32 = 3;
+    const SCHEMA: u32 = 4;
 }
 
 impl Mid {
@@ -640,6 +648,9 @@ impl Mid {
                                     || p.block_depth % target.amp_block_depth == 0),
                             || format!("finalist {f} {id}: depth blocks {p:?} do not tile {}", o.k),
                         );
+                        v.check(!p.interleaved_shares || p.depth_blocks > 1, || {
+                            format!("finalist {f} {id}: interleaved shares without a split depth")
+                        });
                     }
                     (Operator::LayerNorm(o), Partition::Grid(p)) => {
                         v.check(
@@ -648,7 +659,8 @@ impl Mid {
                                 && p.block_cols == o.cols
                                 && p.depth_blocks == 1
                                 && !p.transposed
-                                && !p.resident,
+                                && !p.resident
+                                && !p.interleaved_shares,
                             || format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols),
                         );
                     }

@@ -130,7 +130,8 @@ pub enum BufferClass {
     Residual,
     /// AMP partials.
     Partials,
-    /// A share of the rows of another depth block's partials, to be summed by the epilogue.
+    /// A share of the rows of another depth block's partials, to be summed by the epilogue: in
+    /// interleaved memory, where the epilogue loads it 128 bits at a time.
     PartialsShare,
     /// Attention: f16 probabilitiesᵀ of a key sub-block, the AMP's weights.
     Probabilities,
@@ -353,7 +354,7 @@ pub struct Selected {
 
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
-    const SCHEMA: u32 = 4;
+    const SCHEMA: u32 = 5;
 }
 
 impl ExchangePhase {

@@ -25,7 +25,7 @@ mod partitions;
 mod search;
 
 use crate::ir::{
-    Attention, CODE_RESERVE_BYTES, Graph, LayerNorm, MatMul, Mid, OpKind, Operator,
+    Attention, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, OpKind, Operator,
     OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole, largest_values,
     verify_mid,
 };
@@ -36,6 +36,7 @@ use partitions::{attention_partitions, grid_partitions, row_partitions};
 pub use search::Candidate;
 use search::{joint, shortlist};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LowerMidConfig {
@@ -266,13 +267,36 @@ pub fn shortlists(
         let all: Vec<Candidate> = match op {
             Operator::MatMul(o) => {
                 let weights = graph.value(o.b).role == ValueRole::Weight;
-                grid_partitions(o, weights, target)
+                let grids: Vec<(Grid, [OperatorEstimate; 2])> = grid_partitions(o, weights, target)
                     .into_iter()
                     .filter(|p| cfg.form.allows(p.transposed) && cfg.weights.allows(p.resident))
-                    .map(|p| Candidate {
+                    .map(|p| {
+                        let e = |transposing| grid_estimate(o, &p, target, homes, transposing);
+                        (p, [e(false), e(true)])
+                    })
+                    .collect();
+                // The partials' shares go in interleaved memory only where that makes the grid
+                // faster; elsewhere it would only take interleaved memory.
+                let standard: BTreeMap<Grid, [u64; 2]> = (grids.iter())
+                    .filter(|(p, _)| !p.interleaved_shares)
+                    .map(|(p, [a, b])| (*p, [a.cycles, b.cycles]))
+                    .collect();
+                grids
+                    .into_iter()
+                    .filter(|(p, [a, b])| {
+                        let twin = Grid {
+                            interleaved_shares: false,
+                            ..*p
+                        };
+                        !p.interleaved_shares
+                            || standard
+                                .get(&twin)
+                                .is_none_or(|s| a.cycles < s[0] || b.cycles < s[1])
+                    })
+                    .map(|(p, [estimate, transposing])| Candidate {
                         partition: Partition::Grid(p),
-                        estimate: grid_estimate(o, &p, target, homes, false),
-                        transposing: Some(grid_estimate(o, &p, target, homes, true)),
+                        estimate,
+                        transposing: Some(transposing),
                     })
                     .collect()
             }

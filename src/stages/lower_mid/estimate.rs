@@ -115,7 +115,10 @@ pub(super) fn grid_estimate(
     } else {
         depth * n_cols * 2 + op.bias.map_or(0, |_| n_cols * 2)
     };
-    let shared = p.col_blocks > 1;
+    // Under the shared-panels mapping a (row block, depth block)'s column blocks are adjacent
+    // tiles: with an even count every supertile pair lies inside one and shares its panel; with an
+    // odd count one pair of two such groups straddles them and takes two panels narrow.
+    let shared = p.col_blocks > 1 && p.col_blocks.is_multiple_of(2);
     let activation_cycles =
         target
             .exchange_words(activation_bytes)
@@ -132,7 +135,7 @@ pub(super) fn grid_estimate(
     // With a split depth, each tile receives a share of the others' partials.
     let split = p.depth_blocks > 1;
     let copies = u64::from(p.depth_blocks - 1);
-    let share_bytes = share * amp_cols.next_multiple_of(4) * partials_bytes;
+    let share_bytes = stored(share, amp_cols, partials_bytes, p.interleaved_shares);
     let shares = copies * share_bytes;
     if split {
         exchange += target.exchange_words(shares) + copies * switch + transit;
@@ -187,7 +190,12 @@ pub(super) fn grid_estimate(
     let mut at_gather = sum(&[activation, bias_gathered, residual]);
     let mut at_compute = sum(&[if split { 0 } else { out }, bias_gathered, residual]);
     let mut at_reduce = sum(&[out, bias_gathered, residual]);
-    let [a, b] = place(share_bytes);
+    // The others' shares of the partials at the reduction, interleaved or where they fit.
+    let [a, b] = if p.interleaved_shares {
+        [share_bytes, 0]
+    } else {
+        place(share_bytes)
+    };
     (at_reduce[0], at_reduce[1]) = (at_reduce[0] + copies * a, at_reduce[1] + copies * b);
     // The interleaved-only panels from the gather to the compute step, the partials from the
     // compute step on.
@@ -363,8 +371,78 @@ fn busiest_pair_keys(p: &AttentionPartition, s: &AttentionShape) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::busiest_pair_keys;
-    use crate::ir::{AttentionPartition, AttentionShape};
+    use super::{busiest_pair_keys, grid_estimate};
+    use crate::elements::DType;
+    use crate::ids::{OpId, ValueId};
+    use crate::ir::{AttentionPartition, AttentionShape, Grid, MatMul};
+    use crate::target::Target;
+
+    /// A 96x256x192 matmul in the transposed form: six blocks of 16 tokens, `col_blocks` blocks of
+    /// the output's columns, `depth_blocks` blocks of the depth; the weights resident.
+    fn matmul_on(col_blocks: u32, depth_blocks: u32, interleaved_shares: bool) -> (MatMul, Grid) {
+        let v = ValueId::from_index;
+        let op = MatMul {
+            id: OpId(0),
+            name: "fc".into(),
+            a: v(0),
+            b: v(1),
+            bias: None,
+            activation: None,
+            residual: None,
+            out: v(2),
+            m: 96,
+            k: 256,
+            n: 192,
+            partials: DType::F16,
+            covers: Vec::new(),
+        };
+        let grid = Grid {
+            row_blocks: 6,
+            block_rows: 16,
+            col_blocks,
+            block_cols: 192 / col_blocks,
+            depth_blocks,
+            block_depth: 256 / depth_blocks,
+            transposed: true,
+            resident: true,
+            interleaved_shares,
+        };
+        (op, grid)
+    }
+
+    /// Column blocks share their activation panel over supertile pairs only when their count is
+    /// even: with an odd count a pair straddles two groups and takes two panels at a word a cycle.
+    #[test]
+    fn an_odd_count_of_column_blocks_gathers_its_panel_narrow() {
+        let t = Target::preset("mk2-1500").unwrap();
+        let exchange = |col_blocks| {
+            let (op, grid) = matmul_on(col_blocks, 1, false);
+            grid_estimate(&op, &grid, &t, 0, false).exchange_cycles
+        };
+        // A panel of 16 tokens by 256 depth: 2,048 words, 1,024 cycles shared by a pair.
+        let (even, odd) = (exchange(4), exchange(3));
+        assert_eq!(odd - even, 1024 - 1, "3 blocks {odd}, 4 blocks {even}");
+    }
+
+    /// Shares in interleaved memory make a reduction epilogue over many parts cheaper and count as
+    /// interleaved bytes.
+    #[test]
+    fn interleaved_shares_cut_a_loaded_epilogue_and_take_interleaved_memory() {
+        let t = Target::preset("mk2-1500").unwrap();
+        let estimate = |interleaved| {
+            let (op, grid) = matmul_on(4, 16, interleaved);
+            grid_estimate(&op, &grid, &t, 0, false)
+        };
+        let (wide, narrow) = (estimate(true), estimate(false));
+        assert!(
+            wide.vector_cycles < narrow.vector_cycles,
+            "{wide:?} {narrow:?}"
+        );
+        assert!(
+            wide.interleaved_bytes > narrow.interleaved_bytes,
+            "{wide:?} {narrow:?}"
+        );
+    }
 
     fn partition(query_blocks: u32, key_blocks: u32, paired_columns: bool) -> AttentionPartition {
         let s = shape();

@@ -106,6 +106,8 @@ impl Work {
 }
 
 impl Builder<'_> {
+    /// A buffer of `class`, in interleaved memory if the class must be: the AMP's partials, its
+    /// stationary operand and the attention's probabilities.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn buffer(
         &mut self,
@@ -115,6 +117,29 @@ impl Builder<'_> {
         rect: Rect,
         dtype: DType,
         transposed: bool,
+        steps: [u32; 2],
+    ) -> BufferId {
+        let interleaved = matches!(
+            class,
+            BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
+        );
+        let b = (tile, value, class, rect, dtype, transposed);
+        self.buffer_in(b, interleaved, steps)
+    }
+
+    /// A buffer of (tile, value, class, rect, dtype, transposed), in interleaved memory if
+    /// `interleaved`, live over `steps`.
+    pub(super) fn buffer_in(
+        &mut self,
+        (tile, value, class, rect, dtype, transposed): (
+            TileId,
+            ValueId,
+            BufferClass,
+            Rect,
+            DType,
+            bool,
+        ),
+        interleaved: bool,
         [first, last]: [u32; 2],
     ) -> BufferId {
         self.add(Buffer {
@@ -125,10 +150,7 @@ impl Builder<'_> {
             rect,
             dtype,
             transposed,
-            interleaved: matches!(
-                class,
-                BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
-            ),
+            interleaved,
             stride: 0,
             first_step: StepId(first),
             last_step: StepId(last),

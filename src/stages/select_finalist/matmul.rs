@@ -275,13 +275,16 @@ impl Builder<'_> {
                 if other == tile {
                     continue;
                 }
-                let copy = self.buffer(
-                    tile,
-                    op.out,
-                    BufferClass::PartialsShare,
-                    share,
-                    op.partials,
-                    t,
+                let copy = self.buffer_in(
+                    (
+                        tile,
+                        op.out,
+                        BufferClass::PartialsShare,
+                        share,
+                        op.partials,
+                        t,
+                    ),
+                    p.interleaved_shares,
                     [steps.reduce_exchange, steps.reduce],
                 );
                 work.reductions
