@@ -400,6 +400,7 @@ pub struct PlanEstimate {
     pub peak_standard_bytes: u64,
     pub peak_interleaved_bytes: u64,
     pub peak_total_bytes: u64,
+    /// The most tiles an operator spans, an attention's idle tiles of paired columns included.
     pub active_tiles: u32,
 }
 

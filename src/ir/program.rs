@@ -131,7 +131,8 @@ pub enum BufferClass {
     /// AMP partials.
     Partials,
     /// A share of the rows of another depth block's partials, to be summed by the epilogue: in
-    /// interleaved memory, where the epilogue loads it 128 bits at a time.
+    /// interleaved memory, where the epilogue loads it 128 bits at a time, when the grid's
+    /// `interleaved_shares` is set, else in either region.
     PartialsShare,
     /// Attention: f16 probabilitiesᵀ of a key sub-block, the AMP's weights.
     Probabilities,

@@ -6,8 +6,10 @@
 //! partitions of every operator over the tiles (`partitions`): a matmul into row blocks x column
 //! blocks of its output x depth blocks of its reduction (a multiple of the AMP block depth), in the
 //! normal or the transposed operand form (the AMP's stationary dimension in blocks of a multiple of
-//! its width), with its weights resident or gathered; an attention into batch-and-head groups of
-//! query blocks x key blocks, with the key sub-block its online softmax steps by. It costs each
+//! its width), with its weights resident or gathered and, with a split depth, the partials' shares
+//! in interleaved memory where that is faster; an attention into batch-and-head groups of query
+//! blocks x key blocks, with the key sub-block its online softmax steps by and its columns paired
+//! where they fit. It costs each
 //! analytically with the target model (`estimate`: compute, exchange, memory by region, resident
 //! bytes), shortlists each operator's candidates and searches the whole program jointly (`search`),
 //! keeping the best `finalists` plans.

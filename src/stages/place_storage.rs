@@ -2,9 +2,9 @@
 //!
 //! Gives every buffer of every tile an address. Each tile's code sits at the base of memory, sized by
 //! encoding its program with placeholder addresses (never shorter than the real code). Buffers are placed
-//! first-fit: weight panels, AMP partials and the shares of others' partials an epilogue sums in
-//! interleaved memory (16-byte aligned; partials own whole memory elements so an AMP's input and output
-//! never share one), placed first; everything else in
+//! first-fit: weight panels, AMP partials and, when the grid says so, the shares of others' partials
+//! an epilogue sums in interleaved memory (16-byte aligned; partials own whole memory elements so an
+//! AMP's input and output never share one), placed first; everything else in
 //! standard memory when it fits, else interleaved. Buffers whose lifetimes are disjoint share memory.
 //! Buffers go in the configured order; a tile whose memory that order fragments goes in the other.
 //!

@@ -117,8 +117,10 @@ pub(super) fn grid_estimate(
     };
     // Under the shared-panels mapping a (row block, depth block)'s column blocks are adjacent
     // tiles: with an even count every supertile pair lies inside one and shares its panel; with an
-    // odd count one pair of two such groups straddles them and takes two panels narrow.
-    let shared = p.col_blocks > 1 && p.col_blocks.is_multiple_of(2);
+    // odd count one pair of two such groups straddles them and takes two panels narrow (a single
+    // group's last tile has an idle mate).
+    let groups = p.row_blocks * p.depth_blocks;
+    let shared = p.col_blocks > 1 && (p.col_blocks.is_multiple_of(2) || groups == 1);
     let activation_cycles =
         target
             .exchange_words(activation_bytes)
@@ -135,8 +137,9 @@ pub(super) fn grid_estimate(
     // With a split depth, each tile receives a share of the others' partials.
     let split = p.depth_blocks > 1;
     let copies = u64::from(p.depth_blocks - 1);
+    // Sent exactly, stored in rows of 8 bytes, or 16 when interleaved.
+    let shares = copies * share * amp_cols * partials_bytes;
     let share_bytes = stored(share, amp_cols, partials_bytes, p.interleaved_shares);
-    let shares = copies * share_bytes;
     if split {
         exchange += target.exchange_words(shares) + copies * switch + transit;
     }
@@ -419,9 +422,11 @@ mod tests {
             let (op, grid) = matmul_on(col_blocks, 1, false);
             grid_estimate(&op, &grid, &t, 0, false).exchange_cycles
         };
-        // A panel of 16 tokens by 256 depth: 2,048 words, 1,024 cycles shared by a pair.
+        // A panel of 16 tokens by 256 depth: 2,048 words, 1,024 cycles shared by a pair; three
+        // column blocks gather from one fewer piece, a mux switch less.
         let (even, odd) = (exchange(4), exchange(3));
-        assert_eq!(odd - even, 1024 - 1, "3 blocks {odd}, 4 blocks {even}");
+        let switch = u64::from(t.mux_switch_cycles);
+        assert_eq!(odd - even, 1024 - switch, "3 blocks {odd}, 4 blocks {even}");
     }
 
     /// Shares in interleaved memory make a reduction epilogue over many parts cheaper and count as

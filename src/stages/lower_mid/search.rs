@@ -1,7 +1,7 @@
 //! The joint plan search: one candidate per operator, chosen together.
 //!
 //! Contract: [`shortlist`] keeps, of one operator's candidates that fit a tile alone, the fastest
-//! of each (operand form, residency) class and the leanest. [`joint`] searches the product of the
+//! of each (operand form, residency, region of the partials' shares) class and the leanest. [`joint`] searches the product of the
 //! shortlists with a beam over the operators in the mid's order. A partial plan carries the value
 //! orders its operators read in (`crate::ir::Orders`): a candidate whose reads clash with them is
 //! refused, and a matmul whose readers want its output in the other order than its partials is

@@ -148,14 +148,13 @@ impl Builder<'_> {
                 let q = l.query_block(g, qb);
                 let mut states = Vec::new();
                 for kb in 0..p.visible_blocks(&s, qb) {
-                    let (k0, k1) = l.keys(kb);
                     // Keys any query of the block sees.
-                    let k1 = k1.min(s.visible_keys(q.q1 - 1));
-                    if k0 >= k1 {
+                    let (k0, nk) = (kb * p.block_keys, p.cell_keys(&s, qb, kb));
+                    if nk == 0 {
                         continue;
                     }
                     let tile = l.tile(g, qb, kb);
-                    let flash = self.flash_tile(&l, tile, &q, (k0, k1), &mut work.groups);
+                    let flash = self.flash_tile(&l, tile, &q, (k0, k0 + nk), &mut work.groups);
                     flash.sub_blocks(self.target, &l, &mut work.vertices);
                     states.push((tile, flash.state));
                 }
