@@ -141,8 +141,6 @@ pub struct EpilogueCost {
     pub activation: Option<Activation>,
     pub residual: bool,
     pub transposed: bool,
-    /// The other parts lie in interleaved memory, loaded 128 bits at a time.
-    pub interleaved_parts: bool,
 }
 
 impl EpilogueCost {
@@ -341,10 +339,16 @@ impl Target {
     /// ([`EpilogueCost::ops`]) at f16 width over its grains ([`Target::epilogue_grains`]), against
     /// the accesses it makes as the device counts them, whole ones per row: its own AMP partials
     /// loaded from interleaved memory (128-bit loads), the other parts likewise when they lie there
-    /// and 64 bits at a time when not, the residual loaded and the output stored (64-bit), or a
-    /// transposed output stored a row per column; the bias loaded once. The workers share the
-    /// accesses as they share the grains.
-    pub fn epilogue_cycles(&self, rows: u32, cols: u32, e: &EpilogueCost) -> u64 {
+    /// (`interleaved_parts`) and 64 bits at a time when not, the residual loaded and the output
+    /// stored (64-bit), or a transposed output stored a row per column; the bias loaded once. The
+    /// workers share the accesses as they share the grains.
+    pub fn epilogue_cycles(
+        &self,
+        rows: u32,
+        cols: u32,
+        e: &EpilogueCost,
+        interleaved_parts: bool,
+    ) -> u64 {
         let (ops, transcendentals) = e.ops();
         let (rows64, cols64) = (u64::from(rows), u64::from(cols));
         let access = self.memory_access_bytes;
@@ -354,7 +358,7 @@ impl Target {
         let wide = partials_row.div_ceil(self.wide_load_bytes);
         let per_row = wide
             + other_parts
-                * if e.interleaved_parts {
+                * if interleaved_parts {
                     wide
                 } else {
                     narrow(partials_row)
@@ -687,12 +691,11 @@ mod tests {
             activation: Some(Activation::GeluTanh),
             residual: false,
             transposed: false,
-            interleaved_parts: false,
         };
         // A worker's loads and stores (the partials at 16 bytes, the output at 8: 24 bundles) hide
         // under its 128 bundles of arithmetic.
         assert_eq!(
-            t.epilogue_cycles(6, 64, &gelu),
+            t.epilogue_cycles(6, 64, &gelu, false),
             t.vertex_overhead_cycles + 6 * (64 / 4) * 8
         );
     }

@@ -339,8 +339,6 @@ fn epilogue(
         activation,
         residual: residual.is_some(),
         transposed: v.transpose,
-        // Where the parts lie changes the accesses the memory counts, not the operations.
-        interleaved_parts: false,
     }
     .ops();
     // Elementwise, so the workers share 64-bit grains of four halves, each row's own, as poplibs'

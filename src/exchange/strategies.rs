@@ -208,13 +208,7 @@ impl Strategy {
                     let pieces = pair_cover(&peeled.pattern, &pairs, &whole, x.o, false);
                     (peeled.pieces(pieces), "pair-cover-peeled")
                 }
-                None => {
-                    let (pairs, whole) = x.over_pairs();
-                    (
-                        pair_cover(x.pattern, pairs, whole, x.o, false),
-                        "pair-cover-whole",
-                    )
-                }
+                None => return Strategy::PairCover { split: false }.run(x),
             },
         };
         // The cover charges senders a switch too: every candidate closes up before it is weighed.

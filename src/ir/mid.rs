@@ -137,8 +137,8 @@ impl MatMul {
                 activation: self.activation,
                 residual: self.residual.is_some(),
                 transposed: transpose,
-                interleaved_parts: p.interleaved_shares,
             },
+            p.interleaved_shares,
         )
     }
 }
@@ -288,9 +288,8 @@ impl AttentionPartition {
     /// Key blocks query block `q` sees: all, or under a causal mask those starting at or before its
     /// last query.
     pub fn visible_blocks(&self, shape: &AttentionShape, q: u32) -> u32 {
-        let last = ((q + 1) * self.block_queries).min(shape.queries) - 1;
         shape
-            .visible_keys(last)
+            .visible_keys(self.last_query(shape, q))
             .div_ceil(self.block_keys)
             .min(self.key_blocks)
     }
@@ -310,12 +309,16 @@ impl AttentionPartition {
             .sum()
     }
 
+    /// The last query of query block `q`.
+    fn last_query(&self, shape: &AttentionShape, q: u32) -> u32 {
+        ((q + 1) * self.block_queries).min(shape.queries) - 1
+    }
+
     /// The keys of key block `k` that query block `q` sees (none past the last a query sees).
     pub fn cell_keys(&self, shape: &AttentionShape, q: u32, k: u32) -> u32 {
-        let last = ((q + 1) * self.block_queries).min(shape.queries) - 1;
         let end = ((k + 1) * self.block_keys)
             .min(shape.seen_keys())
-            .min(shape.visible_keys(last));
+            .min(shape.visible_keys(self.last_query(shape, q)));
         end.saturating_sub(k * self.block_keys)
     }
 

@@ -38,7 +38,6 @@ use partitions::{attention_partitions, grid_partitions, row_partitions};
 pub use search::Candidate;
 use search::{joint, shortlist};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LowerMidConfig {
@@ -269,31 +268,26 @@ pub fn shortlists(
         let all: Vec<Candidate> = match op {
             Operator::MatMul(o) => {
                 let weights = graph.value(o.b).role == ValueRole::Weight;
-                let grids: Vec<(Grid, [OperatorEstimate; 2])> = grid_partitions(o, weights, target)
+                let estimates =
+                    |p: &Grid| [false, true].map(|t| grid_estimate(o, p, target, homes, t));
+                grid_partitions(o, weights, target)
                     .into_iter()
                     .filter(|p| cfg.form.allows(p.transposed) && cfg.weights.allows(p.resident))
-                    .map(|p| {
-                        let e = |transposing| grid_estimate(o, &p, target, homes, transposing);
-                        (p, [e(false), e(true)])
-                    })
-                    .collect();
-                // The partials' shares go in interleaved memory only where that makes the grid
-                // faster; elsewhere it would only take interleaved memory.
-                let standard: BTreeMap<Grid, [u64; 2]> = (grids.iter())
-                    .filter(|(p, _)| !p.interleaved_shares)
-                    .map(|(p, [a, b])| (*p, [a.cycles, b.cycles]))
-                    .collect();
-                grids
-                    .into_iter()
-                    .filter(|(p, [a, b])| {
-                        let twin = Grid {
-                            interleaved_shares: false,
-                            ..*p
+                    .flat_map(|p| {
+                        let standard = estimates(&p);
+                        // With a split depth, the partials' shares in interleaved memory too, where
+                        // that makes the grid faster; elsewhere it would only take interleaved memory.
+                        let shares = Grid {
+                            interleaved_shares: true,
+                            ..p
                         };
-                        !p.interleaved_shares
-                            || standard
-                                .get(&twin)
-                                .is_none_or(|s| a.cycles < s[0] || b.cycles < s[1])
+                        let interleaved = (p.depth_blocks > 1)
+                            .then(|| estimates(&shares))
+                            .filter(|e| {
+                                e[0].cycles < standard[0].cycles || e[1].cycles < standard[1].cycles
+                            })
+                            .map(|e| (shares, e));
+                        std::iter::once((p, standard)).chain(interleaved)
                     })
                     .map(|(p, [estimate, transposing])| Candidate {
                         partition: Partition::Grid(p),

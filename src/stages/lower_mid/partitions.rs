@@ -32,9 +32,9 @@ pub(super) fn row_partitions(rows: u32, cols: u32, target: &Target) -> Vec<Grid>
 /// Every distinct grid in both operand forms: blocks of the AMP's stationary dimension (the output's
 /// columns in the normal form, its rows in the transposed form) of a multiple of the AMP width, the
 /// narrowest of each block count; every block count of the other output dimension; every split of
-/// the depth into blocks of a multiple of the AMP block depth; when `b` is a weight, with the weights
-/// resident or gathered; and with a split depth, with the partials' shares in interleaved memory or
-/// not.
+/// the depth into blocks of a multiple of the AMP block depth; and, when `b` is a weight, with the
+/// weights resident or gathered. The partials' shares lie in either region (`lower_mid` judges
+/// their interleaved variant).
 pub(super) fn grid_partitions(op: &MatMul, weights: bool, target: &Target) -> Vec<Grid> {
     let (width, depth, tiles) = (target.amp_block_width, target.amp_block_depth, target.tiles);
     let (m, k, n) = (op.m, op.k, op.n);
@@ -77,23 +77,18 @@ pub(super) fn grid_partitions(op: &MatMul, weights: bool, target: &Target) -> Ve
                             (stationary_blocks, block_stationary),
                         )
                     };
-                    let split = depth_blocks > 1;
                     for resident in [false, true].into_iter().take(1 + usize::from(weights)) {
-                        for interleaved_shares in
-                            [false, true].into_iter().take(1 + usize::from(split))
-                        {
-                            out.push(Grid {
-                                row_blocks,
-                                block_rows,
-                                col_blocks,
-                                block_cols,
-                                depth_blocks,
-                                block_depth,
-                                transposed,
-                                resident,
-                                interleaved_shares,
-                            });
-                        }
+                        out.push(Grid {
+                            row_blocks,
+                            block_rows,
+                            col_blocks,
+                            block_cols,
+                            depth_blocks,
+                            block_depth,
+                            transposed,
+                            resident,
+                            interleaved_shares: false,
+                        });
                     }
                 }
             }

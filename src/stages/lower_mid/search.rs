@@ -1,12 +1,12 @@
 //! The joint plan search: one candidate per operator, chosen together.
 //!
 //! Contract: [`shortlist`] keeps, of one operator's candidates that fit a tile alone, the fastest
-//! of each (operand form, residency, region of the partials' shares) class and the leanest. [`joint`] searches the product of the
-//! shortlists with a beam over the operators in the mid's order. A partial plan carries the value
-//! orders its operators read in (`crate::ir::Orders`): a candidate whose reads clash with them is
-//! refused, and a matmul whose readers want its output in the other order than its partials is
-//! charged its transposing epilogue. It carries the bytes its resident weights keep on a tile,
-//! and every chosen operator must still fit beside the sum. Of the partial plans with the same
+//! of each (operand form, residency, region of the partials' shares) class and the leanest.
+//! [`joint`] searches the product of the shortlists with a beam over the operators in the mid's
+//! order. A partial plan carries the value orders its operators read in (`crate::ir::Orders`): a
+//! candidate whose reads clash with them is refused, and a matmul whose readers want its output in
+//! the other order than its partials is charged its transposing epilogue. It carries the bytes its
+//! resident weights keep on a tile, and every chosen operator must still fit beside the sum. Of the partial plans with the same
 //! orders, one that is slower than `finalists` others that keep no more resident bytes is dropped;
 //! the fastest `BEAM` go on. The result is the fastest `finalists` whole plans, in a total order
 //! (cycles, then the choices), so it never depends on the thread count.
