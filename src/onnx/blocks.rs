@@ -3,13 +3,11 @@
 //! when a pattern completes (see [`super::patterns`] for the list).
 
 use super::imported::{ImportConfig, WeightData};
-use super::patterns::{Ctx, GeluStep, HEADS_KT, HEADS_QV, IDENTITY, Sym, near};
+use super::patterns::{Ctx, HEADS_KT, HEADS_QV, IDENTITY, Sym};
 use super::tensor;
 use crate::ids::ValueId;
 use crate::ir::{DType, Graph, OpKind, ValueRole};
 use std::collections::BTreeMap;
-
-const SQRT_2: f32 = std::f32::consts::SQRT_2;
 
 impl Ctx {
     pub(super) fn add(
@@ -98,22 +96,28 @@ impl Ctx {
                     });
                 }
                 (
-                    Sym::Gelu {
-                        x,
+                    Sym::Embed {
+                        lookups,
                         shape,
-                        step: GeluStep::Erf,
+                        ..
                     },
-                    c,
-                ) => {
-                    return match c.scalar() {
-                        Some(v) if near(v, 1.0) => Ok(Sym::Gelu {
-                            x: *x,
-                            shape: shape.clone(),
-                            step: GeluStep::OnePlus,
-                        }),
-                        _ => Err("erf-GELU adds 1 to erf(x/√2); this Add adds something else"
-                            .to_string()),
-                    };
+                    Sym::Const(n, t),
+                ) if t.is_float() && t.shape.last() == shape.last() => {
+                    // A constant added to an embedding sum (position embeddings folded to a
+                    // constant): one more lookup, of the constant's rows by where each token lies.
+                    let out = tensor::broadcast(shape, &t.shape)?;
+                    if &out != shape {
+                        return Err(format!("the constant `{n}` of shape {:?} does not broadcast to the embeddings {shape:?}", t.shape));
+                    }
+                    let cols = *shape.last().expect("matched");
+                    let lead = &t.shape[..t.shape.len() - 1];
+                    let rows: usize = lead.iter().product();
+                    let table = self.weight(n, &t.reshaped(vec![rows, cols]), &[rows, cols], DType::F32, 1)?;
+                    let iota = tensor::Tensor { shape: lead.to_vec(), data: tensor::Data::I64((0..rows as i64).collect()) };
+                    let indices = iota.expand(&shape[..shape.len() - 1])?;
+                    let mut lookups = lookups.clone();
+                    lookups.push((table, super::patterns::Indices::Const(format!("{n}/rows"), std::rc::Rc::new(indices))));
+                    return Ok(Sym::Embed { lookups, shape: shape.clone(), name: name.to_string(), tensor: tensor.to_string() });
                 }
                 (x @ (Sym::Value { .. } | Sym::Embed { .. }), Sym::Const(n, t)) => {
                     let (x, shape) = self.materialize(x)?;
@@ -169,19 +173,23 @@ impl Ctx {
             .unwrap_or(self.values[x.index()].cols)
     }
 
-    fn gelu(
+    /// `Gelu` (the canonical form of every GELU spelling): erf, or tanh when `approximate` says so.
+    pub(super) fn gelu(
         &mut self,
         name: &str,
         tensor: &str,
-        x: ValueId,
-        shape: &[usize],
+        x: &Sym,
+        approximate: &str,
     ) -> Result<Sym, String> {
-        let out = self.value(tensor, shape, DType::F16, ValueRole::Intermediate, 0)?;
-        self.op(name, OpKind::GeluErf { x }, out);
-        Ok(Sym::Value {
-            id: out,
-            shape: shape.to_vec(),
-        })
+        let (x, shape) = self.materialize(x)?;
+        let kind = match approximate {
+            "none" => OpKind::GeluErf { x },
+            "tanh" => OpKind::GeluTanh { x },
+            other => return Err(format!("Gelu approximation `{other}` is not one of none, tanh")),
+        };
+        let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
+        self.op(name, kind, out);
+        Ok(Sym::Value { id: out, shape })
     }
 
     pub(super) fn mul(
@@ -224,61 +232,6 @@ impl Ctx {
                         scale,
                         mask: None,
                         softmax: false,
-                    });
-                }
-                (
-                    Sym::Gelu {
-                        x,
-                        shape,
-                        step: GeluStep::OnePlus,
-                    },
-                    Sym::Value { id, .. },
-                ) if id == x => {
-                    return Ok(Sym::Gelu {
-                        x: *x,
-                        shape: shape.clone(),
-                        step: GeluStep::TimesX,
-                    });
-                }
-                (
-                    Sym::Gelu {
-                        x,
-                        shape,
-                        step: GeluStep::TimesX,
-                    },
-                    _,
-                ) => {
-                    return match c {
-                        Some(v) if near(v, 0.5) => self.gelu(name, tensor, *x, shape),
-                        _ => Err("erf-GELU ends with a multiplication by 0.5; this Mul multiplies by something else".to_string()),
-                    };
-                }
-                (
-                    Sym::Gelu {
-                        x,
-                        shape,
-                        step: GeluStep::Half,
-                    },
-                    Sym::Gelu {
-                        x: y,
-                        step: GeluStep::OnePlus,
-                        ..
-                    },
-                ) if x == y => {
-                    return self.gelu(name, tensor, *x, shape);
-                }
-                (Sym::Value { id, shape }, _) if c.is_some_and(|v| near(v, 0.5)) => {
-                    return Ok(Sym::Gelu {
-                        x: *id,
-                        shape: shape.clone(),
-                        step: GeluStep::Half,
-                    });
-                }
-                (Sym::Value { id, shape }, _) if c.is_some_and(|v| near(v, 1.0 / SQRT_2)) => {
-                    return Ok(Sym::Gelu {
-                        x: *id,
-                        shape: shape.clone(),
-                        step: GeluStep::Scaled,
                     });
                 }
                 (
@@ -347,17 +300,6 @@ impl Ctx {
                     softmax: false,
                 })
             }
-            (Sym::Value { id, shape }, c) if c.scalar().is_some() => match c.scalar() {
-                Some(v) if near(v, SQRT_2) => Ok(Sym::Gelu {
-                    x: *id,
-                    shape: shape.clone(),
-                    step: GeluStep::Scaled,
-                }),
-                Some(v) => Err(format!(
-                    "a computed tensor divided by {v} fits no pattern (erf-GELU divides by √2)"
-                )),
-                None => unreachable!("checked"),
-            },
             (Sym::MaskedSum { x, mask, shape }, Sym::Count { mask: m, min, .. }) if mask == m => {
                 let out = self.value(tensor, shape, DType::F32, ValueRole::Intermediate, 0)?;
                 self.op(

@@ -6,15 +6,30 @@
 //! import's notes) or an [`OnnxError`] naming the node (its index in the node list, its name and its op
 //! type). It does no I/O; the CLI reads the model and writes the graph spec (`crate::graph_spec`).
 //!
-//! Modules: `imported` (what goes in and comes out), `proto` (the messages of onnx.proto the importer reads, as prost structs), `tensor` (constants
-//! and the constant evaluator), `lower` (the pass over the nodes), `patterns` and `blocks` (what each
-//! node becomes).
+//! The passes, in order (tract's `declutter`, onnx-mlir's canonicalisation):
+//!
+//! 1. `opgraph`: load the model into an op-level graph at the fixed input shapes.
+//! 2. `fold`: shape inference (`infer`) over the whole graph and folding of every node whose inputs are
+//!    constant (`eval`, ONNX's own semantics); `Shape` of a computed tensor folds from its shape.
+//! 3. `canonical` and `spellings`: one pass per family of equivalent spellings (Gemm, the split
+//!    LayerNorm, the GELUs, fused QKV slices, attention scaling on Q or K, boolean masks), folding again
+//!    after each that rewrote.
+//! 4. `lower`, `patterns` and `blocks`: each remaining node onto the graph IR.
+//!
+//! Other modules: `imported` (what goes in and comes out), `proto` (the messages of onnx.proto the
+//! importer reads, as prost structs), `tensor` (constants, their decoding and the shape rules).
 
 mod blocks;
+mod canonical;
+pub mod eval;
+mod fold;
 mod imported;
+mod infer;
 mod lower;
+mod opgraph;
 mod patterns;
 pub mod proto;
+mod spellings;
 pub mod tensor;
 
 pub use imported::{ImportConfig, Imported, WeightData};

@@ -8,12 +8,13 @@
 //! - `Reshape(x, [b, s, h, d])` + `Transpose` for q, k (`[0,2,3,1]` overall) and v;
 //!   `MatMul(q, kᵀ)` → `Div`/`Mul` by a scalar → `Add(mask bias)`? → `Softmax(-1)` → `MatMul(·, v)` →
 //!   `Transpose([0,2,1,3])` → `Reshape([b, s, h·d])` → one `Attention`.
-//! - `Div(x, √2)` → `Erf` → `Add(1)` → `Mul(x)` → `Mul(0.5)` (or `0.5·x` first) → `GeluErf`.
-//! - `LayerNormalization` over the last axis → `LayerNorm`.
+//! - `Gelu` (every GELU spelling after canonicalisation) → `GeluErf` or `GeluTanh`.
+//! - `LayerNormalization` over the last axis (every LayerNorm spelling) → `LayerNorm`.
 //! - `Mul(x, mask)` → `ReduceSum(1)` over `Clip(ReduceSum(mask, 1), min)` → host `MeanPool`.
 //!
-//! A node that fits none, or fits one but for a detail (a head split that does not divide, a GELU
-//! constant that is not √2), is an error; the caller names the node.
+//! The graph it reads is canonical ([`super::canonical`]): constants folded, one spelling of each
+//! computation. A node that fits none, or fits one but for a detail (a head split that does not
+//! divide), is an error; the caller names the node.
 
 use super::imported::WeightData;
 use super::tensor::{self, Attrs, Tensor};
@@ -27,21 +28,6 @@ use std::rc::Rc;
 pub enum Indices {
     Input(ValueId),
     Const(String, Rc<Tensor>),
-}
-
-/// The steps of erf-GELU over `x`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GeluStep {
-    /// `x / √2`
-    Scaled,
-    /// `erf(x / √2)`
-    Erf,
-    /// `1 + erf(x / √2)`
-    OnePlus,
-    /// `x · (1 + erf(x / √2))`
-    TimesX,
-    /// `0.5 · x`
-    Half,
 }
 
 /// What an ONNX tensor stands for.
@@ -91,12 +77,6 @@ pub enum Sym {
         mask: Option<ValueId>,
         softmax: bool,
     },
-    /// An erf-GELU under way over `x`.
-    Gelu {
-        x: ValueId,
-        shape: Vec<usize>,
-        step: GeluStep,
-    },
     /// `x · mask` (the mask a graph input).
     Masked {
         x: ValueId,
@@ -135,7 +115,6 @@ impl Sym {
             | Sym::InvMask { shape, .. }
             | Sym::MaskBias { shape, .. }
             | Sym::Embed { shape, .. }
-            | Sym::Gelu { shape, .. }
             | Sym::Masked { shape, .. }
             | Sym::MaskedSum { shape, .. }
             | Sym::Count { shape, .. } => shape.clone(),
@@ -153,7 +132,6 @@ impl Sym {
             Sym::Embed { .. } => "an embedding sum",
             Sym::Heads { .. } => "a head split of attention",
             Sym::Scores { .. } => "attention scores",
-            Sym::Gelu { .. } => "an erf-GELU",
             Sym::Masked { .. } | Sym::MaskedSum { .. } | Sym::Count { .. } => "masked mean pooling",
         }
     }
@@ -316,24 +294,16 @@ impl Ctx {
     }
 
     /// One node whose inputs are not all constant.
-    pub fn node(
-        &mut self,
-        node: &super::proto::NodeProto,
-        ins: &[Option<Sym>],
-        attrs: &Attrs,
-    ) -> Result<Sym, String> {
-        let name = if node.name.is_empty() {
-            &node.output[0]
-        } else {
-            &node.name
-        };
-        let tensor = node.output[0].as_str();
+    pub fn node(&mut self, node: &super::opgraph::Node, ins: &[Option<Sym>]) -> Result<Sym, String> {
+        let attrs = &node.attrs;
+        let name = &node.name;
+        let tensor = node.output();
         let input = |i: usize| {
             ins.get(i)
                 .and_then(Option::as_ref)
                 .ok_or(format!("input {i} is missing"))
         };
-        let op = node.op_type.as_str();
+        let op = node.op.as_str();
         match op {
             "Identity" => Ok(input(0)?.clone()),
             "Concat" if ins.len() == 1 => Ok(input(0)?.clone()),
@@ -361,10 +331,7 @@ impl Ctx {
             },
             "Mul" => self.mul(name, tensor, input(0)?, input(1)?),
             "Div" => self.div(name, tensor, input(0)?, input(1)?),
-            "Erf" => match input(0)? {
-                Sym::Gelu { x, shape, step: GeluStep::Scaled } => Ok(Sym::Gelu { x: *x, shape: shape.clone(), step: GeluStep::Erf }),
-                _ => Err("Erf lowers only inside erf-GELU, after a division by √2".to_string()),
-            },
+            "Gelu" => self.gelu(name, tensor, input(0)?, attrs.s("approximate").unwrap_or("none")),
             "MatMul" => self.matmul(name, tensor, input(0)?, input(1)?),
             "Reshape" => self.reshape(input(0)?, input(1)?, attrs),
             "Transpose" => {
@@ -438,7 +405,8 @@ impl Ctx {
                 _ => Err("Clip lowers only as the lower bound of mean pooling's token count".to_string()),
             },
             other => Err(format!(
-                "operator {other} does not lower onto the graph (it folds only on constants, or is not supported)"
+                "operator {other} on {} does not lower onto the graph (no pattern takes it, and it has no vector operation yet)",
+                ins.iter().flatten().map(Sym::what).collect::<Vec<_>>().join(" and ")
             )),
         }
     }

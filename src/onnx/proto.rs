@@ -103,9 +103,23 @@ pub struct TensorProto {
     pub raw_data: Vec<u8>,
     #[prost(double, repeated, tag = "10")]
     pub double_data: Vec<f64>,
+    #[prost(uint64, repeated, tag = "11")]
+    pub uint64_data: Vec<u64>,
+    /// Where the data lives when `data_location` is 1: `location`, `offset`, `length` and `checksum`.
+    #[prost(message, repeated, tag = "13")]
+    pub external_data: Vec<StringStringEntryProto>,
     /// 1 when the data lives in an external file (not supported).
     #[prost(int32, tag = "14")]
     pub data_location: i32,
+}
+
+/// `StringStringEntryProto`: a key and its value.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StringStringEntryProto {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
 }
 
 /// `ValueInfoProto`: a named, typed graph input or output.
@@ -152,8 +166,16 @@ pub struct Dimension {
 /// `TensorProto.DataType` codes the importer knows.
 pub mod data_type {
     pub const FLOAT: i32 = 1;
+    pub const UINT8: i32 = 2;
+    pub const INT8: i32 = 3;
+    pub const UINT16: i32 = 4;
+    pub const INT16: i32 = 5;
     pub const INT32: i32 = 6;
     pub const INT64: i32 = 7;
     pub const BOOL: i32 = 9;
+    pub const FLOAT16: i32 = 10;
     pub const DOUBLE: i32 = 11;
+    pub const UINT32: i32 = 12;
+    pub const UINT64: i32 = 13;
+    pub const BFLOAT16: i32 = 16;
 }

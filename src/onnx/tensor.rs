@@ -1,11 +1,10 @@
-//! Constant tensors and the constant evaluator: the int64/float arithmetic on shapes and indices that an
-//! export leaves in the graph (Shape, Gather, Unsqueeze, Concat, Reshape, ConstantOfShape, Equal,
-//! Where, Expand, Slice, Cast, Range, element-wise arithmetic), and the shape rules those operators share
-//! with the lowering (broadcasting, Reshape's `0` and `-1`, axes).
+//! Constant tensors: their decoding from `TensorProto`s of every element type an export uses, the
+//! shape rules the evaluator and the passes share (broadcasting, Reshape's `0` and `-1`, axes), element
+//! type names, and a node's decoded attributes.
 //!
-//! Input: decoded `TensorProto`s and the constant inputs of one node. Output: a [`Tensor`] or a message
-//! saying what was wrong (the caller adds the node). No operator allocates more than
-//! [`MAX_ELEMENTS`] elements, so crafted shapes cannot exhaust memory.
+//! Input: decoded `TensorProto`s and attributes. Output: a [`Tensor`] (floats as f32, integers and bools
+//! as i64) or a message saying what was wrong (the caller adds the node). No tensor is built with more
+//! than [`MAX_ELEMENTS`] elements by an operator, so crafted shapes cannot exhaust memory.
 
 use super::proto::{TensorProto, data_type};
 
@@ -24,6 +23,38 @@ pub enum Data {
 pub struct Tensor {
     pub shape: Vec<usize>,
     pub data: Data,
+}
+
+/// The bytes of one element of ONNX element type `code` in `raw_data`, for the types the importer reads.
+pub fn element_bytes(code: i32) -> Option<usize> {
+    use data_type as d;
+    match code {
+        d::FLOAT | d::INT32 | d::UINT32 => Some(4),
+        d::DOUBLE | d::INT64 | d::UINT64 => Some(8),
+        d::FLOAT16 | d::BFLOAT16 | d::INT16 | d::UINT16 => Some(2),
+        d::INT8 | d::UINT8 | d::BOOL => Some(1),
+        _ => None,
+    }
+}
+
+/// ONNX element type `code` by its name in onnx.proto, lower case (`int8`, `float16`).
+pub fn element_name(code: i32) -> String {
+    const NAMES: [&str; 24] = [
+        "undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string",
+        "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16",
+        "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
+        "float4e2m1",
+    ];
+    usize::try_from(code)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .map_or_else(|| format!("code {code}"), |n| n.to_string())
+}
+
+/// Whether ONNX element type `code` is a floating-point type.
+pub fn is_float_type(code: i32) -> bool {
+    use data_type as d;
+    matches!(code, d::FLOAT | d::DOUBLE | d::FLOAT16 | d::BFLOAT16)
 }
 
 /// The number of elements of `shape`, or an error past [`MAX_ELEMENTS`].
@@ -117,7 +148,7 @@ pub fn unsqueeze(input: &[usize], axes: &[i64]) -> Result<Vec<usize>, String> {
 
 /// For each element of `out` (row-major), the flat index of the element of a tensor of shape `input`
 /// that broadcasts to it.
-fn broadcast_sources(input: &[usize], out: &[usize]) -> Result<Vec<usize>, String> {
+pub(super) fn broadcast_sources(input: &[usize], out: &[usize]) -> Result<Vec<usize>, String> {
     let n = elements(out)?;
     let offset = out.len() - input.len();
     let mut strides = vec![0usize; out.len()];
@@ -185,7 +216,8 @@ impl Tensor {
         (self.len() == 1).then(|| self.floats()[0])
     }
 
-    /// Decodes an initializer or a Constant node's value.
+    /// Decodes an initializer or a Constant node's value. Floats of every width become f32; integers
+    /// and bools i64; other element types are refused by name.
     pub fn from_proto(t: &TensorProto) -> Result<Tensor, String> {
         if t.data_location == 1 {
             return Err("external tensor data is not supported".to_string());
@@ -201,35 +233,72 @@ impl Tensor {
             .filter(|&n| n < 1 << 31)
             .ok_or_else(|| format!("shape {shape:?} has 2^31 elements or more"))?;
         let raw = &t.raw_data;
+        let width = element_bytes(t.data_type).ok_or_else(|| {
+            format!(
+                "tensor element type {} is not supported",
+                element_name(t.data_type)
+            )
+        })?;
+        if !raw.is_empty() && raw.len() != n * width {
+            return Err(format!(
+                "tensor of shape {shape:?} and type {} holds {} bytes, not {}",
+                element_name(t.data_type),
+                raw.len(),
+                n * width
+            ));
+        }
+        let chunks = || raw.chunks_exact(width);
+        let le = |c: &[u8]| {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(b)
+        };
+        use data_type as d;
         let data = match t.data_type {
-            data_type::FLOAT if !raw.is_empty() => Data::F32(
-                raw.chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-            ),
-            data_type::FLOAT => Data::F32(t.float_data.clone()),
-            data_type::DOUBLE if !raw.is_empty() => Data::F32(
-                raw.chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")) as f32)
-                    .collect(),
-            ),
-            data_type::DOUBLE => Data::F32(t.double_data.iter().map(|&x| x as f32).collect()),
-            data_type::INT64 if !raw.is_empty() => Data::I64(
-                raw.chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect(),
-            ),
-            data_type::INT64 => Data::I64(t.int64_data.clone()),
-            data_type::INT32 if !raw.is_empty() => Data::I64(
-                raw.chunks_exact(4)
-                    .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-                    .collect(),
-            ),
-            data_type::INT32 | data_type::BOOL if raw.is_empty() => {
-                Data::I64(t.int32_data.iter().map(|&x| i64::from(x)).collect())
+            d::FLOAT if !raw.is_empty() => {
+                Data::F32(chunks().map(|c| f32::from_bits(le(c) as u32)).collect())
             }
-            data_type::BOOL => Data::I64(raw.iter().map(|&b| i64::from(b != 0)).collect()),
-            other => return Err(format!("tensor element type {other} is not supported")),
+            d::FLOAT => Data::F32(t.float_data.clone()),
+            d::DOUBLE if !raw.is_empty() => {
+                Data::F32(chunks().map(|c| f64::from_bits(le(c)) as f32).collect())
+            }
+            d::DOUBLE => Data::F32(t.double_data.iter().map(|&x| x as f32).collect()),
+            d::FLOAT16 | d::BFLOAT16 => {
+                let bits: Vec<u16> = if raw.is_empty() {
+                    t.int32_data.iter().map(|&x| x as u16).collect()
+                } else {
+                    chunks().map(|c| le(c) as u16).collect()
+                };
+                Data::F32(
+                    bits.iter()
+                        .map(|&b| {
+                            if t.data_type == d::FLOAT16 {
+                                half::f16::from_bits(b).to_f32()
+                            } else {
+                                half::bf16::from_bits(b).to_f32()
+                            }
+                        })
+                        .collect(),
+                )
+            }
+            d::INT64 if raw.is_empty() => Data::I64(t.int64_data.clone()),
+            d::UINT64 if raw.is_empty() => Data::I64(t.uint64_data.iter().map(|&x| x as i64).collect()),
+            d::INT64 | d::UINT64 => Data::I64(chunks().map(|c| le(c) as i64).collect()),
+            _ if raw.is_empty() => {
+                // INT32, INT16, INT8, UINT16, UINT8, BOOL and UINT32 (as int32 or uint64) in their typed fields.
+                if t.data_type == d::UINT32 {
+                    Data::I64(t.uint64_data.iter().map(|&x| x as i64).collect())
+                } else {
+                    Data::I64(t.int32_data.iter().map(|&x| i64::from(x)).collect())
+                }
+            }
+            d::INT32 => Data::I64(chunks().map(|c| i64::from(le(c) as u32 as i32)).collect()),
+            d::UINT32 => Data::I64(chunks().map(|c| le(c) as i64).collect()),
+            d::INT16 => Data::I64(chunks().map(|c| i64::from(le(c) as u16 as i16)).collect()),
+            d::UINT16 => Data::I64(chunks().map(|c| le(c) as i64).collect()),
+            d::INT8 => Data::I64(raw.iter().map(|&b| i64::from(b as i8)).collect()),
+            d::UINT8 => Data::I64(raw.iter().map(|&b| i64::from(b)).collect()),
+            _ => Data::I64(raw.iter().map(|&b| i64::from(b != 0)).collect()),
         };
         let tensor = Tensor { shape, data };
         if tensor.len() != n {
@@ -243,7 +312,7 @@ impl Tensor {
     }
 
     /// The elements at the given flat source indices, in a tensor of `shape`.
-    fn pick(&self, shape: Vec<usize>, src: &[usize]) -> Tensor {
+    pub(super) fn pick(&self, shape: Vec<usize>, src: &[usize]) -> Tensor {
         let data = match &self.data {
             Data::F32(v) => Data::F32(src.iter().map(|&i| v[i]).collect()),
             Data::I64(v) => Data::I64(src.iter().map(|&i| v[i]).collect()),
@@ -263,205 +332,6 @@ impl Tensor {
             data: self.data.clone(),
         }
     }
-
-    /// Element-wise `op` with numpy broadcasting; the result is float when either side is.
-    fn binary(
-        &self,
-        other: &Tensor,
-        f: impl Fn(f64, f64) -> f64,
-        i: impl Fn(i64, i64) -> Option<i64>,
-    ) -> Result<Tensor, String> {
-        let out = broadcast(&self.shape, &other.shape)?;
-        let (sa, sb) = (
-            broadcast_sources(&self.shape, &out)?,
-            broadcast_sources(&other.shape, &out)?,
-        );
-        let data = match (&self.data, &other.data) {
-            (Data::I64(a), Data::I64(b)) => Data::I64(
-                sa.iter()
-                    .zip(&sb)
-                    .map(|(&x, &y)| i(a[x], b[y]).ok_or("integer overflow or division by zero"))
-                    .collect::<Result<_, _>>()?,
-            ),
-            _ => {
-                let (a, b) = (self.floats(), other.floats());
-                Data::F32(
-                    sa.iter()
-                        .zip(&sb)
-                        .map(|(&x, &y)| f(f64::from(a[x]), f64::from(b[y])) as f32)
-                        .collect(),
-                )
-            }
-        };
-        Ok(Tensor { shape: out, data })
-    }
-
-    /// Folds one node whose inputs are all constant. `inputs` are in node order (`None` for an omitted
-    /// optional input); `attr_i`, `attr_ints` and `attr_t` read the node's attributes.
-    pub fn fold(op: &str, inputs: &[Option<&Tensor>], attrs: &Attrs) -> Result<Tensor, String> {
-        let input = |i: usize| -> Result<&Tensor, String> {
-            inputs
-                .get(i)
-                .copied()
-                .flatten()
-                .ok_or_else(|| format!("input {i} is missing"))
-        };
-        match op {
-            "Identity" => Ok(input(0)?.clone()),
-            "Add" => input(0)?.binary(input(1)?, |a, b| a + b, i64::checked_add),
-            "Sub" => input(0)?.binary(input(1)?, |a, b| a - b, i64::checked_sub),
-            "Mul" => input(0)?.binary(input(1)?, |a, b| a * b, i64::checked_mul),
-            "Div" => input(0)?.binary(input(1)?, |a, b| a / b, i64::checked_div),
-            "Equal" => {
-                let t = input(0)?.binary(
-                    input(1)?,
-                    |a, b| f64::from(u8::from(a == b)),
-                    |a, b| Some(i64::from(a == b)),
-                )?;
-                Ok(Tensor {
-                    data: Data::I64(t.ints()),
-                    ..t
-                })
-            }
-            "Sqrt" => {
-                let t = input(0)?;
-                Ok(Tensor {
-                    shape: t.shape.clone(),
-                    data: Data::F32(t.floats().iter().map(|x| x.sqrt()).collect()),
-                })
-            }
-            "Cast" => {
-                let t = input(0)?;
-                let data = match attrs.i("to").unwrap_or(data_type::FLOAT as i64) as i32 {
-                    data_type::FLOAT | data_type::DOUBLE => Data::F32(t.floats()),
-                    data_type::BOOL => {
-                        Data::I64(t.floats().iter().map(|&x| i64::from(x != 0.0)).collect())
-                    }
-                    data_type::INT64 | data_type::INT32 => Data::I64(t.ints()),
-                    to => return Err(format!("cast to element type {to} is not supported")),
-                };
-                Ok(Tensor {
-                    shape: t.shape.clone(),
-                    data,
-                })
-            }
-            "Shape" => {
-                let t = input(0)?;
-                Ok(shape_tensor(&t.shape))
-            }
-            "ConstantOfShape" => {
-                let dims = input(0)?.ints();
-                let shape = dims
-                    .iter()
-                    .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let n = elements(&shape)?;
-                let value = match attrs.t("value") {
-                    Some(v) if v.len() == 1 => v.clone(),
-                    Some(_) => return Err("value must hold one element".to_string()),
-                    None => Tensor::scalar_f32(0.0),
-                };
-                Ok(value.pick(shape, &vec![0; n]))
-            }
-            "Unsqueeze" | "Squeeze" => {
-                let t = input(0)?;
-                let axes = match inputs.get(1).copied().flatten() {
-                    Some(a) => a.ints(),
-                    None => attrs.ints("axes").unwrap_or_default(),
-                };
-                let shape = if op == "Unsqueeze" {
-                    unsqueeze(&t.shape, &axes)?
-                } else {
-                    let drop = axes
-                        .iter()
-                        .map(|&a| axis(a, t.shape.len()))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    (0..t.shape.len())
-                        .filter(|i| !(drop.contains(i) || drop.is_empty() && t.shape[*i] == 1))
-                        .map(|i| t.shape[i])
-                        .collect()
-                };
-                Ok(t.reshaped(shape))
-            }
-            "Reshape" => {
-                let t = input(0)?;
-                let shape = reshape(&t.shape, &input(1)?.ints(), attrs.i("allowzero") == Some(1))?;
-                Ok(t.reshaped(shape))
-            }
-            "Expand" => {
-                let dims = input(1)?.ints();
-                let shape = dims
-                    .iter()
-                    .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
-                    .collect::<Result<Vec<_>, _>>()?;
-                input(0)?.expand(&shape)
-            }
-            "Where" => {
-                let (c, x, y) = (input(0)?, input(1)?, input(2)?);
-                let out = broadcast(&broadcast(&c.shape, &x.shape)?, &y.shape)?;
-                let (c, x, y) = (c.expand(&out)?, x.expand(&out)?, y.expand(&out)?);
-                let pick = c.ints();
-                let data = match (&x.data, &y.data) {
-                    (Data::I64(a), Data::I64(b)) => Data::I64(
-                        pick.iter()
-                            .enumerate()
-                            .map(|(i, &p)| if p != 0 { a[i] } else { b[i] })
-                            .collect(),
-                    ),
-                    _ => {
-                        let (a, b) = (x.floats(), y.floats());
-                        Data::F32(
-                            pick.iter()
-                                .enumerate()
-                                .map(|(i, &p)| if p != 0 { a[i] } else { b[i] })
-                                .collect(),
-                        )
-                    }
-                };
-                Ok(Tensor { shape: out, data })
-            }
-            "Gather" => gather(input(0)?, input(1)?, attrs.i("axis").unwrap_or(0)),
-            "Concat" => concat(
-                &inputs
-                    .iter()
-                    .map(|t| t.ok_or("input missing"))
-                    .collect::<Result<Vec<_>, _>>()?,
-                attrs.i("axis").ok_or("attribute axis is missing")?,
-            ),
-            "Slice" => slice(
-                input(0)?,
-                &input(1)?.ints(),
-                &input(2)?.ints(),
-                inputs.get(3).copied().flatten().map(|t| t.ints()),
-                inputs.get(4).copied().flatten().map(|t| t.ints()),
-            ),
-            "Range" => {
-                let (start, limit, delta) = (input(0)?, input(1)?, input(2)?);
-                let (s, l, d) = (
-                    start.scalar().ok_or("start is not a scalar")?,
-                    limit.scalar().ok_or("limit is not a scalar")?,
-                    delta.scalar().ok_or("delta is not a scalar")?,
-                );
-                let n = ((l - s) / d).ceil().max(0.0);
-                if !(n.is_finite() && (n as usize) <= MAX_ELEMENTS) {
-                    return Err("range is too long".to_string());
-                }
-                let t = Tensor {
-                    shape: vec![n as usize],
-                    data: Data::F32((0..n as usize).map(|i| s + d * i as f32).collect()),
-                };
-                Ok(if start.is_float() {
-                    t
-                } else {
-                    Tensor {
-                        data: Data::I64(t.ints()),
-                        ..t
-                    }
-                })
-            }
-            other => Err(format!("operator {other} cannot be evaluated on constants")),
-        }
-    }
 }
 
 /// A shape as the 1-D int64 tensor `Shape` returns.
@@ -472,146 +342,13 @@ pub fn shape_tensor(shape: &[usize]) -> Tensor {
     }
 }
 
-fn gather(data: &Tensor, indices: &Tensor, axis_attr: i64) -> Result<Tensor, String> {
-    let a = axis(axis_attr, data.shape.len())?;
-    let (outer, n, inner) = (
-        data.shape[..a].iter().product::<usize>(),
-        data.shape[a],
-        data.shape[a + 1..].iter().product::<usize>(),
-    );
-    let idx = indices
-        .ints()
-        .iter()
-        .map(|&i| {
-            let j = if i < 0 { i + n as i64 } else { i };
-            usize::try_from(j)
-                .ok()
-                .filter(|&j| j < n)
-                .ok_or_else(|| format!("index {i} out of range {n}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut shape = data.shape[..a].to_vec();
-    shape.extend(&indices.shape);
-    shape.extend(&data.shape[a + 1..]);
-    elements(&shape)?;
-    let mut src = Vec::new();
-    for o in 0..outer {
-        for &i in &idx {
-            src.extend((0..inner).map(|k| (o * n + i) * inner + k));
-        }
-    }
-    Ok(data.pick(shape, &src))
-}
-
-fn concat(parts: &[&Tensor], axis_attr: i64) -> Result<Tensor, String> {
-    let first = parts.first().ok_or("no inputs")?;
-    let a = axis(axis_attr, first.shape.len())?;
-    let mut shape = first.shape.clone();
-    shape[a] = 0;
-    for p in parts {
-        if p.shape.len() != shape.len()
-            || p.shape
-                .iter()
-                .enumerate()
-                .any(|(i, &d)| i != a && d != shape[i])
-        {
-            return Err(format!(
-                "inputs {:?} and {:?} do not concatenate",
-                first.shape, p.shape
-            ));
-        }
-        shape[a] += p.shape[a];
-    }
-    elements(&shape)?;
-    let outer: usize = shape[..a].iter().product();
-    let floats = parts.iter().any(|p| p.is_float());
-    let (fs, is): (Vec<Vec<f32>>, Vec<Vec<i64>>) = if floats {
-        (parts.iter().map(|p| p.floats()).collect(), Vec::new())
-    } else {
-        (Vec::new(), parts.iter().map(|p| p.ints()).collect())
-    };
-    let mut f = Vec::new();
-    let mut i = Vec::new();
-    for o in 0..outer {
-        for (k, p) in parts.iter().enumerate() {
-            let chunk: usize = p.shape[a..].iter().product();
-            let range = o * chunk..(o + 1) * chunk;
-            if floats {
-                f.extend_from_slice(&fs[k][range]);
-            } else {
-                i.extend_from_slice(&is[k][range]);
-            }
-        }
-    }
-    let data = if floats { Data::F32(f) } else { Data::I64(i) };
-    Ok(Tensor { shape, data })
-}
-
-fn slice(
-    t: &Tensor,
-    starts: &[i64],
-    ends: &[i64],
-    axes: Option<Vec<i64>>,
-    steps: Option<Vec<i64>>,
-) -> Result<Tensor, String> {
-    let rank = t.shape.len();
-    let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
-    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
-    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
-        return Err("starts, ends, axes and steps differ in length".to_string());
-    }
-    // Per axis: the chosen indices.
-    let mut pick: Vec<Vec<usize>> = t.shape.iter().map(|&d| (0..d).collect()).collect();
-    for k in 0..starts.len() {
-        let a = axis(axes[k], rank)?;
-        let d = t.shape[a] as i64;
-        let step = steps[k];
-        if step == 0 {
-            return Err("slice step 0".to_string());
-        }
-        let clamp = |v: i64, lo: i64, hi: i64| (if v < 0 { v + d } else { v }).clamp(lo, hi);
-        let (mut i, end) = if step > 0 {
-            (clamp(starts[k], 0, d), clamp(ends[k], 0, d))
-        } else {
-            (
-                clamp(starts[k], 0, d - 1),
-                clamp(ends[k].max(-d - 1), -1, d - 1),
-            )
-        };
-        let mut chosen = Vec::new();
-        while (step > 0 && i < end) || (step < 0 && i > end) {
-            chosen.push(i as usize);
-            i += step;
-        }
-        pick[a] = chosen;
-    }
-    let shape: Vec<usize> = pick.iter().map(Vec::len).collect();
-    let n = elements(&shape)?;
-    let mut src = Vec::with_capacity(n);
-    let mut idx = vec![0usize; rank];
-    for _ in 0..n {
-        let mut flat = 0;
-        for (ax, &i) in idx.iter().enumerate() {
-            flat = flat * t.shape[ax] + pick[ax][i];
-        }
-        src.push(flat);
-        for ax in (0..rank).rev() {
-            idx[ax] += 1;
-            if idx[ax] < shape[ax] {
-                break;
-            }
-            idx[ax] = 0;
-        }
-    }
-    Ok(t.pick(shape, &src))
-}
-
 /// A node's attributes, decoded.
 #[derive(Clone, Debug, Default)]
 pub struct Attrs {
     pub ints: Vec<(String, Vec<i64>)>,
     pub int: Vec<(String, i64)>,
     pub float: Vec<(String, f32)>,
+    pub string: Vec<(String, String)>,
     pub tensor: Vec<(String, Tensor)>,
 }
 
@@ -620,10 +357,13 @@ impl Attrs {
         let mut attrs = Attrs::default();
         for a in &node.attribute {
             let name = a.name.clone();
-            // AttributeProto.AttributeType: FLOAT 1, INT 2, TENSOR 4, FLOATS 6, INTS 7.
+            // AttributeProto.AttributeType: FLOAT 1, INT 2, STRING 3, TENSOR 4, FLOATS 6, INTS 7.
             match a.r#type {
                 1 => attrs.float.push((name, a.f)),
                 2 => attrs.int.push((name, a.i)),
+                3 => attrs
+                    .string
+                    .push((name, String::from_utf8_lossy(&a.s).into_owned())),
                 4 => {
                     let t =
                         a.t.as_ref()
@@ -651,79 +391,35 @@ impl Attrs {
     pub fn t(&self, name: &str) -> Option<&Tensor> {
         self.tensor.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ints(shape: Vec<usize>, v: Vec<i64>) -> Tensor {
-        Tensor {
-            shape,
-            data: Data::I64(v),
-        }
+    pub fn s(&self, name: &str) -> Option<&str> {
+        self.string
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
-
-    #[test]
-    fn shape_rules() {
-        assert_eq!(broadcast(&[2, 1, 3], &[4, 1]).unwrap(), vec![2, 4, 3]);
-        assert!(broadcast(&[2], &[3]).is_err());
-        assert_eq!(
-            reshape(&[2, 6, 8], &[0, -1, 4, 2], false).unwrap(),
-            vec![2, 6, 4, 2]
-        );
-        assert_eq!(unsqueeze(&[2, 5], &[1, -1]).unwrap(), vec![2, 1, 5, 1]);
+    /// These attributes with integer `name` set to `v` (for the nodes a pass writes).
+    pub fn with_int(mut self, name: &str, v: i64) -> Attrs {
+        self.int.retain(|(n, _)| n != name);
+        self.int.push((name.to_string(), v));
+        self
     }
-
-    #[test]
-    fn folds_the_export_s_index_arithmetic() {
-        let a = Attrs::default();
-        let arange = ints(vec![1, 6], (0..6).collect());
-        let s = Tensor::fold(
-            "Slice",
-            &[
-                Some(&arange),
-                Some(&ints(vec![1], vec![0])),
-                Some(&ints(vec![1], vec![4])),
-                Some(&ints(vec![1], vec![1])),
-                None,
-            ],
-            &a,
-        )
-        .unwrap();
-        assert_eq!(s, ints(vec![1, 4], vec![0, 1, 2, 3]));
-        let e = Tensor::fold("Expand", &[Some(&s), Some(&ints(vec![2], vec![2, 4]))], &a).unwrap();
-        assert_eq!(e.ints(), vec![0, 1, 2, 3, 0, 1, 2, 3]);
-        let g = Tensor::fold(
-            "Gather",
-            &[
-                Some(&ints(vec![3], vec![7, 8, 9])),
-                Some(&ints(vec![], vec![-1])),
-            ],
-            &a,
-        )
-        .unwrap();
-        assert_eq!(g, ints(vec![], vec![9]));
-        let c = Tensor::fold(
-            "Concat",
-            &[
-                Some(&ints(vec![1], vec![7])),
-                Some(&ints(vec![2], vec![8, 9])),
-            ],
-            &Attrs {
-                int: vec![("axis".into(), 0)],
-                ..Attrs::default()
-            },
-        )
-        .unwrap();
-        assert_eq!(c, ints(vec![3], vec![7, 8, 9]));
-        assert!(
-            Tensor::fold(
-                "Expand",
-                &[Some(&s), Some(&ints(vec![2], vec![1 << 40, 4]))],
-                &a
-            )
-            .is_err()
-        );
+    /// These attributes with float `name` set to `v`.
+    pub fn with_float(mut self, name: &str, v: f32) -> Attrs {
+        self.float.retain(|(n, _)| n != name);
+        self.float.push((name.to_string(), v));
+        self
+    }
+    /// These attributes with string `name` set to `v`.
+    pub fn with_str(mut self, name: &str, v: &str) -> Attrs {
+        self.string.retain(|(n, _)| n != name);
+        self.string.push((name.to_string(), v.to_string()));
+        self
+    }
+    /// These attributes with integer list `name` set to `v`.
+    pub fn with_ints(mut self, name: &str, v: Vec<i64>) -> Attrs {
+        self.ints.retain(|(n, _)| n != name);
+        self.ints.push((name.to_string(), v));
+        self
     }
 }
+

@@ -1,0 +1,272 @@
+//! Canonicalisation: each pass rewrites one family of equivalent spellings to one form, so that the
+//! lowering knows one spelling of each thing. The list ([`PASSES`]) is data; [`canonicalise`] runs it
+//! in order, folding again after each pass that rewrote something (a rewrite may leave constants to
+//! fold, a transposed weight say) and checking the graph is still well formed.
+//!
+//! | pass | from | to |
+//! |---|---|---|
+//! | `gemm` | `Gemm(A, B, C)` with its `alpha`, `beta`, `transA`, `transB` | `MatMul`, `Transpose`, `Mul`, `Add` |
+//! | `layer_norm` | `ReduceMean`/`Sub`/`Pow` (or `Mul`)/`ReduceMean`/`Add ε`/`Sqrt`/`Div`, then `Mul γ`, `Add β` | `LayerNormalization` with ε from the graph |
+//! | `gelu` | erf-GELU (÷√2 or ·1/√2, any order of the products), tanh-GELU (`Pow(x, 3)` or `x·x·x`) | `Gelu` (`approximate` none or tanh) |
+//! | `weight_slices` | a `Slice` or `Split` of the last axis of `MatMul(x, W)` (+ `b`), `W` and `b` constant | one `MatMul` (+ `Add`) per part, over the weight's columns |
+//! | `scalar_scale` | a scalar `Mul`/`Div` on an operand of a `MatMul` of two computed tensors, through `Reshape`/`Transpose` | the product of the scalars applied to the `MatMul`'s result |
+//! | `bool_mask` | `Where(c, 0, f)`, `Where(c, scores, f)`, `Where(Not(c), f, 0)`, `Equal(m, 0)` | `(1 − Cast(c)) · f` added to the scores |
+//!
+//! Input and output: an [`OpGraph`] after [`super::fold::fold`]. Each pass returns how many rewrites it
+//! made; the notes say so.
+
+use super::OnnxError;
+use super::opgraph::{Elem, Info, Node, OpGraph};
+use super::tensor::{Attrs, Data, Tensor};
+
+type Pass = fn(&mut OpGraph) -> Result<usize, OnnxError>;
+
+/// The passes, in order.
+pub const PASSES: [(&str, Pass); 6] = [
+    ("gemm", gemm),
+    ("layer_norm", super::spellings::layer_norm),
+    ("gelu", super::spellings::gelu),
+    ("weight_slices", weight_slices),
+    ("scalar_scale", scalar_scale),
+    ("bool_mask", super::spellings::bool_mask),
+];
+
+/// Runs every pass; returns `(pass, rewrites)` for those that rewrote something.
+pub fn canonicalise(g: &mut OpGraph) -> Result<Vec<(&'static str, usize)>, OnnxError> {
+    let mut done = Vec::new();
+    for (name, pass) in PASSES {
+        let n = pass(g)?;
+        if n > 0 {
+            g.prune();
+            super::fold::fold(g)?;
+            done.push((name, n));
+        }
+    }
+    Ok(done)
+}
+
+/// A float scalar constant.
+pub(super) fn scalar_const(g: &mut OpGraph, base: &str, v: f32) -> String {
+    g.constant(base, Tensor::scalar_f32(v))
+}
+
+fn info(g: &OpGraph, t: &str) -> Info {
+    g.infos.get(t).cloned().unwrap_or(Info {
+        shape: g.shape(t).unwrap_or_default(),
+        elem: Elem::Float,
+    })
+}
+
+/// `Gemm(A, B, C) = alpha · A' · B' + beta · C` as MatMul, Transpose, Mul and Add.
+fn gemm(g: &mut OpGraph) -> Result<usize, OnnxError> {
+    let mut count = 0;
+    while let Some(at) = g.nodes.iter().position(|n| n.op == "Gemm") {
+        let node = g.nodes[at].clone();
+        let out_info = info(g, node.output());
+        let mut steps = Vec::new();
+        let mut operand = |g: &mut OpGraph, i: usize, flag: &str| -> Result<String, OnnxError> {
+            let name = node.input(i).ok_or_else(|| node.error(format!("input {i} is missing")))?.to_string();
+            if node.attrs.i(flag) != Some(1) {
+                return Ok(name);
+            }
+            let mut shape = g.shape(&name).unwrap_or_default();
+            shape.reverse();
+            let step = g.step(&node.name, "Transpose", vec![name], Attrs::default().with_ints("perm", vec![1, 0]), Info { shape, elem: Elem::Float });
+            let out = step.output().to_string();
+            steps.push(step);
+            Ok(out)
+        };
+        let a = operand(g, 0, "transA")?;
+        let b = operand(g, 1, "transB")?;
+        let mut y = g.step(&node.name, "MatMul", vec![a, b], Attrs::default(), out_info.clone());
+        let alpha = node.attrs.f("alpha").unwrap_or(1.0);
+        if alpha != 1.0 {
+            let c = scalar_const(g, &node.name, alpha);
+            steps.push(y.clone());
+            y = g.step(&node.name, "Mul", vec![y.output().to_string(), c], Attrs::default(), out_info.clone());
+        }
+        if let Some(c) = node.input(2) {
+            let beta = node.attrs.f("beta").unwrap_or(1.0);
+            let mut c = c.to_string();
+            if beta != 1.0 {
+                let b = scalar_const(g, &node.name, beta);
+                let shape = g.shape(&c).unwrap_or_default();
+                let scaled = g.step(&node.name, "Mul", vec![c, b], Attrs::default(), Info { shape, elem: Elem::Float });
+                c = scaled.output().to_string();
+                steps.push(scaled);
+            }
+            steps.push(y.clone());
+            y = g.step(&node.name, "Add", vec![y.output().to_string(), c], Attrs::default(), out_info.clone());
+        }
+        steps.push(y);
+        g.replace(at, steps);
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// A slice of the last axis of `MatMul(x, W)` (+ `b`), `W` and `b` constant, as a MatMul over the
+/// weight's columns (+ the bias's part): a fused QKV projection split into its three.
+fn weight_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
+    let mut count = 0;
+    let mut at = 0;
+    while at < g.nodes.len() {
+        let node = g.nodes[at].clone();
+        at += 1;
+        let parts: Vec<(usize, usize)> = match node.op.as_str() {
+            "Split" | "Slice" => match column_parts(g, &node) {
+                Some(p) => p,
+                None => continue,
+            },
+            _ => continue,
+        };
+        let Some(src) = node.input(0) else { continue };
+        // The sliced tensor: MatMul(x, W) or Add(MatMul(x, W), b), W and b constant.
+        let (matmul, bias) = match g.produced_by(src, "Add") {
+            Some(add) => {
+                let (p, q) = (add.inputs[0].clone(), add.inputs[1].clone());
+                let (m, b) = if g.consts.contains_key(&q) { (p, q) } else { (q, p) };
+                (m, Some(b))
+            }
+            None => (src.to_string(), None),
+        };
+        let Some(mm) = g.produced_by(&matmul, "MatMul").cloned() else { continue };
+        let (Some(w), x) = (g.consts.get(&mm.inputs[1]).cloned(), mm.inputs[0].clone()) else { continue };
+        let bias = match bias {
+            Some(b) => match g.consts.get(&b) {
+                Some(t) => Some(t.clone()),
+                None => continue,
+            },
+            None => None,
+        };
+        let cols = *w.shape.last().unwrap_or(&0);
+        if w.shape.len() != 2 || bias.as_ref().is_some_and(|b| b.shape.iter().rev().skip(1).any(|&d| d != 1) || b.shape.last() != Some(&cols)) {
+            continue;
+        }
+        let out_shape = g.shape(src).unwrap_or_default();
+        let mut steps = Vec::new();
+        for (k, &(start, end)) in parts.iter().enumerate() {
+            let slice = |t: &Tensor, rows: usize| -> Tensor {
+                let v = t.floats();
+                let data = (0..rows).flat_map(|r| v[r * cols + start..r * cols + end].to_vec()).collect();
+                Tensor { shape: if t.shape.len() == 2 { vec![rows, end - start] } else { vec![end - start] }, data: Data::F32(data) }
+            };
+            let wk = g.constant(&mm.inputs[1], slice(&w, w.shape[0]));
+            let mut shape = out_shape.clone();
+            if let Some(last) = shape.last_mut() {
+                *last = end - start;
+            }
+            let info = Info { shape, elem: Elem::Float };
+            let mut y = g.step(&node.name, "MatMul", vec![x.clone(), wk], Attrs::default(), info.clone());
+            if let Some(b) = &bias {
+                let bk = g.constant(&node.name, slice(&b.reshaped(vec![1, cols]), 1).reshaped(vec![end - start]));
+                steps.push(y.clone());
+                y = g.step(&node.name, "Add", vec![y.output().to_string(), bk], Attrs::default(), info);
+            }
+            y.outputs = vec![node.outputs[k].clone()];
+            y.index = node.index;
+            steps.push(y);
+        }
+        let pos = at - 1;
+        g.nodes.remove(pos);
+        let added = steps.len();
+        g.nodes.splice(pos..pos, steps);
+        at = pos + added;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// The column ranges a Split or Slice takes of the last axis of its input, when it takes only that
+/// axis with constant bounds and step 1.
+fn column_parts(g: &OpGraph, node: &Node) -> Option<Vec<(usize, usize)>> {
+    let shape = g.shape(node.input(0)?)?;
+    let last = shape.len().checked_sub(1)?;
+    let cols = shape[last];
+    let is_last = |a: i64| a == -1 || a == last as i64;
+    if node.op == "Split" {
+        if !is_last(node.attrs.i("axis").unwrap_or(0)) {
+            return None;
+        }
+        let mut start = 0;
+        return node
+            .outputs
+            .iter()
+            .map(|o| {
+                let n = *g.shape(o)?.last()?;
+                start += n;
+                Some((start - n, start))
+            })
+            .collect();
+    }
+    let c = |i: usize| node.input(i).and_then(|n| g.consts.get(n)).map(|t| t.ints());
+    let (starts, ends) = (c(1)?, c(2)?);
+    let axes = c(3).unwrap_or(vec![0]);
+    if starts.len() != 1 || axes.len() != 1 || !is_last(axes[0]) || c(4).is_some_and(|s| s != [1]) {
+        return None;
+    }
+    let idx = super::eval::slice_indices(cols, starts[0], ends[0], 1).ok()?;
+    Some(vec![(*idx.first()?, *idx.last()? + 1)])
+}
+
+/// Scalar factors on the operands of a MatMul of two computed tensors (attention's `q · kᵀ`, with q
+/// or q and k scaled), moved through Reshape and Transpose onto the MatMul's result.
+fn scalar_scale(g: &mut OpGraph) -> Result<usize, OnnxError> {
+    let mut count = 0;
+    let mut at = 0;
+    while at < g.nodes.len() {
+        let node = g.nodes[at].clone();
+        at += 1;
+        if node.op != "MatMul" || node.inputs.iter().any(|i| g.consts.contains_key(i)) {
+            continue;
+        }
+        let mut factor = 1.0f64;
+        let mut rewired = Vec::new();
+        for operand in &node.inputs {
+            // Walk up through single-use Reshape/Transpose to a single-use scalar Mul or Div.
+            let mut t = operand.clone();
+            let mut reader = (at - 1, node.inputs.iter().position(|i| i == operand).unwrap_or(0));
+            loop {
+                if g.uses(&t) != 1 {
+                    break;
+                }
+                let Some(p) = g.producer(&t) else { break };
+                let pn = &g.nodes[p];
+                match pn.op.as_str() {
+                    "Reshape" | "Transpose" => {
+                        reader = (p, 0);
+                        t = pn.inputs[0].clone();
+                    }
+                    "Mul" | "Div" => {
+                        let (a, b) = (&pn.inputs[0], &pn.inputs[1]);
+                        let (x, c) = match (g.scalar(a), g.scalar(b)) {
+                            (None, Some(c)) => (a.clone(), c),
+                            (Some(c), None) if pn.op == "Mul" => (b.clone(), c),
+                            _ => break,
+                        };
+                        factor *= if pn.op == "Mul" { f64::from(c) } else { 1.0 / f64::from(c) };
+                        rewired.push((reader, x));
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        if rewired.is_empty() {
+            continue;
+        }
+        for ((n, i), x) in rewired {
+            g.nodes[n].inputs[i] = x;
+        }
+        let out_info = info(g, node.output());
+        let mm_at = at - 1;
+        let mm = g.step(&node.name, "MatMul", node.inputs.clone(), Attrs::default(), out_info.clone());
+        let mm = Node { inputs: g.nodes[mm_at].inputs.clone(), ..mm };
+        let c = scalar_const(g, &node.name, factor as f32);
+        let scaled = g.step(&node.name, "Mul", vec![mm.output().to_string(), c], Attrs::default(), out_info);
+        g.replace(mm_at, vec![mm, scaled]);
+        at = mm_at + 2;
+        count += 1;
+    }
+    Ok(count)
+}

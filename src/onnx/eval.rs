@@ -1,0 +1,855 @@
+//! The constant evaluator: ONNX operators on constant inputs, with ONNX's own semantics (numpy
+//! broadcasting, negative axes, Reshape's `0` and `-1`, Slice's clamping). It folds the shape and index
+//! arithmetic an export leaves in the graph once the input shapes are fixed (Shape, Gather, Range,
+//! Concat, Unsqueeze, Squeeze, Reshape, Expand, Slice, Cast, ConstantOfShape, comparisons, And/Or/Not,
+//! Where, Max/Min, IsNaN, Trilu, …), weight transforms (Transpose, MatMul of constants) and weight-only
+//! dequantisation (DequantizeLinear, Cast of int8).
+//!
+//! Input: an operator's name, its constant inputs in node order (`None` for an omitted optional
+//! input), its attributes and the opset. Output: its outputs, or a message saying what was wrong (the
+//! caller adds the node). No operator allocates more than [`MAX_ELEMENTS`] elements.
+
+use super::proto::data_type;
+use super::tensor::{
+    Attrs, Data, MAX_ELEMENTS, Tensor, axis, broadcast, broadcast_sources, elements,
+    element_name, reshape, unsqueeze,
+};
+
+/// Whether [`eval`] evaluates `op` when all its inputs are constant.
+pub fn foldable(op: &str) -> bool {
+    const OPS: &[&str] = &[
+        "Identity", "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Equal", "Less", "Greater",
+        "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Max", "Min", "Sqrt", "Neg",
+        "Abs", "Reciprocal", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu", "Floor", "Ceil",
+        "IsNaN", "IsInf", "Cast", "CastLike", "Shape", "Size", "ConstantOfShape", "Unsqueeze",
+        "Squeeze", "Reshape", "Flatten", "Expand", "Where", "Gather", "Concat", "Slice", "Range",
+        "Transpose", "Split", "Trilu", "DequantizeLinear", "MatMul", "ReduceSum", "ReduceMean",
+        "ReduceMax", "ReduceMin", "ReduceProd", "Tile", "CumSum",
+    ];
+    OPS.contains(&op)
+}
+
+fn ints_shape(t: &Tensor) -> Result<Vec<usize>, String> {
+    t.ints()
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
+        .collect()
+}
+
+fn map_floats(t: &Tensor, f: impl Fn(f64) -> f64) -> Tensor {
+    Tensor {
+        shape: t.shape.clone(),
+        data: Data::F32(t.floats().iter().map(|&x| f(f64::from(x)) as f32).collect()),
+    }
+}
+
+fn bools(shape: Vec<usize>, v: impl Iterator<Item = bool>) -> Tensor {
+    Tensor {
+        shape,
+        data: Data::I64(v.map(i64::from).collect()),
+    }
+}
+
+/// Element-wise `f` (floats) or `i` (integers) with numpy broadcasting; float when either side is.
+fn binary(
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(f64, f64) -> f64,
+    i: impl Fn(i64, i64) -> Option<i64>,
+) -> Result<Tensor, String> {
+    let out = broadcast(&a.shape, &b.shape)?;
+    let (sa, sb) = (
+        broadcast_sources(&a.shape, &out)?,
+        broadcast_sources(&b.shape, &out)?,
+    );
+    let data = match (&a.data, &b.data) {
+        (Data::I64(x), Data::I64(y)) => Data::I64(
+            sa.iter()
+                .zip(&sb)
+                .map(|(&p, &q)| i(x[p], y[q]).ok_or("integer overflow or division by zero"))
+                .collect::<Result<_, _>>()?,
+        ),
+        _ => {
+            let (x, y) = (a.floats(), b.floats());
+            Data::F32(
+                sa.iter()
+                    .zip(&sb)
+                    .map(|(&p, &q)| f(f64::from(x[p]), f64::from(y[q])) as f32)
+                    .collect(),
+            )
+        }
+    };
+    Ok(Tensor { shape: out, data })
+}
+
+/// A comparison or logical operator with broadcasting, giving bools.
+fn compare(a: &Tensor, b: &Tensor, f: impl Fn(f64, f64) -> bool) -> Result<Tensor, String> {
+    let t = binary(
+        a,
+        b,
+        |x, y| f64::from(u8::from(f(x, y))),
+        |x, y| Some(i64::from(f(x as f64, y as f64))),
+    )?;
+    Ok(Tensor {
+        data: Data::I64(t.ints()),
+        ..t
+    })
+}
+
+/// Evaluates one node whose inputs are all constant.
+pub fn eval(
+    op: &str,
+    inputs: &[Option<&Tensor>],
+    attrs: &Attrs,
+    opset: i64,
+) -> Result<Vec<Tensor>, String> {
+    let input = |i: usize| -> Result<&Tensor, String> {
+        inputs
+            .get(i)
+            .copied()
+            .flatten()
+            .ok_or_else(|| format!("input {i} is missing"))
+    };
+    let optional = |i: usize| inputs.get(i).copied().flatten();
+    // Axes from the attribute (before opset 13 or 18, by operator) or the second input.
+    let axes_of = |i: usize| -> Option<Vec<i64>> {
+        optional(i).map(Tensor::ints).or_else(|| attrs.ints("axes"))
+    };
+    let one = |t: Tensor| Ok(vec![t]);
+    match op {
+        "Identity" => one(input(0)?.clone()),
+        "Add" => one(binary(input(0)?, input(1)?, |a, b| a + b, i64::checked_add)?),
+        "Sub" => one(binary(input(0)?, input(1)?, |a, b| a - b, i64::checked_sub)?),
+        "Mul" => one(binary(input(0)?, input(1)?, |a, b| a * b, i64::checked_mul)?),
+        "Div" => one(binary(input(0)?, input(1)?, |a, b| a / b, i64::checked_div)?),
+        "Mod" => one(binary(
+            input(0)?,
+            input(1)?,
+            |a, b| if attrs.i("fmod") == Some(1) { a % b } else { a - b * (a / b).floor() },
+            |a, b| a.checked_rem_euclid(b).map(|r| if b < 0 && r != 0 { r + b } else { r }),
+        )?),
+        "Pow" => one(binary(
+            input(0)?,
+            input(1)?,
+            f64::powf,
+            |a, b| u32::try_from(b).ok().and_then(|b| a.checked_pow(b)),
+        )?),
+        "Max" | "Min" => {
+            let max = op == "Max";
+            let mut acc = input(0)?.clone();
+            for t in inputs[1..].iter().flatten() {
+                acc = binary(
+                    &acc,
+                    t,
+                    |a, b| if (a > b) == max || a.is_nan() { a } else { b },
+                    |a, b| Some(if max { a.max(b) } else { a.min(b) }),
+                )?;
+            }
+            one(acc)
+        }
+        "Equal" => one(compare(input(0)?, input(1)?, |a, b| a == b)?),
+        "Less" => one(compare(input(0)?, input(1)?, |a, b| a < b)?),
+        "Greater" => one(compare(input(0)?, input(1)?, |a, b| a > b)?),
+        "LessOrEqual" => one(compare(input(0)?, input(1)?, |a, b| a <= b)?),
+        "GreaterOrEqual" => one(compare(input(0)?, input(1)?, |a, b| a >= b)?),
+        "And" => one(compare(input(0)?, input(1)?, |a, b| a != 0.0 && b != 0.0)?),
+        "Or" => one(compare(input(0)?, input(1)?, |a, b| a != 0.0 || b != 0.0)?),
+        "Xor" => one(compare(input(0)?, input(1)?, |a, b| (a != 0.0) != (b != 0.0))?),
+        "Not" => {
+            let t = input(0)?;
+            one(bools(t.shape.clone(), t.ints().into_iter().map(|x| x == 0)))
+        }
+        "IsNaN" => {
+            let t = input(0)?;
+            one(bools(t.shape.clone(), t.floats().into_iter().map(f32::is_nan)))
+        }
+        "IsInf" => {
+            let t = input(0)?;
+            let (pos, neg) = (
+                attrs.i("detect_positive").unwrap_or(1) != 0,
+                attrs.i("detect_negative").unwrap_or(1) != 0,
+            );
+            one(bools(
+                t.shape.clone(),
+                t.floats()
+                    .into_iter()
+                    .map(|x| x.is_infinite() && ((x > 0.0 && pos) || (x < 0.0 && neg))),
+            ))
+        }
+        "Neg" => {
+            let t = input(0)?;
+            one(match &t.data {
+                Data::I64(v) => Tensor {
+                    shape: t.shape.clone(),
+                    data: Data::I64(v.iter().map(|x| x.wrapping_neg()).collect()),
+                },
+                Data::F32(_) => map_floats(t, |x| -x),
+            })
+        }
+        "Abs" => {
+            let t = input(0)?;
+            one(match &t.data {
+                Data::I64(v) => Tensor {
+                    shape: t.shape.clone(),
+                    data: Data::I64(v.iter().map(|x| x.wrapping_abs()).collect()),
+                },
+                Data::F32(_) => map_floats(t, f64::abs),
+            })
+        }
+        "Sqrt" => one(map_floats(input(0)?, f64::sqrt)),
+        "Reciprocal" => one(map_floats(input(0)?, |x| 1.0 / x)),
+        "Exp" => one(map_floats(input(0)?, f64::exp)),
+        "Log" => one(map_floats(input(0)?, f64::ln)),
+        "Erf" => one(map_floats(input(0)?, libm::erf)),
+        "Tanh" => one(map_floats(input(0)?, f64::tanh)),
+        "Sigmoid" => one(map_floats(input(0)?, |x| 1.0 / (1.0 + (-x).exp()))),
+        "Relu" => one(map_floats(input(0)?, |x| x.max(0.0))),
+        "Floor" => one(map_floats(input(0)?, f64::floor)),
+        "Ceil" => one(map_floats(input(0)?, f64::ceil)),
+        "Cast" | "CastLike" => {
+            let t = input(0)?;
+            let to = if op == "CastLike" {
+                if input(1)?.is_float() { data_type::FLOAT } else { data_type::INT64 }
+            } else {
+                attrs.i("to").unwrap_or(i64::from(data_type::FLOAT)) as i32
+            };
+            one(cast(t, to)?)
+        }
+        "Shape" => {
+            let t = input(0)?;
+            one(super::tensor::shape_tensor(&shape_slice(&t.shape, attrs)))
+        }
+        "Size" => one(Tensor {
+            shape: Vec::new(),
+            data: Data::I64(vec![input(0)?.len() as i64]),
+        }),
+        "ConstantOfShape" => {
+            let shape = ints_shape(input(0)?)?;
+            let n = elements(&shape)?;
+            let value = match attrs.t("value") {
+                Some(v) if v.len() == 1 => v.clone(),
+                Some(_) => return Err("value must hold one element".to_string()),
+                None => Tensor::scalar_f32(0.0),
+            };
+            one(value.pick(shape, &vec![0; n]))
+        }
+        "Unsqueeze" => {
+            let t = input(0)?;
+            let axes = axes_of(1).ok_or("Unsqueeze needs its axes")?;
+            one(t.reshaped(unsqueeze(&t.shape, &axes)?))
+        }
+        "Squeeze" => {
+            let t = input(0)?;
+            one(t.reshaped(squeeze(&t.shape, &axes_of(1).unwrap_or_default())?))
+        }
+        "Reshape" => {
+            let t = input(0)?;
+            let shape = reshape(&t.shape, &input(1)?.ints(), attrs.i("allowzero") == Some(1))?;
+            one(t.reshaped(shape))
+        }
+        "Flatten" => {
+            let t = input(0)?;
+            one(t.reshaped(flatten(&t.shape, attrs.i("axis").unwrap_or(1))?))
+        }
+        "Expand" => {
+            let shape = ints_shape(input(1)?)?;
+            one(input(0)?.expand(&shape)?)
+        }
+        "Where" => {
+            let (c, x, y) = (input(0)?, input(1)?, input(2)?);
+            let out = broadcast(&broadcast(&c.shape, &x.shape)?, &y.shape)?;
+            let (c, x, y) = (c.expand(&out)?, x.expand(&out)?, y.expand(&out)?);
+            let pick = c.ints();
+            let data = match (&x.data, &y.data) {
+                (Data::I64(a), Data::I64(b)) => Data::I64(
+                    pick.iter()
+                        .enumerate()
+                        .map(|(i, &p)| if p != 0 { a[i] } else { b[i] })
+                        .collect(),
+                ),
+                _ => {
+                    let (a, b) = (x.floats(), y.floats());
+                    Data::F32(
+                        pick.iter()
+                            .enumerate()
+                            .map(|(i, &p)| if p != 0 { a[i] } else { b[i] })
+                            .collect(),
+                    )
+                }
+            };
+            one(Tensor { shape: out, data })
+        }
+        "Gather" => one(gather(input(0)?, input(1)?, attrs.i("axis").unwrap_or(0))?),
+        "Concat" => one(concat(
+            &inputs
+                .iter()
+                .map(|t| t.ok_or("input missing"))
+                .collect::<Result<Vec<_>, _>>()?,
+            attrs.i("axis").ok_or("attribute axis is missing")?,
+        )?),
+        "Slice" => {
+            let (starts, ends, axes, steps) = if opset < 10 {
+                (
+                    attrs.ints("starts").ok_or("Slice needs starts")?,
+                    attrs.ints("ends").ok_or("Slice needs ends")?,
+                    attrs.ints("axes"),
+                    None,
+                )
+            } else {
+                (
+                    input(1)?.ints(),
+                    input(2)?.ints(),
+                    optional(3).map(Tensor::ints),
+                    optional(4).map(Tensor::ints),
+                )
+            };
+            one(slice(input(0)?, &starts, &ends, axes, steps)?)
+        }
+        "Range" => {
+            let (start, limit, delta) = (input(0)?, input(1)?, input(2)?);
+            let (s, l, d) = (
+                start.scalar().ok_or("start is not a scalar")?,
+                limit.scalar().ok_or("limit is not a scalar")?,
+                delta.scalar().ok_or("delta is not a scalar")?,
+            );
+            let n = ((f64::from(l) - f64::from(s)) / f64::from(d)).ceil().max(0.0);
+            if !(n.is_finite() && (n as usize) <= MAX_ELEMENTS) {
+                return Err("range is too long".to_string());
+            }
+            let values = (0..n as usize).map(|i| f64::from(s) + f64::from(d) * i as f64);
+            one(Tensor {
+                shape: vec![n as usize],
+                data: if start.is_float() {
+                    Data::F32(values.map(|x| x as f32).collect())
+                } else {
+                    Data::I64(values.map(|x| x as i64).collect())
+                },
+            })
+        }
+        "Transpose" => {
+            let t = input(0)?;
+            let rank = t.shape.len();
+            let perm = attrs
+                .ints("perm")
+                .unwrap_or_else(|| (0..rank as i64).rev().collect());
+            one(transpose(t, &perm)?)
+        }
+        "Split" => split(input(0)?, optional(1), attrs, opset),
+        "Trilu" => {
+            let t = input(0)?;
+            let k = optional(1).and_then(Tensor::scalar).map_or(0, |k| k as i64);
+            let upper = attrs.i("upper").unwrap_or(1) != 0;
+            let rank = t.shape.len();
+            if rank < 2 {
+                return Err("Trilu needs a rank of at least 2".to_string());
+            }
+            let (rows, cols) = (t.shape[rank - 2], t.shape[rank - 1]);
+            let keep: Vec<bool> = (0..t.len())
+                .map(|i| {
+                    let (r, c) = (((i / cols) % rows) as i64, (i % cols) as i64);
+                    if upper { c - r >= k } else { c - r <= k }
+                })
+                .collect();
+            let data = match &t.data {
+                Data::F32(v) => Data::F32(v.iter().zip(&keep).map(|(&x, &k)| if k { x } else { 0.0 }).collect()),
+                Data::I64(v) => Data::I64(v.iter().zip(&keep).map(|(&x, &k)| if k { x } else { 0 }).collect()),
+            };
+            one(Tensor { shape: t.shape.clone(), data })
+        }
+        "DequantizeLinear" => one(dequantize(input(0)?, input(1)?, optional(2), attrs)?),
+        "MatMul" => one(matmul(input(0)?, input(1)?)?),
+        "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd" => {
+            // Axes: an attribute, or from opset 13 (ReduceSum) and 18 (the others) an input.
+            let axes = axes_of(1).unwrap_or_default();
+            let noop = attrs.i("noop_with_empty_axes").unwrap_or(0) != 0;
+            if axes.is_empty() && noop {
+                return one(input(0)?.clone());
+            }
+            one(reduce(op, input(0)?, &axes, attrs.i("keepdims").unwrap_or(1) != 0)?)
+        }
+        "Tile" => {
+            let t = input(0)?;
+            let reps = input(1)?.ints();
+            if reps.len() != t.shape.len() || reps.iter().any(|&r| r < 0) {
+                return Err(format!("Tile repeats {reps:?} do not fit rank {}", t.shape.len()));
+            }
+            let mut out = t.clone();
+            for (a, &r) in reps.iter().enumerate() {
+                let parts = vec![&out; r as usize];
+                out = if parts.is_empty() {
+                    let mut shape = out.shape.clone();
+                    shape[a] = 0;
+                    Tensor { shape, data: Data::F32(Vec::new()) }
+                } else {
+                    concat(&parts, a as i64)?
+                };
+            }
+            one(out)
+        }
+        "CumSum" => {
+            let t = input(0)?;
+            let a = axis(input(1)?.scalar().ok_or("CumSum's axis is not a scalar")? as i64, t.shape.len())?;
+            let (exclusive, reverse) = (attrs.i("exclusive") == Some(1), attrs.i("reverse") == Some(1));
+            let (n, inner) = (t.shape[a], t.shape[a + 1..].iter().product::<usize>());
+            let mut v: Vec<f64> = t.floats().iter().map(|&x| f64::from(x)).collect();
+            let src = v.clone();
+            for (i, out) in v.iter_mut().enumerate() {
+                let (pos, base) = ((i / inner) % n, i - ((i / inner) % n) * inner);
+                let range: Vec<usize> = if reverse { (pos..n).collect() } else { (0..=pos).collect() };
+                *out = range
+                    .into_iter()
+                    .filter(|&j| !(exclusive && j == pos))
+                    .map(|j| src[base + j * inner])
+                    .sum();
+            }
+            one(Tensor {
+                shape: t.shape.clone(),
+                data: if t.is_float() {
+                    Data::F32(v.iter().map(|&x| x as f32).collect())
+                } else {
+                    Data::I64(v.iter().map(|&x| x as i64).collect())
+                },
+            })
+        }
+        other => Err(format!("operator {other} cannot be evaluated on constants")),
+    }
+}
+
+/// `Shape`'s `start` and `end` attributes applied to `shape`.
+pub fn shape_slice(shape: &[usize], attrs: &Attrs) -> Vec<usize> {
+    let rank = shape.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize;
+    let (start, end) = (
+        clamp(attrs.i("start").unwrap_or(0)),
+        clamp(attrs.i("end").unwrap_or(rank)),
+    );
+    shape.get(start..end.max(start)).unwrap_or_default().to_vec()
+}
+
+/// Squeeze: `axes` (of the input) dropped, or every unit dimension when `axes` is empty.
+pub fn squeeze(shape: &[usize], axes: &[i64]) -> Result<Vec<usize>, String> {
+    let drop = axes
+        .iter()
+        .map(|&a| axis(a, shape.len()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(&a) = drop.iter().find(|&&a| shape[a] != 1) {
+        return Err(format!("Squeeze of axis {a} of {shape:?}, which is not 1"));
+    }
+    Ok((0..shape.len())
+        .filter(|i| !(drop.contains(i) || drop.is_empty() && shape[*i] == 1))
+        .map(|i| shape[i])
+        .collect())
+}
+
+/// Flatten at `axis`: `[∏ shape[..axis], ∏ shape[axis..]]`.
+pub fn flatten(shape: &[usize], axis_attr: i64) -> Result<Vec<usize>, String> {
+    let rank = shape.len();
+    let a = if axis_attr < 0 { axis_attr + rank as i64 } else { axis_attr };
+    if !(0..=rank as i64).contains(&a) {
+        return Err(format!("Flatten axis {axis_attr} is out of range for rank {rank}"));
+    }
+    let a = a as usize;
+    Ok(vec![shape[..a].iter().product(), shape[a..].iter().product()])
+}
+
+/// `perm` checked as a permutation of `rank` axes.
+pub fn permutation(perm: &[i64], rank: usize) -> Result<Vec<usize>, String> {
+    let p: Vec<usize> = perm
+        .iter()
+        .map(|&a| usize::try_from(a).ok().filter(|&a| a < rank))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("perm {perm:?} is not a permutation of {rank} axes"))?;
+    let mut seen = vec![false; rank];
+    if p.len() != rank || p.iter().any(|&a| std::mem::replace(&mut seen[a], true)) {
+        return Err(format!("perm {perm:?} is not a permutation of {rank} axes"));
+    }
+    Ok(p)
+}
+
+pub fn transpose(t: &Tensor, perm: &[i64]) -> Result<Tensor, String> {
+    let rank = t.shape.len();
+    let p = permutation(perm, rank)?;
+    let shape: Vec<usize> = p.iter().map(|&a| t.shape[a]).collect();
+    let n = elements(&shape)?;
+    let mut strides = vec![1usize; rank];
+    for a in (0..rank.saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * t.shape[a + 1];
+    }
+    let mut src = Vec::with_capacity(n);
+    let mut idx = vec![0usize; rank];
+    for _ in 0..n {
+        src.push(idx.iter().zip(&p).map(|(&i, &a)| i * strides[a]).sum());
+        for k in (0..rank).rev() {
+            idx[k] += 1;
+            if idx[k] < shape[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    Ok(t.pick(shape, &src))
+}
+
+fn cast(t: &Tensor, to: i32) -> Result<Tensor, String> {
+    use data_type as d;
+    let data = match to {
+        d::FLOAT | d::DOUBLE => Data::F32(t.floats()),
+        d::FLOAT16 => Data::F32(t.floats().iter().map(|&x| half::f16::from_f32(x).to_f32()).collect()),
+        d::BFLOAT16 => Data::F32(t.floats().iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect()),
+        d::BOOL => Data::I64(t.floats().iter().map(|&x| i64::from(x != 0.0)).collect()),
+        d::INT64 | d::INT32 | d::INT16 | d::INT8 | d::UINT8 | d::UINT16 | d::UINT32 | d::UINT64 => {
+            Data::I64(t.ints())
+        }
+        to => return Err(format!("cast to element type {} is not supported", element_name(to))),
+    };
+    Ok(Tensor { shape: t.shape.clone(), data })
+}
+
+/// `(x − zero_point) · scale`, per tensor or per slice along `axis`.
+fn dequantize(x: &Tensor, scale: &Tensor, zero: Option<&Tensor>, attrs: &Attrs) -> Result<Tensor, String> {
+    let a = axis(attrs.i("axis").unwrap_or(1), x.shape.len().max(1))?;
+    let (scales, zeros) = (scale.floats(), zero.map_or_else(|| vec![0; scales_len(scale)], Tensor::ints));
+    if scales.len() != zeros.len() {
+        return Err("scale and zero point differ in length".to_string());
+    }
+    let per = |i: usize| -> usize {
+        if scales.len() == 1 {
+            0
+        } else {
+            let inner: usize = x.shape[a + 1..].iter().product();
+            (i / inner) % x.shape[a]
+        }
+    };
+    if scales.len() != 1 && x.shape.get(a) != Some(&scales.len()) {
+        return Err(format!(
+            "{} scales for axis {a} of {:?}: per-channel dequantisation takes one a channel",
+            scales.len(),
+            x.shape
+        ));
+    }
+    let v = x.ints();
+    Ok(Tensor {
+        shape: x.shape.clone(),
+        data: Data::F32(
+            v.iter()
+                .enumerate()
+                .map(|(i, &q)| ((q - zeros[per(i)]) as f64 * f64::from(scales[per(i)])) as f32)
+                .collect(),
+        ),
+    })
+}
+
+fn scales_len(t: &Tensor) -> usize {
+    t.len()
+}
+
+fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
+    if a.shape.len() != 2 || b.shape.len() != 2 || a.shape[1] != b.shape[0] {
+        return Err(format!(
+            "only 2-D matmuls of constants fold; got {:?} and {:?}",
+            a.shape, b.shape
+        ));
+    }
+    let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
+    elements(&[m, n])?;
+    elements(&[m, k, n])?;
+    let (x, y) = (a.floats(), b.floats());
+    let mut out = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            out[i * n + j] = (0..k).map(|p| f64::from(x[i * k + p]) * f64::from(y[p * n + j])).sum::<f64>() as f32;
+        }
+    }
+    Ok(Tensor { shape: vec![m, n], data: Data::F32(out) })
+}
+
+fn reduce(op: &str, t: &Tensor, axes: &[i64], keep: bool) -> Result<Tensor, String> {
+    let rank = t.shape.len();
+    let axes: Vec<usize> = if axes.is_empty() {
+        (0..rank).collect()
+    } else {
+        axes.iter().map(|&a| axis(a, rank)).collect::<Result<_, _>>()?
+    };
+    let out_full: Vec<usize> = (0..rank).map(|a| if axes.contains(&a) { 1 } else { t.shape[a] }).collect();
+    let n = elements(&out_full)?;
+    let src = broadcast_sources(&out_full, &t.shape)?;
+    let (init, f): (f64, fn(f64, f64) -> f64) = match op {
+        "ReduceMax" => (f64::NEG_INFINITY, f64::max),
+        "ReduceMin" => (f64::INFINITY, f64::min),
+        "ReduceProd" => (1.0, |a, b| a * b),
+        _ => (0.0, |a, b| a + b),
+    };
+    let mut acc = vec![init; n];
+    let v = t.floats();
+    for (i, &o) in src.iter().enumerate() {
+        acc[o] = f(acc[o], f64::from(v[i]));
+    }
+    if op == "ReduceMean" {
+        let count = (t.len() / n.max(1)).max(1) as f64;
+        acc.iter_mut().for_each(|x| *x /= count);
+    }
+    let shape = if keep {
+        out_full
+    } else {
+        (0..rank).filter(|a| !axes.contains(a)).map(|a| t.shape[a]).collect()
+    };
+    Ok(Tensor {
+        shape,
+        data: if t.is_float() {
+            Data::F32(acc.iter().map(|&x| x as f32).collect())
+        } else {
+            Data::I64(acc.iter().map(|&x| x as i64).collect())
+        },
+    })
+}
+
+/// The sizes Split cuts axis `a` of `dim` into: `split` (an input from opset 13, else an attribute),
+/// or `parts` equal parts (`num_outputs` from opset 18), the last smaller.
+pub fn split_sizes(dim: usize, split: Option<Vec<i64>>, parts: usize) -> Result<Vec<usize>, String> {
+    match split {
+        Some(s) => {
+            let sizes: Vec<usize> = s
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| format!("negative split {d}")))
+                .collect::<Result<_, _>>()?;
+            if sizes.iter().sum::<usize>() != dim {
+                return Err(format!("split {s:?} does not add up to {dim}"));
+            }
+            Ok(sizes)
+        }
+        None if parts > 0 => {
+            let each = dim.div_ceil(parts);
+            Ok((0..parts).map(|i| each.min(dim.saturating_sub(i * each))).collect())
+        }
+        None => Err("Split needs its sizes or its number of outputs".to_string()),
+    }
+}
+
+fn split(t: &Tensor, sizes: Option<&Tensor>, attrs: &Attrs, opset: i64) -> Result<Vec<Tensor>, String> {
+    let a = axis(attrs.i("axis").unwrap_or(0), t.shape.len())?;
+    let given = if opset >= 13 { sizes.map(Tensor::ints) } else { attrs.ints("split") };
+    let parts = attrs.i("num_outputs").map_or(0, |n| n.max(0) as usize);
+    let sizes = split_sizes(t.shape[a], given, parts)?;
+    let mut start = 0i64;
+    sizes
+        .iter()
+        .map(|&s| {
+            let part = slice(t, &[start], &[start + s as i64], Some(vec![a as i64]), None);
+            start += s as i64;
+            part
+        })
+        .collect()
+}
+
+fn gather(data: &Tensor, indices: &Tensor, axis_attr: i64) -> Result<Tensor, String> {
+    let a = axis(axis_attr, data.shape.len())?;
+    let (outer, n, inner) = (
+        data.shape[..a].iter().product::<usize>(),
+        data.shape[a],
+        data.shape[a + 1..].iter().product::<usize>(),
+    );
+    let idx = indices
+        .ints()
+        .iter()
+        .map(|&i| {
+            let j = if i < 0 { i + n as i64 } else { i };
+            usize::try_from(j)
+                .ok()
+                .filter(|&j| j < n)
+                .ok_or_else(|| format!("index {i} out of range {n}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut shape = data.shape[..a].to_vec();
+    shape.extend(&indices.shape);
+    shape.extend(&data.shape[a + 1..]);
+    elements(&shape)?;
+    let mut src = Vec::new();
+    for o in 0..outer {
+        for &i in &idx {
+            src.extend((0..inner).map(|k| (o * n + i) * inner + k));
+        }
+    }
+    Ok(data.pick(shape, &src))
+}
+
+fn concat(parts: &[&Tensor], axis_attr: i64) -> Result<Tensor, String> {
+    let first = parts.first().ok_or("no inputs")?;
+    let a = axis(axis_attr, first.shape.len())?;
+    let mut shape = first.shape.clone();
+    shape[a] = 0;
+    for p in parts {
+        if p.shape.len() != shape.len()
+            || p.shape.iter().enumerate().any(|(i, &d)| i != a && d != shape[i])
+        {
+            return Err(format!("inputs {:?} and {:?} do not concatenate", first.shape, p.shape));
+        }
+        shape[a] += p.shape[a];
+    }
+    elements(&shape)?;
+    let outer: usize = shape[..a].iter().product();
+    let floats = parts.iter().any(|p| p.is_float());
+    let (fs, is): (Vec<Vec<f32>>, Vec<Vec<i64>>) = if floats {
+        (parts.iter().map(|p| p.floats()).collect(), Vec::new())
+    } else {
+        (Vec::new(), parts.iter().map(|p| p.ints()).collect())
+    };
+    let (mut f, mut i) = (Vec::new(), Vec::new());
+    for o in 0..outer {
+        for (k, p) in parts.iter().enumerate() {
+            let chunk: usize = p.shape[a..].iter().product();
+            let range = o * chunk..(o + 1) * chunk;
+            if floats {
+                f.extend_from_slice(&fs[k][range]);
+            } else {
+                i.extend_from_slice(&is[k][range]);
+            }
+        }
+    }
+    let data = if floats { Data::F32(f) } else { Data::I64(i) };
+    Ok(Tensor { shape, data })
+}
+
+/// The indices Slice picks along one axis of length `d`.
+pub fn slice_indices(d: usize, start: i64, end: i64, step: i64) -> Result<Vec<usize>, String> {
+    if step == 0 {
+        return Err("slice step 0".to_string());
+    }
+    let d = d as i64;
+    let clamp = |v: i64, lo: i64, hi: i64| (if v < 0 { v.saturating_add(d) } else { v }).clamp(lo, hi);
+    let (mut i, end) = if step > 0 {
+        (clamp(start, 0, d), clamp(end, 0, d))
+    } else {
+        (clamp(start, 0, d - 1), clamp(end.max(-d - 1), -1, d - 1))
+    };
+    let mut chosen = Vec::new();
+    while (step > 0 && i < end) || (step < 0 && i > end) {
+        chosen.push(i as usize);
+        i += step;
+    }
+    Ok(chosen)
+}
+
+pub fn slice(
+    t: &Tensor,
+    starts: &[i64],
+    ends: &[i64],
+    axes: Option<Vec<i64>>,
+    steps: Option<Vec<i64>>,
+) -> Result<Tensor, String> {
+    let rank = t.shape.len();
+    let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err("starts, ends, axes and steps differ in length".to_string());
+    }
+    let mut pick: Vec<Vec<usize>> = t.shape.iter().map(|&d| (0..d).collect()).collect();
+    for k in 0..starts.len() {
+        let a = axis(axes[k], rank)?;
+        pick[a] = slice_indices(t.shape[a], starts[k], ends[k], steps[k])?;
+    }
+    let shape: Vec<usize> = pick.iter().map(Vec::len).collect();
+    let n = elements(&shape)?;
+    let mut src = Vec::with_capacity(n);
+    let mut idx = vec![0usize; rank];
+    for _ in 0..n {
+        let mut flat = 0;
+        for (ax, &i) in idx.iter().enumerate() {
+            flat = flat * t.shape[ax] + pick[ax][i];
+        }
+        src.push(flat);
+        for ax in (0..rank).rev() {
+            idx[ax] += 1;
+            if idx[ax] < shape[ax] {
+                break;
+            }
+            idx[ax] = 0;
+        }
+    }
+    Ok(t.pick(shape, &src))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(shape: Vec<usize>, v: Vec<i64>) -> Tensor {
+        Tensor { shape, data: Data::I64(v) }
+    }
+    fn floats(shape: Vec<usize>, v: Vec<f32>) -> Tensor {
+        Tensor { shape, data: Data::F32(v) }
+    }
+    fn ev(op: &str, inputs: &[&Tensor], attrs: &Attrs) -> Result<Tensor, String> {
+        let ins: Vec<Option<&Tensor>> = inputs.iter().map(|t| Some(*t)).collect();
+        eval(op, &ins, attrs, 17).map(|mut v| v.remove(0))
+    }
+
+    #[test]
+    fn shape_rules() {
+        assert_eq!(broadcast(&[2, 1, 3], &[4, 1]).unwrap(), vec![2, 4, 3]);
+        assert!(broadcast(&[2], &[3]).is_err());
+        assert_eq!(reshape(&[2, 6, 8], &[0, -1, 4, 2], false).unwrap(), vec![2, 6, 4, 2]);
+        assert_eq!(unsqueeze(&[2, 5], &[1, -1]).unwrap(), vec![2, 1, 5, 1]);
+        assert!(squeeze(&[2, 3], &[0]).is_err());
+    }
+
+    #[test]
+    fn folds_the_export_s_index_arithmetic() {
+        let a = Attrs::default();
+        let arange = ints(vec![1, 6], (0..6).collect());
+        let s = eval(
+            "Slice",
+            &[Some(&arange), Some(&ints(vec![1], vec![0])), Some(&ints(vec![1], vec![4])), Some(&ints(vec![1], vec![1])), None],
+            &a,
+            17,
+        )
+        .unwrap()
+        .remove(0);
+        assert_eq!(s, ints(vec![1, 4], vec![0, 1, 2, 3]));
+        let e = ev("Expand", &[&s, &ints(vec![2], vec![2, 4])], &a).unwrap();
+        assert_eq!(e.ints(), vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        let g = ev("Gather", &[&ints(vec![3], vec![7, 8, 9]), &ints(vec![], vec![-1])], &a).unwrap();
+        assert_eq!(g, ints(vec![], vec![9]));
+        let c = ev("Concat", &[&ints(vec![1], vec![7]), &ints(vec![2], vec![8, 9])], &Attrs::default().with_int("axis", 0)).unwrap();
+        assert_eq!(c, ints(vec![3], vec![7, 8, 9]));
+        assert!(ev("Expand", &[&s, &ints(vec![2], vec![1 << 40, 4])], &a).is_err());
+    }
+
+    #[test]
+    fn folds_the_dynamo_exporter_s_mask_arithmetic() {
+        let a = Attrs::default();
+        let r = ev("Range", &[&ints(vec![], vec![0]), &ints(vec![], vec![4]), &ints(vec![], vec![1])], &a).unwrap();
+        assert_eq!(r, ints(vec![4], vec![0, 1, 2, 3]));
+        let ge = ev("GreaterOrEqual", &[&r, &ints(vec![1], vec![2])], &a).unwrap();
+        assert_eq!(ge.ints(), vec![0, 0, 1, 1]);
+        let and = ev("And", &[&ge, &ints(vec![4], vec![1, 1, 0, 1])], &a).unwrap();
+        assert_eq!(and.ints(), vec![0, 0, 0, 1]);
+        assert_eq!(ev("Not", &[&and], &a).unwrap().ints(), vec![1, 1, 1, 0]);
+        let max = ev("Max", &[&floats(vec![2], vec![1.0, -3.0]), &floats(vec![1], vec![0.0])], &a).unwrap();
+        assert_eq!(max.floats(), vec![1.0, 0.0]);
+        let nan = ev("IsNaN", &[&floats(vec![2], vec![f32::NAN, 1.0])], &a).unwrap();
+        assert_eq!(nan.ints(), vec![1, 0]);
+        let tril = ev("Trilu", &[&ints(vec![2, 2], vec![1, 1, 1, 1])], &Attrs::default().with_int("upper", 0)).unwrap();
+        assert_eq!(tril.ints(), vec![1, 0, 1, 1]);
+        let w = ev("Where", &[&ints(vec![2], vec![1, 0]), &floats(vec![], vec![0.0]), &floats(vec![], vec![-1e9])], &a).unwrap();
+        assert_eq!(w.floats(), vec![0.0, -1e9]);
+    }
+
+    #[test]
+    fn transposes_splits_and_dequantises_weights() {
+        let a = Attrs::default();
+        let m = floats(vec![2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let t = ev("Transpose", &[&m], &a).unwrap();
+        assert_eq!(t, floats(vec![3, 2], vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]));
+        let parts = eval("Split", &[Some(&m), Some(&ints(vec![2], vec![1, 2]))], &Attrs::default().with_int("axis", 1), 17).unwrap();
+        assert_eq!(parts[1], floats(vec![2, 2], vec![2.0, 3.0, 5.0, 6.0]));
+        let q = ints(vec![2, 2], vec![-128, 127, 2, 0]);
+        // Per channel along axis 1: scales 0.5 and 2, zero points 0 and 1.
+        let d = ev("DequantizeLinear", &[&q, &floats(vec![2], vec![0.5, 2.0]), &ints(vec![2], vec![0, 1])], &a).unwrap();
+        assert_eq!(d.floats(), vec![-64.0, 252.0, 1.0, -2.0]);
+        let per_tensor = ev("DequantizeLinear", &[&q, &floats(vec![], vec![0.25])], &a).unwrap();
+        assert_eq!(per_tensor.floats(), vec![-32.0, 31.75, 0.5, 0.0]);
+        let c = ev("Cast", &[&q], &Attrs::default().with_int("to", 1)).unwrap();
+        assert_eq!(c.floats(), vec![-128.0, 127.0, 2.0, 0.0]);
+        assert!(ev("Cast", &[&q], &Attrs::default().with_int("to", 8)).unwrap_err().contains("string"));
+    }
+}
