@@ -216,6 +216,9 @@ pub fn bool_mask(g: &mut OpGraph) -> Result<usize, OnnxError> {
             (None, Some(f)) if f <= -1e4 && g.infos.get(&a).is_some_and(|i| i.elem == Elem::Float) => (c.clone(), f, Some(a.clone())),
             _ => continue,
         };
+        // −∞ (or any fill past the float range) is the most negative finite float: a softmax over a
+        // row whose keys are all padding then stays defined, and the mask bias saturates to its type.
+        let fill = fill.max(f32::MIN);
         let cshape = g.shape(&cond).unwrap_or_default();
         let cast = g.step(&node.name, "Cast", vec![cond], Attrs::default().with_int("to", i64::from(data_type::FLOAT)), float(cshape.clone()));
         let one = scalar_const(g, &node.name, 1.0);
