@@ -3,7 +3,7 @@
 //! when a pattern completes (see [`super::patterns`] for the list).
 
 use super::imported::{ImportConfig, WeightData};
-use super::patterns::{Ctx, HEADS_KT, HEADS_QV, IDENTITY, Sym};
+use super::patterns::{Ctx, HEADS_KT, HEADS_QV, IDENTITY, Sym, broadcasts_along};
 use super::tensor;
 use crate::ids::ValueId;
 use crate::ir::{DType, Graph, OpKind, ValueRole};
@@ -50,16 +50,17 @@ impl Ctx {
                     },
                     Sym::MaskBias {
                         id,
-                        shape,
+                        index,
                         fill,
                         name: bias_name,
                         tensor: bias_tensor,
                     },
                 ) => {
-                    if shape != &[base[0], 1, 1, *keys] {
+                    let scores = [base[0], base[2], base[1], *keys];
+                    if !broadcasts_along(index, &[base[0], *keys], &scores, &[0, 3]) {
                         return Err(format!(
-                            "the mask bias of shape {shape:?} is not [batch, 1, 1, keys] = {:?}",
-                            [base[0], 1, 1, *keys]
+                            "the mask bias of shape {:?} is not the [batch, keys] mask broadcast over the scores {scores:?}",
+                            index.shape
                         ));
                     }
                     let key = (*id, fill.to_bits());
@@ -202,10 +203,10 @@ impl Ctx {
         for (a, b) in [(a, b), (b, a)] {
             let c = b.scalar();
             match (a, b) {
-                (Sym::InvMask { id, shape }, _) if c.is_some() => {
+                (Sym::InvMask { id, index }, _) if c.is_some() => {
                     return Ok(Sym::MaskBias {
                         id: *id,
-                        shape: shape.clone(),
+                        index: index.clone(),
                         fill: c.expect("checked"),
                         name: name.to_string(),
                         tensor: tensor.to_string(),
@@ -239,18 +240,14 @@ impl Ctx {
                     Sym::Host {
                         id: mask,
                         base,
-                        shape: m,
+                        index,
                         float: true,
                     },
                 ) => {
-                    let fits = shape.len() == 3
-                        && base.as_slice() == &shape[..2]
-                        && m.len() == 3
-                        && m[..2] == shape[..2]
-                        && (m[2] == 1 || m[2] == shape[2]);
-                    if !fits {
+                    if shape.len() != 3 || !broadcasts_along(index, base, shape, &[0, 1]) {
                         return Err(format!(
-                            "mean pooling multiplies [batch, tokens, dim] by the mask; got {shape:?} and {m:?}"
+                            "mean pooling multiplies [batch, tokens, dim] by the mask; got {shape:?} and {:?}",
+                            index.shape
                         ));
                     }
                     return Ok(Sym::Masked {

@@ -10,7 +10,9 @@
 //! | `gelu` | erf-GELU (÷√2 or ·1/√2, any order of the products), tanh-GELU (`Pow(x, 3)` or `x·x·x`) | `Gelu` (`approximate` none or tanh) |
 //! | `weight_slices` | a `Slice` or `Split` of the last axis of `MatMul(x, W)` (+ `b`), `W` and `b` constant | one `MatMul` (+ `Add`) per part, over the weight's columns |
 //! | `scalar_scale` | a scalar `Mul`/`Div` on an operand of a `MatMul` of two computed tensors, through `Reshape`/`Transpose` | the product of the scalars applied to the `MatMul`'s result |
-//! | `bool_mask` | `Where(c, 0, f)`, `Where(c, scores, f)`, `Where(Not(c), f, 0)`, `Equal(m, 0)` | `(1 − Cast(c)) · f` added to the scores |
+//! | `movement_chains` | a chain of `Reshape`/`Transpose` of a computed tensor that moves its elements as one `Transpose` would (the dynamo exporter's `kᵀ` through `[b·h, s, d]`) | that `Transpose` |
+//! | `bool_mask` | `Where(c, 0, f)`, `Where(c, scores, f)`, `Where(Not(c), f, 0)` | `(1 − Cast(c)) · f` added to the scores |
+//! | `nan_guard` | `Where(IsNaN(p), 0, p)` after a Softmax (the dynamo exporter's guard of fully masked rows) | `p` |
 //!
 //! Input and output: an [`OpGraph`] after [`super::fold::fold`]. Each pass returns how many rewrites it
 //! made; the notes say so.
@@ -22,13 +24,15 @@ use super::tensor::{Attrs, Data, Tensor};
 type Pass = fn(&mut OpGraph) -> Result<usize, OnnxError>;
 
 /// The passes, in order.
-pub const PASSES: [(&str, Pass); 6] = [
+pub const PASSES: [(&str, Pass); 8] = [
     ("gemm", gemm),
     ("layer_norm", super::spellings::layer_norm),
     ("gelu", super::spellings::gelu),
     ("weight_slices", weight_slices),
     ("scalar_scale", scalar_scale),
+    ("movement_chains", movement_chains),
     ("bool_mask", super::spellings::bool_mask),
+    ("nan_guard", super::spellings::nan_guard),
 ];
 
 /// Runs every pass; returns `(pass, rewrites)` for those that rewrote something.
@@ -269,4 +273,72 @@ fn scalar_scale(g: &mut OpGraph) -> Result<usize, OnnxError> {
         count += 1;
     }
     Ok(count)
+}
+
+/// A chain of single-use Reshape and Transpose nodes over a computed tensor that, evaluated on the
+/// tensor's element indices, moves them as one Transpose does: replaced by that Transpose.
+fn movement_chains(g: &mut OpGraph) -> Result<usize, OnnxError> {
+    let mut count = 0;
+    let mut at = 0;
+    while at < g.nodes.len() {
+        at += 1;
+        let last = &g.nodes[at - 1];
+        if !matches!(last.op.as_str(), "Reshape" | "Transpose") {
+            continue;
+        }
+        // Walk up the chain while each link is a single-use Reshape or Transpose.
+        let mut chain = vec![at - 1];
+        let mut up = last.inputs[0].clone();
+        while g.uses(&up) == 1 {
+            match g.producer(&up) {
+                Some(p) if matches!(g.nodes[p].op.as_str(), "Reshape" | "Transpose") => {
+                    chain.push(p);
+                    up = g.nodes[p].inputs[0].clone();
+                }
+                _ => break,
+            }
+        }
+        // The longest chain whose source the whole chain transposes.
+        let found = (2..=chain.len()).rev().find_map(|k| {
+            let source = g.nodes[chain[k - 1]].inputs[0].clone();
+            let shape = g.infos.get(&source)?.shape.clone();
+            let n = super::tensor::elements(&shape).ok()?;
+            let iota = Tensor { shape: shape.clone(), data: Data::I64((0..n as i64).collect()) };
+            let mut moved = iota.clone();
+            for &i in chain[..k].iter().rev() {
+                let node = &g.nodes[i];
+                let mut ins: Vec<Option<&Tensor>> = vec![Some(&moved)];
+                ins.extend(node.inputs[1..].iter().map(|t| g.consts.get(t).map(|c| c.as_ref())));
+                moved = super::eval::eval(&node.op, &ins, &node.attrs, g.opset).ok()?.remove(0);
+            }
+            permutations(shape.len()).into_iter().skip(1).find_map(|p| {
+                let p: Vec<i64> = p.iter().map(|&a| a as i64).collect();
+                (super::eval::transpose(&iota, &p).ok()? == moved).then(|| (source.clone(), p))
+            })
+        });
+        let Some((source, perm)) = found else { continue };
+        let out_info = info(g, g.nodes[at - 1].output());
+        let t = g.step(&source, "Transpose", vec![source.clone()], Attrs::default().with_ints("perm", perm), out_info);
+        g.replace(at - 1, vec![t]);
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// Every permutation of `rank` axes, identity first (rank at most 6).
+fn permutations(rank: usize) -> Vec<Vec<usize>> {
+    if rank > 6 {
+        return Vec::new();
+    }
+    let mut out: Vec<Vec<usize>> = vec![Vec::new()];
+    for _ in 0..rank {
+        let mut next = Vec::new();
+        for p in &out {
+            for a in (0..rank).filter(|a| !p.contains(a)) {
+                next.push([p.clone(), vec![a]].concat());
+            }
+        }
+        out = next;
+    }
+    out
 }

@@ -18,7 +18,7 @@ use super::tensor::{
 /// Whether [`eval`] evaluates `op` when all its inputs are constant.
 pub fn foldable(op: &str) -> bool {
     const OPS: &[&str] = &[
-        "Identity", "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Equal", "Less", "Greater",
+        "Identity", "GatherND", "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Equal", "Less", "Greater",
         "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Max", "Min", "Sqrt", "Neg",
         "Abs", "Reciprocal", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu", "Floor", "Ceil",
         "IsNaN", "IsInf", "Cast", "CastLike", "Shape", "Size", "ConstantOfShape", "Unsqueeze",
@@ -280,6 +280,7 @@ pub fn eval(
             one(Tensor { shape: out, data })
         }
         "Gather" => one(gather(input(0)?, input(1)?, attrs.i("axis").unwrap_or(0))?),
+        "GatherND" => one(gather_nd(input(0)?, input(1)?, attrs.i("batch_dims").unwrap_or(0))?),
         "Concat" => one(concat(
             &inputs
                 .iter()
@@ -668,6 +669,37 @@ fn gather(data: &Tensor, indices: &Tensor, axis_attr: i64) -> Result<Tensor, Str
         for &i in &idx {
             src.extend((0..inner).map(|k| (o * n + i) * inner + k));
         }
+    }
+    Ok(data.pick(shape, &src))
+}
+
+/// GatherND with `batch_dims` 0: `out[i…] = data[indices[i…, :]]`, each index tuple naming the
+/// leading dimensions of `data`.
+fn gather_nd(data: &Tensor, indices: &Tensor, batch_dims: i64) -> Result<Tensor, String> {
+    if batch_dims != 0 {
+        return Err(format!("GatherND with batch_dims {batch_dims} is not supported"));
+    }
+    let (lead, k) = match indices.shape.split_last() {
+        Some((&k, lead)) if k <= data.shape.len() => (lead.to_vec(), k),
+        _ => return Err(format!("GatherND indices {:?} do not fit data {:?}", indices.shape, data.shape)),
+    };
+    let inner: usize = data.shape[k..].iter().product();
+    let mut shape = lead.clone();
+    shape.extend(&data.shape[k..]);
+    let n = elements(&shape)?;
+    let idx = indices.ints();
+    let mut src = Vec::with_capacity(n);
+    for tuple in idx.chunks(k.max(1)).take(lead.iter().product()) {
+        let mut flat = 0usize;
+        for (a, &i) in tuple.iter().enumerate().take(k) {
+            let d = data.shape[a] as i64;
+            let j = if i < 0 { i + d } else { i };
+            if !(0..d).contains(&j) {
+                return Err(format!("index {i} out of range {d}"));
+            }
+            flat = flat * data.shape[a] + j as usize;
+        }
+        src.extend((0..inner).map(|q| flat * inner + q));
     }
     Ok(data.pick(shape, &src))
 }

@@ -211,6 +211,17 @@ pub fn infer(node: &Node, ins: &[Option<Operand>], opset: i64) -> Result<Vec<Inf
             shape.extend(&data[a + 1..]);
             one(shape, input(0)?.elem())
         }
+        "GatherND" => {
+            let (data, indices) = (input(0)?.shape(), input(1)?.shape());
+            match indices.split_last() {
+                Some((&k, lead)) if k <= data.len() && attrs.i("batch_dims").unwrap_or(0) == 0 => {
+                    let mut shape = lead.to_vec();
+                    shape.extend(&data[k..]);
+                    one(shape, input(0)?.elem())
+                }
+                _ => Err(format!("GatherND indices {indices:?} do not fit data {data:?} (batch_dims 0 only)")),
+            }
+        }
         "Shape" => one(vec![shape_slice(&input(0)?.shape(), attrs).len()], Elem::Int),
         "Size" => one(Vec::new(), Elem::Int),
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL2" => {

@@ -15,7 +15,7 @@
 use super::OnnxError;
 use super::imported::{ImportConfig, Imported};
 use super::opgraph::{Elem, OpGraph};
-use super::patterns::{Ctx, Sym};
+use super::patterns::{Ctx, Sym, is_whole, iota};
 use super::proto::ModelProto;
 use super::{canonical, fold};
 use crate::ids::ValueId;
@@ -83,8 +83,8 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
                 v.name = o.name.clone();
             }
             Some(Sym::Host {
-                id, shape, base, ..
-            }) if shape == base => notes.push(format!(
+                id, index, base, ..
+            }) if is_whole(index, base) => notes.push(format!(
                 "output `{}` is the input `{}` passed through: dropped from the graph",
                 o.name,
                 cx.values[id.index()].name
@@ -126,7 +126,7 @@ fn inputs(g: &OpGraph, cx: &mut Ctx, syms: &mut BTreeMap<String, Sym>) -> Result
         let sym = if float {
             Sym::Value { id, shape: shape.clone() }
         } else {
-            Sym::Host { id, base: shape.clone(), shape: shape.clone(), float: false }
+            Sym::Host { id, base: shape.clone(), index: iota(shape), float: false }
         };
         syms.insert(name.clone(), sym);
     }

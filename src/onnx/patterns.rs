@@ -17,7 +17,7 @@
 //! divide), is an error; the caller names the node.
 
 use super::imported::WeightData;
-use super::tensor::{self, Attrs, Tensor};
+use super::tensor::{self, Tensor};
 use crate::ids::{OpId, ValueId};
 use crate::ir::{DType, Op, OpKind, Value, ValueRole};
 use std::collections::BTreeMap;
@@ -37,19 +37,21 @@ pub enum Sym {
     Const(String, Rc<Tensor>),
     /// A float value of the graph with its ONNX shape.
     Value { id: ValueId, shape: Vec<usize> },
-    /// An i64 graph input (`base` its shape) seen through Unsqueeze, Expand and Cast.
+    /// An integer graph input (`base` its shape) seen through operators that move or repeat its
+    /// elements (Unsqueeze, Expand, Reshape, Transpose, Slice, Gather, GatherND, And with true) and
+    /// Cast: `index` holds, for each element of the view, the flat index of the input's element it is.
     Host {
         id: ValueId,
         base: Vec<usize>,
-        shape: Vec<usize>,
+        index: Rc<Tensor>,
         float: bool,
     },
-    /// `1 − mask`.
-    InvMask { id: ValueId, shape: Vec<usize> },
+    /// `1 − mask`, of a view `index` of the mask.
+    InvMask { id: ValueId, index: Rc<Tensor> },
     /// `(1 − mask) · fill`; `name` and `tensor` the node and tensor that completed it.
     MaskBias {
         id: ValueId,
-        shape: Vec<usize>,
+        index: Rc<Tensor>,
         fill: f32,
         name: String,
         tensor: String,
@@ -111,13 +113,13 @@ impl Sym {
         match self {
             Sym::Const(_, t) => t.shape.clone(),
             Sym::Value { shape, .. }
-            | Sym::Host { shape, .. }
-            | Sym::InvMask { shape, .. }
-            | Sym::MaskBias { shape, .. }
             | Sym::Embed { shape, .. }
             | Sym::Masked { shape, .. }
             | Sym::MaskedSum { shape, .. }
             | Sym::Count { shape, .. } => shape.clone(),
+            Sym::Host { index, .. } | Sym::InvMask { index, .. } | Sym::MaskBias { index, .. } => {
+                index.shape.clone()
+            }
             Sym::Heads { base, perm, .. } => permute(base, perm),
             Sym::Scores { base, keys, .. } => vec![base[0], base[2], base[1], *keys],
         }
@@ -142,6 +144,42 @@ impl Sym {
             _ => None,
         }
     }
+}
+
+/// The view of a whole input of shape `base`: each element its own flat index.
+pub(super) fn iota(base: &[usize]) -> Rc<Tensor> {
+    let n: usize = base.iter().product();
+    Rc::new(Tensor { shape: base.to_vec(), data: tensor::Data::I64((0..n as i64).collect()) })
+}
+
+/// Whether the view `index` of an input of shape `base` is the input itself.
+pub(super) fn is_whole(index: &Tensor, base: &[usize]) -> bool {
+    index.shape == base && index.ints().iter().enumerate().all(|(i, &j)| j == i as i64)
+}
+
+/// Whether the view `index` of an input of shape `base`, broadcast to `out`, is the input broadcast
+/// so that axis `axes[i]` of `out` runs along axis `i` of the input (a `[batch, keys]` mask over
+/// `[batch, heads, queries, keys]` scores: axes `[0, 3]`).
+pub(super) fn broadcasts_along(index: &Tensor, base: &[usize], out: &[usize], axes: &[usize]) -> bool {
+    let Ok(full) = index.expand(out) else { return false };
+    if full.shape != out || axes.len() != base.len() || axes.iter().zip(base).any(|(&a, &d)| out.get(a) != Some(&d)) {
+        return false;
+    }
+    let mut coord = vec![0usize; out.len()];
+    for &j in &full.ints() {
+        let want = axes.iter().zip(base).fold(0usize, |f, (&a, &d)| f * d + coord[a]);
+        if j != want as i64 {
+            return false;
+        }
+        for k in (0..out.len()).rev() {
+            coord[k] += 1;
+            if coord[k] < out[k] {
+                break;
+            }
+            coord[k] = 0;
+        }
+    }
+    true
 }
 
 pub(super) fn near(a: f32, b: f32) -> bool {
@@ -307,12 +345,18 @@ impl Ctx {
         match op {
             "Identity" => Ok(input(0)?.clone()),
             "Concat" if ins.len() == 1 => Ok(input(0)?.clone()),
-            "Cast" | "Unsqueeze" | "Expand" => self.host_view(op, ins, attrs),
+            "Cast" | "Unsqueeze" | "Expand" | "Reshape" | "Squeeze" | "Transpose" | "Flatten"
+            | "Slice" | "GatherND" | "And"
+                if matches!(ins.first(), Some(Some(Sym::Host { .. })))
+                    || (op == "And" && matches!(ins.get(1), Some(Some(Sym::Host { .. })))) =>
+            {
+                self.host_view(node, ins)
+            }
             "Gather" => match (input(0)?, input(1)?) {
                 (Sym::Const(n, t), idx) if t.is_float() && t.shape.len() == 2 && attrs.i("axis").unwrap_or(0) == 0 => {
                     let table = self.weight(n, t, &t.shape, DType::F32, 1)?;
                     let (indices, lead) = match idx {
-                        Sym::Host { id, base, shape, float: false } if base == shape => (Indices::Input(*id), shape.clone()),
+                        Sym::Host { id, base, index, float: false } if is_whole(index, base) => (Indices::Input(*id), base.clone()),
                         Sym::Const(m, i) if !i.is_float() => (Indices::Const(m.clone(), i.clone()), i.shape.clone()),
                         other => return Err(format!("an embedding lookup takes graph-input or constant indices, not {}", other.what())),
                     };
@@ -324,8 +368,8 @@ impl Ctx {
             },
             "Add" => self.add(name, tensor, input(0)?, input(1)?),
             "Sub" => match (input(0)?, input(1)?) {
-                (c, Sym::Host { id, shape, float: true, .. }) if c.scalar().is_some_and(|v| v == 1.0) => {
-                    Ok(Sym::InvMask { id: *id, shape: shape.clone() })
+                (c, Sym::Host { id, index, float: true, .. }) if c.scalar().is_some_and(|v| v == 1.0) => {
+                    Ok(Sym::InvMask { id: *id, index: index.clone() })
                 }
                 _ => Err("Sub lowers only as `1 − mask` of the mask-bias chain".to_string()),
             },
@@ -394,7 +438,9 @@ impl Ctx {
                 let out = vec![shape[0], shape[2]];
                 match s {
                     Sym::Masked { x, mask, .. } => Ok(Sym::MaskedSum { x: *x, mask: *mask, shape: out }),
-                    Sym::Host { id, float: true, .. } => Ok(Sym::Count { mask: *id, min: 0.0, shape: out }),
+                    Sym::Host { id, base, index, float: true } if broadcasts_along(index, base, &shape, &[0, 1]) => {
+                        Ok(Sym::Count { mask: *id, min: 0.0, shape: out })
+                    }
                     _ => Err("ReduceSum lowers only in mean pooling".to_string()),
                 }
             }
@@ -411,55 +457,43 @@ impl Ctx {
         }
     }
 
-    /// Unsqueeze, Expand and Cast of an integer graph input (the mask chains).
-    fn host_view(&mut self, op: &str, ins: &[Option<Sym>], attrs: &Attrs) -> Result<Sym, String> {
-        let Some(Some(Sym::Host {
-            id,
-            base,
-            shape,
-            float,
-        })) = ins.first()
-        else {
-            return Err(format!(
-                "{op} lowers only on an integer graph input (a mask) or on constants"
-            ));
+    /// An integer graph input seen through an operator that moves its elements (evaluated on its
+    /// view's indices), Cast, or And with a constant that is true everywhere (the mask chains).
+    fn host_view(&mut self, node: &super::opgraph::Node, ins: &[Option<Sym>]) -> Result<Sym, String> {
+        let op = node.op.as_str();
+        let host = ins.iter().flatten().find(|s| matches!(s, Sym::Host { .. }));
+        let Some(Sym::Host { id, base, index, float }) = host else {
+            return Err(format!("{op} lowers only on an integer graph input (a mask) or on constants"));
         };
-        let constant = |i: usize| match ins.get(i).and_then(Option::as_ref) {
-            Some(Sym::Const(_, t)) => Ok(Some(t.ints())),
-            None => Ok(None),
-            Some(_) => Err(format!("{op}'s input {i} must be constant")),
-        };
-        let (shape, float) = match op {
-            "Unsqueeze" => {
-                let axes = constant(1)?
-                    .or_else(|| attrs.ints("axes"))
-                    .ok_or("Unsqueeze needs its axes")?;
-                (tensor::unsqueeze(shape, &axes)?, *float)
+        let view = |index: Tensor, float: bool| Sym::Host { id: *id, base: base.clone(), index: Rc::new(index), float };
+        match op {
+            "Cast" => {
+                use super::proto::data_type as d;
+                let to = node.attrs.i("to").unwrap_or(0) as i32;
+                Ok(view(index.as_ref().clone(), matches!(to, d::FLOAT | d::DOUBLE | d::FLOAT16 | d::BFLOAT16)))
             }
-            "Expand" => {
-                let dims = constant(1)?.ok_or("Expand needs its shape")?;
-                let dims: Vec<usize> = dims
-                    .iter()
-                    .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
-                    .collect::<Result<_, _>>()?;
-                (tensor::broadcast(shape, &dims)?, *float)
+            "And" => {
+                let other = ins.iter().flatten().find(|s| !matches!(s, Sym::Host { .. }));
+                match other {
+                    Some(Sym::Const(_, t)) if t.ints().iter().all(|&v| v != 0) => {
+                        let out = tensor::broadcast(&index.shape, &t.shape)?;
+                        Ok(view(index.expand(&out)?, *float))
+                    }
+                    _ => Err("And lowers on a mask only with a constant that is true everywhere".to_string()),
+                }
             }
             _ => {
-                let to = attrs.i("to").unwrap_or(0) as i32;
-                (
-                    shape.clone(),
-                    matches!(
-                        to,
-                        super::proto::data_type::FLOAT | super::proto::data_type::DOUBLE | 10
-                    ),
-                )
+                let mut consts = vec![Some(index.as_ref())];
+                for s in &ins[1..] {
+                    match s {
+                        Some(Sym::Const(_, t)) => consts.push(Some(t.as_ref())),
+                        None => consts.push(None),
+                        Some(_) => return Err(format!("{op} of a mask takes constant operands besides it")),
+                    }
+                }
+                let moved = super::eval::eval(op, &consts, &node.attrs, self.opset)?;
+                Ok(view(moved.into_iter().next().ok_or("no output")?, *float))
             }
-        };
-        Ok(Sym::Host {
-            id: *id,
-            base: base.clone(),
-            shape,
-            float,
-        })
+        }
     }
 }

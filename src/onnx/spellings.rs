@@ -236,3 +236,28 @@ pub fn bool_mask(g: &mut OpGraph) -> Result<usize, OnnxError> {
     }
     Ok(count)
 }
+
+/// `Where(IsNaN(p), 0, p)` → `p`: the guard the dynamo exporter puts after a Softmax, for rows whose
+/// every key is masked with −∞; the masks here are finite, so no such row makes a NaN.
+pub fn nan_guard(g: &mut OpGraph) -> Result<usize, OnnxError> {
+    let mut count = 0;
+    let mut at = 0;
+    while at < g.nodes.len() {
+        at += 1;
+        let node = &g.nodes[at - 1];
+        if node.op != "Where" || node.inputs.len() != 3 {
+            continue;
+        }
+        let (c, z, p) = (&node.inputs[0], &node.inputs[1], &node.inputs[2]);
+        let guarded = g.scalar(z) == Some(0.0) && g.produced_by(c, "IsNaN").is_some_and(|n| n.input(0) == Some(p.as_str()));
+        if !guarded {
+            continue;
+        }
+        let p = p.clone();
+        let info = g.infos.get(&p).cloned().unwrap_or(Info { shape: Vec::new(), elem: Elem::Float });
+        let id = g.step(&p, "Identity", vec![p.clone()], Attrs::default(), info);
+        g.replace(at - 1, vec![id]);
+        count += 1;
+    }
+    Ok(count)
+}
