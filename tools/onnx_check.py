@@ -3,10 +3,11 @@
 float output the device wrote (DIR/<name>.npy, names sanitized as `run --output-dir` does) is compared
 with it: the largest absolute error and the relative RMS error sqrt(sum (d - r)^2) / sqrt(sum r^2).
 
-  onnx_check.py inputs DIR --tokens 128
-      writes DIR/input_ids.npy and DIR/attention_mask.npy: a real sentence in the uncased BERT
-      vocabulary MiniLM uses ([CLS] the quick brown fox jumps over the lazy dog [SEP]), padded with
-      [PAD] (id 0, mask 0) to --tokens.
+  onnx_check.py inputs DIR --tokens 128 [--batch 2] [--token-type-ids]
+      writes DIR/input_ids.npy and DIR/attention_mask.npy: real sentences in the uncased BERT
+      vocabulary MiniLM uses ([CLS] the quick brown fox jumps over the lazy dog [SEP], and for a second
+      sequence [CLS] hello world [SEP]), each padded with [PAD] (id 0, mask 0) to --tokens; with
+      --token-type-ids also DIR/token_type_ids.npy (all zeros, one segment).
   onnx_check.py compare MODEL.onnx INPUTS_DIR OUTPUTS_DIR [--limit 0.01]
       prints one line per float output and exits 1 when a relative RMS error exceeds --limit.
 """
@@ -17,8 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-# bert-base-uncased ids: [CLS] the quick brown fox jumps over the lazy dog [SEP]
-SENTENCE = [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 102]
+# bert-base-uncased ids: [CLS] the quick brown fox jumps over the lazy dog [SEP]; [CLS] hello world [SEP]
+SENTENCES = [
+    [101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 102],
+    [101, 7592, 2088, 102],
+]
 
 
 def sanitized(name):
@@ -28,14 +32,20 @@ def sanitized(name):
 def inputs(args):
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    if args.tokens < len(SENTENCE):
-        sys.exit(f"--tokens {args.tokens} is shorter than the sentence ({len(SENTENCE)} tokens)")
-    ids = np.zeros((1, args.tokens), dtype=np.int64)
-    ids[0, : len(SENTENCE)] = SENTENCE
+    if not 1 <= args.batch <= len(SENTENCES):
+        sys.exit(f"--batch {args.batch}: 1 to {len(SENTENCES)} sentences are known")
+    if args.tokens < len(SENTENCES[0]):
+        sys.exit(f"--tokens {args.tokens} is shorter than the sentence ({len(SENTENCES[0])} tokens)")
+    ids = np.zeros((args.batch, args.tokens), dtype=np.int64)
+    for b, sentence in enumerate(SENTENCES[: args.batch]):
+        ids[b, : len(sentence)] = sentence
     mask = (ids != 0).astype(np.int64)
     np.save(out / "input_ids.npy", ids)
     np.save(out / "attention_mask.npy", mask)
-    print(f"inputs={out} tokens={args.tokens} realTokens={len(SENTENCE)}")
+    if args.token_type_ids:
+        np.save(out / "token_type_ids.npy", np.zeros_like(ids))
+    real = ",".join(str(len(s)) for s in SENTENCES[: args.batch])
+    print(f"inputs={out} batch={args.batch} tokens={args.tokens} realTokens={real}")
 
 
 def compare(args):
@@ -79,6 +89,8 @@ def main():
     p = sub.add_parser("inputs")
     p.add_argument("dir")
     p.add_argument("--tokens", type=int, default=128)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--token-type-ids", action="store_true")
     p.set_defaults(run=inputs)
     p = sub.add_parser("compare")
     p.add_argument("model")

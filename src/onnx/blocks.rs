@@ -504,7 +504,7 @@ impl Ctx {
     pub(super) fn finish(self, config: &ImportConfig) -> (Graph, BTreeMap<String, WeightData>) {
         let host = self.ops.iter().filter(|o| o.kind.on_host()).count();
         let tokens = self.ops.iter().find_map(|o| match o.kind {
-            OpKind::Attention { q, .. } => Some(self.values[q.index()].rows),
+            OpKind::Attention { q, batch, .. } => Some(self.values[q.index()].rows / batch.max(1)),
             _ => None,
         });
         let inputs: Vec<String> = self
