@@ -84,10 +84,13 @@ pub struct DataArgs {
     /// nothing else); unbound weights come from the seeded generator.
     #[arg(long, value_name = "FILE")]
     weights: Option<PathBuf>,
-    /// Bind one input by name from a .npy file (repeatable); unbound inputs come from the seeded
-    /// generator.
+    /// Bind one input by name from a .npy file (repeatable). An imported model's (a graph workload's)
+    /// inputs must all be bound; a preset's unbound inputs come from the seeded generator.
     #[arg(long = "input", value_name = "NAME=FILE")]
     inputs: Vec<String>,
+    /// Draw every input no --input binds from the seeded generator, an imported model's too.
+    #[arg(long)]
+    random_inputs: bool,
     /// Write every output as DIR/<name>.npy (characters outside [A-Za-z0-9._-] become _).
     #[arg(long, value_name = "DIR")]
     output_dir: Option<PathBuf>,
@@ -115,8 +118,16 @@ fn graph_hash(graph: &Graph) -> ContentHash {
     ContentHash::of(&store::encode(graph))
 }
 
+/// Whether a package's graph is an imported model's, whose inputs a run must bind (`import` names
+/// the model among the graph's parameters; no preset does).
+pub fn imported(graph: &Graph) -> bool {
+    graph.parameters.iter().any(|(k, _)| k == "model")
+}
+
 /// Reads the files `data` names (the spec's default weights when `--weights` is not given).
-pub fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Bindings> {
+/// `inputs_required`: whether an unbound input is an error (an imported model's without
+/// `--random-inputs`).
+pub fn bindings(data: &DataArgs, default_weights: Option<PathBuf>, inputs_required: bool) -> Result<Bindings> {
     let weights = match data.weights.clone().or(default_weights) {
         Some(path) => {
             let file = path.display().to_string();
@@ -135,7 +146,11 @@ pub fn bindings(data: &DataArgs, default_weights: Option<PathBuf>) -> Result<Bin
             npy::read(&read(Path::new(file), "input file")?).with_context(|| file.to_string())?;
         inputs.push((name.to_string(), file.to_string(), tensor));
     }
-    Ok(Bindings { weights, inputs })
+    Ok(Bindings {
+        weights,
+        inputs,
+        inputs_required: inputs_required && !data.random_inputs,
+    })
 }
 
 /// The host data of a run: bound and seeded inputs and weights, and what the host operations before
@@ -306,7 +321,11 @@ pub fn run(
         .unwrap_or(Path::new("."))
         .to_path_buf();
     let graph = &package.graph;
-    let mut host = host_data(graph, seed, &bindings(data, default_weights)?)?;
+    let required = imported(graph);
+    if required && data.random_inputs {
+        tracing::info!(seed, "inputs no --input binds are drawn from the seed (--random-inputs)");
+    }
+    let mut host = host_data(graph, seed, &bindings(data, default_weights, required)?)?;
     let _lock = lock_device(stages, lock_timeout)?;
 
     let started = Instant::now();

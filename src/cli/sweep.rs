@@ -550,7 +550,12 @@ fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> R
         .collect();
     bar.finish();
 
-    let bindings = run::bindings(&DataArgs::default(), default_weights.flatten())
+    if let Some(Ok(loaded)) = packages.first()
+        && run::imported(&loaded.package.graph)
+    {
+        tracing::info!("the imported model's inputs are drawn from each point's seed");
+    }
+    let bindings = run::bindings(&DataArgs::default(), default_weights.flatten(), false)
         .map_err(|e| format!("{e:#}"));
     let _lock = run::lock_device(stages, args.lock_timeout)?;
     let bar = Bar::new(rows.len() as u64, "sweep runs");

@@ -31,6 +31,9 @@ pub struct Bindings {
     pub weights: Option<TensorFile>,
     /// `(input name, file, tensor)`, in the order given.
     pub inputs: Vec<(String, String, Tensor)>,
+    /// Whether an input no file binds is an error (an imported model's, unless `--random-inputs`)
+    /// rather than data drawn from the seed.
+    pub inputs_required: bool,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -55,6 +58,10 @@ pub enum BindError {
         file: String,
         inputs: String,
     },
+    #[error(
+        "input {name:?} ({expected}) is not bound: give --input {name}=FILE.npy, or --random-inputs to draw it from the seed"
+    )]
+    Unbound { name: String, expected: String },
     #[error("--input {name}: given twice ({first} and {second})")]
     Twice {
         name: String,
@@ -218,6 +225,17 @@ pub fn bind(graph: &Graph, seed: u64, bindings: &Bindings) -> Result<Vec<Vec<f32
         };
         host[value.value.index()] = convert(file, name, value, tensor)?;
     }
+    if bindings.inputs_required
+        && let Some(missing) = signature
+            .inputs
+            .iter()
+            .find(|t| !seen.contains_key(t.name.as_str()))
+    {
+        return Err(BindError::Unbound {
+            name: missing.name.clone(),
+            expected: expected(missing),
+        });
+    }
     Ok(host)
 }
 
@@ -324,6 +342,16 @@ mod more_tests {
     }
 
     #[test]
+    fn an_unbound_input_is_an_error_naming_it_only_when_inputs_are_required() {
+        let g = graph();
+        let none = |inputs_required| Bindings { weights: None, inputs: Vec::new(), inputs_required };
+        let e = bind(&g, 1, &none(true)).unwrap_err();
+        assert!(matches!(&e, BindError::Unbound { name, .. } if name == "x"), "{e}");
+        assert!(e.to_string().contains("--random-inputs"), "{e}");
+        assert!(bind(&g, 1, &none(false)).is_ok());
+    }
+
+    #[test]
     fn integers_beyond_two_to_the_24_are_refused() {
         let g = graph();
         let ids = |x: i64| Bindings {
@@ -336,6 +364,7 @@ mod more_tests {
                     elements: Elements::I64((0..840).map(|i| if i == 9 { x } else { i }).collect()),
                 },
             )],
+            inputs_required: true,
         };
         let host = bind(&g, 1, &ids(-(INTEGER_LIMIT - 1))).unwrap();
         assert_eq!(host[0][9], -16_777_215.0);
