@@ -107,7 +107,9 @@ pub enum UnaryFn {
     GeluErf,
     GeluTanh,
     /// `x^exponent`.
-    Pow { exponent: f32 },
+    Pow {
+        exponent: f32,
+    },
 }
 
 /// Exponents compare by their bits, so equality is an equivalence.

@@ -36,6 +36,9 @@
 //! The target's costs come from the package and may be anything: the arithmetic saturates at u64::MAX
 //! rather than wrapping, and the superstep refuses a count past u32 as a fault.
 
+mod vector_ops;
+pub use vector_ops::vector_op;
+
 use crate::isa::{Amp, Placed};
 use crate::numerics::dealt;
 use crate::target::Target;

@@ -131,9 +131,10 @@ fn evaluate(
                     })
                     .collect()
             }
-            OpKind::Unary { x, function } => {
-                data[x.index()].iter().map(|&v| unary_f64(function, v)).collect()
-            }
+            OpKind::Unary { x, function } => data[x.index()]
+                .iter()
+                .map(|&v| unary_f64(function, v))
+                .collect(),
             OpKind::Binary { a, b, function } => {
                 let at = |id: crate::ids::ValueId, i: usize| {
                     let v = graph.value(id);

@@ -437,18 +437,21 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
 
 /// The function of `all` named `name`, or an error listing the names.
 fn one_of<F: Copy>(name: &str, all: &[F], name_of: fn(F) -> &'static str) -> Result<F, String> {
-    all.iter().copied().find(|&f| name_of(f) == name).ok_or_else(|| {
-        let names: Vec<&str> = all.iter().map(|&f| name_of(f)).collect();
-        let pow = if names.len() == UnaryFn::PLAIN.len() {
-            ", pow"
-        } else {
-            ""
-        };
-        format!(
-            "unknown function {name:?}; functions: {}{pow}",
-            names.join(", ")
-        )
-    })
+    all.iter()
+        .copied()
+        .find(|&f| name_of(f) == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&f| name_of(f)).collect();
+            let pow = if names.len() == UnaryFn::PLAIN.len() {
+                ", pow"
+            } else {
+                ""
+            };
+            format!(
+                "unknown function {name:?}; functions: {}{pow}",
+                names.join(", ")
+            )
+        })
 }
 
 /// The op's kind from its entry: the right number of inputs and exactly its attributes (whose values
