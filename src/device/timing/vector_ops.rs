@@ -12,7 +12,7 @@
 //! and per-worker entry overheads) and its work, so that a fused vertex (the softmax) can drop the
 //! fixed parts of the codelets it fuses. Arithmetic saturates.
 
-use crate::elements::{BinaryFn, ReduceFn, UnaryFn};
+use crate::ir::{BinaryFn, ReduceFn, UnaryFn};
 use crate::isa::{Placed, Spread, Vector, VectorFn};
 use crate::numerics::dealt;
 use crate::target::Target;
