@@ -1,5 +1,6 @@
-//! Element types and rectangles: the vocabulary of 2-D values that the IR, the ISA and the target share.
-//! It depends on nothing in the crate.
+//! Element types, rectangles and the element-wise and row-wise functions of the general vector
+//! operations: the vocabulary of 2-D values that the IR, the ISA and the target share. It depends on
+//! nothing in the crate.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -87,5 +88,143 @@ impl fmt::Display for Rect {
             "[{}..{}, {}..{}]",
             self.row0, self.row1, self.col0, self.col1
         )
+    }
+}
+
+/// A function of one element ([`crate::ir::OpKind::Unary`]).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnaryFn {
+    Neg,
+    Abs,
+    Sqrt,
+    Reciprocal,
+    Exp,
+    Erf,
+    Tanh,
+    Sigmoid,
+    Relu,
+    GeluErf,
+    GeluTanh,
+    /// `x^exponent`.
+    Pow {
+        exponent: f32,
+    },
+}
+
+/// Exponents compare by their bits, so equality is an equivalence.
+impl PartialEq for UnaryFn {
+    fn eq(&self, other: &UnaryFn) -> bool {
+        match (self, other) {
+            (UnaryFn::Pow { exponent: a }, UnaryFn::Pow { exponent: b }) => {
+                a.to_bits() == b.to_bits()
+            }
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
+    }
+}
+
+impl Eq for UnaryFn {}
+
+impl UnaryFn {
+    /// Every function but `pow`, whose exponent is an attribute.
+    pub const PLAIN: [UnaryFn; 11] = [
+        UnaryFn::Neg,
+        UnaryFn::Abs,
+        UnaryFn::Sqrt,
+        UnaryFn::Reciprocal,
+        UnaryFn::Exp,
+        UnaryFn::Erf,
+        UnaryFn::Tanh,
+        UnaryFn::Sigmoid,
+        UnaryFn::Relu,
+        UnaryFn::GeluErf,
+        UnaryFn::GeluTanh,
+    ];
+
+    /// The name in dumps and graph specs: `gelu_erf`.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryFn::Neg => "neg",
+            UnaryFn::Abs => "abs",
+            UnaryFn::Sqrt => "sqrt",
+            UnaryFn::Reciprocal => "reciprocal",
+            UnaryFn::Exp => "exp",
+            UnaryFn::Erf => "erf",
+            UnaryFn::Tanh => "tanh",
+            UnaryFn::Sigmoid => "sigmoid",
+            UnaryFn::Relu => "relu",
+            UnaryFn::GeluErf => "gelu_erf",
+            UnaryFn::GeluTanh => "gelu_tanh",
+            UnaryFn::Pow { .. } => "pow",
+        }
+    }
+}
+
+/// A function of two elements ([`crate::ir::OpKind::Binary`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryFn {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+}
+
+impl BinaryFn {
+    pub const ALL: [BinaryFn; 7] = [
+        BinaryFn::Add,
+        BinaryFn::Sub,
+        BinaryFn::Mul,
+        BinaryFn::Div,
+        BinaryFn::Pow,
+        BinaryFn::Max,
+        BinaryFn::Min,
+    ];
+
+    /// The name in dumps and graph specs: `sub`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryFn::Add => "add",
+            BinaryFn::Sub => "sub",
+            BinaryFn::Mul => "mul",
+            BinaryFn::Div => "div",
+            BinaryFn::Pow => "pow",
+            BinaryFn::Max => "max",
+            BinaryFn::Min => "min",
+        }
+    }
+
+    /// Whether `f(a, b) = f(b, a)`.
+    pub fn commutes(self) -> bool {
+        matches!(
+            self,
+            BinaryFn::Add | BinaryFn::Mul | BinaryFn::Max | BinaryFn::Min
+        )
+    }
+}
+
+/// A reduction of a row to one value ([`crate::ir::OpKind::Reduce`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReduceFn {
+    Sum,
+    Mean,
+    Max,
+}
+
+impl ReduceFn {
+    pub const ALL: [ReduceFn; 3] = [ReduceFn::Sum, ReduceFn::Mean, ReduceFn::Max];
+
+    /// The name in dumps and graph specs: `mean`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceFn::Sum => "sum",
+            ReduceFn::Mean => "mean",
+            ReduceFn::Max => "max",
+        }
     }
 }

@@ -13,6 +13,8 @@
 //! `ipu-codegen calibrate` sets the device beside Graphcore's measured AMP curve and beside the
 //! estimates.
 
+mod vector_ops;
+
 use crate::elements::DType;
 use crate::isa::Activation;
 use serde::{Deserialize, Serialize};

@@ -116,3 +116,51 @@ fn calibrate_prints_the_table_and_json_and_passes() {
         .expect("a vector case");
     assert!(vector["hardware_fraction"].is_null() && vector["rows"].is_null());
 }
+
+/// Every general vector function has a case timed from poplibs' estimators, within tolerance of
+/// its estimate; an estimate ten percent low fails each of them.
+#[test]
+fn every_vector_function_is_calibrated_and_a_low_estimate_fails() {
+    let mut rows = calibrate(&bow()).expect("calibration packages run");
+    let vector = |r: &Calibration| r.note.contains("poplibs");
+    for name in [
+        "unary neg",
+        "unary abs",
+        "unary sqrt",
+        "unary reciprocal",
+        "unary exp",
+        "unary erf",
+        "unary tanh",
+        "unary sigmoid",
+        "unary relu",
+        "unary gelu_erf",
+        "unary gelu_tanh",
+        "unary pow",
+        "binary add",
+        "binary sub",
+        "binary mul",
+        "binary div",
+        "binary pow",
+        "binary max",
+        "binary min",
+        "b column",
+        "b value",
+        "b row",
+        "reduce sum",
+        "reduce mean",
+        "reduce max",
+        "softmax 23x384",
+    ] {
+        assert!(
+            rows.iter().any(|r| vector(r) && r.case.contains(name)),
+            "no case {name}"
+        );
+    }
+    assert!(check(&rows).is_empty(), "{}", check(&rows).join("\n"));
+    let cases = rows.iter().filter(|r| vector(r)).count();
+    for r in rows.iter_mut().filter(|r| vector(r)) {
+        r.estimate_cycles = r.estimate_cycles * 9 / 10;
+    }
+    let problems = check(&rows);
+    assert_eq!(problems.len(), cases, "{}", problems.join("\n"));
+}

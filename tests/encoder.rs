@@ -56,8 +56,9 @@ fn the_check_fails_against_a_changed_weight_or_mask() {
 }
 
 #[test]
-fn lower_mid_refuses_an_add_it_cannot_fuse() {
-    use ipu_codegen::ir::OpKind;
+fn lower_mid_makes_an_add_no_matmul_fuses_a_vector_operator() {
+    use ipu_codegen::ir::{BinaryFn, OpKind, Operator};
+    use ipu_codegen::isa::{Spread, VectorFn};
     use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
     use ipu_codegen::target::Target;
     use ipu_codegen::workload::WorkloadSpec;
@@ -71,7 +72,7 @@ fn lower_mid_refuses_an_add_it_cannot_fuse() {
     let x = graph.ops[0].kind.inputs()[0];
     graph.ops[0].kind = OpKind::Add { a: x, b: x };
     graph.ops[0].name = "doubled".to_string();
-    let err = lower_mid(
+    let mid = lower_mid(
         &graph,
         &Target::preset("mk2-1500").unwrap(),
         &LowerMidConfig {
@@ -79,9 +80,13 @@ fn lower_mid_refuses_an_add_it_cannot_fuse() {
             ..LowerMidConfig::default()
         },
     )
-    .unwrap_err()
-    .to_string();
-    assert!(err.contains("doubled") && err.contains("add"), "{err}");
+    .unwrap();
+    let Operator::Vector(v) = &mid.operators[0] else {
+        panic!("{:?}", mid.operators[0])
+    };
+    assert_eq!(v.name, "doubled");
+    assert_eq!(v.function, VectorFn::Binary(BinaryFn::Add));
+    assert_eq!((v.a, v.b, v.b_spread), (x, Some(x), Spread::Whole));
 }
 
 /// The encoder's mid and graph as `lower_mid` makes them by default.

@@ -35,6 +35,7 @@ fn shape(op: &Operator) -> String {
     match op {
         Operator::MatMul(m) => format!("matmul {}x{}x{}", m.m, m.k, m.n),
         Operator::LayerNorm(l) => format!("layer norm {}x{}", l.rows, l.cols),
+        Operator::Vector(v) => format!("vector {} {}x{}", v.function.name(), v.rows, v.cols),
         Operator::Attention(a) => format!(
             "attention {} groups, {} queries x {} keys",
             a.groups(),

@@ -27,6 +27,10 @@
 //! exponentials) makes several passes ([`passes`]), each timed so, the supervisor restarting the
 //! workers between them.
 //!
+//! A general vector vertex (`isa::Vector`, [`vector_op`]) is timed instead from poplibs' cycle
+//! estimators for the codelets Poplar runs for the same work (`timing/vector_ops.rs`, each formula
+//! citing its poplibs file and function).
+//!
 //! Memory-element conflicts: an AMP bundle loads its input, loads and stores partials in one cycle;
 //! the device refuses an AMP whose input and partials share a 16 KiB element (poplibs' constraint), and
 //! interleaved partials alternate between the two elements of a pair, so the bundle never stalls. A
@@ -35,6 +39,9 @@
 //!
 //! The target's costs come from the package and may be anything: the arithmetic saturates at u64::MAX
 //! rather than wrapping, and the superstep refuses a count past u32 as a fault.
+
+mod vector_ops;
+pub use vector_ops::vector_op;
 
 use crate::isa::{Amp, Placed};
 use crate::numerics::dealt;

@@ -1,7 +1,7 @@
 //! The graph: values and operations with dtypes and shapes, as imported from a workload spec. Every
 //! value is a 2-D row-major tensor `[rows, cols]` (a bias is `[1, cols]`).
 
-pub use crate::elements::{DType, Rect};
+pub use crate::elements::{BinaryFn, DType, Rect, ReduceFn, UnaryFn};
 use crate::ids::{OpId, ValueId};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -91,6 +91,21 @@ pub enum OpKind {
         scale: f32,
         mask: Option<ValueId>,
     },
+    /// `out = f(x)` element by element, computed in f32 from f16 and rounded to f16.
+    Unary { x: ValueId, function: UnaryFn },
+    /// `out = f(a, b)` element by element in f32, rounded to f16. Each operand is `[rows, cols]` or
+    /// broadcasts to the output: `[1, cols]` (one row for every row), `[rows, 1]` (one value per
+    /// row) or `[1, 1]`. The output is `[max rows, max cols]`.
+    Binary {
+        a: ValueId,
+        b: ValueId,
+        function: BinaryFn,
+    },
+    /// Per row, over the columns: `out[r, 0] = f(x[r, :])`; `out: [rows, 1]`. Accumulated in f32.
+    Reduce { x: ValueId, function: ReduceFn },
+    /// Per row: `out[r, :] = softmax(x[r, :])` (max subtracted, exp, sum, divide), in f32, rounded to
+    /// f16.
+    Softmax { x: ValueId },
     /// Host: `out[r, :] = Σ_i table_i[indices_i[r], :]`, each `(table, indices)` pair a lookup of
     /// `indices` (`rows` integers, i64) in `table: [entries, cols]` (an embedding and its sum).
     Embed { lookups: Vec<(ValueId, ValueId)> },
@@ -121,7 +136,10 @@ impl OpKind {
     /// The operation's inputs, in the order its fields name them.
     pub fn inputs(&self) -> Vec<ValueId> {
         match self {
-            OpKind::MatMul { a, b } | OpKind::Add { a, b } => vec![*a, *b],
+            OpKind::MatMul { a, b } | OpKind::Add { a, b } | OpKind::Binary { a, b, .. } => {
+                vec![*a, *b]
+            }
+            OpKind::Unary { x, .. } | OpKind::Reduce { x, .. } | OpKind::Softmax { x } => vec![*x],
             OpKind::AddBias { x, bias } => vec![*x, *bias],
             OpKind::GeluTanh { x } | OpKind::GeluErf { x } => vec![*x],
             OpKind::LayerNorm { x, gamma, beta, .. } => vec![*x, *gamma, *beta],
@@ -146,6 +164,10 @@ impl OpKind {
             OpKind::Add { .. } => "add",
             OpKind::LayerNorm { .. } => "layer_norm",
             OpKind::Attention { .. } => "attention",
+            OpKind::Unary { .. } => "unary",
+            OpKind::Binary { .. } => "binary",
+            OpKind::Reduce { .. } => "reduce",
+            OpKind::Softmax { .. } => "softmax",
             OpKind::Embed { .. } => "embed",
             OpKind::MaskBias { .. } => "mask_bias",
             OpKind::MeanPool { .. } => "mean_pool",
@@ -220,6 +242,8 @@ pub enum Oversize {
     MatMul,
     LayerNorm,
     Attention,
+    /// A general vector operation's rows.
+    Vector,
     Weights,
     LiveBuffers,
 }
@@ -354,6 +378,13 @@ impl Graph {
                 OpKind::LayerNorm { epsilon, .. } => format!(" epsilon={epsilon:e}"),
                 OpKind::MaskBias { fill, .. } => format!(" fill={fill:e}"),
                 OpKind::MeanPool { min_count, .. } => format!(" min_count={min_count:e}"),
+                OpKind::Unary {
+                    function: UnaryFn::Pow { exponent },
+                    ..
+                } => format!(" function=pow exponent={exponent:e}"),
+                OpKind::Unary { function, .. } => format!(" function={}", function.name()),
+                OpKind::Binary { function, .. } => format!(" function={}", function.name()),
+                OpKind::Reduce { function, .. } => format!(" function={}", function.name()),
                 _ => String::new(),
             };
             let unit = if op.kind.on_host() { "host " } else { "" };

@@ -4,7 +4,7 @@
 //! spec is checked once it is resolved; a package's graph is checked when the package is read, since a
 //! package is data and may have been crafted behind a valid hash.
 
-use super::{DType, Graph, OpKind, Value, ValueRole};
+use super::{DType, Graph, OpKind, UnaryFn, Value, ValueRole};
 use crate::ids::ValueId;
 
 /// The most elements a value may have: addresses within a value are 32-bit byte offsets.
@@ -123,6 +123,10 @@ fn attributes(kind: &OpKind) -> Result<(), String> {
             return Err("takes (table, indices) pairs, got 0 inputs".to_string());
         }
         OpKind::MaskBias { fill, .. } => finite("fill", fill)?,
+        OpKind::Unary {
+            function: UnaryFn::Pow { exponent },
+            ..
+        } => finite("exponent", exponent)?,
         OpKind::MeanPool { min_count, .. } => {
             finite("min_count", min_count)?;
             if min_count < 0.0 {
@@ -180,6 +184,22 @@ fn shapes(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
             want(gamma, 1, v(x).cols)?;
             want(beta, 1, v(x).cols)?;
             want(out, v(x).rows, v(x).cols)
+        }
+        OpKind::Unary { x, .. } | OpKind::Softmax { x } => want(out, v(x).rows, v(x).cols),
+        OpKind::Reduce { x, .. } => want(out, v(x).rows, 1),
+        OpKind::Binary { a, b, .. } => {
+            let (rows, cols) = (v(a).rows.max(v(b).rows), v(a).cols.max(v(b).cols));
+            for id in [a, b] {
+                let (r, c) = dims(id);
+                if !(r == rows || r == 1) || !(c == cols || c == 1) {
+                    return Err(format!(
+                        "`{}` is [{r}, {c}], which does not broadcast to [{rows}, {cols}] \
+                         (operands are [rows, cols], [1, cols], [rows, 1] or [1, 1])",
+                        v(id).name
+                    ));
+                }
+            }
+            want(out, rows, cols)
         }
         OpKind::Attention {
             q,

@@ -1,6 +1,9 @@
 //! The mid-level program (`mid`): the graph's device operations lowered to tileable operators (a
-//! matmul with its fused epilogue, a flash attention, a layer norm), their candidate partitions over the tiles and the best whole-program
+//! matmul with its fused epilogue, a flash attention, a layer norm, a general vector operation), their candidate partitions over the tiles and the best whole-program
 //! plans with their estimates. Written by `lower_mid`, read by `select_finalist`.
+
+mod vector;
+pub use vector::VectorOp;
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{AttentionShape, DType, Graph};
@@ -10,12 +13,14 @@ use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
-/// A tileable operator: a matmul with its fused epilogue, a flash attention or a layer norm.
+/// A tileable operator: a matmul with its fused epilogue, a flash attention, a layer norm or a
+/// general vector operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Operator {
     MatMul(MatMul),
     Attention(Attention),
     LayerNorm(LayerNorm),
+    Vector(VectorOp),
 }
 
 impl Operator {
@@ -24,6 +29,7 @@ impl Operator {
             Operator::MatMul(o) => o.id,
             Operator::Attention(o) => o.id,
             Operator::LayerNorm(o) => o.id,
+            Operator::Vector(o) => o.id,
         }
     }
     pub fn name(&self) -> &str {
@@ -31,6 +37,7 @@ impl Operator {
             Operator::MatMul(o) => &o.name,
             Operator::Attention(o) => &o.name,
             Operator::LayerNorm(o) => &o.name,
+            Operator::Vector(o) => &o.name,
         }
     }
     pub fn out(&self) -> ValueId {
@@ -38,6 +45,7 @@ impl Operator {
             Operator::MatMul(o) => o.out,
             Operator::Attention(o) => o.out,
             Operator::LayerNorm(o) => o.out,
+            Operator::Vector(o) => o.out,
         }
     }
     /// The graph operations this operator implements.
@@ -46,6 +54,7 @@ impl Operator {
             Operator::MatMul(o) => &o.covers,
             Operator::Attention(o) => &o.covers,
             Operator::LayerNorm(o) => &o.covers,
+            Operator::Vector(o) => &o.covers,
         }
     }
 }
@@ -434,6 +443,10 @@ impl Mid {
             let covers: Vec<String> = o.covers().iter().map(|c| c.to_string()).collect();
             let o = match o {
                 Operator::MatMul(o) => o,
+                Operator::Vector(v) => {
+                    let _ = writeln!(s, "{}", v.dump(&covers.join(",")));
+                    continue;
+                }
                 Operator::LayerNorm(l) => {
                     let _ = writeln!(
                         s,
@@ -661,6 +674,18 @@ impl Mid {
                             tiles_exactly(p.row_blocks, p.block_rows, o.rows)
                                 && p.col_blocks == 1
                                 && p.block_cols == o.cols
+                                && p.depth_blocks == 1
+                                && !p.transposed
+                                && !p.resident
+                                && !p.interleaved_shares,
+                            || format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols),
+                        );
+                    }
+                    (Operator::Vector(o), Partition::Grid(p)) => {
+                        v.check(
+                            tiles_exactly(p.row_blocks, p.block_rows, o.rows)
+                                && p.col_blocks == 1
+                                && p.block_cols == o.out_cols()
                                 && p.depth_blocks == 1
                                 && !p.transposed
                                 && !p.resident

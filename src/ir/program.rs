@@ -124,9 +124,10 @@ pub enum BufferClass {
     /// transposed form.
     BPanel,
     /// An operator's bias for its block columns (a layer norm's gamma and beta; an attention's key
-    /// mask for its keys).
+    /// mask for its keys; a vector operator's row, column or value spread over its rows).
     BiasPanel,
-    /// A matmul epilogue's residual for its share of the output block.
+    /// A matmul epilogue's residual for its share of the output block; a vector operator's second
+    /// whole operand.
     Residual,
     /// AMP partials.
     Partials,

@@ -8,7 +8,7 @@
 //! semantics in the device and its cost in the target; the phases that place, encode and check vertices
 //! need no change.
 
-use crate::elements::DType;
+use crate::elements::{BinaryFn, DType, ReduceFn, UnaryFn};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -131,6 +131,117 @@ pub struct Combine<O> {
     pub transpose: bool,
 }
 
+/// What a [`Vector`] vertex computes over its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VectorFn {
+    /// `out = f(a)` element by element.
+    Unary(UnaryFn),
+    /// `out = f(a, b)` element by element, each operand spread over the output as it says.
+    Binary(BinaryFn),
+    /// `out[r] = f(a[r, :])`: one value per row.
+    Reduce(ReduceFn),
+    /// `out[r, :] = softmax(a[r, :])`.
+    Softmax,
+}
+
+impl VectorFn {
+    /// The name in dumps: `binary sub`.
+    pub fn name(&self) -> String {
+        match self {
+            VectorFn::Unary(UnaryFn::Pow { exponent }) => format!("unary pow {exponent:e}"),
+            VectorFn::Unary(f) => format!("unary {}", f.name()),
+            VectorFn::Binary(f) => format!("binary {}", f.name()),
+            VectorFn::Reduce(f) => format!("reduce {}", f.name()),
+            VectorFn::Softmax => "softmax".to_string(),
+        }
+    }
+}
+
+/// How an operand of a [`Vector`] vertex spreads over its `rows x cols` output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Spread {
+    /// `rows x cols`, one element per output element.
+    Whole,
+    /// `1 x cols`, the same row for every row.
+    OneRow,
+    /// `rows x 1`, one value per row.
+    OneColumn,
+    /// `1 x 1`, one value for every element.
+    OneValue,
+}
+
+impl Spread {
+    /// How an operand of `rows x cols` spreads over an output of `out_rows x out_cols`; `None` when
+    /// it does not broadcast to it.
+    pub fn of((rows, cols): (u32, u32), (out_rows, out_cols): (u32, u32)) -> Option<Spread> {
+        match (rows == out_rows, cols == out_cols, rows == 1, cols == 1) {
+            (true, true, _, _) => Some(Spread::Whole),
+            (false, true, true, _) => Some(Spread::OneRow),
+            (true, false, _, true) => Some(Spread::OneColumn),
+            (_, _, true, true) => Some(Spread::OneValue),
+            _ => None,
+        }
+    }
+
+    /// The operand's stored rows and elements per row under an output of `rows x cols`.
+    pub fn extent(self, rows: u32, cols: u32) -> (u32, u32) {
+        match self {
+            Spread::Whole => (rows, cols),
+            Spread::OneRow => (1, cols),
+            Spread::OneColumn => (rows, 1),
+            Spread::OneValue => (1, 1),
+        }
+    }
+
+    /// The operand's element for output element `(r, c)`, as an index into its `extent`.
+    pub fn index(self, r: usize, c: usize, cols: usize) -> usize {
+        match self {
+            Spread::Whole => r * cols + c,
+            Spread::OneRow => c,
+            Spread::OneColumn => r,
+            Spread::OneValue => 0,
+        }
+    }
+
+    /// The name in dumps.
+    pub fn name(self) -> &'static str {
+        match self {
+            Spread::Whole => "whole",
+            Spread::OneRow => "row",
+            Spread::OneColumn => "column",
+            Spread::OneValue => "value",
+        }
+    }
+}
+
+/// A general vector operation over `rows` rows of `cols` f16 elements (vector unit,
+/// [`crate::numerics::unary_f32`] and siblings): computed in f32, each result rounded once to f16.
+/// `a` spreads over the rows as `a_spread` says (always `Whole` but for a binary function), `b`
+/// (binary functions only) as `b_spread`. The output is `rows x cols`, or `rows x 1` for a
+/// reduction; stored transposed when `transpose`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vector<O> {
+    pub function: VectorFn,
+    pub a: O,
+    pub a_spread: Spread,
+    pub b: Option<O>,
+    pub b_spread: Spread,
+    pub out: O,
+    pub rows: u32,
+    pub cols: u32,
+    pub transpose: bool,
+}
+
+impl<O> Vector<O> {
+    /// The output's rows and columns: `rows x 1` for a reduction, `rows x cols` otherwise.
+    pub fn out_shape(&self) -> (u32, u32) {
+        match self.function {
+            VectorFn::Reduce(_) => (self.rows, 1),
+            _ => (self.rows, self.cols),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VertexKind<O> {
     Amp(Amp<O>),
@@ -139,6 +250,7 @@ pub enum VertexKind<O> {
     Accumulate(Accumulate<O>),
     Combine(Combine<O>),
     LayerNorm(LayerNorm<O>),
+    Vector(Vector<O>),
 }
 
 /// How a vertex uses an operand.
@@ -177,6 +289,7 @@ impl<O> VertexKind<O> {
             VertexKind::Accumulate(_) => "accumulate",
             VertexKind::Combine(_) => "combine",
             VertexKind::LayerNorm(_) => "layer_norm",
+            VertexKind::Vector(_) => "vector",
         }
     }
 
@@ -251,6 +364,21 @@ impl<O> VertexKind<O> {
                 at("beta", Read, (1, v.cols), &v.beta),
                 at("out", Write, (v.rows, v.cols), &v.out),
             ],
+            VertexKind::Vector(v) => {
+                let (out_rows, out_cols) = v.out_shape();
+                [at("a", Read, v.a_spread.extent(v.rows, v.cols), &v.a)]
+                    .into_iter()
+                    .chain(
+                        (v.b.iter()).map(|b| at("b", Read, v.b_spread.extent(v.rows, v.cols), b)),
+                    )
+                    .chain([at(
+                        "out",
+                        Write,
+                        extent(out_rows, out_cols, v.transpose),
+                        &v.out,
+                    )])
+                    .collect()
+            }
         }
     }
 
@@ -313,6 +441,17 @@ impl<O> VertexKind<O> {
                 rows: v.rows,
                 cols: v.cols,
                 epsilon_bits: v.epsilon_bits,
+            }),
+            VertexKind::Vector(v) => VertexKind::Vector(Vector {
+                function: v.function,
+                a: f(&v.a),
+                a_spread: v.a_spread,
+                b: v.b.as_ref().map(&mut f),
+                b_spread: v.b_spread,
+                out: f(&v.out),
+                rows: v.rows,
+                cols: v.cols,
+                transpose: v.transpose,
             }),
         }
     }
@@ -445,6 +584,25 @@ impl fmt::Display for VertexKind<Placed> {
                 At(&v.out),
                 f32::from_bits(v.epsilon_bits)
             ),
+            VertexKind::Vector(v) => {
+                write!(
+                    f,
+                    "vector {} {}x{} a={} {}",
+                    v.function.name(),
+                    v.rows,
+                    v.cols,
+                    At(&v.a),
+                    v.a_spread.name()
+                )?;
+                if let Some(b) = &v.b {
+                    write!(f, " b={} {}", At(b), v.b_spread.name())?;
+                }
+                write!(f, " out={}", At(&v.out))?;
+                if v.transpose {
+                    write!(f, " transposed")?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -10,7 +10,10 @@
 //! alone moves the result by; the tolerance builds on it ([`super::tolerance`]). Host operations are
 //! evaluated alike in both, their f16 results rounded in `rounded`.
 
-use super::{gelu_erf_f64, gelu_tanh_f64, round_to, saturate};
+use super::{
+    binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_to, saturate, softmax_row_f64,
+    unary_f64,
+};
 use crate::ir::{AttentionShape, DType, Graph, OpKind};
 use crate::progress::Progress;
 use rayon::prelude::*;
@@ -128,6 +131,33 @@ fn evaluate(
                     })
                     .collect()
             }
+            OpKind::Unary { x, function } => data[x.index()]
+                .iter()
+                .map(|&v| unary_f64(function, v))
+                .collect(),
+            OpKind::Binary { a, b, function } => {
+                let at = |id: crate::ids::ValueId, i: usize| {
+                    let v = graph.value(id);
+                    let (r, c) = (i / n, i % n);
+                    let r = if v.rows == 1 { 0 } else { r };
+                    let c = if v.cols == 1 { 0 } else { c };
+                    data[id.index()][r * v.cols as usize + c]
+                };
+                (0..out.elements() as usize)
+                    .map(|i| binary_f64(function, at(a, i), at(b, i)))
+                    .collect()
+            }
+            OpKind::Reduce { x, function } => {
+                let cols = graph.value(x).cols as usize;
+                data[x.index()]
+                    .chunks(cols)
+                    .map(|row| reduce_row_f64(function, row))
+                    .collect()
+            }
+            OpKind::Softmax { x } => data[x.index()]
+                .chunks(n)
+                .flat_map(softmax_row_f64)
+                .collect(),
             OpKind::Attention {
                 q,
                 k,

@@ -2,7 +2,8 @@
 //!
 //! Lowers the graph's device operations to tileable operators (a matmul with its bias, GELU and
 //! residual add fused into the epilogue; an attention as a flash attention; a layer norm over row
-//! blocks); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate
+//! blocks; a unary, binary, reduce or softmax operation, and a bias add, GELU or add that no matmul
+//! fuses, as a general vector operator over row blocks); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate
 //! partitions of every operator over the tiles (`partitions`): a matmul into row blocks x column
 //! blocks of its output x depth blocks of its reduction (a multiple of the AMP block depth), in the
 //! normal or the transposed operand form (the AMP's stationary dimension in blocks of a multiple of
@@ -27,13 +28,13 @@ mod partitions;
 mod search;
 
 use crate::ir::{
-    Attention, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, OpKind, Operator,
-    OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole, largest_values,
-    verify_mid,
+    Attention, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, Op, OpKind, Operator,
+    OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole, VectorOp,
+    largest_values, verify_mid,
 };
-use crate::isa::Activation;
+use crate::isa::{Activation, Spread, VectorFn};
 use crate::target::Target;
-use estimate::{attention_estimate, grid_estimate, layer_norm_estimate};
+use estimate::{attention_estimate, grid_estimate, layer_norm_estimate, vector_estimate};
 use partitions::{attention_partitions, grid_partitions, row_partitions};
 pub use search::Candidate;
 use search::{joint, shortlist};
@@ -133,15 +134,6 @@ impl Default for LowerMidConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum LowerMidError {
     #[error(
-        "{op} ({name}): operation {kind} cannot be lowered on its own; it must follow a matmul (a \
-         bias add, then a GELU, then a residual add of a value computed before the matmul)"
-    )]
-    Unfusable {
-        op: OpId,
-        name: String,
-        kind: &'static str,
-    },
-    #[error(
         "{name} ({shape}) does not fit in tile memory: its leanest partition ({partition}) needs \
          {needed} bytes on its busiest tile (tile0 and every tile of its grid alike), {over} bytes over the \
          {capacity} bytes a tile has; its largest values: {values}"
@@ -238,6 +230,11 @@ pub fn shortlists(
             Operator::MatMul(o) => [Some(o.b), o.bias],
             Operator::LayerNorm(o) => [Some(o.gamma), Some(o.beta)],
             Operator::Attention(_) => [None, None],
+            // A vector operator's constants: its operands that are weights.
+            Operator::Vector(v) => {
+                let weight = |x| (graph.value(x).role == ValueRole::Weight).then_some(x);
+                [weight(v.a), v.b.and_then(weight)]
+            }
         })
         .flatten()
         .collect();
@@ -312,6 +309,14 @@ pub fn shortlists(
                     transposing: None,
                 })
                 .collect(),
+            Operator::Vector(o) => row_partitions(o.rows, o.out_cols(), target)
+                .into_iter()
+                .map(|p| Candidate {
+                    partition: Partition::Grid(p),
+                    estimate: vector_estimate(o, &p, target, homes),
+                    transposing: None,
+                })
+                .collect(),
         };
         let (fitting, too_big): (Vec<_>, Vec<_>) = all
             .into_iter()
@@ -352,6 +357,11 @@ fn does_not_fit(
             format!("{} rows of {}", o.rows, o.cols),
             Oversize::LayerNorm,
             [Some(o.x), Some(o.out), Some(o.gamma), Some(o.beta)].to_vec(),
+        ),
+        Operator::Vector(o) => (
+            format!("{} rows of {}", o.rows, o.cols),
+            Oversize::Vector,
+            [Some(o.a), o.b, Some(o.out)].to_vec(),
         ),
         Operator::Attention(a) => (
             format!(
@@ -407,8 +417,9 @@ fn plan(chosen: &[(Partition, OperatorEstimate)]) -> Plan {
     }
 }
 
-/// Fuses each matmul with the bias add, the GELU and the residual add that follow it; an attention
-/// and a layer norm are operators of their own; host operations are no operator's.
+/// Fuses each matmul with the bias add, the GELU and the residual add that follow it; an attention,
+/// a layer norm and a general vector operation are operators of their own, and so is a bias add,
+/// GELU or add no matmul fuses (a vector operator); host operations are no operator's.
 fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     let consumers = |v: ValueId| {
         graph
@@ -479,7 +490,12 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
                 continue;
             }
             OpKind::MatMul { .. } => {}
-            _ => continue,
+            _ if op.kind.on_host() || covered[op.id.index()] => continue,
+            _ => {
+                covered[op.id.index()] = true;
+                operators.push(Operator::Vector(vector_operator(graph, op, id)?));
+                continue;
+            }
         }
         let OpKind::MatMul { a, b } = op.kind else {
             continue;
@@ -540,12 +556,58 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
             covers,
         }));
     }
-    if let Some(op) = graph.ops.iter().find(|op| !covered[op.id.index()]) {
-        return Err(LowerMidError::Unfusable {
-            op: op.id,
-            name: op.name.clone(),
-            kind: op.kind.name(),
-        });
-    }
     Ok(operators)
+}
+
+/// The vector operator of one graph operation that no other operator covers: an element-wise,
+/// row-wise or softmax operation, or a bias add, GELU or add outside a matmul's epilogue.
+fn vector_operator(graph: &Graph, op: &Op, id: OpId) -> Result<VectorOp, LowerMidError> {
+    let dims = |v: ValueId| (graph.value(v).rows, graph.value(v).cols);
+    let out = dims(op.out);
+    let (function, a, b) = match op.kind {
+        OpKind::Unary { x, function } => (VectorFn::Unary(function), x, None),
+        OpKind::GeluTanh { x } => (VectorFn::Unary(crate::ir::UnaryFn::GeluTanh), x, None),
+        OpKind::GeluErf { x } => (VectorFn::Unary(crate::ir::UnaryFn::GeluErf), x, None),
+        OpKind::Binary { a, b, function } => (VectorFn::Binary(function), a, Some(b)),
+        OpKind::Add { a, b } => (VectorFn::Binary(crate::ir::BinaryFn::Add), a, Some(b)),
+        OpKind::AddBias { x, bias } => (VectorFn::Binary(crate::ir::BinaryFn::Add), x, Some(bias)),
+        OpKind::Reduce { x, function } => (VectorFn::Reduce(function), x, None),
+        OpKind::Softmax { x } => (VectorFn::Softmax, x, None),
+        _ => {
+            return Err(LowerMidError::Invalid(format!(
+                "{} ({}): operation {} has no vector operator",
+                op.id,
+                op.name,
+                op.kind.name()
+            )));
+        }
+    };
+    // A reduction runs over its input's rows; everything else over its output's.
+    let (rows, cols) = match function {
+        VectorFn::Reduce(_) => dims(a),
+        _ => out,
+    };
+    let spread = |v: ValueId| {
+        Spread::of(dims(v), (rows, cols)).ok_or_else(|| {
+            LowerMidError::Invalid(format!(
+                "{} ({}): `{}` does not broadcast to [{rows}, {cols}]",
+                op.id,
+                op.name,
+                graph.value(v).name
+            ))
+        })
+    };
+    Ok(VectorOp {
+        id,
+        name: op.name.clone(),
+        function,
+        a,
+        a_spread: spread(a)?,
+        b,
+        b_spread: b.map_or(Ok(Spread::Whole), spread)?,
+        out: op.out,
+        rows,
+        cols,
+        covers: vec![op.id],
+    })
 }

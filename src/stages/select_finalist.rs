@@ -23,14 +23,16 @@
 //!
 //! Modules: this one holds the config, the entry and the choice among the finalists; `builder` builds
 //! the program of one finalist under one mapping (buffers, homes, gathers, exchange phases, compute
-//! sets, outputs, host streams), laying out each operator with the matmul planner (`matmul`) or the
-//! flash-attention planner (`attention`), and costs it (`estimate`); `verify` checks the chosen one.
+//! sets, outputs, host streams), laying out each operator with the matmul planner (`matmul`), the
+//! layer-norm planner (`layer_norm`), the vector planner (`vector`) or the flash-attention planner
+//! (`attention`), and costs it (`estimate`); `verify` checks the chosen one.
 
 mod attention;
 mod builder;
 mod estimate;
 mod layer_norm;
 mod matmul;
+mod vector;
 mod verify;
 
 pub use verify::verify;

@@ -15,7 +15,11 @@
 //!
 //! An op's `inputs` follow [`OpKind::inputs`] (an embedding's `(table, indices)` pairs in turn, an
 //! attention's `q, k, v` then its mask); its attributes are `batch`, `heads`, `causal`, `scale`
-//! (attention), `epsilon` (layer_norm), `fill` (mask_bias) and `min_count` (mean_pool).
+//! (attention), `epsilon` (layer_norm), `fill` (mask_bias), `min_count` (mean_pool), `function`
+//! (unary: neg, abs, sqrt, reciprocal, exp, erf, tanh, sigmoid, relu, gelu_erf, gelu_tanh or pow;
+//! binary: add, sub, mul, div, pow, max or min; reduce: sum, mean or max) and `exponent` (unary
+//! pow only): `name = "cube"; kind = "unary"; function = "pow"; exponent = 3.0; inputs = ["x"];
+//! output = "y"`. `softmax` takes no attribute.
 //!
 //! Loading validates everything: names unique, references resolved, values produced once and before
 //! use, each op's shapes and dtypes consistent with its semantics, sizes below 2^31 elements; every
@@ -24,7 +28,7 @@
 
 use super::WorkloadError;
 use crate::ids::{OpId, ValueId};
-use crate::ir::{DType, Graph, Op, OpKind, Value, ValueRole};
+use crate::ir::{BinaryFn, DType, Graph, Op, OpKind, ReduceFn, UnaryFn, Value, ValueRole};
 use crate::onnx::WeightData;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -106,6 +110,10 @@ struct OpEntry {
     fill: Option<f32>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "short_float")]
     min_count: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    function: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "short_float")]
+    exponent: Option<f32>,
 }
 
 /// f32 attributes written with their shortest decimal form (`0.17677669`, not `0.1767766922712326`).
@@ -123,7 +131,7 @@ mod short_float {
 }
 
 /// The kinds, their names as [`OpKind::name`] gives them.
-const KINDS: [&str; 10] = [
+const KINDS: [&str; 14] = [
     "matmul",
     "add_bias",
     "gelu_tanh",
@@ -134,6 +142,10 @@ const KINDS: [&str; 10] = [
     "embed",
     "mask_bias",
     "mean_pool",
+    "unary",
+    "binary",
+    "reduce",
+    "softmax",
 ];
 
 /// The graph spec's text for `graph`, its weights in `weights` (relative to the spec's folder).
@@ -175,6 +187,8 @@ pub fn to_toml(graph: &Graph, weights: &str) -> String {
                     epsilon: None,
                     fill: None,
                     min_count: None,
+                    function: None,
+                    exponent: None,
                 };
                 match op.kind {
                     OpKind::Attention {
@@ -190,6 +204,18 @@ pub fn to_toml(graph: &Graph, weights: &str) -> String {
                     OpKind::LayerNorm { epsilon, .. } => e.epsilon = Some(epsilon),
                     OpKind::MaskBias { fill, .. } => e.fill = Some(fill),
                     OpKind::MeanPool { min_count, .. } => e.min_count = Some(min_count),
+                    OpKind::Unary { function, .. } => {
+                        e.function = Some(function.name().to_string());
+                        if let UnaryFn::Pow { exponent } = function {
+                            e.exponent = Some(exponent);
+                        }
+                    }
+                    OpKind::Binary { function, .. } => {
+                        e.function = Some(function.name().to_string())
+                    }
+                    OpKind::Reduce { function, .. } => {
+                        e.function = Some(function.name().to_string())
+                    }
                     _ => {}
                 }
                 e
@@ -409,6 +435,25 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
     Ok(graph)
 }
 
+/// The function of `all` named `name`, or an error listing the names.
+fn one_of<F: Copy>(name: &str, all: &[F], name_of: fn(F) -> &'static str) -> Result<F, String> {
+    all.iter()
+        .copied()
+        .find(|&f| name_of(f) == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|&f| name_of(f)).collect();
+            let pow = if names.len() == UnaryFn::PLAIN.len() {
+                ", pow"
+            } else {
+                ""
+            };
+            format!(
+                "unknown function {name:?}; functions: {}{pow}",
+                names.join(", ")
+            )
+        })
+}
+
 /// The op's kind from its entry: the right number of inputs and exactly its attributes (whose values
 /// [`Graph::check`] judges).
 fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
@@ -430,12 +475,16 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
         ("epsilon", e.epsilon.is_some()),
         ("fill", e.fill.is_some()),
         ("min_count", e.min_count.is_some()),
+        ("function", e.function.is_some()),
+        ("exponent", e.exponent.is_some()),
     ];
     let allowed: &[&str] = match e.kind.as_str() {
         "attention" => &["batch", "heads", "causal", "scale"],
         "layer_norm" => &["epsilon"],
         "mask_bias" => &["fill"],
         "mean_pool" => &["min_count"],
+        "unary" => &["function", "exponent"],
+        "binary" | "reduce" => &["function"],
         k if KINDS.contains(&k) => &[],
         k => return Err(format!("unknown kind {k:?}; kinds: {}", KINDS.join(", "))),
     };
@@ -493,6 +542,39 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
                 lookups: i.chunks(2).map(|p| (p[0], p[1])).collect(),
             }
         }
+        "unary" => {
+            arity(1)?;
+            let name = given("function", e.function.as_deref())?;
+            let function = if name == "pow" {
+                UnaryFn::Pow {
+                    exponent: given("exponent", e.exponent)?,
+                }
+            } else {
+                if e.exponent.is_some() {
+                    return Err(format!("attribute exponent does not apply to {name}"));
+                }
+                one_of(name, &UnaryFn::PLAIN, |f| f.name())?
+            };
+            OpKind::Unary { x: i[0], function }
+        }
+        "binary" => {
+            arity(2)?;
+            let name = given("function", e.function.as_deref())?;
+            OpKind::Binary {
+                a: i[0],
+                b: i[1],
+                function: one_of(name, &BinaryFn::ALL, |f| f.name())?,
+            }
+        }
+        "reduce" => {
+            arity(1)?;
+            let name = given("function", e.function.as_deref())?;
+            OpKind::Reduce {
+                x: i[0],
+                function: one_of(name, &ReduceFn::ALL, |f| f.name())?,
+            }
+        }
+        "softmax" => arity(1).map(|_| OpKind::Softmax { x: i[0] })?,
         "mask_bias" => arity(1)
             .and(given("fill", e.fill))
             .map(|fill| OpKind::MaskBias { mask: i[0], fill })?,

@@ -7,8 +7,9 @@
 
 use crate::ir::{
     Attention, AttentionPartition, AttentionShape, CODE_RESERVE_BYTES, Grid, LayerNorm, Mapping,
-    MatMul, OperatorEstimate, Resident,
+    MatMul, OperatorEstimate, Resident, VectorOp,
 };
+use crate::isa::Spread;
 use crate::target::Target;
 
 /// The largest buffer the standard region holds beside the code.
@@ -47,6 +48,57 @@ pub(super) fn layer_norm_estimate(
         receive_bytes,
         panel_bytes: rows * row_bytes,
         other_bytes: rows * row_bytes + 2 * row_bytes + homes,
+        interleaved_bytes: 0,
+        resident: Resident::default(),
+        cycles: compute + exchange + 2 * target.sync_cycles,
+    }
+}
+
+/// The busiest tile's figures for a general vector operator on row blocks: each operand's block
+/// gathered (a whole operand's rows from up to a piece per AMP-wide column block of its producer, a
+/// spread one's row, column or value from its holder), then the vector unit over the rows.
+pub(super) fn vector_estimate(
+    op: &VectorOp,
+    p: &Grid,
+    target: &Target,
+    homes: u64,
+) -> OperatorEstimate {
+    let rows = u64::from(p.block_rows);
+    let stored = |r: u64, c: u64| r * c.next_multiple_of(4) * 2;
+    let (switch, transit) = (
+        u64::from(target.mux_switch_cycles),
+        u64::from(target.exchange_transit_cycles),
+    );
+    let (mut receive_bytes, mut pieces, mut panel_bytes, mut other_bytes) = (0, 0, 0, 0);
+    for (v, spread) in op.operands() {
+        let (r, c) = spread.extent(p.block_rows, op.cols);
+        let (r, c) = (u64::from(r), u64::from(c));
+        receive_bytes += r * c * 2;
+        pieces += if spread == Spread::Whole {
+            c.div_ceil(u64::from(target.amp_block_width)).min(r * c)
+        } else {
+            1
+        };
+        if v == op.a && spread == Spread::Whole {
+            panel_bytes = stored(r, c);
+        } else {
+            other_bytes += stored(r, c);
+        }
+    }
+    let exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
+    let compute = target.vector_op_cycles(
+        op.function,
+        p.block_rows,
+        op.cols,
+        (op.a_spread, op.b_spread),
+    );
+    OperatorEstimate {
+        compute_cycles: compute,
+        vector_cycles: compute,
+        exchange_cycles: exchange,
+        receive_bytes,
+        panel_bytes,
+        other_bytes: other_bytes + stored(rows, u64::from(op.out_cols())) + homes,
         interleaved_bytes: 0,
         resident: Resident::default(),
         cycles: compute + exchange + 2 * target.sync_cycles,

@@ -1,0 +1,474 @@
+//! The device's timing of a general vector vertex (`isa::Vector`), from Graphcore's poplibs cycle
+//! estimators for the codelets Poplar runs for the same work on one tile's contiguous f16 rows.
+//! Every formula names its file and function in poplibs (`lib/popops/popopsCycleEstimators.cpp` and
+//! `.hpp`, `lib/popops/PerformanceEstimation.cpp`, `lib/popnn/popnnCycleEstimators.cpp`,
+//! `lib/popnn/PerformanceEstimation.hpp`, `lib/popops/reduction/CycleEstimationFunctions.cpp`,
+//! `lib/popops/ElementWise.cpp`, `lib/popops/ElementWiseInternal.cpp`, `lib/popnn/NonLinearity.cpp`);
+//! the figures carry over, the code is ours.
+//!
+//! Contract: [`vector_op`] is a function of the decoded vertex and the target's hardware parameters
+//! only (`workers`, the f16 and f32 vector widths); it never calls the compiler's estimate
+//! (`Target::vector_op_cycles`). Each codelet's estimate is split into its fixed part (supervisor
+//! and per-worker entry overheads) and its work, so that a fused vertex (the softmax) can drop the
+//! fixed parts of the codelets it fuses. Arithmetic saturates.
+
+use crate::ir::{BinaryFn, ReduceFn, UnaryFn};
+use crate::isa::{Placed, Spread, Vector, VectorFn};
+use crate::numerics::dealt;
+use crate::target::Target;
+
+/// A codelet's tile cycles: its fixed overheads and its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Codelet {
+    fixed: u64,
+    work: u64,
+}
+
+impl Codelet {
+    fn total(self) -> u64 {
+        self.fixed.saturating_add(self.work)
+    }
+}
+
+/// `basicOpSupervisorOverhead` (popops `PerformanceEstimation.cpp`): 11 cycles.
+const SUPERVISOR: u64 = 11;
+
+/// A row of poplibs' `OpPerformanceInfo` tables (popops `popopsCycleEstimators.hpp`): cycles per
+/// loop, whether a loop is one natural vector, and otherwise the elements per loop (0: one).
+#[derive(Clone, Copy)]
+struct PerfInfo {
+    cycles: u64,
+    natural: bool,
+    unroll: u64,
+}
+
+const fn info(cycles: u64, natural: bool, unroll: u64) -> PerfInfo {
+    PerfInfo {
+        cycles,
+        natural,
+        unroll,
+    }
+}
+
+/// The unary functions popops runs (`unaryOpPerfInfo`, HALF rows; INVERSE also FLOAT from
+/// `unaryOpInPlacePerfInfo` for the softmax's sums): NEGATE, ABSOLUTE, SQRT, INVERSE, EXPONENT,
+/// ERF, SQUARE, RSQRT.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PopopsUnary {
+    Negate,
+    Absolute,
+    Sqrt,
+    Inverse,
+    Exponent,
+    Erf,
+    Square,
+    Rsqrt,
+}
+
+impl PopopsUnary {
+    fn half(self) -> PerfInfo {
+        match self {
+            PopopsUnary::Negate => info(2, false, 4),
+            PopopsUnary::Absolute => info(1, false, 0),
+            PopopsUnary::Sqrt => info(23, false, 4),
+            PopopsUnary::Inverse => info(15, false, 4),
+            PopopsUnary::Exponent => info(4, false, 4),
+            PopopsUnary::Erf => info(13, false, 1),
+            PopopsUnary::Square => info(2, false, 4),
+            PopopsUnary::Rsqrt => info(19, false, 4),
+        }
+    }
+}
+
+/// popnn's non-linearities (`getNonLinearityOpCycles`, popnn `PerformanceEstimation.hpp`, half):
+/// cycles of one op and of one op in the vector loop.
+#[derive(Clone, Copy)]
+enum NonLinearity {
+    Relu,
+    Sigmoid,
+    Tanh,
+    Gelu,
+    GeluErf,
+}
+
+impl NonLinearity {
+    fn op_cycles(self, vector: bool) -> u64 {
+        let twice = if vector { 2 } else { 1 };
+        match self {
+            NonLinearity::Relu => 1,
+            NonLinearity::Sigmoid => 2 * twice,
+            NonLinearity::Tanh => twice,
+            NonLinearity::Gelu => 5,
+            NonLinearity::GeluErf => 15,
+        }
+    }
+}
+
+/// `binaryOpPerfInfo` (HALF) for the binary functions.
+fn binary_half(f: BinaryFn) -> PerfInfo {
+    match f {
+        BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul => info(1, true, 0),
+        BinaryFn::Div => info(21, false, 4),
+        BinaryFn::Max | BinaryFn::Min => info(4, false, 4),
+        BinaryFn::Pow => info(325, false, 1),
+    }
+}
+
+/// `broadcastOpPerfInfo` (HALF) for the binary functions.
+fn broadcast_half(f: BinaryFn) -> PerfInfo {
+    match f {
+        BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul => info(1, true, 0),
+        BinaryFn::Div => info(8, false, 2),
+        BinaryFn::Max | BinaryFn::Min => info(3, false, 4),
+        BinaryFn::Pow => info(325, false, 1),
+    }
+}
+
+/// `hasExternalCodelet` (popops `popopsCycleEstimators.cpp`): add, subtract and multiply.
+fn external(f: BinaryFn) -> bool {
+    matches!(f, BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul)
+}
+
+/// `basicOpLoopCycles` (popops `PerformanceEstimation.cpp`): `cycles · (n + width − 1) / width`.
+fn basic_loop(n: u64, width: u64, cycles: u64) -> u64 {
+    cycles.saturating_mul(n.saturating_add(width - 1)) / width.max(1)
+}
+
+/// `unaryOpInnerLoopCycles` (popops `popopsCycleEstimators.cpp`).
+fn unary_inner(p: PerfInfo, n: u64, width: u64) -> u64 {
+    if !p.natural && p.unroll > 0 {
+        return n.div_ceil(p.unroll).saturating_mul(p.cycles);
+    }
+    basic_loop(n, if p.natural { width } else { 1 }, p.cycles + 4)
+}
+
+/// `UnaryOp1D` (popops `popopsCycleEstimators.cpp`): per worker 17 cycles (33 for EXPONENT) and the
+/// inner loop over its share, `ceil(n / workers)`; the supervisor's 9 and `basicOpSupervisorOverhead`.
+/// `in_place`: `UnaryOp1DInPlace`, 55 per worker.
+fn unary_op(
+    t: &Target,
+    op: PopopsUnary,
+    p: PerfInfo,
+    width: u64,
+    n: u64,
+    in_place: bool,
+) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    let entry = match (in_place, op) {
+        (true, _) => 55,
+        (false, PopopsUnary::Exponent) => 33,
+        (false, _) => 17,
+    };
+    Codelet {
+        fixed: workers * entry + 9 + SUPERVISOR,
+        work: workers.saturating_mul(unary_inner(p, n.div_ceil(workers), width)),
+    }
+}
+
+/// `binaryOpInnerLoopCycles` (popops `popopsCycleEstimators.cpp`): natural-width loops take 2
+/// cycles more for add, subtract and multiply (their external codelets), 5 for the rest.
+fn binary_inner(f: BinaryFn, p: PerfInfo, n: u64, width: u64) -> u64 {
+    let (per_loop, cycles) = if p.natural {
+        (width, p.cycles + if external(f) { 2 } else { 5 })
+    } else {
+        (p.unroll.max(1), p.cycles)
+    };
+    n.div_ceil(per_loop).saturating_mul(cycles)
+}
+
+/// `BinaryOp1D` (popops `popopsCycleEstimators.cpp`): per worker 26 cycles (half) and the inner
+/// loop over `ceil(n / workers)`; `basicOpSupervisorOverhead`.
+fn binary_op(t: &Target, f: BinaryFn, n: u64) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    let inner = binary_inner(f, binary_half(f), n.div_ceil(workers), t.vector_f16_lanes);
+    Codelet {
+        fixed: workers * 26 + SUPERVISOR,
+        work: workers.saturating_mul(inner),
+    }
+}
+
+/// `broadcastArithmetic1DCycleEstimate` (popops `popopsCycleEstimators.cpp`, `BroadcastScalar1D`,
+/// not in place): per worker 20 cycles and its loops over `ceil(n / workers)`, one natural vector
+/// per loop at its cycles plus 1 (external codelets) or 4, else `unroll` elements per loop;
+/// `basicOpSupervisorOverhead`.
+fn broadcast_scalar(t: &Target, f: BinaryFn, n: u64) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    let p = broadcast_half(f);
+    let (per_loop, cycles) = if p.natural {
+        (
+            t.vector_f16_lanes,
+            p.cycles + if external(f) { 1 } else { 4 },
+        )
+    } else {
+        (p.unroll.max(1), p.cycles)
+    };
+    Codelet {
+        fixed: workers * 20 + SUPERVISOR,
+        work: workers.saturating_mul(
+            n.div_ceil(workers)
+                .div_ceil(per_loop)
+                .saturating_mul(cycles),
+        ),
+    }
+}
+
+/// `BroadcastVectorOuterCycleEstimate` (popops `popopsCycleEstimators.cpp`), the vertex
+/// `binaryOpBroadcastOuterVector` (popops `ElementWise.cpp`) picks for one value per row (add,
+/// subtract, multiply): `ByRow1D` when a row is shorter than `workers · width` (a worker per row),
+/// else `ByColumn1D` (the workers share each row); 7 outer-loop cycles, 25 when rows are not whole
+/// vectors (`allowMisaligned`); an inner-loop overhead of 1; per worker 15 and the outer loops;
+/// `basicOpSupervisorOverhead`. In place or not, the same (`getForceInterleavedEstimates` off).
+fn broadcast_outer(t: &Target, f: BinaryFn, rows: u64, cols: u64) -> Codelet {
+    let (workers, width) = (u64::from(t.workers.max(1)), t.vector_f16_lanes.max(1));
+    let p = broadcast_half(f);
+    let by_row = cols < workers * width;
+    let outer = if cols % width == 0 { 7 } else { 25 };
+    let elements = if by_row { cols } else { cols.div_ceil(workers) };
+    let inner = if p.natural {
+        basic_loop(elements, width, p.cycles + 1)
+    } else {
+        (p.cycles + 1).saturating_mul(elements)
+    };
+    let outer_loops = if by_row { rows.div_ceil(workers) } else { rows };
+    Codelet {
+        fixed: workers * 15 + SUPERVISOR,
+        work: workers.saturating_mul(outer_loops.saturating_mul(outer + inner)),
+    }
+}
+
+/// `nonLinearity1DCycleEstimator` (popnn `popnnCycleEstimators.cpp`, `NonLinearity1D`, half): the
+/// supervisor's 9; per worker an overhead of 20, its share of whole vectors (two cycles to warm up,
+/// an op, the vector loop, one and an op to drain), and the remainder's 32- and 16-bit tests and
+/// ops.
+fn non_linearity(t: &Target, nl: NonLinearity, n: u64) -> Codelet {
+    let (workers, width) = (u64::from(t.workers.max(1)), t.vector_f16_lanes.max(1));
+    let (op, vector_op) = (nl.op_cycles(false), nl.op_cycles(true));
+    let vectors = (n / width).div_ceil(workers);
+    let remainder = n % width;
+    let loop_cycles = if vectors > 0 {
+        2 + op + (vectors - 1).saturating_mul(vector_op) + 1 + op
+    } else {
+        0
+    };
+    let tail = 2
+        + 1
+        + if remainder & 2 != 0 { 2 + op } else { 0 }
+        + 1
+        + if remainder & 1 != 0 { 3 + op } else { 0 };
+    Codelet {
+        fixed: 9 + workers * 20,
+        work: workers.saturating_mul(loop_cycles + tail),
+    }
+}
+
+/// `getCycleEstimateReduceAllRegionsContinuous` (popops `reduction/CycleEstimationFunctions.cpp`,
+/// the `ContinuousReduce` worker vertex for rows reduced along their contiguous elements; add, max,
+/// and the scaled add of a mean alike): per worker `cycles_per_op · outputs · (partials / 4)` (half:
+/// the smaller of the accumulator width 8 and the 64-bit data path's 4), 2 for an odd row, 12 per
+/// output, 10 and the call's 7. poplibs passes it `numOutputsM1`; this takes the worker's outputs.
+/// The rows are dealt to the workers; the tile waits for the slowest, `workers` cycles each.
+fn continuous_reduce(t: &Target, rows: u32, cols: u64) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    let elements = t.vector_f16_lanes.max(1);
+    let slowest = dealt(rows, t.workers).next().map_or(0, u64::from);
+    let per_output = cols / elements + 12;
+    Codelet {
+        fixed: workers * (10 + 7),
+        work: workers
+            .saturating_mul(slowest.saturating_mul(per_output) + if cols & 1 == 1 { 2 } else { 0 }),
+    }
+}
+
+/// The codelet Poplar runs for a unary function over `n` f16 elements: popnn's non-linearities for
+/// sigmoid, relu, tanh and both GELUs; popops' `UnaryOp1D` otherwise; `pow` with a constant exponent
+/// as `optimiseBinary` rewrites it (popops `ElementWiseInternal.cpp`: 0.5 a SQRT, −0.5 an RSQRT, −1
+/// an INVERSE, 2 a SQUARE), any other exponent a `BroadcastScalar1D` POWER (an exponent of 1, a
+/// copy Poplar elides, included).
+fn unary(t: &Target, f: UnaryFn, n: u64) -> Codelet {
+    let popops = |op: PopopsUnary| unary_op(t, op, op.half(), t.vector_f16_lanes, n, false);
+    let popnn = |nl| non_linearity(t, nl, n);
+    match f {
+        UnaryFn::Neg => popops(PopopsUnary::Negate),
+        UnaryFn::Abs => popops(PopopsUnary::Absolute),
+        UnaryFn::Sqrt => popops(PopopsUnary::Sqrt),
+        UnaryFn::Reciprocal => popops(PopopsUnary::Inverse),
+        UnaryFn::Exp => popops(PopopsUnary::Exponent),
+        UnaryFn::Erf => popops(PopopsUnary::Erf),
+        UnaryFn::Sigmoid => popnn(NonLinearity::Sigmoid),
+        UnaryFn::Relu => popnn(NonLinearity::Relu),
+        UnaryFn::Tanh => popnn(NonLinearity::Tanh),
+        UnaryFn::GeluTanh => popnn(NonLinearity::Gelu),
+        UnaryFn::GeluErf => popnn(NonLinearity::GeluErf),
+        UnaryFn::Pow { exponent } => match exponent {
+            0.5 => popops(PopopsUnary::Sqrt),
+            -0.5 => popops(PopopsUnary::Rsqrt),
+            -1.0 => popops(PopopsUnary::Inverse),
+            2.0 => popops(PopopsUnary::Square),
+            _ => broadcast_scalar(t, BinaryFn::Pow, n),
+        },
+    }
+}
+
+/// The codelet Poplar runs for a binary function over `rows x cols`: a scalar operand (on the right,
+/// or on either side of a commuting function) a `BroadcastScalar1D`; one value per row (likewise)
+/// for add, subtract and multiply a `BroadcastVectorOuter` vertex; everything else, a row spread over
+/// the rows included, a `BinaryOp1D` over the output's elements (poplibs' `BroadcastVectorInner`
+/// vertices for a row, whose estimates follow the slice's alignment paths, are not modelled).
+fn binary(t: &Target, f: BinaryFn, spreads: (Spread, Spread), rows: u64, cols: u64) -> Codelet {
+    let n = rows.saturating_mul(cols);
+    let (a, b) = spreads;
+    let other = |s: Spread| {
+        if s == b { a } else { b }
+    };
+    let right_or_commuting = |s: Spread| b == s || (a == s && f.commutes());
+    if right_or_commuting(Spread::OneValue) && other(Spread::OneValue) == Spread::Whole {
+        broadcast_scalar(t, f, n)
+    } else if right_or_commuting(Spread::OneColumn)
+        && other(Spread::OneColumn) == Spread::Whole
+        && external(f)
+    {
+        broadcast_outer(t, f, rows, cols)
+    } else {
+        binary_op(t, f, n)
+    }
+}
+
+/// popnn's stable softmax over `rows` rows of `cols` (`softmaxImpl`, popnn `NonLinearity.cpp`):
+/// a max reduction, the subtraction of each row's max (`BroadcastVectorOuter`), the exponentials in
+/// place (`UnaryOp1DInPlace` EXPONENT), an add reduction into f32, the sums' reciprocals in place
+/// (`UnaryOp1DInPlace` INVERSE, f32) and the multiplication in place (`BroadcastVectorOuter`); the
+/// cast of the reciprocals to half, `rows` elements, is left out. One fused vertex charges the sum
+/// of the chain less what fusing removes: the fixed overheads of every codelet after the first
+/// (the supervisor's `basicOpSupervisorOverhead` and launch, and each worker's entry: 15 per worker
+/// for both `BroadcastVectorOuter`, 55 per worker and the supervisor's 9 for both
+/// `UnaryOp1DInPlace`, the `ContinuousReduce` call's 10 + 7 per worker for the add).
+fn softmax(t: &Target, rows: u32, cols: u64) -> u64 {
+    let r = u64::from(rows);
+    let n = r.saturating_mul(cols);
+    let chain = [
+        continuous_reduce(t, rows, cols),
+        broadcast_outer(t, BinaryFn::Sub, r, cols),
+        unary_op(
+            t,
+            PopopsUnary::Exponent,
+            PopopsUnary::Exponent.half(),
+            t.vector_f16_lanes,
+            n,
+            true,
+        ),
+        continuous_reduce(t, rows, cols),
+        unary_op(
+            t,
+            PopopsUnary::Inverse,
+            info(6, false, 2),
+            t.vector_f32_lanes,
+            r,
+            true,
+        ),
+        broadcast_outer(t, BinaryFn::Mul, r, cols),
+    ];
+    chain[0]
+        .fixed
+        .saturating_add(chain.iter().fold(0u64, |s, c| s.saturating_add(c.work)))
+}
+
+/// Tile cycles of a general vector vertex as the device executes it (module docs).
+pub fn vector_op(target: &Target, v: &Vector<Placed>) -> u64 {
+    let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
+    match v.function {
+        VectorFn::Unary(f) => unary(target, f, rows.saturating_mul(cols)).total(),
+        VectorFn::Binary(f) => binary(target, f, (v.a_spread, v.b_spread), rows, cols).total(),
+        VectorFn::Reduce(ReduceFn::Sum | ReduceFn::Mean | ReduceFn::Max) => {
+            continuous_reduce(target, v.rows, cols).total()
+        }
+        VectorFn::Softmax => softmax(target, v.rows, cols),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elements::DType;
+
+    fn target() -> Target {
+        Target::preset("mk2-1500").unwrap()
+    }
+
+    fn vertex(
+        function: VectorFn,
+        rows: u32,
+        cols: u32,
+        spreads: (Spread, Spread),
+    ) -> Vector<Placed> {
+        let p = Placed {
+            address: 0,
+            stride: 0,
+            dtype: DType::F16,
+        };
+        Vector {
+            function,
+            a: p,
+            a_spread: spreads.0,
+            b: matches!(function, VectorFn::Binary(_)).then_some(p),
+            b_spread: spreads.1,
+            out: p,
+            rows,
+            cols,
+            transpose: false,
+        }
+    }
+
+    #[test]
+    fn poplibs_figures_by_hand() {
+        let t = target();
+        let whole = (Spread::Whole, Spread::Whole);
+        // UnaryOp1D EXPONENT over 96 halves: 16 a worker, 4 loops of 4 cycles; 6 * (33 + 16) + 9 + 11.
+        let exp = vertex(VectorFn::Unary(UnaryFn::Exp), 4, 24, whole);
+        assert_eq!(vector_op(&t, &exp), 6 * (33 + 16) + 9 + 11);
+        // BinaryOp1D ADD over 96 halves: 16 a worker, 4 loops of 1 + 2; 6 * (26 + 12) + 11.
+        let add = vertex(VectorFn::Binary(BinaryFn::Add), 4, 24, whole);
+        assert_eq!(vector_op(&t, &add), 6 * (26 + 12) + 11);
+        // BroadcastScalar1D MULTIPLY: 4 loops of 1 + 1; 6 * (20 + 8) + 11.
+        let scalar = vertex(
+            VectorFn::Binary(BinaryFn::Mul),
+            4,
+            24,
+            (Spread::Whole, Spread::OneValue),
+        );
+        assert_eq!(vector_op(&t, &scalar), 6 * (20 + 8) + 11);
+        // A scalar on the left of a subtraction is no broadcast codelet's: BinaryOp1D.
+        let left = vertex(
+            VectorFn::Binary(BinaryFn::Sub),
+            4,
+            24,
+            (Spread::OneValue, Spread::Whole),
+        );
+        assert_eq!(vector_op(&t, &left), 6 * (26 + 12) + 11);
+        // ContinuousReduce over 12 rows of 64: 2 a worker, 2 * (16 + 12) + 17 each.
+        let sum = vertex(VectorFn::Reduce(ReduceFn::Sum), 12, 64, whole);
+        assert_eq!(vector_op(&t, &sum), 6 * (2 * 28 + 17));
+        // NonLinearity1D RELU over 100 halves: 25 vectors, 5 a worker: 20 + (2 + 1 + 4 + 1 + 1) + 4.
+        let relu = vertex(VectorFn::Unary(UnaryFn::Relu), 4, 25, whole);
+        assert_eq!(vector_op(&t, &relu), 9 + 6 * (20 + 9 + 4));
+    }
+
+    #[test]
+    fn a_fused_softmax_costs_less_than_its_chain_and_more_than_its_reductions() {
+        let t = target();
+        let whole = (Spread::Whole, Spread::Whole);
+        let soft = vector_op(&t, &vertex(VectorFn::Softmax, 12, 64, whole));
+        let max = vector_op(&t, &vertex(VectorFn::Reduce(ReduceFn::Max), 12, 64, whole));
+        let one_per_row = (Spread::Whole, Spread::OneColumn);
+        let sub = vector_op(
+            &t,
+            &vertex(VectorFn::Binary(BinaryFn::Sub), 12, 64, one_per_row),
+        );
+        let exp = vector_op(&t, &vertex(VectorFn::Unary(UnaryFn::Exp), 12, 64, whole));
+        let div = vector_op(
+            &t,
+            &vertex(VectorFn::Binary(BinaryFn::Mul), 12, 64, one_per_row),
+        );
+        assert!(soft > 2 * max, "{soft} against {max}");
+        assert!(soft < 2 * max + sub + exp + div, "{soft}");
+    }
+}
