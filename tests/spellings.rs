@@ -9,7 +9,7 @@ use ipu_codegen::tensors::{Elements, Tensor, npy, safetensors as st};
 use std::path::PathBuf;
 
 /// The spellings that import and match, each a file stem under `tests/models/`.
-const MATCHING: [&str; 22] = [
+const MATCHING: [&str; 23] = [
     "spell_baseline",
     "spell_bool_mask",
     "spell_bool_mask_not",
@@ -19,6 +19,7 @@ const MATCHING: [&str; 22] = [
     "spell_gelu_erf_variants",
     "spell_gelu_op",
     "spell_gelu_op_tanh",
+    "spell_gelu_sigmoid",
     "spell_gelu_tanh",
     "spell_gelu_tanh_cube",
     "spell_gemm",

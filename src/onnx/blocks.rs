@@ -6,7 +6,7 @@ use super::imported::{ImportConfig, WeightData};
 use super::patterns::{Ctx, HEADS_KT, HEADS_QV, IDENTITY, Sym, broadcasts_along};
 use super::tensor;
 use crate::ids::ValueId;
-use crate::ir::{DType, Graph, OpKind, ValueRole};
+use crate::ir::{BinaryFn, DType, Graph, OpKind, ValueRole};
 use std::collections::BTreeMap;
 
 impl Ctx {
@@ -128,10 +128,7 @@ impl Ctx {
                         .split_last()
                         .is_some_and(|(&l, lead)| l == cols && lead.iter().all(|&d| d == 1));
                     if !(t.is_float() && lead_ones && t.shape.len() <= shape.len()) {
-                        return Err(format!(
-                            "a constant added to a computed tensor must be a bias of {cols} floats; `{n}` has shape {:?}",
-                            t.shape
-                        ));
+                        return self.binary(name, tensor, a, b, BinaryFn::Add);
                     }
                     let fan_in = self.fan_in_of(x);
                     let bias = self.weight(n, t, &t.shape, DType::F16, fan_in)?;
@@ -146,19 +143,13 @@ impl Ctx {
         if materializable(a) && materializable(b) {
             let ((x, sx), (y, sy)) = (self.materialize(a)?, self.materialize(b)?);
             if sx != sy {
-                return Err(format!(
-                    "a residual Add takes two tensors of one shape; got {sx:?} and {sy:?}"
-                ));
+                return self.binary(name, tensor, a, b, BinaryFn::Add);
             }
             let out = self.value(tensor, &sx, DType::F16, ValueRole::Intermediate, 0)?;
             self.op(name, OpKind::Add { a: x, b: y }, out);
             return Ok(Sym::Value { id: out, shape: sx });
         }
-        Err(format!(
-            "Add of {} and {} fits no pattern",
-            a.what(),
-            b.what()
-        ))
+        self.binary(name, tensor, a, b, BinaryFn::Add)
     }
 
     /// The fan-in of the matmul that produced `x`, else its columns.
@@ -259,11 +250,7 @@ impl Ctx {
                 _ => {}
             }
         }
-        Err(format!(
-            "Mul of {} and {} fits no pattern",
-            a.what(),
-            b.what()
-        ))
+        self.binary(name, tensor, a, b, BinaryFn::Mul)
     }
 
     pub(super) fn div(
@@ -313,11 +300,7 @@ impl Ctx {
                     shape: shape.clone(),
                 })
             }
-            _ => Err(format!(
-                "Div of {} by {} fits no pattern",
-                a.what(),
-                b.what()
-            )),
+            _ => self.binary(name, tensor, a, b, BinaryFn::Div),
         }
     }
 

@@ -14,7 +14,8 @@
 //! 3. `canonical` and `spellings`: one pass per family of equivalent spellings (Gemm, the split
 //!    LayerNorm, the GELUs, fused QKV slices, attention scaling on Q or K, boolean masks), folding again
 //!    after each that rewrote.
-//! 4. `lower`, `patterns` and `blocks`: each remaining node onto the graph IR.
+//! 4. `lower`, `patterns` and `blocks`: each remaining node onto the graph IR, by the patterns a
+//!    transformer's export has; `vector`: what no pattern fuses, op by op onto general vector operations.
 //!
 //! Other modules: `imported` (what goes in and comes out), `proto` (the messages of onnx.proto the
 //! importer reads, as prost structs), `tensor` (constants, their decoding and the shape rules).
@@ -31,6 +32,7 @@ mod patterns;
 pub mod proto;
 mod spellings;
 pub mod tensor;
+mod vector;
 
 pub use imported::{ImportConfig, Imported, WeightData};
 

@@ -225,11 +225,34 @@ impl Ctx {
             Some((last, lead)) => (lead.iter().product::<usize>(), *last),
             None => (1, 1),
         };
+        self.value_with(name, lead, last, shape, dtype, role, fan_in)
+    }
+
+    /// A new f16 intermediate value stored as `[rows, cols]` with ONNX shape `shape` (a reduction
+    /// without its kept axis: `[rows, 1]` shown as `shape`).
+    pub(super) fn value_2d(&mut self, name: &str, rows: usize, cols: usize, shape: &[usize]) -> Result<ValueId, String> {
+        self.value_with(name, rows, cols, shape, DType::F16, ValueRole::Intermediate, 0)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn value_with(
+        &mut self,
+        name: &str,
+        lead: usize,
+        last: usize,
+        shape: &[usize],
+        dtype: DType,
+        role: ValueRole,
+        fan_in: u32,
+    ) -> Result<ValueId, String> {
         let limit = 1usize << 31;
         if lead.checked_mul(last).is_none_or(|n| n >= limit) || shape.iter().any(|&d| d >= limit) {
             return Err(format!(
                 "tensor `{name}` of shape {shape:?} has 2^31 elements or more"
             ));
+        }
+        if lead == 0 || last == 0 {
+            return Err(format!("tensor `{name}` of shape {shape:?} has no elements"));
         }
         if self.values.iter().any(|v| v.name == name) {
             return Err(format!("a value named `{name}` exists already"));
@@ -371,8 +394,28 @@ impl Ctx {
                 (c, Sym::Host { id, index, float: true, .. }) if c.scalar().is_some_and(|v| v == 1.0) => {
                     Ok(Sym::InvMask { id: *id, index: index.clone() })
                 }
-                _ => Err("Sub lowers only as `1 − mask` of the mask-bias chain".to_string()),
+                (a, b) => self.binary(name, tensor, a, b, crate::ir::BinaryFn::Sub),
             },
+            op if super::vector::unary_fn(op).is_some() => {
+                self.unary(name, tensor, input(0)?, super::vector::unary_fn(op).expect("matched"))
+            }
+            "Pow" => match input(1)?.scalar() {
+                Some(exponent) => self.unary(name, tensor, input(0)?, crate::ir::UnaryFn::Pow { exponent }),
+                None => self.binary(name, tensor, input(0)?, input(1)?, crate::ir::BinaryFn::Pow),
+            },
+            "Max" | "Min" if ins.len() == 2 => {
+                let f = super::vector::binary_fn(op).expect("Max and Min are binary");
+                self.binary(name, tensor, input(0)?, input(1)?, f)
+            }
+            "ReduceMean" | "ReduceMax" => {
+                let axes = match ins.get(1).and_then(Option::as_ref) {
+                    Some(Sym::Const(_, t)) => t.ints(),
+                    Some(_) => return Err(format!("{op}'s axes must be constant")),
+                    None => attrs.ints("axes").unwrap_or_default(),
+                };
+                let f = if op == "ReduceMean" { crate::ir::ReduceFn::Mean } else { crate::ir::ReduceFn::Max };
+                self.reduce(name, tensor, input(0)?, &axes, attrs.i("keepdims").unwrap_or(1) != 0, f)
+            }
             "Mul" => self.mul(name, tensor, input(0)?, input(1)?),
             "Div" => self.div(name, tensor, input(0)?, input(1)?),
             "Gelu" => self.gelu(name, tensor, input(0)?, attrs.s("approximate").unwrap_or("none")),
@@ -403,7 +446,7 @@ impl Ctx {
                         Ok(s)
                     }
                     Sym::Scores { .. } => Err(format!("Softmax over axis {axis}: attention takes it over the keys (-1)")),
-                    _ => Err("Softmax lowers only on attention scores".to_string()),
+                    other => self.softmax(name, tensor, other, axis),
                 }
             }
             "LayerNormalization" => {
@@ -432,6 +475,10 @@ impl Ctx {
                 let keep = attrs.i("keepdims").unwrap_or(1) != 0;
                 let s = input(0)?;
                 let shape = s.shape();
+                let pooling = matches!(s, Sym::Masked { .. } | Sym::Host { .. });
+                if !pooling {
+                    return self.reduce(name, tensor, s, &axes, keep, crate::ir::ReduceFn::Sum);
+                }
                 if axes.len() != 1 || tensor::axis(axes[0], shape.len())? != 1 || keep || shape.len() != 3 {
                     return Err(format!("ReduceSum lowers only over the tokens (axis 1 of 3, keepdims 0) in mean pooling; got axes {axes:?}"));
                 }
