@@ -530,3 +530,12 @@ fn the_device_matches_the_onnx_reference_evaluator_and_a_changed_weight_does_not
         "{name}: a changed weight gives relative RMS error {relative}"
     );
 }
+
+#[test]
+fn a_length_past_the_model_s_positions_is_named_as_such() {
+    let bytes = std::fs::read(model("encoder.onnx")).unwrap();
+    let err = onnx::import(&bytes, &config(1, 40)).unwrap_err().to_string();
+    assert!(err.contains("the model has 32 positions"), "{err}");
+    assert!(err.contains("40 tokens"), "{err}");
+    assert!(onnx::import(&bytes, &config(1, 32)).is_ok());
+}

@@ -165,6 +165,25 @@ impl Ctx {
             .unwrap_or(self.values[x.index()].cols)
     }
 
+    /// `MaskedMeanPool(x, m)` (the canonical form of masked mean pooling) → host `MeanPool`: `x`
+    /// `[batch, tokens, dim]`, `m` the `[batch, tokens]` mask broadcast over it.
+    pub(super) fn mean_pool(&mut self, name: &str, tensor: &str, x: &Sym, m: &Sym, min_count: f32) -> Result<Sym, String> {
+        let (x, shape) = self.materialize(x)?;
+        let Sym::Host { id: mask, base, index, float: true } = m else {
+            return Err(format!("mean pooling's mask must be the float mask input, not {}", m.what()));
+        };
+        if shape.len() != 3 || !broadcasts_along(index, base, &shape, &[0, 1]) {
+            return Err(format!(
+                "mean pooling multiplies [batch, tokens, dim] by the [batch, tokens] mask; got {shape:?} and {:?}",
+                index.shape
+            ));
+        }
+        let out_shape = vec![shape[0], shape[2]];
+        let out = self.value(tensor, &out_shape, DType::F32, ValueRole::Intermediate, 0)?;
+        self.op(name, OpKind::MeanPool { x, mask: *mask, min_count }, out);
+        Ok(Sym::Value { id: out, shape: out_shape })
+    }
+
     /// `Gelu` (the canonical form of every GELU spelling): erf, or tanh when `approximate` says so.
     pub(super) fn gelu(
         &mut self,
@@ -226,27 +245,6 @@ impl Ctx {
                         softmax: false,
                     });
                 }
-                (
-                    Sym::Value { id, shape },
-                    Sym::Host {
-                        id: mask,
-                        base,
-                        index,
-                        float: true,
-                    },
-                ) => {
-                    if shape.len() != 3 || !broadcasts_along(index, base, shape, &[0, 1]) {
-                        return Err(format!(
-                            "mean pooling multiplies [batch, tokens, dim] by the mask; got {shape:?} and {:?}",
-                            index.shape
-                        ));
-                    }
-                    return Ok(Sym::Masked {
-                        x: *id,
-                        mask: *mask,
-                        shape: shape.clone(),
-                    });
-                }
                 _ => {}
             }
         }
@@ -282,22 +280,6 @@ impl Ctx {
                     scale,
                     mask: None,
                     softmax: false,
-                })
-            }
-            (Sym::MaskedSum { x, mask, shape }, Sym::Count { mask: m, min, .. }) if mask == m => {
-                let out = self.value(tensor, shape, DType::F32, ValueRole::Intermediate, 0)?;
-                self.op(
-                    name,
-                    OpKind::MeanPool {
-                        x: *x,
-                        mask: *mask,
-                        min_count: *min,
-                    },
-                    out,
-                );
-                Ok(Sym::Value {
-                    id: out,
-                    shape: shape.clone(),
                 })
             }
             _ => self.binary(name, tensor, a, b, BinaryFn::Div),

@@ -12,6 +12,10 @@
 //! | `scalar_scale` | a scalar `Mul`/`Div` on an operand of a `MatMul` of two computed tensors, through `Reshape`/`Transpose` | the product of the scalars applied to the `MatMul`'s result |
 //! | `movement_chains` | a chain of `Reshape`/`Transpose` of a computed tensor that moves its elements as one `Transpose` would (the dynamo exporter's `kᵀ` through `[b·h, s, d]`) | that `Transpose` |
 //! | `bool_mask` | `Where(c, 0, f)`, `Where(c, scores, f)`, `Where(Not(c), f, 0)` | `(1 − Cast(c)) · f` added to the scores |
+//! | `mean_pool` | `ReduceSum(x·m, 1) / Clip(ReduceSum(m, 1), min)` (or `Max`, or no bound) | `MaskedMeanPool(x, m)`, the front end's own operator, a host `MeanPool` |
+//! | `layer_norm_axes` | LayerNormalization over axes `[a..]` other than the last alone, or with its `Mean` and `InvStdDev` read | Reshape to `[lead, trailing]`, LayerNormalization over the last axis, the statistics by ReduceMean/Sub/Mul/Add/Sqrt/Reciprocal, Reshape back |
+//! | `reduce_axes` | ReduceSum, ReduceMean, ReduceMax over any axes | Transpose those axes last, Reshape them into one, the reduction over the last axis, Reshape to the result's shape |
+//! | `softmax_axis` | Softmax over another axis (before opset 13, over the trailing axes from it) | Transpose (or Reshape) it last, Softmax over the last axis, back |
 //! | `nan_guard` | `Where(IsNaN(p), 0, p)` after a Softmax (the dynamo exporter's guard of fully masked rows) | `p` |
 //!
 //! Input and output: an [`OpGraph`] after [`super::fold::fold`]. Each pass returns how many rewrites it
@@ -24,7 +28,7 @@ use super::tensor::{Attrs, Data, Tensor};
 type Pass = fn(&mut OpGraph) -> Result<usize, OnnxError>;
 
 /// The passes, in order.
-pub const PASSES: [(&str, Pass); 8] = [
+pub const PASSES: [(&str, Pass); 12] = [
     ("gemm", gemm),
     ("layer_norm", super::spellings::layer_norm),
     ("gelu", super::spellings::gelu),
@@ -33,6 +37,10 @@ pub const PASSES: [(&str, Pass); 8] = [
     ("movement_chains", movement_chains),
     ("bool_mask", super::spellings::bool_mask),
     ("nan_guard", super::spellings::nan_guard),
+    ("mean_pool", super::spellings::mean_pool),
+    ("layer_norm_axes", super::axes::layer_norm_axes),
+    ("reduce_axes", super::axes::reduce_axes),
+    ("softmax_axis", super::axes::softmax_axis),
 ];
 
 /// Runs every pass; returns `(pass, rewrites)` for those that rewrote something.

@@ -271,6 +271,13 @@ pub fn infer(node: &Node, ins: &[Option<Operand>], opset: i64) -> Result<Vec<Inf
             one(out, Elem::Float)
         }
         "DequantizeLinear" => same(0, Elem::Float),
+        // The front end's own canonical operator (see `spellings::mean_pool`): [batch, dim].
+        "MaskedMeanPool" => {
+            match input(0)?.shape().as_slice() {
+                [b, _, d] => one(vec![*b, *d], Elem::Float),
+                s => Err(format!("MaskedMeanPool takes [batch, tokens, dim], not {s:?}")),
+            }
+        }
         other => Err(format!(
             "operator {other} is not supported (on tensors computed from the inputs; constants of it fold only when the evaluator knows it)"
         )),

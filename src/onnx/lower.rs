@@ -24,8 +24,15 @@ use std::collections::BTreeMap;
 
 pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, OnnxError> {
     let mut g = OpGraph::load(model, config)?;
-    let folded = fold::fold(&mut g)?;
-    let rewrites = canonical::canonicalise(&mut g)?;
+    let positions = positions(&g);
+    let too_long = |e: OnnxError| match positions {
+        Some((ref table, p, t)) => OnnxError::Model(format!(
+            "the model has {p} positions (`{table}`); the inputs ask for {t} tokens: give --shape with at most {p} ({e})"
+        )),
+        None => e,
+    };
+    let folded = fold::fold(&mut g).map_err(too_long)?;
+    let rewrites = canonical::canonicalise(&mut g).map_err(too_long)?;
     let mut notes: Vec<String> = rewrites
         .iter()
         .map(|(pass, n)| format!("canonicalised: {pass} rewrote {n} time(s)"))
@@ -131,6 +138,32 @@ fn inputs(g: &OpGraph, cx: &mut Ctx, syms: &mut BTreeMap<String, Sym>) -> Result
         syms.insert(name.clone(), sym);
     }
     Ok(())
+}
+
+/// When an integer input is longer than the model's position table: the table's name, its positions
+/// and the tokens asked for. A position table is a `position_ids` buffer (`[1, P]` or `[P]` holding
+/// `0..P`) or a float `[P, d]` initializer whose name says it holds position embeddings.
+fn positions(g: &OpGraph) -> Option<(String, usize, usize)> {
+    let tokens = g
+        .inputs
+        .iter()
+        .filter(|(n, _, _)| g.infos.get(n).is_some_and(|i| i.elem != Elem::Float))
+        .filter_map(|(_, s, _)| s.last().copied())
+        .max()?;
+    g.consts
+        .iter()
+        .filter_map(|(name, t)| {
+            let arange = !t.is_float()
+                && t.shape.len() <= 2
+                && t.shape.iter().rev().skip(1).all(|&d| d == 1)
+                && t.len() > 1
+                && t.ints().iter().enumerate().all(|(i, &v)| v == i as i64);
+            let table = t.is_float() && t.shape.len() == 2 && name.to_lowercase().contains("position");
+            (arange || table).then(|| (name.clone(), if arange { t.len() } else { t.shape[0] }))
+        })
+        .filter(|&(_, p)| p < tokens)
+        .min_by_key(|&(_, p)| p)
+        .map(|(name, p)| (name, p, tokens))
 }
 
 /// A graph output by name.

@@ -11,15 +11,16 @@
 //! 1. `opgraph`: load the model into an op-level graph at the fixed input shapes.
 //! 2. `fold`: shape inference (`infer`) over the whole graph and folding of every node whose inputs are
 //!    constant (`eval`, ONNX's own semantics); `Shape` of a computed tensor folds from its shape.
-//! 3. `canonical` and `spellings`: one pass per family of equivalent spellings (Gemm, the split
-//!    LayerNorm, the GELUs, fused QKV slices, attention scaling on Q or K, boolean masks), folding again
-//!    after each that rewrote.
+//! 3. `canonical`, `spellings` and `axes`: one pass per family of equivalent spellings (Gemm, the
+//!    split LayerNorm, the GELUs, fused QKV slices, attention scaling on Q or K, boolean masks, an
+//!    operator over an axis other than the last), folding again after each that rewrote.
 //! 4. `lower`, `patterns` and `blocks`: each remaining node onto the graph IR, by the patterns a
 //!    transformer's export has; `vector`: what no pattern fuses, op by op onto general vector operations.
 //!
 //! Other modules: `imported` (what goes in and comes out), `proto` (the messages of onnx.proto the
 //! importer reads, as prost structs), `tensor` (constants, their decoding and the shape rules).
 
+mod axes;
 mod blocks;
 mod canonical;
 pub mod eval;

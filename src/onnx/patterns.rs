@@ -10,7 +10,7 @@
 //!   `Transpose([0,2,1,3])` → `Reshape([b, s, h·d])` → one `Attention`.
 //! - `Gelu` (every GELU spelling after canonicalisation) → `GeluErf` or `GeluTanh`.
 //! - `LayerNormalization` over the last axis (every LayerNorm spelling) → `LayerNorm`.
-//! - `Mul(x, mask)` → `ReduceSum(1)` over `Clip(ReduceSum(mask, 1), min)` → host `MeanPool`.
+//! - `MaskedMeanPool` (masked mean pooling after canonicalisation) → host `MeanPool`.
 //!
 //! The graph it reads is canonical ([`super::canonical`]): constants folded, one spelling of each
 //! computation. A node that fits none, or fits one but for a detail (a head split that does not
@@ -79,24 +79,6 @@ pub enum Sym {
         mask: Option<ValueId>,
         softmax: bool,
     },
-    /// `x · mask` (the mask a graph input).
-    Masked {
-        x: ValueId,
-        mask: ValueId,
-        shape: Vec<usize>,
-    },
-    /// `Σ_tokens x · mask`.
-    MaskedSum {
-        x: ValueId,
-        mask: ValueId,
-        shape: Vec<usize>,
-    },
-    /// `max(Σ_tokens mask, min)`.
-    Count {
-        mask: ValueId,
-        min: f32,
-        shape: Vec<usize>,
-    },
 }
 
 fn permute(base: &[usize; 4], perm: &[usize; 4]) -> Vec<usize> {
@@ -113,10 +95,7 @@ impl Sym {
         match self {
             Sym::Const(_, t) => t.shape.clone(),
             Sym::Value { shape, .. }
-            | Sym::Embed { shape, .. }
-            | Sym::Masked { shape, .. }
-            | Sym::MaskedSum { shape, .. }
-            | Sym::Count { shape, .. } => shape.clone(),
+            | Sym::Embed { shape, .. } => shape.clone(),
             Sym::Host { index, .. } | Sym::InvMask { index, .. } | Sym::MaskBias { index, .. } => {
                 index.shape.clone()
             }
@@ -134,7 +113,6 @@ impl Sym {
             Sym::Embed { .. } => "an embedding sum",
             Sym::Heads { .. } => "a head split of attention",
             Sym::Scores { .. } => "attention scores",
-            Sym::Masked { .. } | Sym::MaskedSum { .. } | Sym::Count { .. } => "masked mean pooling",
         }
     }
 
@@ -472,31 +450,9 @@ impl Ctx {
                     Some(_) => return Err("ReduceSum's axes must be constant".to_string()),
                     None => attrs.ints("axes").unwrap_or_default(),
                 };
-                let keep = attrs.i("keepdims").unwrap_or(1) != 0;
-                let s = input(0)?;
-                let shape = s.shape();
-                let pooling = matches!(s, Sym::Masked { .. } | Sym::Host { .. });
-                if !pooling {
-                    return self.reduce(name, tensor, s, &axes, keep, crate::ir::ReduceFn::Sum);
-                }
-                if axes.len() != 1 || tensor::axis(axes[0], shape.len())? != 1 || keep || shape.len() != 3 {
-                    return Err(format!("ReduceSum lowers only over the tokens (axis 1 of 3, keepdims 0) in mean pooling; got axes {axes:?}"));
-                }
-                let out = vec![shape[0], shape[2]];
-                match s {
-                    Sym::Masked { x, mask, .. } => Ok(Sym::MaskedSum { x: *x, mask: *mask, shape: out }),
-                    Sym::Host { id, base, index, float: true } if broadcasts_along(index, base, &shape, &[0, 1]) => {
-                        Ok(Sym::Count { mask: *id, min: 0.0, shape: out })
-                    }
-                    _ => Err("ReduceSum lowers only in mean pooling".to_string()),
-                }
+                self.reduce(name, tensor, input(0)?, &axes, attrs.i("keepdims").unwrap_or(1) != 0, crate::ir::ReduceFn::Sum)
             }
-            "Clip" => match (input(0)?, ins.get(1).and_then(Option::as_ref), ins.get(2).and_then(Option::as_ref)) {
-                (Sym::Count { mask, shape, .. }, Some(min), None) if min.scalar().is_some() => {
-                    Ok(Sym::Count { mask: *mask, min: min.scalar().expect("checked"), shape: shape.clone() })
-                }
-                _ => Err("Clip lowers only as the lower bound of mean pooling's token count".to_string()),
-            },
+            "MaskedMeanPool" => self.mean_pool(name, tensor, input(0)?, input(1)?, attrs.f("min_count").unwrap_or(0.0)),
             other => Err(format!(
                 "operator {other} on {} does not lower onto the graph (no pattern takes it, and it has no vector operation yet)",
                 ins.iter().flatten().map(Sym::what).collect::<Vec<_>>().join(" and ")

@@ -261,3 +261,47 @@ pub fn nan_guard(g: &mut OpGraph) -> Result<usize, OnnxError> {
     }
     Ok(count)
 }
+
+/// Whether `t` is `ReduceSum` over axis 1 of a rank-3 tensor without keeping it: its input.
+fn token_sum(g: &OpGraph, t: &str) -> Option<String> {
+    let n = g.produced_by(t, "ReduceSum")?;
+    let x = n.input(0)?;
+    let axes = match n.input(1) {
+        Some(a) => g.consts.get(a)?.ints(),
+        None => n.attrs.ints("axes")?,
+    };
+    let rank = g.shape(x)?.len();
+    (rank == 3 && axes.len() == 1 && (axes[0] == 1 || axes[0] == -2) && n.attrs.i("keepdims") == Some(0))
+        .then(|| x.to_string())
+}
+
+/// Masked mean pooling `Σ_t x·m / max(Σ_t m, min)` (`Clip` or `Max` for the bound, or none) →
+/// `MaskedMeanPool(x, m)` with `min_count`, the front end's own canonical operator, which the
+/// lowering makes a host `MeanPool`.
+pub fn mean_pool(g: &mut OpGraph) -> Result<usize, OnnxError> {
+    let mut count = 0;
+    let mut at = 0;
+    while at < g.nodes.len() {
+        at += 1;
+        let node = g.nodes[at - 1].clone();
+        if node.op != "Div" || node.inputs.len() != 2 {
+            continue;
+        }
+        let Some(product) = token_sum(g, &node.inputs[0]) else { continue };
+        let Some(mul) = g.produced_by(&product, "Mul") else { continue };
+        let (bounded, min) = match g.producer(&node.inputs[1]).map(|i| &g.nodes[i]) {
+            Some(n) if (n.op == "Clip" || n.op == "Max") && n.inputs.len() >= 2 => match g.scalar(&n.inputs[1]) {
+                Some(min) if n.inputs.get(2).is_none_or(|s| s.is_empty()) => (n.inputs[0].clone(), min),
+                _ => continue,
+            },
+            _ => (node.inputs[1].clone(), 0.0),
+        };
+        let Some(m) = token_sum(g, &bounded) else { continue };
+        let x = if mul.inputs[1] == m { mul.inputs[0].clone() } else if mul.inputs[0] == m { mul.inputs[1].clone() } else { continue };
+        let shape = g.shape(node.output()).unwrap_or_default();
+        let pool = g.step(&node.name, "MaskedMeanPool", vec![x, m], Attrs::default().with_float("min_count", min), Info { shape, elem: Elem::Float });
+        g.replace(at - 1, vec![pool]);
+        count += 1;
+    }
+    Ok(count)
+}
