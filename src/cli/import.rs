@@ -79,6 +79,9 @@ pub fn import(args: &ImportArgs) -> Result<()> {
     )
     .with_context(|| format!("importing {}", args.model.display()))?;
     let g = &imported.graph;
+    for warning in &imported.warnings {
+        tracing::warn!("{warning}");
+    }
     for note in &imported.notes {
         tracing::info!("{note}");
     }

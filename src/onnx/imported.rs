@@ -30,6 +30,8 @@ pub struct Imported {
     pub weights: BTreeMap<String, WeightData>,
     /// Nodes evaluated to constants (Constant nodes included).
     pub folded: usize,
-    /// Lines for the import log (outputs dropped, and so on).
+    /// Lines for the import log: what the passes rewrote, weights dequantised.
     pub notes: Vec<String>,
+    /// What the import left out that the model has: outputs that pass an integer input through.
+    pub warnings: Vec<String>,
 }

@@ -10,7 +10,7 @@
 //! Contract: values are 2-D `[rows, cols]` with the ONNX shape in `shape` (leading dimensions flattened
 //! into rows); device float values are f16, weights f16 (their data kept as f32), embedding tables f32,
 //! ids and masks i64, mean pooling's output f32; host operations are `Embed`, `MaskBias` and `MeanPool`.
-//! Graph outputs that are integer graph inputs passed through are dropped and noted.
+//! Graph outputs that are integer graph inputs passed through are skipped, with a warning.
 
 use super::OnnxError;
 use super::imported::{ImportConfig, Imported};
@@ -68,6 +68,7 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
         let sym = cx.node(node, &ins).map_err(|m| node.error(m))?;
         syms.insert(node.output().to_string(), sym);
     }
+    let mut warnings = Vec::new();
     for name in &g.outputs {
         let o = Output { name: name.clone() };
         match syms.get(&o.name) {
@@ -91,8 +92,8 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
             }
             Some(Sym::Host {
                 id, index, base, ..
-            }) if is_whole(index, base) => notes.push(format!(
-                "output `{}` is the input `{}` passed through: dropped from the graph",
+            }) if is_whole(index, base) => warnings.push(format!(
+                "output `{}` is skipped: it is the integer input `{}` passed through, which `run` does not write",
                 o.name,
                 cx.values[id.index()].name
             )),
@@ -119,6 +120,7 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
         weights,
         folded,
         notes,
+        warnings,
     })
 }
 
@@ -141,8 +143,7 @@ fn inputs(g: &OpGraph, cx: &mut Ctx, syms: &mut BTreeMap<String, Sym>) -> Result
 }
 
 /// When an integer input is longer than the model's position table: the table's name, its positions
-/// and the tokens asked for. A position table is a `position_ids` buffer (`[1, P]` or `[P]` holding
-/// `0..P`) or a float `[P, d]` initializer whose name says it holds position embeddings.
+/// and the tokens asked for. A position table is a `position_ids` buffer (`[1, P]` holding `0..P`) or a float `[P, d]` initializer whose name says it holds position embeddings.
 fn positions(g: &OpGraph) -> Option<(String, usize, usize)> {
     let tokens = g
         .inputs
@@ -154,8 +155,8 @@ fn positions(g: &OpGraph) -> Option<(String, usize, usize)> {
         .iter()
         .filter_map(|(name, t)| {
             let arange = !t.is_float()
-                && t.shape.len() <= 2
-                && t.shape.iter().rev().skip(1).all(|&d| d == 1)
+                && t.shape.len() == 2
+                && t.shape[0] == 1
                 && t.len() > 1
                 && t.ints().iter().enumerate().all(|(i, &v)| v == i as i64);
             let table = t.is_float() && t.shape.len() == 2 && name.to_lowercase().contains("position");
