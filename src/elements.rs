@@ -228,3 +228,73 @@ impl ReduceFn {
         }
     }
 }
+
+/// Element offsets and strides over a value's elements in row-major order (its `rows · cols`
+/// elements laid end to end): the multi-index `i` names element `offset + Σ i_k·strides_k`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Strided {
+    pub offset: u64,
+    pub strides: Vec<i64>,
+}
+
+impl Strided {
+    /// The least and the greatest element the multi-indices over `shape` name (as `i128`, which
+    /// no sum of `u32` extents and `i64` strides overflows); `None` for an empty shape's no elements.
+    pub fn span(&self, shape: &[u32]) -> Option<(i128, i128)> {
+        if shape.contains(&0) {
+            return None;
+        }
+        let (mut lo, mut hi) = (i128::from(self.offset), i128::from(self.offset));
+        for (&n, &s) in shape.iter().zip(&self.strides) {
+            let reach = i128::from(s) * (i128::from(n) - 1);
+            if reach < 0 {
+                lo += reach;
+            } else {
+                hi += reach;
+            }
+        }
+        Some((lo, hi))
+    }
+}
+
+/// Calls `f(a, b)` for every multi-index over `shape` in row-major order, with the elements `a` and
+/// `b` name (`a.offset + Σ i_k·a.strides_k`, likewise `b`), as long as `f` returns `true`; the
+/// indices are signed, so a caller checks them against its value. Strides beyond `shape`'s rank
+/// are ignored, missing ones are 0. Visits nothing when an extent is 0.
+pub fn for_each_pair(
+    shape: &[u32],
+    a: &Strided,
+    b: &Strided,
+    mut f: impl FnMut(i128, i128) -> bool,
+) {
+    if shape.contains(&0) {
+        return;
+    }
+    let stride = |s: &Strided, k: usize| i128::from(s.strides.get(k).copied().unwrap_or(0));
+    let rank = shape.len();
+    let mut index = vec![0u32; rank];
+    let (mut x, mut y) = (i128::from(a.offset), i128::from(b.offset));
+    loop {
+        if !f(x, y) {
+            return;
+        }
+        // The odometer: the last dimension turns fastest.
+        let mut k = rank;
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            index[k] += 1;
+            x += stride(a, k);
+            y += stride(b, k);
+            if index[k] < shape[k] {
+                break;
+            }
+            let back = i128::from(shape[k]);
+            x -= stride(a, k) * back;
+            y -= stride(b, k) * back;
+            index[k] = 0;
+        }
+    }
+}

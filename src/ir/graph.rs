@@ -1,7 +1,7 @@
 //! The graph: values and operations with dtypes and shapes, as imported from a workload spec. Every
 //! value is a 2-D row-major tensor `[rows, cols]` (a bias is `[1, cols]`).
 
-pub use crate::elements::{BinaryFn, DType, Rect, ReduceFn, UnaryFn};
+pub use crate::elements::{BinaryFn, DType, Rect, ReduceFn, Strided, UnaryFn};
 use crate::ids::{OpId, ValueId};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -50,6 +50,24 @@ impl Value {
         } else {
             self.shape.clone()
         }
+    }
+}
+
+/// A block of elements moved from `x` into an [`OpKind::Assemble`]'s output: for every multi-index
+/// `i` over `shape`, `out[to.offset + Σ i_k·to.strides_k] = x[from.offset + Σ i_k·from.strides_k]`,
+/// both sides indexing their value's elements in row-major order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Piece {
+    pub x: ValueId,
+    pub shape: Vec<u32>,
+    pub from: Strided,
+    pub to: Strided,
+}
+
+impl Piece {
+    /// The elements it moves.
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().map(|&n| u64::from(n)).product()
     }
 }
 
@@ -106,6 +124,10 @@ pub enum OpKind {
     /// Per row: `out[r, :] = softmax(x[r, :])` (max subtracted, exp, sum, divide), in f32, rounded to
     /// f16.
     Softmax { x: ValueId },
+    /// Data movement (a transpose, reshape, slice, concat, split, expand, gather of constant indices,
+    /// patch extraction): the output (f16) assembled from pieces of its inputs, copied exactly;
+    /// every output element is written by exactly one piece.
+    Assemble { pieces: Vec<Piece> },
     /// Host: `out[r, :] = Σ_i table_i[indices_i[r], :]`, each `(table, indices)` pair a lookup of
     /// `indices` (`rows` integers, i64) in `table: [entries, cols]` (an embedding and its sum).
     Embed { lookups: Vec<(ValueId, ValueId)> },
@@ -151,6 +173,15 @@ impl OpKind {
             OpKind::Embed { lookups } => lookups.iter().flat_map(|&(t, i)| [t, i]).collect(),
             OpKind::MaskBias { mask, .. } => vec![*mask],
             OpKind::MeanPool { x, mask, .. } => vec![*x, *mask],
+            OpKind::Assemble { pieces } => {
+                let mut xs: Vec<ValueId> = Vec::new();
+                for p in pieces {
+                    if !xs.contains(&p.x) {
+                        xs.push(p.x);
+                    }
+                }
+                xs
+            }
         }
     }
 
@@ -168,6 +199,7 @@ impl OpKind {
             OpKind::Binary { .. } => "binary",
             OpKind::Reduce { .. } => "reduce",
             OpKind::Softmax { .. } => "softmax",
+            OpKind::Assemble { .. } => "assemble",
             OpKind::Embed { .. } => "embed",
             OpKind::MaskBias { .. } => "mask_bias",
             OpKind::MeanPool { .. } => "mean_pool",
@@ -385,6 +417,18 @@ impl Graph {
                 OpKind::Unary { function, .. } => format!(" function={}", function.name()),
                 OpKind::Binary { function, .. } => format!(" function={}", function.name()),
                 OpKind::Reduce { function, .. } => format!(" function={}", function.name()),
+                OpKind::Assemble { pieces } => {
+                    let pieces: Vec<String> = (pieces.iter())
+                        .map(|p| {
+                            format!(
+                                "{} {:?} from {}{:?} to {}{:?}",
+                                p.x, p.shape, p.from.offset, p.from.strides, p.to.offset,
+                                p.to.strides
+                            )
+                        })
+                        .collect();
+                    format!(" pieces=[{}]", pieces.join("; "))
+                }
                 _ => String::new(),
             };
             let unit = if op.kind.on_host() { "host " } else { "" };

@@ -247,6 +247,7 @@ fn shapes(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
             float(out)?;
             want(out, v(mask).rows, v(mask).cols)
         }
+        OpKind::Assemble { ref pieces } => assembled(pieces, out, values),
         OpKind::MeanPool { x, mask, .. } => {
             float(x)?;
             float(out)?;
@@ -261,6 +262,80 @@ fn shapes(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
             want(out, v(mask).rows, v(x).cols)
         }
     }
+}
+
+/// An assembly's pieces: ranks that agree, every index inside its value, every output element
+/// written by exactly one piece.
+fn assembled(pieces: &[super::Piece], out: ValueId, values: &[Value]) -> Result<(), String> {
+    if pieces.is_empty() {
+        return Err("takes at least one piece".to_string());
+    }
+    let out_value = &values[out.index()];
+    let total = out_value.elements();
+    let mut written = 0u128;
+    for (k, p) in pieces.iter().enumerate() {
+        let x = &values[p.x.index()];
+        let rank = p.shape.len();
+        if p.from.strides.len() != rank || p.to.strides.len() != rank || rank > 16 {
+            return Err(format!(
+                "piece {k}: shape {:?} (rank {rank}, at most 16) with {} from strides and {} to \
+                 strides; the ranks must agree",
+                p.shape,
+                p.from.strides.len(),
+                p.to.strides.len()
+            ));
+        }
+        for (side, s, v) in [("from", &p.from, x), ("to", &p.to, out_value)] {
+            if let Some((lo, hi)) = s.span(&p.shape)
+                && (lo < 0 || hi >= i128::from(v.elements()))
+            {
+                return Err(format!(
+                    "piece {k} ({side} `{}`): elements {lo}..={hi} fall outside its {} elements",
+                    v.name,
+                    v.elements()
+                ));
+            }
+        }
+        written += p.shape.iter().map(|&n| u128::from(n)).product::<u128>();
+    }
+    if written > u128::from(total) {
+        return Err(format!(
+            "the pieces write {written} elements, more than `{}`'s {total}, so some overlap",
+            out_value.name
+        ));
+    }
+    let mut seen = vec![0u64; total.div_ceil(64) as usize];
+    for (k, p) in pieces.iter().enumerate() {
+        let mut twice = None;
+        crate::elements::for_each_pair(&p.shape, &p.to, &p.to, |e, _| {
+            let (word, bit) = ((e / 64) as usize, e % 64);
+            if seen[word] >> bit & 1 == 1 {
+                twice = Some(e);
+                return false;
+            }
+            seen[word] |= 1 << bit;
+            true
+        });
+        if let Some(e) = twice {
+            return Err(format!(
+                "piece {k} writes element {e} of `{}`, which an earlier piece or itself also \
+                 writes; pieces must not overlap",
+                out_value.name
+            ));
+        }
+    }
+    if written < u128::from(total) {
+        let e = (0..total)
+            .find(|&e| seen[(e / 64) as usize] >> (e % 64) & 1 == 0)
+            .unwrap_or(0);
+        return Err(format!(
+            "no piece writes element {e} of `{}` (row {}, column {}); every element needs one",
+            out_value.name,
+            e / u64::from(out_value.cols),
+            e % u64::from(out_value.cols)
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -189,6 +189,18 @@ fn evaluate(
                 }
                 out
             }
+            OpKind::Assemble { ref pieces } => {
+                let mut out = vec![0f64; out.elements() as usize];
+                for p in pieces {
+                    let x = &data[p.x.index()];
+                    // Graph::check keeps every index inside its value.
+                    crate::elements::for_each_pair(&p.shape, &p.from, &p.to, |f, t| {
+                        out[t as usize] = x[f as usize];
+                        true
+                    });
+                }
+                out
+            }
             OpKind::MaskBias { mask, fill } => data[mask.index()]
                 .iter()
                 .map(|m| saturate(out.dtype, (1.0 - m) * f64::from(fill)))

@@ -19,7 +19,10 @@
 //! (unary: neg, abs, sqrt, reciprocal, exp, erf, tanh, sigmoid, relu, gelu_erf, gelu_tanh or pow;
 //! binary: add, sub, mul, div, pow, max or min; reduce: sum, mean or max) and `exponent` (unary
 //! pow only): `name = "cube"; kind = "unary"; function = "pow"; exponent = 3.0; inputs = ["x"];
-//! output = "y"`. `softmax` takes no attribute.
+//! output = "y"`. `softmax` takes no attribute. `assemble` (data movement, `OpKind::Assemble`) takes
+//! `pieces`, each an inline table naming one of its `inputs` (the distinct `x`s in first-use order):
+//! `pieces = [{ x = "x", shape = [2, 8, 6], from = { offset = 0, strides = [48, 1, 8] }, to = {
+//! offset = 0, strides = [48, 6, 1] } }]`.
 //!
 //! Loading validates everything: names unique, references resolved, values produced once and before
 //! use, each op's shapes and dtypes consistent with its semantics, sizes below 2^31 elements; every
@@ -28,7 +31,9 @@
 
 use super::WorkloadError;
 use crate::ids::{OpId, ValueId};
-use crate::ir::{BinaryFn, DType, Graph, Op, OpKind, ReduceFn, UnaryFn, Value, ValueRole};
+use crate::ir::{
+    BinaryFn, DType, Graph, Op, OpKind, Piece, ReduceFn, Strided, UnaryFn, Value, ValueRole,
+};
 use crate::onnx::WeightData;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -114,6 +119,18 @@ struct OpEntry {
     function: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "short_float")]
     exponent: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pieces: Option<Vec<PieceEntry>>,
+}
+
+/// One piece of an `assemble`: its source by name, its shape and both sides' offsets and strides.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PieceEntry {
+    x: String,
+    shape: Vec<u32>,
+    from: Strided,
+    to: Strided,
 }
 
 /// f32 attributes written with their shortest decimal form (`0.17677669`, not `0.1767766922712326`).
@@ -131,7 +148,7 @@ mod short_float {
 }
 
 /// The kinds, their names as [`OpKind::name`] gives them.
-const KINDS: [&str; 14] = [
+const KINDS: [&str; 15] = [
     "matmul",
     "add_bias",
     "gelu_tanh",
@@ -146,6 +163,7 @@ const KINDS: [&str; 14] = [
     "binary",
     "reduce",
     "softmax",
+    "assemble",
 ];
 
 /// The graph spec's text for `graph`, its weights in `weights` (relative to the spec's folder).
@@ -189,6 +207,7 @@ pub fn to_toml(graph: &Graph, weights: &str) -> String {
                     min_count: None,
                     function: None,
                     exponent: None,
+                    pieces: None,
                 };
                 match op.kind {
                     OpKind::Attention {
@@ -215,6 +234,18 @@ pub fn to_toml(graph: &Graph, weights: &str) -> String {
                     }
                     OpKind::Reduce { function, .. } => {
                         e.function = Some(function.name().to_string())
+                    }
+                    OpKind::Assemble { ref pieces } => {
+                        e.pieces = Some(
+                            (pieces.iter())
+                                .map(|p| PieceEntry {
+                                    x: name(p.x),
+                                    shape: p.shape.clone(),
+                                    from: p.from.clone(),
+                                    to: p.to.clone(),
+                                })
+                                .collect(),
+                        )
                     }
                     _ => {}
                 }
@@ -416,7 +447,17 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
             .map(|n| resolve(n))
             .collect::<Result<Vec<_>, _>>()?;
         let out = resolve(&e.output)?;
-        let kind = op_kind(e, &inputs).map_err(|m| format!("{what}: {m}"))?;
+        let pieces = (e.pieces.iter().flatten())
+            .map(|p| {
+                Ok(Piece {
+                    x: resolve(&p.x)?,
+                    shape: p.shape.clone(),
+                    from: p.from.clone(),
+                    to: p.to.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let kind = op_kind(e, &inputs, pieces).map_err(|m| format!("{what}: {m}"))?;
         ops.push(Op {
             id: OpId::from_index(i),
             name: e.name.clone(),
@@ -456,7 +497,7 @@ fn one_of<F: Copy>(name: &str, all: &[F], name_of: fn(F) -> &'static str) -> Res
 
 /// The op's kind from its entry: the right number of inputs and exactly its attributes (whose values
 /// [`Graph::check`] judges).
-fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
+fn op_kind(e: &OpEntry, i: &[ValueId], pieces: Vec<Piece>) -> Result<OpKind, String> {
     fn given<T>(name: &str, v: Option<T>) -> Result<T, String> {
         v.ok_or(format!("attribute {name} is missing"))
     }
@@ -477,6 +518,7 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
         ("min_count", e.min_count.is_some()),
         ("function", e.function.is_some()),
         ("exponent", e.exponent.is_some()),
+        ("pieces", e.pieces.is_some()),
     ];
     let allowed: &[&str] = match e.kind.as_str() {
         "attention" => &["batch", "heads", "causal", "scale"],
@@ -485,6 +527,7 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
         "mean_pool" => &["min_count"],
         "unary" => &["function", "exponent"],
         "binary" | "reduce" => &["function"],
+        "assemble" => &["pieces"],
         k if KINDS.contains(&k) => &[],
         k => return Err(format!("unknown kind {k:?}; kinds: {}", KINDS.join(", "))),
     };
@@ -575,6 +618,19 @@ fn op_kind(e: &OpEntry, i: &[ValueId]) -> Result<OpKind, String> {
             }
         }
         "softmax" => arity(1).map(|_| OpKind::Softmax { x: i[0] })?,
+        "assemble" => {
+            given("pieces", e.pieces.as_ref())?;
+            let kind = OpKind::Assemble { pieces };
+            if kind.inputs() != i {
+                return Err(format!(
+                    "inputs must be the pieces' values, each once, in the order the pieces first \
+                     name them ({} given, {} named)",
+                    i.len(),
+                    kind.inputs().len()
+                ));
+            }
+            kind
+        }
         "mask_bias" => arity(1)
             .and(given("fill", e.fill))
             .map(|fill| OpKind::MaskBias { mask: i[0], fill })?,
