@@ -120,7 +120,7 @@ impl Ctx {
                     lookups.push((table, super::patterns::Indices::Const(format!("{n}/rows"), std::rc::Rc::new(indices))));
                     return Ok(Sym::Embed { lookups, shape: shape.clone(), name: name.to_string(), tensor: tensor.to_string() });
                 }
-                (x @ (Sym::Value { .. } | Sym::Embed { .. }), Sym::Const(n, t)) => {
+                (x @ (Sym::Value { .. } | Sym::Embed { .. } | Sym::View { .. }), Sym::Const(n, t)) => {
                     let (x, shape) = self.materialize(x)?;
                     let cols = *shape.last().ok_or("Add of a scalar")?;
                     let lead_ones = t
@@ -139,7 +139,7 @@ impl Ctx {
                 _ => {}
             }
         }
-        let materializable = |s: &Sym| matches!(s, Sym::Value { .. } | Sym::Embed { .. });
+        let materializable = |s: &Sym| matches!(s, Sym::Value { .. } | Sym::Embed { .. } | Sym::View { .. });
         if materializable(a) && materializable(b) {
             let ((x, sx), (y, sy)) = (self.materialize(a)?, self.materialize(b)?);
             if sx != sy {
@@ -372,7 +372,7 @@ impl Ctx {
                     perm: HEADS_QV,
                 })
             }
-            (x @ (Sym::Value { .. } | Sym::Embed { .. }), Sym::Const(n, w))
+            (x @ (Sym::Value { .. } | Sym::Embed { .. } | Sym::View { .. }), Sym::Const(n, w))
                 if w.is_float() && w.shape.len() == 2 =>
             {
                 let (x, mut shape) = self.materialize(x)?;

@@ -5,12 +5,14 @@
 //!
 //! | pass | from | to |
 //! |---|---|---|
+//! | `conv_patches` | a `Conv` whose kernel equals its stride (a ViT's patch embedding) | Reshape/Transpose of the image into rows of patches, `MatMul` by the kernel as `[C·p·q, D]`, `Add` of the bias, Reshape/Transpose to NCHW |
 //! | `gemm` | `Gemm(A, B, C)` with its `alpha`, `beta`, `transA`, `transB` | `MatMul`, `Transpose`, `Mul`, `Add` |
 //! | `layer_norm` | `ReduceMean`/`Sub`/`Pow` (or `Mul`)/`ReduceMean`/`Add ε`/`Sqrt`/`Div`, then `Mul γ`, `Add β` | `LayerNormalization` with ε from the graph |
 //! | `gelu` | erf-GELU (÷√2 or ·1/√2, any order of the products), tanh-GELU (`Pow(x, 3)` or `x·x·x`) | `Gelu` (`approximate` none or tanh) |
 //! | `weight_slices` | a `Slice` or `Split` of the last axis of `MatMul(x, W)` (+ `b`), `W` and `b` constant | one `MatMul` (+ `Add`) per part, over the weight's columns |
+//! | `split_slices` | a `Split` of a computed tensor no weight slice took | one `Slice` per output |
 //! | `scalar_scale` | a scalar `Mul`/`Div` on an operand of a `MatMul` of two computed tensors, through `Reshape`/`Transpose` | the product of the scalars applied to the `MatMul`'s result |
-//! | `movement_chains` | a chain of `Reshape`/`Transpose` of a computed tensor that moves its elements as one `Transpose` would (the dynamo exporter's `kᵀ` through `[b·h, s, d]`) | that `Transpose` |
+//! | `movement_chains` | a chain of `Reshape`/`Transpose` of a computed tensor that moves its elements as one `Transpose` would (the dynamo exporter's `kᵀ` through `[b·h, s, d]`), or leaves them in order | that `Transpose`, or one `Reshape` |
 //! | `bool_mask` | `Where(c, 0, f)`, `Where(c, scores, f)`, `Where(Not(c), f, 0)` | `(1 − Cast(c)) · f` added to the scores |
 //! | `mean_pool` | `ReduceSum(x·m, 1) / Clip(ReduceSum(m, 1), min)` (or `Max`, or no bound) | `MaskedMeanPool(x, m)`, the front end's own operator, a host `MeanPool` |
 //! | `layer_norm_axes` | LayerNormalization over axes `[a..]` other than the last alone, or with its `Mean` and `InvStdDev` read | Reshape to `[lead, trailing]`, LayerNormalization over the last axis, the statistics by ReduceMean/Sub/Mul/Add/Sqrt/Reciprocal, Reshape back |
@@ -28,11 +30,13 @@ use super::tensor::{Attrs, Data, Tensor};
 type Pass = fn(&mut OpGraph) -> Result<usize, OnnxError>;
 
 /// The passes, in order.
-pub const PASSES: [(&str, Pass); 12] = [
+pub const PASSES: [(&str, Pass); 14] = [
+    ("conv_patches", super::patches::conv_patches),
     ("gemm", gemm),
     ("layer_norm", super::spellings::layer_norm),
     ("gelu", super::spellings::gelu),
     ("weight_slices", weight_slices),
+    ("split_slices", split_slices),
     ("scalar_scale", scalar_scale),
     ("movement_chains", movement_chains),
     ("bool_mask", super::spellings::bool_mask),
@@ -319,14 +323,23 @@ fn movement_chains(g: &mut OpGraph) -> Result<usize, OnnxError> {
                 ins.extend(node.inputs[1..].iter().map(|t| g.consts.get(t).map(|c| c.as_ref())));
                 moved = super::eval::eval(&node.op, &ins, &node.attrs, g.opset).ok()?.remove(0);
             }
-            permutations(shape.len()).into_iter().skip(1).find_map(|p| {
+            permutations(shape.len()).into_iter().find_map(|p| {
                 let p: Vec<i64> = p.iter().map(|&a| a as i64).collect();
-                (super::eval::transpose(&iota, &p).ok()? == moved).then(|| (source.clone(), p))
+                let t = super::eval::transpose(&iota, &p).ok()?;
+                // In order: the same elements in the same order under another shape.
+                let in_order = p.iter().enumerate().all(|(i, &a)| i as i64 == a);
+                (t.data == moved.data && (in_order || t.shape == moved.shape)).then(|| (source.clone(), p))
             })
         });
         let Some((source, perm)) = found else { continue };
         let out_info = info(g, g.nodes[at - 1].output());
-        let t = g.step(&source, "Transpose", vec![source.clone()], Attrs::default().with_ints("perm", perm), out_info);
+        let t = if perm.iter().enumerate().all(|(i, &a)| i as i64 == a) {
+            let dims: Vec<i64> = out_info.shape.iter().map(|&d| d as i64).collect();
+            let s = g.constant(&source, Tensor { shape: vec![dims.len()], data: Data::I64(dims) });
+            g.step(&source, "Reshape", vec![source.clone(), s], Attrs::default(), out_info)
+        } else {
+            g.step(&source, "Transpose", vec![source.clone()], Attrs::default().with_ints("perm", perm), out_info)
+        };
         g.replace(at - 1, vec![t]);
         count += 1;
     }
@@ -349,4 +362,37 @@ fn permutations(rank: usize) -> Vec<Vec<usize>> {
         out = next;
     }
     out
+}
+
+/// A Split of a computed tensor (one the weight slices did not take) as one Slice per output.
+fn split_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
+    let mut count = 0;
+    let mut at = 0;
+    while at < g.nodes.len() {
+        at += 1;
+        let node = g.nodes[at - 1].clone();
+        let Some(x) = node.input(0).filter(|x| node.op == "Split" && g.infos.contains_key(*x)).map(str::to_string) else { continue };
+        let shape = g.infos[&x].shape.clone();
+        let a = super::tensor::axis(node.attrs.i("axis").unwrap_or(0), shape.len()).map_err(|m| node.error(m))?;
+        let mut start = 0i64;
+        let mut steps = Vec::new();
+        for o in &node.outputs {
+            let Some(info) = g.infos.get(o).cloned() else { continue };
+            let end = start + info.shape[a] as i64;
+            let c = |g: &mut OpGraph, v: i64| g.constant(&node.name, Tensor { shape: vec![1], data: Data::I64(vec![v]) });
+            let (s, e, ax) = (c(g, start), c(g, end), c(g, a as i64));
+            let mut slice = g.step(&node.name, "Slice", vec![x.clone(), s, e, ax], Attrs::default(), info);
+            slice.outputs = vec![o.clone()];
+            slice.index = node.index;
+            steps.push(slice);
+            start = end;
+        }
+        let pos = at - 1;
+        g.nodes.remove(pos);
+        let added = steps.len();
+        g.nodes.splice(pos..pos, steps);
+        at = pos + added;
+        count += 1;
+    }
+    Ok(count)
 }

@@ -15,7 +15,8 @@
 //!    split LayerNorm, the GELUs, fused QKV slices, attention scaling on Q or K, boolean masks, an
 //!    operator over an axis other than the last), folding again after each that rewrote.
 //! 4. `lower`, `patterns` and `blocks`: each remaining node onto the graph IR, by the patterns a
-//!    transformer's export has; `vector`: what no pattern fuses, op by op onto general vector operations.
+//!    transformer's export has; `vector`: what no pattern fuses, op by op onto general vector operations;
+//!    `movement`: data movement of computed tensors, composed lazily and assembled where read.
 //!
 //! Other modules: `imported` (what goes in and comes out), `proto` (the messages of onnx.proto the
 //! importer reads, as prost structs), `tensor` (constants, their decoding and the shape rules).
@@ -28,7 +29,9 @@ mod fold;
 mod imported;
 mod infer;
 mod lower;
+mod movement;
 mod opgraph;
+mod patches;
 mod patterns;
 pub mod proto;
 mod spellings;

@@ -37,6 +37,12 @@ pub enum Sym {
     Const(String, Rc<Tensor>),
     /// A float value of the graph with its ONNX shape.
     Value { id: ValueId, shape: Vec<usize> },
+    /// Float values' elements moved (see [`super::movement`]): for each element, its offset into
+    /// `sources` laid end to end.
+    View {
+        sources: Vec<ValueId>,
+        index: Rc<Tensor>,
+    },
     /// An integer graph input (`base` its shape) seen through operators that move or repeat its
     /// elements (Unsqueeze, Expand, Reshape, Transpose, Slice, Gather, GatherND, And with true) and
     /// Cast: `index` holds, for each element of the view, the flat index of the input's element it is.
@@ -96,7 +102,10 @@ impl Sym {
             Sym::Const(_, t) => t.shape.clone(),
             Sym::Value { shape, .. }
             | Sym::Embed { shape, .. } => shape.clone(),
-            Sym::Host { index, .. } | Sym::InvMask { index, .. } | Sym::MaskBias { index, .. } => {
+            Sym::Host { index, .. }
+            | Sym::InvMask { index, .. }
+            | Sym::MaskBias { index, .. }
+            | Sym::View { index, .. } => {
                 index.shape.clone()
             }
             Sym::Heads { base, perm, .. } => permute(base, perm),
@@ -107,7 +116,7 @@ impl Sym {
     pub(super) fn what(&self) -> &'static str {
         match self {
             Sym::Const(..) => "a constant",
-            Sym::Value { .. } => "a computed tensor",
+            Sym::Value { .. } | Sym::View { .. } => "a computed tensor",
             Sym::Host { .. } => "an integer graph input",
             Sym::InvMask { .. } | Sym::MaskBias { .. } => "the mask-bias chain",
             Sym::Embed { .. } => "an embedding sum",
@@ -175,6 +184,9 @@ pub struct Ctx {
     /// Mask-bias values by (mask, fill bits).
     pub(super) mask_biases: BTreeMap<(ValueId, u32), ValueId>,
     pub(super) layers: usize,
+    /// Views assembled so far, with the value each became.
+    pub(super) assembled: Vec<((Vec<ValueId>, Rc<Tensor>), (ValueId, Vec<usize>))>,
+    pub(super) views: usize,
 }
 
 impl Ctx {
@@ -187,6 +199,8 @@ impl Ctx {
             weight_ids: BTreeMap::new(),
             mask_biases: BTreeMap::new(),
             layers: 0,
+            assembled: Vec::new(),
+            views: 0,
         }
     }
 
@@ -290,6 +304,18 @@ impl Ctx {
     pub(super) fn materialize(&mut self, s: &Sym) -> Result<(ValueId, Vec<usize>), String> {
         match s {
             Sym::Value { id, shape } => Ok((*id, shape.clone())),
+            Sym::View { sources, index } => {
+                // A view is assembled where it is read; the same view read twice is assembled once.
+                let key = (sources.clone(), index.clone());
+                if let Some((id, shape)) = self.assembled.iter().find(|(k, _)| k.0 == key.0 && k.1 == key.1).map(|(_, v)| v.clone()) {
+                    return Ok((id, shape));
+                }
+                self.views += 1;
+                let name = format!("assembled_{}", self.views);
+                let made = self.assemble(&name, &name, sources, index)?;
+                self.assembled.push((key, made.clone()));
+                Ok(made)
+            }
             Sym::Embed {
                 lookups,
                 shape,
@@ -353,7 +379,7 @@ impl Ctx {
             {
                 self.host_view(node, ins)
             }
-            "Gather" => match (input(0)?, input(1)?) {
+            "Gather" if matches!(input(0), Ok(Sym::Const(..))) => match (input(0)?, input(1)?) {
                 (Sym::Const(n, t), idx) if t.is_float() && t.shape.len() == 2 && attrs.i("axis").unwrap_or(0) == 0 => {
                     let table = self.weight(n, t, &t.shape, DType::F32, 1)?;
                     let (indices, lead) = match idx {
@@ -398,7 +424,18 @@ impl Ctx {
             "Div" => self.div(name, tensor, input(0)?, input(1)?),
             "Gelu" => self.gelu(name, tensor, input(0)?, attrs.s("approximate").unwrap_or("none")),
             "MatMul" => self.matmul(name, tensor, input(0)?, input(1)?),
-            "Reshape" => self.reshape(input(0)?, input(1)?, attrs),
+            "Reshape" => match self.reshape(input(0)?, input(1)?, attrs) {
+                Ok(s) => Ok(s),
+                Err(_) if matches!(input(0)?, Sym::Value { .. } | Sym::View { .. }) => self.movement(node, ins),
+                Err(e) => Err(e),
+            },
+            "Concat" if ins.iter().flatten().any(|s| matches!(s, Sym::Value { .. } | Sym::View { .. } | Sym::Embed { .. })) => {
+                self.concat(node, ins)
+            }
+            op if super::movement::moves(op) && matches!(input(0)?, Sym::Value { .. } | Sym::View { .. } | Sym::Embed { .. }) => {
+                self.movement(node, ins)
+            }
+            "Transpose" if !matches!(input(0)?, Sym::Heads { .. }) => self.movement(node, ins),
             "Transpose" => {
                 let perm = attrs.ints("perm").ok_or("Transpose needs its perm")?;
                 let p: [usize; 4] = perm
