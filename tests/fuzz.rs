@@ -305,3 +305,57 @@ fn mutated_packages_that_still_decode_fault_cleanly_on_the_device() {
         panics.len()
     );
 }
+
+/// The front end's passes (folding, every canonicalisation, the op-by-op and movement lowering) on
+/// mutated models of every spelling and the ViT, and on the encoder at random input shapes: each
+/// imports or is refused, never panics.
+#[test]
+fn the_front_end_s_passes_import_or_refuse_mutated_models_and_shapes() {
+    use ipu_codegen::onnx::{ImportConfig, import};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models");
+    let text = [("input_ids", 2), ("attention_mask", 2)];
+    let models = [
+        ("spell_split_layernorm", &text[..]),
+        ("spell_bool_mask", &text[..]),
+        ("spell_int8_weights", &text[..]),
+        ("spell_dequantize_linear", &text[..]),
+        ("spell_fused_qkv", &text[..]),
+        ("spell_gemm", &text[..]),
+        ("spell_gelu_tanh", &text[..]),
+        ("spell_scale_qk", &text[..]),
+        ("vit_tiny", &[("pixel_values", 4)][..]),
+    ];
+    for (i, (stem, inputs)) in models.iter().enumerate() {
+        let bytes = std::fs::read(dir.join(format!("{stem}.onnx"))).unwrap();
+        let shape = |rank: usize| match rank {
+            4 => vec![1, 3, 32, 32],
+            _ => vec![1, 16],
+        };
+        let config = ImportConfig {
+            name: stem.to_string(),
+            model: stem.to_string(),
+            shapes: inputs.iter().map(|&(n, r)| (n.to_string(), shape(r))).collect(),
+        };
+        let mut rng = Rng(0xf0 + i as u64);
+        let mut panics = Vec::new();
+        for case in 0..60 {
+            let input = if case % 2 == 0 { rng.poke(&bytes) } else { rng.mutate(&bytes) };
+            if catch_unwind(AssertUnwindSafe(|| import(&input, &config))).is_err() {
+                panics.push(case);
+            }
+        }
+        assert!(panics.is_empty(), "{stem}: mutations {panics:?} panicked");
+    }
+    let encoder = std::fs::read(dir.join("encoder.onnx")).unwrap();
+    let mut rng = Rng(0xf00d);
+    for case in 0..60 {
+        let (b, t) = (rng.below(4) as u32, rng.below(70) as u32);
+        let config = ImportConfig {
+            name: "e".to_string(),
+            model: "e".to_string(),
+            shapes: vec![("input_ids".to_string(), vec![b, t]), ("attention_mask".to_string(), vec![b, t + (case % 3 == 0) as u32])],
+        };
+        let ran = catch_unwind(AssertUnwindSafe(|| import(&encoder, &config)));
+        assert!(ran.is_ok(), "the encoder at {b}x{t} (case {case}) panicked");
+    }
+}
