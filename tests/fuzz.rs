@@ -244,6 +244,7 @@ fn workload_toml_onnx_safetensors_and_npy_decode_or_are_refused() {
     )
     .unwrap();
     let config = ipu_codegen::onnx::ImportConfig {
+        external: Default::default(),
         name: "encoder".to_string(),
         model: "encoder".to_string(),
         shapes: vec![
@@ -332,6 +333,7 @@ fn the_front_end_s_passes_import_or_refuse_mutated_models_and_shapes() {
             _ => vec![1, 16],
         };
         let config = ImportConfig {
+            external: Default::default(),
             name: stem.to_string(),
             model: stem.to_string(),
             shapes: inputs.iter().map(|&(n, r)| (n.to_string(), shape(r))).collect(),
@@ -351,6 +353,7 @@ fn the_front_end_s_passes_import_or_refuse_mutated_models_and_shapes() {
     for case in 0..60 {
         let (b, t) = (rng.below(4) as u32, rng.below(70) as u32);
         let config = ImportConfig {
+            external: Default::default(),
             name: "e".to_string(),
             model: "e".to_string(),
             shapes: vec![("input_ids".to_string(), vec![b, t]), ("attention_mask".to_string(), vec![b, t + (case % 3 == 0) as u32])],

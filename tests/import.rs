@@ -23,6 +23,7 @@ fn model(name: &str) -> PathBuf {
 
 fn config(batch: u32, tokens: u32) -> ImportConfig {
     ImportConfig {
+        external: Default::default(),
         name: "encoder".to_string(),
         model: "encoder".to_string(),
         shapes: vec![
@@ -538,4 +539,47 @@ fn a_length_past_the_model_s_positions_is_named_as_such() {
     assert!(err.contains("the model has 32 positions"), "{err}");
     assert!(err.contains("40 tokens"), "{err}");
     assert!(onnx::import(&bytes, &config(1, 32)).is_ok());
+}
+
+/// Initializers whose data lives in a file beside the model import as if inline; a location that
+/// leaves the model's folder is refused.
+#[test]
+fn external_tensor_data_is_read_from_beside_the_model_and_never_from_outside_it() {
+    use ipu_codegen::onnx::proto::StringStringEntryProto;
+    use prost::Message;
+    let sb = Sandbox::new();
+    let bytes = std::fs::read(model("encoder.onnx")).unwrap();
+    let mut m = onnx::proto::ModelProto::decode(bytes.as_slice()).unwrap();
+    let mut data = Vec::new();
+    for t in m.graph.as_mut().unwrap().initializer.iter_mut().filter(|t| t.raw_data.len() > 1024) {
+        let entry = |k: &str, v: String| StringStringEntryProto { key: k.to_string(), value: v };
+        t.external_data = vec![
+            entry("location", "weights.bin".to_string()),
+            entry("offset", data.len().to_string()),
+            entry("length", t.raw_data.len().to_string()),
+        ];
+        data.extend(std::mem::take(&mut t.raw_data));
+        t.data_location = 1;
+    }
+    assert!(!data.is_empty());
+    std::fs::create_dir_all(sb.path("m")).unwrap();
+    std::fs::write(sb.path("m/weights.bin"), &data).unwrap();
+    std::fs::write(sb.path("m/encoder.onnx"), m.encode_to_vec()).unwrap();
+    let import = |file: &str, out: &str| {
+        sb.run(&["import", sb.path(file).to_str().unwrap(), "--shape", "input_ids=1x24", "--shape", "attention_mask=1x24", "-o", sb.path(out).to_str().unwrap()])
+    };
+    import("m/encoder.onnx", "a/encoder.toml").assert_ok();
+    sb.run(&["import", model("encoder.onnx").to_str().unwrap(), "--shape", "input_ids=1x24", "--shape", "attention_mask=1x24", "-o", sb.path("b/encoder.toml").to_str().unwrap()]).assert_ok();
+    for f in ["encoder.toml", "encoder.safetensors"] {
+        let same = std::fs::read(sb.path(&format!("a/{f}"))).unwrap() == std::fs::read(sb.path(&format!("b/{f}"))).unwrap();
+        assert!(same, "{f} differs between the external and the inline model");
+    }
+    // A location outside the folder.
+    for t in m.graph.as_mut().unwrap().initializer.iter_mut().filter(|t| t.data_location == 1) {
+        t.external_data[0].value = "../weights.bin".to_string();
+    }
+    std::fs::write(sb.path("m/escape.onnx"), m.encode_to_vec()).unwrap();
+    std::fs::write(sb.path("weights.bin"), &data).unwrap();
+    let r = import("m/escape.onnx", "c/encoder.toml");
+    assert!(!r.status.success() && r.stderr.contains("not a path inside the model's folder"), "{}", r.stderr);
 }

@@ -50,6 +50,30 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
+/// The files the model keeps external tensor data in, read from beside it: each location must be a
+/// relative path that stays inside the model's folder (no `..`, no absolute path, no link out).
+fn external_data(model: &Path, bytes: &[u8]) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+    let folder = model.parent().unwrap_or(Path::new("."));
+    let root = std::fs::canonicalize(if folder.as_os_str().is_empty() { Path::new(".") } else { folder })
+        .with_context(|| format!("the folder of {}", model.display()))?;
+    let mut files = std::collections::BTreeMap::new();
+    for location in onnx::external_locations(bytes).with_context(|| format!("reading {}", model.display()))? {
+        let relative = Path::new(&location);
+        let plain = relative.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain {
+            bail!("{}: external data `{location}` is not a path inside the model's folder", model.display());
+        }
+        let path = root.join(relative);
+        let real = std::fs::canonicalize(&path).with_context(|| format!("external data of {}: {}", model.display(), path.display()))?;
+        if !real.starts_with(&root) {
+            bail!("{}: external data `{location}` leads out of the model's folder", model.display());
+        }
+        let data = ipu_codegen::files::read(&real, "external tensor data", ipu_codegen::files::DATA_LIMIT)?;
+        files.insert(location, data);
+    }
+    Ok(files)
+}
+
 pub fn import(args: &ImportArgs) -> Result<()> {
     if args.output.extension().and_then(|e| e.to_str()) != Some("toml") {
         bail!("-o {} must name a .toml file", args.output.display());
@@ -69,12 +93,14 @@ pub fn import(args: &ImportArgs) -> Result<()> {
         .unwrap_or("model")
         .to_string();
     tracing::info!(model = %args.model.display(), bytes = bytes.len(), "importing ONNX model");
+    let external = external_data(&args.model, &bytes)?;
     let imported = onnx::import(
         &bytes,
         &ImportConfig {
             name: name.clone(),
             model,
             shapes: args.shapes.clone(),
+            external,
         },
     )
     .with_context(|| format!("importing {}", args.model.display()))?;

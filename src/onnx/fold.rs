@@ -133,7 +133,7 @@ mod tests {
         ];
         let scalar = |name: &str, v: i64| TensorProto { dims: vec![], data_type: data_type::INT64, int64_data: vec![v], name: name.into(), ..Default::default() };
         let m = model(nodes, &[("x", data_type::FLOAT)], &["y"], vec![scalar("zero", 0), scalar("one", 1)]);
-        let config = ImportConfig { name: "t".into(), model: "t".into(), shapes: vec![("x".into(), vec![2, 3])] };
+        let config = ImportConfig { name: "t".into(), model: "t".into(), shapes: vec![("x".into(), vec![2, 3])], external: Default::default() };
         let mut g = OpGraph::load(&m, &config).unwrap();
         assert_eq!(fold(&mut g).unwrap(), 4);
         assert_eq!(g.nodes.len(), 1);

@@ -13,6 +13,9 @@ pub struct ImportConfig {
     pub model: String,
     /// A fixed shape for every graph input, by name.
     pub shapes: Vec<(String, Vec<u32>)>,
+    /// The files external tensor data lives in, by the location the model names (relative to its
+    /// folder), as [`super::external_locations`] lists them; the caller reads them.
+    pub external: BTreeMap<String, Vec<u8>>,
 }
 
 /// A weight's data, by value name, as written to the weights file.

@@ -71,6 +71,11 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
     let mut warnings = Vec::new();
     for name in &g.outputs {
         let o = Output { name: name.clone() };
+        // A view of moved elements is assembled to be streamed out.
+        if let Some(view @ Sym::View { .. }) = syms.get(name).cloned() {
+            let (id, shape) = cx.materialize(&view).map_err(|m| OnnxError::Model(format!("graph output `{name}`: {m}")))?;
+            syms.insert(name.clone(), Sym::Value { id, shape });
+        }
         match syms.get(&o.name) {
             Some(Sym::Value { id, .. }) => {
                 // The value takes the output's name, which `run` reads and writes it by.

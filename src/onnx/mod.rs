@@ -56,6 +56,24 @@ pub enum OnnxError {
     },
 }
 
+/// The files a model's initializers keep their data in (`data_location` external), in order, each
+/// once: relative paths the caller checks stay inside the model's folder before reading them.
+pub fn external_locations(bytes: &[u8]) -> Result<Vec<String>, OnnxError> {
+    use prost::Message;
+    let model = proto::ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let mut out: Vec<String> = Vec::new();
+    for t in model.graph.iter().flat_map(|g| &g.initializer) {
+        if t.data_location == 1 {
+            let location = opgraph::external_field(t, "location")
+                .ok_or_else(|| OnnxError::Model(format!("initializer `{}`: external data names no location", t.name)))?;
+            if !out.contains(&location) {
+                out.push(location);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Decodes `bytes` as an ONNX model and lowers it onto the graph.
 pub fn import(bytes: &[u8], config: &ImportConfig) -> Result<Imported, OnnxError> {
     use prost::Message;

@@ -9,7 +9,7 @@
 
 use super::OnnxError;
 use super::imported::ImportConfig;
-use super::proto::{GraphProto, ModelProto, data_type};
+use super::proto::{GraphProto, ModelProto, TensorProto, data_type};
 use super::tensor::{self, Attrs, Tensor};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -118,6 +118,14 @@ impl OpGraph {
             fresh: 0,
         };
         for t in &graph.initializer {
+            let resolved;
+            let t = if t.data_location == 1 {
+                resolved = external(t, config)
+                    .map_err(|m| OnnxError::Model(format!("initializer `{}`: {m}", t.name)))?;
+                &resolved
+            } else {
+                t
+            };
             let tensor = Tensor::from_proto(t)
                 .map_err(|m| OnnxError::Model(format!("initializer `{}`: {m}", t.name)))?;
             if matches!(t.data_type, data_type::INT8 | data_type::UINT8) {
@@ -331,6 +339,32 @@ impl OpGraph {
             attrs,
         }
     }
+}
+
+/// The value of `key` among a tensor's external data entries.
+pub fn external_field(t: &TensorProto, key: &str) -> Option<String> {
+    t.external_data.iter().find(|e| e.key == key).map(|e| e.value.clone())
+}
+
+/// An initializer whose data lives in a file, with that data read from the files `config` holds:
+/// `offset` and `length` (the rest of the file when absent) checked against the file.
+fn external(t: &TensorProto, config: &ImportConfig) -> Result<TensorProto, String> {
+    let location = external_field(t, "location").ok_or("external data names no location")?;
+    let file = config
+        .external
+        .get(&location)
+        .ok_or_else(|| format!("external data file `{location}` was not read"))?;
+    let number = |key: &str| -> Result<Option<usize>, String> {
+        external_field(t, key)
+            .map(|v| v.parse::<usize>().map_err(|_| format!("external data {key} `{v}` is not a number")))
+            .transpose()
+    };
+    let offset = number("offset")?.unwrap_or(0);
+    let length = number("length")?.unwrap_or(file.len().saturating_sub(offset));
+    let end = offset.checked_add(length).filter(|&e| e <= file.len()).ok_or_else(|| {
+        format!("external data `{location}` holds {} bytes; the tensor asks for {length} from {offset}", file.len())
+    })?;
+    Ok(TensorProto { raw_data: file[offset..end].to_vec(), data_location: 0, external_data: Vec::new(), ..t.clone() })
 }
 
 /// A Constant node's value: `value`, `value_float(s)` or `value_int(s)`.
