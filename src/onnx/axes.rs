@@ -6,7 +6,6 @@
 //! Input and output: an [`OpGraph`] after folding; each pass returns how many nodes it rewrote.
 
 use super::OnnxError;
-use super::canonical::scalar_const;
 use super::opgraph::{Elem, Info, Node, OpGraph};
 use super::tensor::{self, Attrs, Data, Tensor};
 
@@ -209,7 +208,7 @@ pub fn layer_norm_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
             let d = g.step(&node.name, "Sub", vec![cur.clone(), mean.output().to_string()], Attrs::default(), float(merged.clone()));
             let sq = g.step(&node.name, "Mul", vec![d.output().to_string(), d.output().to_string()], Attrs::default(), float(merged.clone()));
             let var = g.step(&node.name, "ReduceMean", vec![sq.output().to_string(), axes], keep, col.clone());
-            let e = scalar_const(g, &node.name, eps);
+            let e = g.scalar_const(&node.name, eps);
             let ve = g.step(&node.name, "Add", vec![var.output().to_string(), e], Attrs::default(), col.clone());
             let sd = g.step(&node.name, "Sqrt", vec![ve.output().to_string()], Attrs::default(), col.clone());
             let inv = g.step(&node.name, "Reciprocal", vec![sd.output().to_string()], Attrs::default(), col);

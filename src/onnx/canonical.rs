@@ -61,11 +61,6 @@ pub fn canonicalise(g: &mut OpGraph) -> Result<Vec<(&'static str, usize)>, OnnxE
     Ok(done)
 }
 
-/// A float scalar constant.
-pub(super) fn scalar_const(g: &mut OpGraph, base: &str, v: f32) -> String {
-    g.constant(base, Tensor::scalar_f32(v))
-}
-
 fn info(g: &OpGraph, t: &str) -> Info {
     g.infos.get(t).cloned().unwrap_or(Info {
         shape: g.shape(t).unwrap_or_default(),
@@ -97,7 +92,7 @@ fn gemm(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let mut y = g.step(&node.name, "MatMul", vec![a, b], Attrs::default(), out_info.clone());
         let alpha = node.attrs.f("alpha").unwrap_or(1.0);
         if alpha != 1.0 {
-            let c = scalar_const(g, &node.name, alpha);
+            let c = g.scalar_const(&node.name, alpha);
             steps.push(y.clone());
             y = g.step(&node.name, "Mul", vec![y.output().to_string(), c], Attrs::default(), out_info.clone());
         }
@@ -105,7 +100,7 @@ fn gemm(g: &mut OpGraph) -> Result<usize, OnnxError> {
             let beta = node.attrs.f("beta").unwrap_or(1.0);
             let mut c = c.to_string();
             if beta != 1.0 {
-                let b = scalar_const(g, &node.name, beta);
+                let b = g.scalar_const(&node.name, beta);
                 let shape = g.shape(&c).unwrap_or_default();
                 let scaled = g.step(&node.name, "Mul", vec![c, b], Attrs::default(), Info { shape, elem: Elem::Float });
                 c = scaled.output().to_string();
@@ -278,7 +273,7 @@ fn scalar_scale(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let mm_at = at - 1;
         let mm = g.step(&node.name, "MatMul", node.inputs.clone(), Attrs::default(), out_info.clone());
         let mm = Node { inputs: g.nodes[mm_at].inputs.clone(), ..mm };
-        let c = scalar_const(g, &node.name, factor as f32);
+        let c = g.scalar_const(&node.name, factor as f32);
         let scaled = g.step(&node.name, "Mul", vec![mm.output().to_string(), c], Attrs::default(), out_info);
         g.replace(mm_at, vec![mm, scaled]);
         at = mm_at + 2;

@@ -289,21 +289,8 @@ pub fn eval(
             attrs.i("axis").ok_or("attribute axis is missing")?,
         )?),
         "Slice" => {
-            let (starts, ends, axes, steps) = if opset < 10 {
-                (
-                    attrs.ints("starts").ok_or("Slice needs starts")?,
-                    attrs.ints("ends").ok_or("Slice needs ends")?,
-                    attrs.ints("axes"),
-                    None,
-                )
-            } else {
-                (
-                    input(1)?.ints(),
-                    input(2)?.ints(),
-                    optional(3).map(Tensor::ints),
-                    optional(4).map(Tensor::ints),
-                )
-            };
+            let ints = |i: usize| Ok(optional(i).map(Tensor::ints));
+            let (starts, ends, axes, steps) = slice_args(opset, attrs, ints)?;
             one(slice(input(0)?, &starts, &ends, axes, steps)?)
         }
         "Range" => {
@@ -414,6 +401,30 @@ pub fn eval(
         }
         other => Err(format!("operator {other} cannot be evaluated on constants")),
     }
+}
+
+/// Slice's starts, ends, axes and steps: attributes before opset 10, inputs 1 to 4 (read by `input`)
+/// from it.
+#[allow(clippy::type_complexity)]
+pub fn slice_args(
+    opset: i64,
+    attrs: &Attrs,
+    input: impl Fn(usize) -> Result<Option<Vec<i64>>, String>,
+) -> Result<(Vec<i64>, Vec<i64>, Option<Vec<i64>>, Option<Vec<i64>>), String> {
+    if opset < 10 {
+        return Ok((
+            attrs.ints("starts").ok_or("Slice needs starts")?,
+            attrs.ints("ends").ok_or("Slice needs ends")?,
+            attrs.ints("axes"),
+            None,
+        ));
+    }
+    Ok((
+        input(1)?.ok_or("Slice needs starts")?,
+        input(2)?.ok_or("Slice needs ends")?,
+        input(3)?,
+        input(4)?,
+    ))
 }
 
 /// `Shape`'s `start` and `end` attributes applied to `shape`.

@@ -5,7 +5,7 @@
 //! per output, or a message naming what the operator would need (the caller adds the node). An
 //! operator the front end does not know is refused here, by name.
 
-use super::eval::{flatten, permutation, shape_slice, slice_indices, split_sizes, squeeze};
+use super::eval::{flatten, permutation, shape_slice, slice_args, slice_indices, split_sizes, squeeze};
 use super::opgraph::{Elem, Info, Node};
 use super::tensor::{Tensor, axis, broadcast, reshape, unsqueeze};
 
@@ -158,17 +158,8 @@ pub fn infer(node: &Node, ins: &[Option<Operand>], opset: i64) -> Result<Vec<Inf
         }
         "Slice" => {
             let shape = input(0)?.shape();
-            let (starts, ends, axes, steps) = if opset < 10 {
-                (
-                    attrs.ints("starts").ok_or("Slice needs starts")?,
-                    attrs.ints("ends").ok_or("Slice needs ends")?,
-                    attrs.ints("axes"),
-                    None,
-                )
-            } else {
-                let opt = |i: usize, what: &str| ins.get(i).copied().flatten().map(|o| o.ints(what)).transpose();
-                (input(1)?.ints("starts")?, input(2)?.ints("ends")?, opt(3, "axes")?, opt(4, "steps")?)
-            };
+            let ints = |k: usize| ins.get(k).copied().flatten().map(|o| o.ints("bounds")).transpose();
+            let (starts, ends, axes, steps) = slice_args(opset, attrs, ints)?;
             let axes = axes.unwrap_or_else(|| (0..starts.len() as i64).collect());
             let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
             if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {

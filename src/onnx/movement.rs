@@ -15,14 +15,6 @@ use crate::ids::ValueId;
 use crate::ir::{DType, OpKind, Piece, Strided, ValueRole};
 use std::rc::Rc;
 
-/// The operators a view passes through, evaluated on its indices.
-pub(super) fn moves(op: &str) -> bool {
-    matches!(
-        op,
-        "Transpose" | "Reshape" | "Slice" | "Expand" | "Squeeze" | "Unsqueeze" | "Flatten" | "Gather" | "Identity"
-    )
-}
-
 impl Ctx {
     /// `s` as sources and indices: a value is itself, in order.
     fn as_view(&mut self, s: &Sym) -> Result<(Vec<ValueId>, Rc<Tensor>), String> {

@@ -256,6 +256,11 @@ impl OpGraph {
         name
     }
 
+    /// A new float scalar constant named after `base`.
+    pub fn scalar_const(&mut self, base: &str, v: f32) -> String {
+        self.constant(base, Tensor::scalar_f32(v))
+    }
+
     /// The index in `nodes` of the node producing `tensor`.
     pub fn producer(&self, tensor: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.outputs.iter().any(|o| o == tensor))

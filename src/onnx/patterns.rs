@@ -19,7 +19,7 @@
 use super::imported::WeightData;
 use super::tensor::{self, Tensor};
 use crate::ids::{OpId, ValueId};
-use crate::ir::{DType, Op, OpKind, Value, ValueRole};
+use crate::ir::{BinaryFn, DType, Op, OpKind, UnaryFn, Value, ValueRole};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -400,15 +400,15 @@ impl Ctx {
                 }
                 (a, b) => self.binary(name, tensor, a, b, crate::ir::BinaryFn::Sub),
             },
-            op if super::vector::unary_fn(op).is_some() => {
-                self.unary(name, tensor, input(0)?, super::vector::unary_fn(op).expect("matched"))
+            op if unary_fn(op).is_some() => {
+                self.unary(name, tensor, input(0)?, unary_fn(op).expect("matched"))
             }
             "Pow" => match input(1)?.scalar() {
                 Some(exponent) => self.unary(name, tensor, input(0)?, crate::ir::UnaryFn::Pow { exponent }),
                 None => self.binary(name, tensor, input(0)?, input(1)?, crate::ir::BinaryFn::Pow),
             },
             "Max" | "Min" if ins.len() == 2 => {
-                let f = super::vector::binary_fn(op).expect("Max and Min are binary");
+                let f = binary_fn(op).expect("Max and Min are binary");
                 self.binary(name, tensor, input(0)?, input(1)?, f)
             }
             "ReduceMean" | "ReduceMax" => {
@@ -432,7 +432,7 @@ impl Ctx {
             "Concat" if ins.iter().flatten().any(|s| matches!(s, Sym::Value { .. } | Sym::View { .. } | Sym::Embed { .. })) => {
                 self.concat(node, ins)
             }
-            op if super::movement::moves(op) && matches!(input(0)?, Sym::Value { .. } | Sym::View { .. } | Sym::Embed { .. }) => {
+            op if moves(op) && matches!(input(0)?, Sym::Value { .. } | Sym::View { .. } | Sym::Embed { .. }) => {
                 self.movement(node, ins)
             }
             "Transpose" if !matches!(input(0)?, Sym::Heads { .. }) => self.movement(node, ins),
@@ -536,4 +536,42 @@ impl Ctx {
             }
         }
     }
+}
+
+/// The vector function of an element-wise unary ONNX operator.
+fn unary_fn(op: &str) -> Option<UnaryFn> {
+    Some(match op {
+        "Neg" => UnaryFn::Neg,
+        "Abs" => UnaryFn::Abs,
+        "Sqrt" => UnaryFn::Sqrt,
+        "Reciprocal" => UnaryFn::Reciprocal,
+        "Exp" => UnaryFn::Exp,
+        "Erf" => UnaryFn::Erf,
+        "Tanh" => UnaryFn::Tanh,
+        "Sigmoid" => UnaryFn::Sigmoid,
+        "Relu" => UnaryFn::Relu,
+        _ => return None,
+    })
+}
+
+/// The vector function of a binary ONNX operator.
+fn binary_fn(op: &str) -> Option<BinaryFn> {
+    Some(match op {
+        "Add" => BinaryFn::Add,
+        "Sub" => BinaryFn::Sub,
+        "Mul" => BinaryFn::Mul,
+        "Div" => BinaryFn::Div,
+        "Pow" => BinaryFn::Pow,
+        "Max" => BinaryFn::Max,
+        "Min" => BinaryFn::Min,
+        _ => return None,
+    })
+}
+
+/// The operators a view passes through, evaluated on its indices.
+fn moves(op: &str) -> bool {
+    matches!(
+        op,
+        "Transpose" | "Reshape" | "Slice" | "Expand" | "Squeeze" | "Unsqueeze" | "Flatten" | "Gather" | "Identity"
+    )
 }

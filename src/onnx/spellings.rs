@@ -4,7 +4,6 @@
 //! replaces the last node by the canonical one; the rest is left to pruning.
 
 use super::OnnxError;
-use super::canonical::scalar_const;
 use super::opgraph::{Elem, Info, Node, OpGraph};
 use super::patterns::near;
 use super::proto::data_type;
@@ -221,9 +220,9 @@ pub fn bool_mask(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let fill = fill.max(f32::MIN);
         let cshape = g.shape(&cond).unwrap_or_default();
         let cast = g.step(&node.name, "Cast", vec![cond], Attrs::default().with_int("to", i64::from(data_type::FLOAT)), float(cshape.clone()));
-        let one = scalar_const(g, &node.name, 1.0);
+        let one = g.scalar_const(&node.name, 1.0);
         let inv = g.step(&node.name, "Sub", vec![one, cast.output().to_string()], Attrs::default(), float(cshape.clone()));
-        let f = scalar_const(g, &node.name, fill);
+        let f = g.scalar_const(&node.name, fill);
         let bias = g.step(&node.name, "Mul", vec![inv.output().to_string(), f], Attrs::default(), float(cshape));
         let mut steps = vec![cast, inv, bias.clone()];
         if let Some(s) = scores {

@@ -129,36 +129,6 @@ impl Ctx {
     }
 }
 
-/// The vector function of an element-wise unary ONNX operator.
-pub(super) fn unary_fn(op: &str) -> Option<UnaryFn> {
-    Some(match op {
-        "Neg" => UnaryFn::Neg,
-        "Abs" => UnaryFn::Abs,
-        "Sqrt" => UnaryFn::Sqrt,
-        "Reciprocal" => UnaryFn::Reciprocal,
-        "Exp" => UnaryFn::Exp,
-        "Erf" => UnaryFn::Erf,
-        "Tanh" => UnaryFn::Tanh,
-        "Sigmoid" => UnaryFn::Sigmoid,
-        "Relu" => UnaryFn::Relu,
-        _ => return None,
-    })
-}
-
-/// The vector function of a binary ONNX operator.
-pub(super) fn binary_fn(op: &str) -> Option<BinaryFn> {
-    Some(match op {
-        "Add" => BinaryFn::Add,
-        "Sub" => BinaryFn::Sub,
-        "Mul" => BinaryFn::Mul,
-        "Div" => BinaryFn::Div,
-        "Pow" => BinaryFn::Pow,
-        "Max" => BinaryFn::Max,
-        "Min" => BinaryFn::Min,
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::view;
