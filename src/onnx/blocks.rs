@@ -415,9 +415,10 @@ impl Ctx {
                 perm: IDENTITY,
             } => {
                 let target = tensor::reshape(base, &spec, allowzero)?;
-                if target != [base[0], base[1], base[2] * base[3]] {
+                let rows: usize = target[..target.len().saturating_sub(1)].iter().product();
+                if target.last() != Some(&(base[2] * base[3])) || rows != base[0] * base[1] {
                     return Err(format!(
-                        "heads {base:?} merge only into [batch, tokens, heads·size]; got {target:?}"
+                        "heads {base:?} merge only into rows of batch·tokens and heads·size columns; got {target:?}"
                     ));
                 }
                 Ok(Sym::Value {
@@ -443,7 +444,9 @@ impl Ctx {
                 }
                 let target = tensor::reshape(&shape, &spec, allowzero)?;
                 if target.len() == 4 {
-                    if shape.len() != 3 || target[..2] != shape[..2] {
+                    // Rows stay rows (batch·tokens) and the last dimension splits into heads.
+                    let rows: usize = shape[..shape.len() - 1].iter().product();
+                    if rows != target[0] * target[1] || target[2] * target[3] != last {
                         return Err(format!(
                             "a split into heads keeps [batch, tokens] and splits the last dimension; {shape:?} into {target:?} does not"
                         ));

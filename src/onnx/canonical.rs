@@ -327,6 +327,10 @@ fn movement_chains(g: &mut OpGraph) -> Result<usize, OnnxError> {
             })
         });
         let Some((source, perm)) = found else { continue };
+        let ordered = perm.iter().enumerate().all(|(i, &a)| i as i64 == a);
+        if ordered && chain.iter().all(|&i| g.nodes[i].op == "Reshape") {
+            continue; // Reshapes in a row: nothing moves, and each is free where the last axis stays.
+        }
         let out_info = info(g, g.nodes[at - 1].output());
         let t = if perm.iter().enumerate().all(|(i, &a)| i as i64 == a) {
             let dims: Vec<i64> = out_info.shape.iter().map(|&d| d as i64).collect();
