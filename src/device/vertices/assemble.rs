@@ -7,7 +7,7 @@
 use super::super::memory::{Matrix, TileMemory};
 use super::super::timing;
 use super::expect;
-use crate::elements::for_each_pair;
+use crate::ir::for_each_pair;
 use crate::ir::DType;
 use crate::isa::{Assemble, Placed};
 use crate::target::Target;
