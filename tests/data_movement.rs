@@ -230,3 +230,75 @@ fn bad_pieces_are_refused_naming_the_op() {
         "{error}"
     );
 }
+
+/// What a tile gathers and copies for its rows: a transpose's block reads a column band of every
+/// source row and copies one piece; a slice's block reads only the rows it needs; an expand's
+/// block reads its one row.
+#[test]
+fn a_row_block_gathers_only_what_its_pieces_read() {
+    use ipu_codegen::ids::OpId;
+    use ipu_codegen::ir::{AssembleOp, Piece, Rect, Strided};
+    use ipu_codegen::isa::CopyPiece;
+    let spec = GraphSpec::parse(WORKLOAD, "data-movement.toml").unwrap();
+    let g = &spec.graph;
+    let id = |name: &str| g.values.iter().find(|v| v.name == name).unwrap().id;
+    let strided = |offset: u64, strides: &[i64]| Strided {
+        offset,
+        strides: strides.to_vec(),
+    };
+    let op = |x, shape: &[u32], from, to, (rows, cols)| AssembleOp {
+        id: OpId::from_index(0),
+        name: "a".to_string(),
+        pieces: vec![Piece {
+            x,
+            shape: shape.to_vec(),
+            from,
+            to,
+        }],
+        out: id("transposed"),
+        rows,
+        cols,
+        covers: Vec::new(),
+    };
+    // x [12, 8] transposed into [8, 12]; rows 2..5 are x's columns 2..5.
+    let t = op(
+        id("x"),
+        &[8, 12],
+        strided(0, &[1, 8]),
+        strided(0, &[12, 1]),
+        (8, 12),
+    );
+    let b = t.block(g, 2, 5);
+    assert_eq!(b.gathers, vec![(id("x"), Rect::new(0, 12, 2, 5))]);
+    assert_eq!(
+        b.pieces,
+        vec![CopyPiece {
+            source: 0,
+            shape: vec![3, 12],
+            from: strided(0, &[1, 3]),
+            to: strided(0, &[12, 1]),
+        }]
+    );
+    // Every other row of x: output rows 2..4 are x's rows 4 and 6.
+    let s = op(
+        id("x"),
+        &[6, 8],
+        strided(0, &[16, 1]),
+        strided(0, &[8, 1]),
+        (6, 8),
+    );
+    let b = s.block(g, 2, 4);
+    assert_eq!(b.gathers, vec![(id("x"), Rect::new(4, 7, 0, 8))]);
+    assert_eq!(b.pieces[0].from, strided(0, &[16, 1]));
+    // The expand's rows 5..9 read the one row.
+    let e = op(
+        id("row"),
+        &[12, 8],
+        strided(0, &[0, 1]),
+        strided(0, &[8, 1]),
+        (12, 8),
+    );
+    let b = e.block(g, 5, 9);
+    assert_eq!(b.gathers, vec![(id("row"), Rect::new(0, 1, 0, 8))]);
+    assert_eq!(b.pieces[0].shape, vec![4, 8]);
+}
