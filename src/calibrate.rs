@@ -7,6 +7,7 @@
 //! estimate's assumptions, and [`check`] says where. Exchange patterns are scheduled by the compiler's
 //! scheduler, executed by the device and compared with the pattern's overhead-inclusive lower bound.
 
+mod assemble;
 mod vector_ops;
 
 use crate::device::{Device, Execution, Fault, host_data};
@@ -693,6 +694,7 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
     }
     rows.extend(kernel_cases(target)?);
     rows.extend(vector_ops::vector_op_cases(target)?);
+    rows.extend(assemble::assemble_cases(target)?);
     let bound_note = "bound: transit + the busiest tile or supertile pair, words at 2 per cycle over \
          the pair's bus, plus switches between transfers";
     let patterns = [

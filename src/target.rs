@@ -13,6 +13,7 @@
 //! `ipu-codegen calibrate` sets the device beside Graphcore's measured AMP curve and beside the
 //! estimates.
 
+mod assemble;
 mod vector_ops;
 
 use crate::elements::DType;

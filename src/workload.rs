@@ -125,7 +125,7 @@ impl WorkloadKind {
             (K::Mlp | K::Encoder, O::MatMul | O::LiveBuffers) => {
                 "use fewer rows (--batch, --tokens) or smaller dimensions (--dimension, --hidden)"
             }
-            (K::Mlp | K::Encoder, O::LayerNorm | O::Vector) => {
+            (K::Mlp | K::Encoder, O::LayerNorm | O::Vector | O::Assemble) => {
                 "use fewer rows (--batch, --tokens) or a smaller --dimension"
             }
             (K::Encoder, O::Attention) => {

@@ -164,3 +164,25 @@ fn every_vector_function_is_calibrated_and_a_low_estimate_fails() {
     let problems = check(&rows);
     assert_eq!(problems.len(), cases, "{}", problems.join("\n"));
 }
+
+/// The data-movement vertex has cases (a transpose, slices, a concat of two inputs, patches) timed
+/// from poplibs' estimators, within tolerance of its estimate; an estimate ten percent low fails
+/// each of them.
+#[test]
+fn the_assemble_vertex_is_calibrated_and_a_low_estimate_fails() {
+    let mut rows = calibrate(&bow()).expect("calibration packages run");
+    let assemble = |r: &Calibration| r.kind == "assemble";
+    for name in ["transpose", "slice rows", "slice columns", "concat", "patches"] {
+        assert!(
+            rows.iter().any(|r| assemble(r) && r.case.contains(name)),
+            "no case {name}"
+        );
+    }
+    assert!(check(&rows).is_empty(), "{}", check(&rows).join("\n"));
+    let cases = rows.iter().filter(|r| assemble(r)).count();
+    for r in rows.iter_mut().filter(|r| assemble(r)) {
+        r.estimate_cycles = r.estimate_cycles * 9 / 10;
+    }
+    let problems = check(&rows);
+    assert_eq!(problems.len(), cases, "{}", problems.join("\n"));
+}

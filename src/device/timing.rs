@@ -29,7 +29,8 @@
 //!
 //! A general vector vertex (`isa::Vector`, [`vector_op`]) is timed instead from poplibs' cycle
 //! estimators for the codelets Poplar runs for the same work (`timing/vector_ops.rs`, each formula
-//! citing its poplibs file and function).
+//! citing its poplibs file and function). The data-movement vertex (`isa::Assemble`, [`assemble`])
+//! likewise, from the memcpy and transpose estimators for what Poplar runs (`timing/assemble.rs`).
 //!
 //! Memory-element conflicts: an AMP bundle loads its input, loads and stores partials in one cycle;
 //! the device refuses an AMP whose input and partials share a 16 KiB element (poplibs' constraint), and
@@ -40,7 +41,9 @@
 //! The target's costs come from the package and may be anything: the arithmetic saturates at u64::MAX
 //! rather than wrapping, and the superstep refuses a count past u32 as a fault.
 
+mod assemble;
 mod vector_ops;
+pub use assemble::assemble;
 pub use vector_ops::vector_op;
 
 use crate::isa::{Amp, Placed};

@@ -2,7 +2,8 @@
 //! sum of its vertices' cycles.
 //!
 //! Contract: each vertex kind's semantics is a function of its own here (`amp`, `epilogue`, `softmax`,
-//! `accumulate`, `combine`, `layer_norm`; the general vector vertex's in `vector`), its arithmetic that of [`crate::numerics`], charged by the target's cost
+//! `accumulate`, `combine`, `layer_norm`; the general vector vertex's in `vector`, the data-movement
+//! vertex's in `assemble`), its arithmetic that of [`crate::numerics`], charged by the target's cost
 //! function for it, the one the compiler's estimates use. A vertex reads only memory written before,
 //! writes only buffers not still live from an earlier superstep, and takes each operand in the element
 //! type it names; the AMP's operands must also be aligned for its loads and stores, its weights and
@@ -12,6 +13,7 @@
 //! (an operand whole by [`TileMemory::extent`] before it moves), and a superstep whose cycles pass
 //! u32 is a fault.
 
+mod assemble;
 mod vector;
 
 use super::memory::{Extent, Matrix, TileMemory};
@@ -84,6 +86,7 @@ fn execute_vertex(
         VertexKind::Combine(v) => combine(memory, v, step)?,
         VertexKind::LayerNorm(v) => layer_norm(memory, v, step)?,
         VertexKind::Vector(v) => return vector::vector(target, memory, v, step),
+        VertexKind::Assemble(v) => return assemble::assemble(target, memory, v, step),
     };
     Ok(timing::vector(target, &work, memory.accesses() - before))
 }

@@ -1,7 +1,7 @@
 //! The graph: values and operations with dtypes and shapes, as imported from a workload spec. Every
 //! value is a 2-D row-major tensor `[rows, cols]` (a bias is `[1, cols]`).
 
-pub use crate::elements::{BinaryFn, DType, Rect, ReduceFn, Strided, UnaryFn};
+pub use crate::elements::{BinaryFn, DType, Rect, ReduceFn, Strided, UnaryFn, for_each_pair};
 use crate::ids::{OpId, ValueId};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -276,6 +276,8 @@ pub enum Oversize {
     Attention,
     /// A general vector operation's rows.
     Vector,
+    /// A data movement's rows.
+    Assemble,
     Weights,
     LiveBuffers,
 }

@@ -3,10 +3,10 @@
 //! Contract: [`Orders::read`] records, operator by operator in the mid's order, the order each
 //! operator reads its operands in (a matmul its `a`, its weights `b` and its residual in its form's
 //! order, its bias as a row; an attention its queries and values transposed, its keys and key mask
-//! row-major; a layer norm its rows, gamma and beta row-major; a vector operator its operands
-//! row-major) and refuses a value read both ways,
-//! or read in an order its producer cannot write (a layer norm writes row-major, an attention in
-//! its own fixed order). A matmul writes its output in the order its device readers read it, or in
+//! row-major; a layer norm its rows, gamma and beta row-major; a vector operator and a data
+//! movement their operands row-major) and refuses a value read both ways,
+//! or read in an order its producer cannot write (a layer norm and a data movement write
+//! row-major, an attention in its own fixed order). A matmul writes its output in the order its device readers read it, or in
 //! its partials' order when only the host reads it, and a vector operator in its readers' order or
 //! row-major ([`Orders::output`]); the host streams either
 //! order. [`value_orders`] records a whole plan, and [`verify_mid`] checks every finalist of a
@@ -115,12 +115,13 @@ pub fn verify_mid(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
     errors
 }
 
-/// The order a producer writes in regardless of its readers: a layer norm row-major, an attention
-/// as its operator says; a matmul and a vector operator follow their readers.
+/// The order a producer writes in regardless of its readers: a layer norm and a data movement
+/// row-major, an attention as its operator says; a matmul and a vector operator follow their
+/// readers.
 fn fixed_output_order(op: &Operator) -> Option<bool> {
     match op {
         Operator::MatMul(_) | Operator::Vector(_) => None,
-        Operator::LayerNorm(_) => Some(false),
+        Operator::LayerNorm(_) | Operator::Assemble(_) => Some(false),
         Operator::Attention(a) => Some(a.transposed_out),
     }
 }
@@ -143,6 +144,7 @@ pub fn reads(op: &Operator, transposed_form: bool) -> Vec<(ValueId, bool)> {
             .collect(),
         Operator::LayerNorm(l) => vec![(l.x, false), (l.gamma, false), (l.beta, false)],
         Operator::Vector(v) => v.operands().into_iter().map(|(x, _)| (x, false)).collect(),
+        Operator::Assemble(a) => a.sources().into_iter().map(|x| (x, false)).collect(),
     }
 }
 

@@ -1,8 +1,11 @@
 //! The mid-level program (`mid`): the graph's device operations lowered to tileable operators (a
-//! matmul with its fused epilogue, a flash attention, a layer norm, a general vector operation), their candidate partitions over the tiles and the best whole-program
+//! matmul with its fused epilogue, a flash attention, a layer norm, a general vector operation, a
+//! data movement), their candidate partitions over the tiles and the best whole-program
 //! plans with their estimates. Written by `lower_mid`, read by `select_finalist`.
 
+mod assemble;
 mod vector;
+pub use assemble::{AssembleBlock, AssembleOp};
 pub use vector::VectorOp;
 
 use crate::ids::{OpId, ValueId};
@@ -13,14 +16,15 @@ use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
-/// A tileable operator: a matmul with its fused epilogue, a flash attention, a layer norm or a
-/// general vector operation.
+/// A tileable operator: a matmul with its fused epilogue, a flash attention, a layer norm, a
+/// general vector operation or a data movement.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Operator {
     MatMul(MatMul),
     Attention(Attention),
     LayerNorm(LayerNorm),
     Vector(VectorOp),
+    Assemble(AssembleOp),
 }
 
 impl Operator {
@@ -30,6 +34,7 @@ impl Operator {
             Operator::Attention(o) => o.id,
             Operator::LayerNorm(o) => o.id,
             Operator::Vector(o) => o.id,
+            Operator::Assemble(o) => o.id,
         }
     }
     pub fn name(&self) -> &str {
@@ -38,6 +43,7 @@ impl Operator {
             Operator::Attention(o) => &o.name,
             Operator::LayerNorm(o) => &o.name,
             Operator::Vector(o) => &o.name,
+            Operator::Assemble(o) => &o.name,
         }
     }
     pub fn out(&self) -> ValueId {
@@ -46,6 +52,7 @@ impl Operator {
             Operator::Attention(o) => o.out,
             Operator::LayerNorm(o) => o.out,
             Operator::Vector(o) => o.out,
+            Operator::Assemble(o) => o.out,
         }
     }
     /// The graph operations this operator implements.
@@ -55,6 +62,7 @@ impl Operator {
             Operator::Attention(o) => &o.covers,
             Operator::LayerNorm(o) => &o.covers,
             Operator::Vector(o) => &o.covers,
+            Operator::Assemble(o) => &o.covers,
         }
     }
 }
@@ -447,6 +455,10 @@ impl Mid {
                     let _ = writeln!(s, "{}", v.dump(&covers.join(",")));
                     continue;
                 }
+                Operator::Assemble(a) => {
+                    let _ = writeln!(s, "{}", a.dump(&covers.join(",")));
+                    continue;
+                }
                 Operator::LayerNorm(l) => {
                     let _ = writeln!(
                         s,
@@ -611,6 +623,18 @@ impl Mid {
         let mut v = Verifier::default();
         let mut covered = vec![0u32; graph.ops.len()];
         for o in &mid.operators {
+            if let Operator::Assemble(a) = o {
+                let op = (a.covers.first()).and_then(|c| graph.ops.get(c.index()));
+                let same = op.is_some_and(|op| {
+                    let out = graph.value(op.out);
+                    matches!(&op.kind, crate::ir::OpKind::Assemble { pieces } if *pieces == a.pieces)
+                        && (op.out, out.rows, out.cols) == (a.out, a.rows, a.cols)
+                        && a.covers.len() == 1
+                });
+                v.check(same, || {
+                    format!("{}: not the pieces, output and shape of the assemble it covers", a.id)
+                });
+            }
             for c in o.covers() {
                 match covered.get_mut(c.index()) {
                     Some(n) => *n += 1,
@@ -686,6 +710,18 @@ impl Mid {
                             tiles_exactly(p.row_blocks, p.block_rows, o.rows)
                                 && p.col_blocks == 1
                                 && p.block_cols == o.out_cols()
+                                && p.depth_blocks == 1
+                                && !p.transposed
+                                && !p.resident
+                                && !p.interleaved_shares,
+                            || format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols),
+                        );
+                    }
+                    (Operator::Assemble(o), Partition::Grid(p)) => {
+                        v.check(
+                            tiles_exactly(p.row_blocks, p.block_rows, o.rows)
+                                && p.col_blocks == 1
+                                && p.block_cols == o.cols
                                 && p.depth_blocks == 1
                                 && !p.transposed
                                 && !p.resident

@@ -8,6 +8,9 @@
 //! semantics in the device and its cost in the target; the phases that place, encode and check vertices
 //! need no change.
 
+mod assemble;
+pub use assemble::{Assemble, CopyForm, CopyPiece};
+
 use crate::elements::{BinaryFn, DType, ReduceFn, UnaryFn};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -251,6 +254,7 @@ pub enum VertexKind<O> {
     Combine(Combine<O>),
     LayerNorm(LayerNorm<O>),
     Vector(Vector<O>),
+    Assemble(Assemble<O>),
 }
 
 /// How a vertex uses an operand.
@@ -290,6 +294,7 @@ impl<O> VertexKind<O> {
             VertexKind::Combine(_) => "combine",
             VertexKind::LayerNorm(_) => "layer_norm",
             VertexKind::Vector(_) => "vector",
+            VertexKind::Assemble(_) => "assemble",
         }
     }
 
@@ -379,6 +384,10 @@ impl<O> VertexKind<O> {
                     )])
                     .collect()
             }
+            VertexKind::Assemble(v) => (v.sources.iter().zip(&v.extents))
+                .map(|(s, &extent)| at("source", Read, extent, s))
+                .chain([at("out", Write, (v.rows, v.cols), &v.out)])
+                .collect(),
         }
     }
 
@@ -452,6 +461,14 @@ impl<O> VertexKind<O> {
                 rows: v.rows,
                 cols: v.cols,
                 transpose: v.transpose,
+            }),
+            VertexKind::Assemble(v) => VertexKind::Assemble(Assemble {
+                sources: v.sources.iter().map(&mut f).collect(),
+                extents: v.extents.clone(),
+                out: f(&v.out),
+                rows: v.rows,
+                cols: v.cols,
+                pieces: v.pieces.clone(),
             }),
         }
     }
@@ -602,6 +619,20 @@ impl fmt::Display for VertexKind<Placed> {
                     write!(f, " transposed")?;
                 }
                 Ok(())
+            }
+            VertexKind::Assemble(v) => {
+                let sources: Vec<String> = (v.sources.iter().zip(&v.extents))
+                    .map(|(s, (r, c))| format!("{} {r}x{c}", At(s)))
+                    .collect();
+                write!(
+                    f,
+                    "assemble {}x{} sources=[{}] out={} pieces={}",
+                    v.rows,
+                    v.cols,
+                    sources.join(","),
+                    At(&v.out),
+                    v.pieces.len()
+                )
             }
         }
     }

@@ -28,13 +28,15 @@ mod partitions;
 mod search;
 
 use crate::ir::{
-    Attention, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, Op, OpKind, Operator,
+    AssembleOp, Attention, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, Op, OpKind, Operator,
     OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole, VectorOp,
     largest_values, verify_mid,
 };
 use crate::isa::{Activation, Spread, VectorFn};
 use crate::target::Target;
-use estimate::{attention_estimate, grid_estimate, layer_norm_estimate, vector_estimate};
+use estimate::{
+    assemble_estimate, attention_estimate, grid_estimate, layer_norm_estimate, vector_estimate,
+};
 use partitions::{attention_partitions, grid_partitions, row_partitions};
 pub use search::Candidate;
 use search::{joint, shortlist};
@@ -226,17 +228,22 @@ pub fn shortlists(
     let operators = lower_operators(graph)?;
     let weights: Vec<ValueId> = operators
         .iter()
-        .flat_map(|o| match o {
-            Operator::MatMul(o) => [Some(o.b), o.bias],
-            Operator::LayerNorm(o) => [Some(o.gamma), Some(o.beta)],
-            Operator::Attention(_) => [None, None],
-            // A vector operator's constants: its operands that are weights.
-            Operator::Vector(v) => {
-                let weight = |x| (graph.value(x).role == ValueRole::Weight).then_some(x);
-                [weight(v.a), v.b.and_then(weight)]
+        .flat_map(|o| {
+            let weight = |x: &ValueId| graph.value(*x).role == ValueRole::Weight;
+            match o {
+                Operator::MatMul(o) => [Some(o.b), o.bias].into_iter().flatten().collect(),
+                Operator::LayerNorm(o) => vec![o.gamma, o.beta],
+                Operator::Attention(_) => Vec::new(),
+                // A vector operator's and a data movement's constants: its operands that are
+                // weights.
+                Operator::Vector(v) => [Some(v.a), v.b]
+                    .into_iter()
+                    .flatten()
+                    .filter(weight)
+                    .collect::<Vec<_>>(),
+                Operator::Assemble(a) => a.sources().into_iter().filter(weight).collect(),
             }
         })
-        .flatten()
         .collect();
     let weight_bytes: u64 = weights.iter().map(|&w| graph.value(w).bytes()).sum();
     // Home pieces of the weights (and of any other operand kept the same way), spread over the tiles,
@@ -317,6 +324,14 @@ pub fn shortlists(
                     transposing: None,
                 })
                 .collect(),
+            Operator::Assemble(o) => row_partitions(o.rows, o.cols, target)
+                .into_iter()
+                .map(|p| Candidate {
+                    partition: Partition::Grid(p),
+                    estimate: assemble_estimate(graph, o, &p, target, homes),
+                    transposing: None,
+                })
+                .collect(),
         };
         let (fitting, too_big): (Vec<_>, Vec<_>) = all
             .into_iter()
@@ -362,6 +377,11 @@ fn does_not_fit(
             format!("{} rows of {}", o.rows, o.cols),
             Oversize::Vector,
             [Some(o.a), o.b, Some(o.out)].to_vec(),
+        ),
+        Operator::Assemble(o) => (
+            format!("{} rows of {}", o.rows, o.cols),
+            Oversize::Assemble,
+            (o.sources().into_iter().chain([o.out]).map(Some)).collect(),
         ),
         Operator::Attention(a) => (
             format!(
@@ -439,6 +459,20 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     for (index, op) in graph.ops.iter().enumerate() {
         let id = OpId::from_index(operators.len());
         match op.kind {
+            OpKind::Assemble { ref pieces } => {
+                covered[op.id.index()] = true;
+                let out = graph.value(op.out);
+                operators.push(Operator::Assemble(AssembleOp {
+                    id,
+                    name: op.name.clone(),
+                    pieces: pieces.clone(),
+                    out: op.out,
+                    rows: out.rows,
+                    cols: out.cols,
+                    covers: vec![op.id],
+                }));
+                continue;
+            }
             OpKind::Attention {
                 q,
                 k,

@@ -24,9 +24,10 @@
 //! Modules: this one holds the config, the entry and the choice among the finalists; `builder` builds
 //! the program of one finalist under one mapping (buffers, homes, gathers, exchange phases, compute
 //! sets, outputs, host streams), laying out each operator with the matmul planner (`matmul`), the
-//! layer-norm planner (`layer_norm`), the vector planner (`vector`) or the flash-attention planner
-//! (`attention`), and costs it (`estimate`); `verify` checks the chosen one.
+//! layer-norm planner (`layer_norm`), the vector planner (`vector`), the data-movement planner
+//! (`assemble`) or the flash-attention planner (`attention`), and costs it (`estimate`); `verify` checks the chosen one.
 
+mod assemble;
 mod attention;
 mod builder;
 mod estimate;

@@ -6,8 +6,8 @@
 //! against by `calibrate`; `homes` is the share of every weight's home pieces a tile may hold.
 
 use crate::ir::{
-    Attention, AttentionPartition, AttentionShape, CODE_RESERVE_BYTES, Grid, LayerNorm, Mapping,
-    MatMul, OperatorEstimate, Resident, VectorOp,
+    AssembleOp, Attention, AttentionPartition, AttentionShape, CODE_RESERVE_BYTES, Graph, Grid,
+    LayerNorm, Mapping, MatMul, OperatorEstimate, Resident, VectorOp,
 };
 use crate::isa::Spread;
 use crate::target::Target;
@@ -103,6 +103,69 @@ pub(super) fn vector_estimate(
         resident: Resident::default(),
         cycles: compute + exchange + 2 * target.sync_cycles,
     }
+}
+
+/// The busiest tile's figures for a data movement on row blocks, of its first, middle and last
+/// blocks (`AssembleOp::block`: the rectangles each gathers, the pieces it copies): the rectangles
+/// gathered (each from up to a piece per AMP-wide column block of its producer), then the copies.
+pub(super) fn assemble_estimate(
+    graph: &Graph,
+    op: &AssembleOp,
+    p: &Grid,
+    target: &Target,
+    homes: u64,
+) -> OperatorEstimate {
+    let stored = |r: u64, c: u64| r * c.next_multiple_of(4) * 2;
+    let (switch, transit) = (
+        u64::from(target.mux_switch_cycles),
+        u64::from(target.exchange_transit_cycles),
+    );
+    let mut busiest: Option<OperatorEstimate> = None;
+    let mut blocks = vec![0, p.row_blocks / 2, p.row_blocks.saturating_sub(1)];
+    blocks.dedup();
+    for rb in blocks {
+        let (r0, r1) = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.rows));
+        if r0 >= r1 {
+            continue;
+        }
+        let block = op.block(graph, r0, r1);
+        let (mut receive_bytes, mut pieces, mut panel_bytes) = (0, 0, 0);
+        for (_, rect) in &block.gathers {
+            let (r, c) = (u64::from(rect.rows()), u64::from(rect.cols()));
+            receive_bytes += r * c * 2;
+            pieces += c.div_ceil(u64::from(target.amp_block_width)).min(r * c);
+            panel_bytes += stored(r, c);
+        }
+        let exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
+        let compute = target.assemble_cycles(&block.pieces);
+        let estimate = OperatorEstimate {
+            compute_cycles: compute,
+            vector_cycles: compute,
+            exchange_cycles: exchange,
+            receive_bytes,
+            panel_bytes,
+            other_bytes: stored(u64::from(r1 - r0), u64::from(op.cols)) + homes,
+            interleaved_bytes: 0,
+            resident: Resident::default(),
+            cycles: compute + exchange + 2 * target.sync_cycles,
+        };
+        if busiest.as_ref().is_none_or(|b| {
+            (estimate.cycles, estimate.total_bytes()) > (b.cycles, b.total_bytes())
+        }) {
+            busiest = Some(estimate);
+        }
+    }
+    busiest.unwrap_or(OperatorEstimate {
+        compute_cycles: 0,
+        vector_cycles: 0,
+        exchange_cycles: 0,
+        receive_bytes: 0,
+        panel_bytes: 0,
+        other_bytes: homes,
+        interleaved_bytes: 0,
+        resident: Resident::default(),
+        cycles: 2 * target.sync_cycles,
+    })
 }
 
 /// The busiest tile's figures for a matmul on a grid, its output stored in the other order than its

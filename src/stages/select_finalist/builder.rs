@@ -3,7 +3,7 @@
 //! Contract: [`build`] lays down the home pieces of the weights and host-supplied values the matmuls
 //! and layer norms read first (each on the grid of the operator that first reads it), then, in the
 //! mid's operator order, each operator's supersteps as [`super::matmul`], [`super::layer_norm`],
-//! [`super::vector`] and [`super::attention`] plan them (an attention makes its own home pieces first), and costs the
+//! [`super::vector`], [`super::assemble`] and [`super::attention`] plan them (an attention makes its own home pieces first), and costs the
 //! result ([`super::estimate`]). The [`Builder`] hands out
 //! dense ids in order of creation: buffers as they are made, exchange phases and compute sets as they
 //! are appended as the next step. A gather reads every buffer holding part of a value (its home
@@ -521,6 +521,7 @@ pub(super) fn build(
             (Operator::MatMul(op), Partition::Grid(p)) => b.matmul_homes(op, p),
             (Operator::LayerNorm(op), Partition::Grid(p)) => b.layer_norm_homes(op, p),
             (Operator::Vector(op), Partition::Grid(p)) => b.vector_homes(op, p),
+            (Operator::Assemble(op), Partition::Grid(p)) => b.assemble_homes(op, p),
             _ => {}
         }
     }
@@ -529,6 +530,7 @@ pub(super) fn build(
             (Operator::MatMul(op), Partition::Grid(p)) => b.matmul(op, p),
             (Operator::LayerNorm(op), Partition::Grid(p)) => b.layer_norm(op, p),
             (Operator::Vector(op), Partition::Grid(p)) => b.vector(op, p),
+            (Operator::Assemble(op), Partition::Grid(p)) => b.assemble(op, p),
             (Operator::Attention(a), Partition::Attention(p)) => b.attention(a, p),
             // lower_mid's verifier pairs every operator with a partition of its kind.
             _ => unreachable!("{}: partition of another kind", op.id()),

@@ -18,6 +18,7 @@ use crate::ids::{ExchangeId, StepId};
 use crate::ir::{BufferClass, HostTransfer, Rect, Selected, Step, ValueRole};
 use crate::isa::VertexKind;
 use crate::target::Target;
+use crate::ir::for_each_pair;
 use crate::verify::Verifier;
 use std::collections::BTreeSet;
 
@@ -30,6 +31,7 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     let incoming = check_transfers(&mut v, s);
     check_coverage(&mut v, s, &incoming);
     check_vertices(&mut v, s);
+    check_assembles(&mut v, s);
     check_host_streams(&mut v, s);
     v.finish()
 }
@@ -278,6 +280,78 @@ fn check_vertices(v: &mut Verifier, s: &Selected) {
                         )
                     },
                 );
+            }
+        }
+    }
+}
+
+/// Every assemble vertex copies what its graph operation says, derived again from the graph's
+/// pieces: each element of its output block once, from the element of the source value the pieces
+/// name (its source buffers' rectangles locate the vertex's source indices in their values).
+fn check_assembles(v: &mut Verifier, s: &Selected) {
+    for cs in &s.compute_sets {
+        let Some(crate::ir::Operator::Assemble(op)) =
+            s.operators.iter().find(|o| o.id() == cs.operator)
+        else {
+            continue;
+        };
+        let cols = u64::from(op.cols);
+        let mut expected = vec![None; (u64::from(op.rows) * cols) as usize];
+        for p in &op.pieces {
+            for_each_pair(&p.shape, &p.from, &p.to, |f, t| {
+                if let Some(e) = expected.get_mut(t as usize) {
+                    *e = Some((p.x, f));
+                }
+                true
+            });
+        }
+        for vx in &cs.vertices {
+            let VertexKind::Assemble(a) = &vx.kind else {
+                continue;
+            };
+            let base = u64::from(s.buffers[a.out.buffer.index()].rect.row0) * cols;
+            let len = u64::from(a.rows) * u64::from(a.cols);
+            let mut seen = vec![false; len as usize];
+            let mut wrong: Option<String> = None;
+            for (k, p) in a.pieces.iter().enumerate() {
+                let Some(src) = a.sources.get(p.source as usize) else {
+                    wrong = Some(format!("piece {k} names source {}", p.source));
+                    break;
+                };
+                let buf = &s.buffers[src.buffer.index()];
+                let (rect, x_cols) = (buf.rect, s.graph.value(buf.value).cols);
+                let w = i128::from(rect.cols().max(1));
+                for_each_pair(&p.shape, &p.from, &p.to, |f, t| {
+                    let global = (i128::from(rect.row0) + f / w) * i128::from(x_cols)
+                        + i128::from(rect.col0)
+                        + f % w;
+                    let fits = f >= 0 && f < i128::from(rect.elements()) && t >= 0
+                        && t < i128::from(len);
+                    let right = fits
+                        && !seen[t as usize]
+                        && expected.get((i128::from(base) + t) as usize).copied().flatten()
+                            == Some((buf.value, global));
+                    if !right {
+                        wrong = Some(format!(
+                            "piece {k} copies source element {f} to block element {t}, not what \
+                             the graph's pieces put there (or twice)"
+                        ));
+                        return false;
+                    }
+                    seen[t as usize] = true;
+                    true
+                });
+                if wrong.is_some() {
+                    break;
+                }
+            }
+            if wrong.is_none()
+                && let Some(t) = seen.iter().position(|&x| !x)
+            {
+                wrong = Some(format!("leaves block element {t} unwritten"));
+            }
+            if let Some(w) = wrong {
+                v.error(format!("{}: assemble on {}: {w}", cs.step, vx.tile));
             }
         }
     }
