@@ -1,5 +1,6 @@
 //! Encoders in every spelling the front end canonicalises (`tests/models/spell_*.onnx`, written by
-//! `make_spellings.py` with onnxruntime's outputs for fixed inputs beside each): each imports, runs
+//! `make_spellings.py` with onnxruntime's outputs for fixed inputs beside each) and a ViT with a Conv
+//! patch embedding, class token and split LayerNorm at opset 14 (`vit_tiny.onnx`): each imports, runs
 //! on the device with the model's own inputs and weights, and matches onnxruntime within 1 % relative
 //! RMS error on every float output. A changed weight makes the comparison fail.
 
@@ -9,7 +10,7 @@ use ipu_codegen::tensors::{Elements, Tensor, npy, safetensors as st};
 use std::path::PathBuf;
 
 /// The spellings that import and match, each a file stem under `tests/models/`.
-const MATCHING: [&str; 23] = [
+const MATCHING: [&str; 24] = [
     "spell_baseline",
     "spell_bool_mask",
     "spell_bool_mask_not",
@@ -33,6 +34,7 @@ const MATCHING: [&str; 23] = [
     "spell_split_layernorm",
     "spell_split_layernorm_opset18",
     "spell_transposed_weight",
+    "vit_tiny",
 ];
 
 fn model(name: &str) -> PathBuf {
