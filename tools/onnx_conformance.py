@@ -279,7 +279,7 @@ def write(args):
             else:
                 entry["role"] = "input"
                 entry["file"] = f"inputs/{sanitized(vi.name)}.npy"
-                np.save(out / entry["file"], a)
+                np.save(out / entry["file"], np.ascontiguousarray(a))
             inputs.append(entry)
         floors = f16_floor(case.model, arrays, expected, operator)
         outputs = []
@@ -296,13 +296,13 @@ def write(args):
                 "atol": atol,
                 "f16_floor": floor,
             }
-            np.save(out / entry["file"], e)
+            np.save(out / entry["file"], np.ascontiguousarray(e))
             if floor is not None and floor > 1:
                 # ONNX's float32 expectation is out of f16's reach: compare with the reference's
                 # output on the inputs the device receives, and keep ONNX's file beside it.
                 entry["onnx_file"] = entry["file"]
                 entry["file"] = f"expected/{sanitized(o.name)}.cast.npy"
-                np.save(out / entry["file"], on_cast)
+                np.save(out / entry["file"], np.ascontiguousarray(on_cast))
             outputs.append(entry)
         rtol, atol, why = tolerance(operator, expected[0].dtype)
         notes = []

@@ -69,6 +69,9 @@ pub fn reduce_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
             None => node.attrs.ints("axes").unwrap_or_default(),
         };
         if axes.is_empty() && node.attrs.i("noop_with_empty_axes") == Some(1) {
+            let id = g.step(&node.name, "Identity", vec![x.clone()], Attrs::default(), float(shape.clone()));
+            g.replace(at - 1, vec![id]);
+            count += 1;
             continue;
         }
         let mut moved: Vec<usize> = if axes.is_empty() {

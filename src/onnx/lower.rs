@@ -72,13 +72,14 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
     for name in &g.outputs {
         let o = Output { name: name.clone() };
         // A view of moved elements is assembled to be streamed out.
-        if let Some(view @ Sym::View { .. }) = syms.get(name).cloned() {
+        if let Some(view @ (Sym::View { .. } | Sym::Heads { .. })) = syms.get(name).cloned() {
             let (id, shape) = cx.materialize(&view).map_err(|m| OnnxError::Model(format!("graph output `{name}`: {m}")))?;
             syms.insert(name.clone(), Sym::Value { id, shape });
         }
         match syms.get(&o.name) {
-            Some(Sym::Value { id, .. }) => {
-                // The value takes the output's name, which `run` reads and writes it by.
+            Some(Sym::Value { id, shape }) => {
+                // The value takes the output's name, which `run` reads and writes it by, and the
+                // output's shape (a Reshape that keeps the rows is no operation of its own).
                 if cx.values.iter().any(|v| v.name == o.name && v.id != *id) {
                     return Err(OnnxError::Model(format!(
                         "graph output `{}` names another value too",
@@ -94,6 +95,9 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
                 }
                 v.role = ValueRole::Output;
                 v.name = o.name.clone();
+                if shape.iter().product::<usize>() as u64 == v.elements() {
+                    v.shape = shape.iter().map(|&d| d as u32).collect();
+                }
             }
             Some(Sym::Host {
                 id, index, base, ..

@@ -17,9 +17,13 @@ use std::rc::Rc;
 
 impl Ctx {
     /// `s` as sources and indices: a value is itself, in order.
-    fn as_view(&mut self, s: &Sym) -> Result<(Vec<ValueId>, Rc<Tensor>), String> {
+    pub(super) fn as_view(&mut self, s: &Sym) -> Result<(Vec<ValueId>, Rc<Tensor>), String> {
         match s {
             Sym::View { sources, index } => Ok((sources.clone(), index.clone())),
+            Sym::Heads { id, base, perm } => {
+                let p: Vec<i64> = perm.iter().map(|&a| a as i64).collect();
+                Ok((vec![*id], Rc::new(super::eval::transpose(&iota(base, 0), &p)?)))
+            }
             Sym::Const(n, t) if t.is_float() => {
                 let rows: usize = t.shape.iter().rev().skip(1).product();
                 let cols = t.shape.last().copied().unwrap_or(1);

@@ -304,6 +304,10 @@ impl Ctx {
     pub(super) fn materialize(&mut self, s: &Sym) -> Result<(ValueId, Vec<usize>), String> {
         match s {
             Sym::Value { id, shape } => Ok((*id, shape.clone())),
+            Sym::Heads { .. } => {
+                let view = self.as_view(s)?;
+                self.materialize(&Sym::View { sources: view.0, index: view.1 })
+            }
             Sym::View { sources, index } => {
                 // A view is assembled where it is read; the same view read twice is assembled once.
                 let key = (sources.clone(), index.clone());
@@ -490,6 +494,10 @@ impl Ctx {
                 self.reduce(name, tensor, input(0)?, &axes, attrs.i("keepdims").unwrap_or(1) != 0, crate::ir::ReduceFn::Sum)
             }
             "MaskedMeanPool" => self.mean_pool(name, tensor, input(0)?, input(1)?, attrs.f("min_count").unwrap_or(0.0)),
+            "Conv" => Err(
+                "a Conv lowers only as a patch embedding: its kernel equal to its stride, no padding, dilation or groups, a constant kernel"
+                    .to_string(),
+            ),
             other => Err(format!(
                 "operator {other} on {} does not lower onto the graph (no pattern takes it, and it has no vector operation yet)",
                 ins.iter().flatten().map(Sym::what).collect::<Vec<_>>().join(" and ")
