@@ -180,6 +180,100 @@ fn the_checker_sees_collisions_gaps_and_late_arrivals() {
     assert!(e.iter().any(|e| e.contains("after the horizon")), "{e:?}");
 }
 
+/// A block gathered into two buffers of its own tile (a vertex reading `x · x`): the transfer
+/// names the tile twice. Its receive port takes one word per cycle into one place, so the two copies
+/// are two receptions; one piece reaching both names is refused by the checker (as by the device),
+/// and the scheduler sends each copy apart, each with its switch, within a bound that counts both.
+#[test]
+fn a_tile_named_twice_by_a_transfer_receives_each_copy_apart() {
+    let o = Overheads {
+        switch: 1,
+        transit: 10,
+        pairs: true,
+    };
+    let pattern = Pattern {
+        transfers: (0..3)
+            .map(|t| PatternTransfer {
+                source: t,
+                destinations: vec![t, t],
+                words: 2,
+            })
+            .collect(),
+    };
+    assert_eq!(pattern.lower_bound(o), 15);
+    // One piece to both names: the tile receives two copies in the same cycles.
+    let both = Schedule {
+        pieces: (0..3)
+            .map(|t| Piece {
+                start: 0,
+                transfer: t,
+                destinations: None,
+                word: 0,
+                words: 2,
+                wide: false,
+            })
+            .collect(),
+        horizon: 15,
+        lower_bound: 15,
+        kind: "t".into(),
+        initial_horizon: 0,
+    };
+    let e = check(&pattern, o, &both);
+    for t in 0..3 {
+        let named = format!("tile{t} receives transfers {t} and {t} in the same cycle 9");
+        assert!(e.iter().any(|e| e.contains(&named)), "{named}: {e:?}");
+    }
+    let s = schedule(&pattern, o);
+    assert_eq!(check(&pattern, o, &s), Vec::<String>::new(), "{s:?}");
+    assert!(
+        s.pieces
+            .iter()
+            .all(|p| matches!(p.destinations, Some((a, b)) if b == a + 1)),
+        "{s:?}"
+    );
+    // A wide piece reaching a tile and its mate holds each once: no problem.
+    let mates = Pattern {
+        transfers: vec![PatternTransfer {
+            source: 0,
+            destinations: vec![3, 2],
+            words: 4,
+        }],
+    };
+    let s = schedule(&mates, o);
+    assert_eq!(check(&mates, o, &s), Vec::<String>::new(), "{s:?}");
+}
+
+/// Random patterns whose transfers may name a tile twice, their own source among them, pass the
+/// checker.
+#[test]
+fn random_patterns_naming_a_tile_twice_pass_the_checker() {
+    let mut rng = Rng(17);
+    for case in 0..300 {
+        let mut pattern = random_pattern(&mut rng, true);
+        for t in &mut pattern.transfers {
+            match rng.below(4) {
+                0 => t.destinations.push(t.destinations[0]),
+                1 => t.destinations.insert(0, t.source),
+                2 => t.destinations.extend([t.source, t.source]),
+                _ => {}
+            }
+        }
+        for (switch, transit, pairs) in [(1, 10, false), (1, 10, true), (3, 4, true)] {
+            let o = Overheads {
+                switch,
+                transit,
+                pairs,
+            };
+            let s = schedule(&pattern, o);
+            let errors = check(&pattern, o, &s);
+            assert!(
+                errors.is_empty(),
+                "case {case} {o:?}: {errors:?}\n{pattern:?}\n{s:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_checker_does_not_wrap_around_or_trust_a_recorded_bound() {
     let o = Overheads {

@@ -153,11 +153,16 @@ impl Pass {
                 // Numbered from 1 within the run.
                 let i = c * CHUNK + k + 1;
                 let ports = &mut pass.ports;
-                let hold = |port: usize, (start, end, _): Hold| {
+                let hold = |port: usize, (start, end, _): Hold, named: bool| {
                     let port = &mut ports[port];
                     if port.piece != i {
-                        port.piece = i;
+                        (port.piece, port.named) = (i, named);
                         port.hold(start, end);
+                    } else if named && port.named {
+                        // A tile named twice: the second copy clashes with the first.
+                        port.hold(start, end);
+                    } else {
+                        port.named |= named;
                     }
                 };
                 holds(o, endpoints.tiles, &pass.destinations, p, t, r, hold);
@@ -186,12 +191,14 @@ impl Pass {
 }
 
 /// A port in a pass: cycles `[first, end)` from the start of its first hold to the end of its last,
-/// none while `first == end`; the piece that held it last, so that no piece holds it twice.
+/// none while `first == end`; the piece that held it last, so that a mate's hold is not counted
+/// again, and whether that piece names it (a destination named twice holds it twice).
 #[derive(Clone, Copy, Default)]
 struct Port {
     first: u64,
     end: u64,
     piece: usize,
+    named: bool,
 }
 
 /// Where a port's holds end once one started before the one before it ended: the two may overlap,
@@ -376,8 +383,11 @@ fn reached(t: &Transfer, p: &Piece) -> std::ops::Range<usize> {
 
 /// Calls `hold` with every port piece `p` (of transfer `t`, reaching `reach`) holds: its source (and
 /// the source's mate if wide) from its start, and each receiver (and each receiver's mate if wide)
-/// from its switch. Ports `0..tiles` send, `tiles..2·tiles` receive. A receiver may come twice (a mate
-/// that receives the piece itself, a destination named twice): callers hold it once.
+/// from its switch, with whether the piece names the port's tile (its source or a destination) or
+/// holds it as a mate. Ports `0..tiles` send, `tiles..2·tiles` receive. A receiver may come twice: a
+/// mate that receives the piece itself is held once (callers skip a mate's hold of a port the piece
+/// holds already, and a named hold of a port it holds only as a mate); a destination named twice is
+/// held twice, as its port receives each copy on its own and cannot take both at once.
 fn holds(
     o: Overheads,
     tiles: usize,
@@ -385,13 +395,13 @@ fn holds(
     p: &Piece,
     t: &Transfer,
     reach: Reach,
-    mut hold: impl FnMut(usize, Hold),
+    mut hold: impl FnMut(usize, Hold, bool),
 ) {
     let (start, cycles) = (u64::from(p.start), cycles(p));
     let sending = (start, start + cycles, p.transfer);
-    hold(t.source as usize, sending);
+    hold(t.source as usize, sending, true);
     if p.wide {
-        hold(t.source as usize ^ 1, sending);
+        hold(t.source as usize ^ 1, sending, false);
     }
     if reach == Reach::Senders {
         return;
@@ -401,9 +411,9 @@ fn holds(
     let receiving = (listen, arrival + cycles, p.transfer);
     for d in &destinations[reached(t, p)] {
         let d = d.tile as usize;
-        hold(tiles + d, receiving);
+        hold(tiles + d, receiving, true);
         if p.wide {
-            hold(tiles + (d ^ 1), receiving);
+            hold(tiles + (d ^ 1), receiving, false);
         }
     }
 }
@@ -421,17 +431,34 @@ fn port_problems(
         return Vec::new();
     }
     let mut holds_of = vec![Vec::new(); clashed.len()];
-    let mut held_by = vec![0; clashed.len()];
+    let mut held_by = vec![(0, false); clashed.len()];
     let tiles = endpoints.tiles;
     let read = schedule.pieces.iter().zip(reach).enumerate();
     for (i, (p, &r)) in read.filter(|(_, (_, r))| **r != Reach::Nothing) {
         let t = &endpoints.transfers[p.transfer as usize];
-        holds(o, tiles, &endpoints.destinations, p, t, r, |port, hold| {
-            if clashed[port] && held_by[port] != i + 1 {
-                held_by[port] = i + 1;
-                holds_of[port].push(hold);
-            }
-        });
+        holds(
+            o,
+            tiles,
+            &endpoints.destinations,
+            p,
+            t,
+            r,
+            |port, hold, named| {
+                if !clashed[port] {
+                    return;
+                }
+                let (piece, by_name) = &mut held_by[port];
+                if *piece != i + 1 || (named && *by_name) {
+                    // A destination named twice is held twice.
+                    holds_of[port].push(hold);
+                }
+                if *piece != i + 1 {
+                    (*piece, *by_name) = (i + 1, named);
+                } else {
+                    *by_name |= named;
+                }
+            },
+        );
     }
     let mut problems = Vec::new();
     for (port, holds) in holds_of.iter_mut().enumerate() {
@@ -600,17 +627,20 @@ mod tests {
             };
             let listen = (start + u64::from(o.transit)).saturating_sub(u64::from(o.switch));
             let mut receivers: Vec<usize> = Vec::new();
+            let mut mates: Vec<usize> = Vec::new();
             for k in destinations {
                 let d = t.destinations[k] as usize;
                 receivers.push(d);
                 if p.wide {
-                    receivers.push(d ^ 1);
+                    mates.push(d ^ 1);
                 }
                 delivered[p.transfer as usize][k].push((word, word + words));
             }
-            // A mate that receives the piece itself is held once.
-            receivers.sort_unstable();
-            receivers.dedup();
+            // A mate that receives the piece itself is held once; a destination named twice twice.
+            mates.sort_unstable();
+            mates.dedup();
+            mates.retain(|m| !receivers.contains(m));
+            receivers.extend(mates);
             for d in receivers {
                 recv[d].push((listen, start + u64::from(o.transit) + cycles, p.transfer));
             }
@@ -710,7 +740,7 @@ mod tests {
             if case % 5 != 0 {
                 damage(&mut rng, &mut s, pattern.transfers.len() as u32);
             }
-            // A destination named twice (the scheduler never sees one): a piece holds it once.
+            // A destination named twice after scheduling: a piece reaching both names holds it twice.
             let mut pattern = pattern;
             if case % 4 == 0 {
                 let t = &mut pattern.transfers[0];

@@ -37,11 +37,15 @@
 //!   implies a tile's own `ceil(words/2) + switch·transfers` and the pair's
 //!   `(words(a ∪ b) + switch·(n_a + n_b)) / 2`.
 //!
-//! A destination named twice in one transfer is one receiver: one piece reaches both names.
+//! A destination named twice in one transfer is received twice: its port takes one word per cycle
+//! into one place in memory, so each name takes its own pieces at their own cycles, each with its
+//! switch, and the sender sends the words once per name. The bound is that of the pattern with such
+//! transfers cut apart (`apart`), one transfer per copy.
 //!
 //! The checker ([`check`]) re-derives every port's occupancy from the pieces, pair mates included.
 
 mod agenda;
+mod apart;
 pub mod check;
 mod compact;
 mod cover;
@@ -132,6 +136,10 @@ impl Pattern {
     /// [`Pattern::lower_bound`] with `o`, with `o` but no pairs, and that of the pattern over
     /// supertile pairs with `o` but no pairs: in one pass over the transfers, in two halves at once.
     pub fn lower_bounds(&self, o: Overheads) -> LowerBounds {
+        // A tile named twice by a transfer receives it twice: the bounds of the cut pattern.
+        if let Some(cut) = apart::apart(self) {
+            return cut.pattern.lower_bounds(o);
+        }
         let n = self.tiles().next_multiple_of(2);
         let (first, second) = self.transfers.split_at(self.transfers.len() / 2);
         let (mut tally, later) = rayon::join(
