@@ -72,6 +72,13 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
     for name in &g.outputs {
         let o = Output { name: name.clone() };
         // A view of moved elements is assembled to be streamed out.
+        // An input passed through as a float output is copied, so that the device writes it.
+        if let Some(Sym::Value { id, shape }) = syms.get(name).cloned()
+            && cx.values[id.index()].role == ValueRole::Input
+        {
+            let copy = Sym::View { sources: vec![id], index: super::movement::iota(&shape, 0) };
+            syms.insert(name.clone(), copy);
+        }
         if let Some(view @ (Sym::View { .. } | Sym::Heads { .. })) = syms.get(name).cloned() {
             let (id, shape) = cx.materialize(&view).map_err(|m| OnnxError::Model(format!("graph output `{name}`: {m}")))?;
             syms.insert(name.clone(), Sym::Value { id, shape });
