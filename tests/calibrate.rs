@@ -172,7 +172,13 @@ fn every_vector_function_is_calibrated_and_a_low_estimate_fails() {
 fn the_assemble_vertex_is_calibrated_and_a_low_estimate_fails() {
     let mut rows = calibrate(&bow()).expect("calibration packages run");
     let assemble = |r: &Calibration| r.kind == "assemble";
-    for name in ["transpose", "slice rows", "slice columns", "concat", "patches"] {
+    for name in [
+        "transpose",
+        "slice rows",
+        "slice columns",
+        "concat",
+        "patches",
+    ] {
         assert!(
             rows.iter().any(|r| assemble(r) && r.case.contains(name)),
             "no case {name}"

@@ -93,7 +93,9 @@ fn direct(name: &str, d: &BTreeMap<String, Vec<f32>>) -> Option<Vec<f32>> {
                 }
             }
         }
-        "every_other_row" => (0..12).step_by(2).for_each(|r| out.extend(&x[r * 8..r * 8 + 8])),
+        "every_other_row" => (0..12)
+            .step_by(2)
+            .for_each(|r| out.extend(&x[r * 8..r * 8 + 8])),
         "every_other_col" => {
             for r in 0..12 {
                 out.extend((1..8).step_by(2).map(|c| x[r * 8 + c]));
@@ -143,7 +145,12 @@ fn each_output_is_its_direct_computation_and_a_corrupted_element_is_caught() {
     let (_, outputs) = device.run(&package, &host, &Silent).unwrap();
     let half = |v: f32| half::f16::from_f32(v).to_f32();
     let by_name: BTreeMap<String, Vec<f32>> = (graph.values.iter())
-        .map(|v| (v.name.clone(), host[v.id.index()].iter().map(|&x| half(x)).collect()))
+        .map(|v| {
+            (
+                v.name.clone(),
+                host[v.id.index()].iter().map(|&x| half(x)).collect(),
+            )
+        })
         .collect();
     let reference = numerics::reference(graph, &host, &Silent);
     let mut checked = 0;

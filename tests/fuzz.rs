@@ -336,12 +336,19 @@ fn the_front_end_s_passes_import_or_refuse_mutated_models_and_shapes() {
             external: Default::default(),
             name: stem.to_string(),
             model: stem.to_string(),
-            shapes: inputs.iter().map(|&(n, r)| (n.to_string(), shape(r))).collect(),
+            shapes: inputs
+                .iter()
+                .map(|&(n, r)| (n.to_string(), shape(r)))
+                .collect(),
         };
         let mut rng = Rng(0xf0 + i as u64);
         let mut panics = Vec::new();
         for case in 0..60 {
-            let input = if case % 2 == 0 { rng.poke(&bytes) } else { rng.mutate(&bytes) };
+            let input = if case % 2 == 0 {
+                rng.poke(&bytes)
+            } else {
+                rng.mutate(&bytes)
+            };
             if catch_unwind(AssertUnwindSafe(|| import(&input, &config))).is_err() {
                 panics.push(case);
             }
@@ -356,7 +363,13 @@ fn the_front_end_s_passes_import_or_refuse_mutated_models_and_shapes() {
             external: Default::default(),
             name: "e".to_string(),
             model: "e".to_string(),
-            shapes: vec![("input_ids".to_string(), vec![b, t]), ("attention_mask".to_string(), vec![b, t + (case % 3 == 0) as u32])],
+            shapes: vec![
+                ("input_ids".to_string(), vec![b, t]),
+                (
+                    "attention_mask".to_string(),
+                    vec![b, t + (case % 3 == 0) as u32],
+                ),
+            ],
         };
         let ran = catch_unwind(AssertUnwindSafe(|| import(&encoder, &config)));
         assert!(ran.is_ok(), "the encoder at {b}x{t} (case {case}) panicked");

@@ -59,7 +59,11 @@ fn the_encoder_imports_to_the_expected_graph_spec() {
         r.stdout
     );
     assert!(r.stderr.contains("runs on the host"), "{}", r.stderr);
-    assert!(r.stderr.contains("WARN") && r.stderr.contains("is skipped: it is the integer input"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("WARN") && r.stderr.contains("is skipped: it is the integer input"),
+        "{}",
+        r.stderr
+    );
     let text = std::fs::read_to_string(sb.path("out/encoder.toml")).unwrap();
     insta::assert_snapshot!("encoder_graph_spec", text);
 
@@ -535,7 +539,9 @@ fn the_device_matches_the_onnx_reference_evaluator_and_a_changed_weight_does_not
 #[test]
 fn a_length_past_the_model_s_positions_is_named_as_such() {
     let bytes = std::fs::read(model("encoder.onnx")).unwrap();
-    let err = onnx::import(&bytes, &config(1, 40)).unwrap_err().to_string();
+    let err = onnx::import(&bytes, &config(1, 40))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("the model has 32 positions"), "{err}");
     assert!(err.contains("40 tokens"), "{err}");
     assert!(onnx::import(&bytes, &config(1, 32)).is_ok());
@@ -551,8 +557,18 @@ fn external_tensor_data_is_read_from_beside_the_model_and_never_from_outside_it(
     let bytes = std::fs::read(model("encoder.onnx")).unwrap();
     let mut m = onnx::proto::ModelProto::decode(bytes.as_slice()).unwrap();
     let mut data = Vec::new();
-    for t in m.graph.as_mut().unwrap().initializer.iter_mut().filter(|t| t.raw_data.len() > 1024) {
-        let entry = |k: &str, v: String| StringStringEntryProto { key: k.to_string(), value: v };
+    for t in m
+        .graph
+        .as_mut()
+        .unwrap()
+        .initializer
+        .iter_mut()
+        .filter(|t| t.raw_data.len() > 1024)
+    {
+        let entry = |k: &str, v: String| StringStringEntryProto {
+            key: k.to_string(),
+            value: v,
+        };
         t.external_data = vec![
             entry("location", "weights.bin".to_string()),
             entry("offset", data.len().to_string()),
@@ -566,20 +582,54 @@ fn external_tensor_data_is_read_from_beside_the_model_and_never_from_outside_it(
     std::fs::write(sb.path("m/weights.bin"), &data).unwrap();
     std::fs::write(sb.path("m/encoder.onnx"), m.encode_to_vec()).unwrap();
     let import = |file: &str, out: &str| {
-        sb.run(&["import", sb.path(file).to_str().unwrap(), "--shape", "input_ids=1x24", "--shape", "attention_mask=1x24", "-o", sb.path(out).to_str().unwrap()])
+        sb.run(&[
+            "import",
+            sb.path(file).to_str().unwrap(),
+            "--shape",
+            "input_ids=1x24",
+            "--shape",
+            "attention_mask=1x24",
+            "-o",
+            sb.path(out).to_str().unwrap(),
+        ])
     };
     import("m/encoder.onnx", "a/encoder.toml").assert_ok();
-    sb.run(&["import", model("encoder.onnx").to_str().unwrap(), "--shape", "input_ids=1x24", "--shape", "attention_mask=1x24", "-o", sb.path("b/encoder.toml").to_str().unwrap()]).assert_ok();
+    sb.run(&[
+        "import",
+        model("encoder.onnx").to_str().unwrap(),
+        "--shape",
+        "input_ids=1x24",
+        "--shape",
+        "attention_mask=1x24",
+        "-o",
+        sb.path("b/encoder.toml").to_str().unwrap(),
+    ])
+    .assert_ok();
     for f in ["encoder.toml", "encoder.safetensors"] {
-        let same = std::fs::read(sb.path(&format!("a/{f}"))).unwrap() == std::fs::read(sb.path(&format!("b/{f}"))).unwrap();
-        assert!(same, "{f} differs between the external and the inline model");
+        let same = std::fs::read(sb.path(&format!("a/{f}"))).unwrap()
+            == std::fs::read(sb.path(&format!("b/{f}"))).unwrap();
+        assert!(
+            same,
+            "{f} differs between the external and the inline model"
+        );
     }
     // A location outside the folder.
-    for t in m.graph.as_mut().unwrap().initializer.iter_mut().filter(|t| t.data_location == 1) {
+    for t in m
+        .graph
+        .as_mut()
+        .unwrap()
+        .initializer
+        .iter_mut()
+        .filter(|t| t.data_location == 1)
+    {
         t.external_data[0].value = "../weights.bin".to_string();
     }
     std::fs::write(sb.path("m/escape.onnx"), m.encode_to_vec()).unwrap();
     std::fs::write(sb.path("weights.bin"), &data).unwrap();
     let r = import("m/escape.onnx", "c/encoder.toml");
-    assert!(!r.status.success() && r.stderr.contains("not a path inside the model's folder"), "{}", r.stderr);
+    assert!(
+        !r.status.success() && r.stderr.contains("not a path inside the model's folder"),
+        "{}",
+        r.stderr
+    );
 }

@@ -49,7 +49,12 @@ fn expected(stem: &str) -> serde_json::Value {
 }
 
 fn floats(v: &serde_json::Value) -> Vec<f64> {
-    v["data"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+    v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
 }
 
 /// Relative RMS error of `got` against `want`.
@@ -64,10 +69,18 @@ fn relative_rms(got: &[f64], want: &[f64]) -> f64 {
 /// returns the `run` arguments that bind them.
 fn import(sb: &Sandbox, stem: &str, dir: &str) -> Vec<String> {
     let want = expected(stem);
-    let mut import = vec!["import".to_string(), model(&format!("{stem}.onnx")).display().to_string()];
+    let mut import = vec![
+        "import".to_string(),
+        model(&format!("{stem}.onnx")).display().to_string(),
+    ];
     let mut run = Vec::new();
     for (name, t) in want["inputs"].as_object().unwrap() {
-        let shape: Vec<u64> = t["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+        let shape: Vec<u64> = t["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
         let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
         import.extend(["--shape".to_string(), format!("{name}={}", dims.join("x"))]);
         let elements = match t["dtype"].as_str().unwrap() {
@@ -79,7 +92,10 @@ fn import(sb: &Sandbox, stem: &str, dir: &str) -> Vec<String> {
         std::fs::write(&path, npy::write(&Tensor { shape, elements })).unwrap();
         run.extend(["--input".to_string(), format!("{name}={}", path.display())]);
     }
-    import.extend(["-o".to_string(), sb.path(&format!("{dir}/{stem}.toml")).display().to_string()]);
+    import.extend([
+        "-o".to_string(),
+        sb.path(&format!("{dir}/{stem}.toml")).display().to_string(),
+    ]);
     let args: Vec<&str> = import.iter().map(String::as_str).collect();
     sb.run(&args).assert_ok();
     run
@@ -87,7 +103,13 @@ fn import(sb: &Sandbox, stem: &str, dir: &str) -> Vec<String> {
 
 /// Runs the imported `stem` with `weights` and returns `(output, relative RMS error)` for every
 /// float output the model has.
-fn compare(sb: &Sandbox, stem: &str, dir: &str, inputs: &[String], weights: &str) -> Vec<(String, f64)> {
+fn compare(
+    sb: &Sandbox,
+    stem: &str,
+    dir: &str,
+    inputs: &[String],
+    weights: &str,
+) -> Vec<(String, f64)> {
     let out = sb.path(&format!("{dir}/out-{weights}"));
     let mut args = vec![
         "run".to_string(),
@@ -151,7 +173,11 @@ fn changed_weights_fail_the_comparison() {
         }
     }
     assert!(changed > 0);
-    std::fs::write(sb.path("m/changed.safetensors"), st::write(&tensors).unwrap()).unwrap();
+    std::fs::write(
+        sb.path("m/changed.safetensors"),
+        st::write(&tensors).unwrap(),
+    )
+    .unwrap();
     let errors = compare(&sb, stem, "m", &inputs, "changed.safetensors");
     assert!(errors.iter().all(|(_, e)| *e > 0.01), "{errors:?}");
 }

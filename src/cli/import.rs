@@ -52,23 +52,45 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// The files the model keeps external tensor data in, read from beside it: each location must be a
 /// relative path that stays inside the model's folder (no `..`, no absolute path, no link out).
-fn external_data(model: &Path, bytes: &[u8]) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+fn external_data(
+    model: &Path,
+    bytes: &[u8],
+) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
     let folder = model.parent().unwrap_or(Path::new("."));
-    let root = std::fs::canonicalize(if folder.as_os_str().is_empty() { Path::new(".") } else { folder })
-        .with_context(|| format!("the folder of {}", model.display()))?;
+    let root = std::fs::canonicalize(if folder.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        folder
+    })
+    .with_context(|| format!("the folder of {}", model.display()))?;
     let mut files = std::collections::BTreeMap::new();
-    for location in onnx::external_locations(bytes).with_context(|| format!("reading {}", model.display()))? {
+    for location in
+        onnx::external_locations(bytes).with_context(|| format!("reading {}", model.display()))?
+    {
         let relative = Path::new(&location);
-        let plain = relative.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        let plain = relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
         if !plain {
-            bail!("{}: external data `{location}` is not a path inside the model's folder", model.display());
+            bail!(
+                "{}: external data `{location}` is not a path inside the model's folder",
+                model.display()
+            );
         }
         let path = root.join(relative);
-        let real = std::fs::canonicalize(&path).with_context(|| format!("external data of {}: {}", model.display(), path.display()))?;
+        let real = std::fs::canonicalize(&path)
+            .with_context(|| format!("external data of {}: {}", model.display(), path.display()))?;
         if !real.starts_with(&root) {
-            bail!("{}: external data `{location}` leads out of the model's folder", model.display());
+            bail!(
+                "{}: external data `{location}` leads out of the model's folder",
+                model.display()
+            );
         }
-        let data = ipu_codegen::files::read(&real, "external tensor data", ipu_codegen::files::DATA_LIMIT)?;
+        let data = ipu_codegen::files::read(
+            &real,
+            "external tensor data",
+            ipu_codegen::files::DATA_LIMIT,
+        )?;
         files.insert(location, data);
     }
     Ok(files)

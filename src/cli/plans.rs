@@ -36,7 +36,9 @@ fn shape(op: &Operator) -> String {
         Operator::MatMul(m) => format!("matmul {}x{}x{}", m.m, m.k, m.n),
         Operator::LayerNorm(l) => format!("layer norm {}x{}", l.rows, l.cols),
         Operator::Vector(v) => format!("vector {} {}x{}", v.function.name(), v.rows, v.cols),
-        Operator::Assemble(a) => format!("assemble {}x{}, {} pieces", a.rows, a.cols, a.pieces.len()),
+        Operator::Assemble(a) => {
+            format!("assemble {}x{}, {} pieces", a.rows, a.cols, a.pieces.len())
+        }
         Operator::Attention(a) => format!(
             "attention {} groups, {} queries x {} keys",
             a.groups(),

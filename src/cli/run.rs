@@ -127,7 +127,11 @@ pub fn imported(graph: &Graph) -> bool {
 /// Reads the files `data` names (the spec's default weights when `--weights` is not given).
 /// `inputs_required`: whether an unbound input is an error (an imported model's without
 /// `--random-inputs`).
-pub fn bindings(data: &DataArgs, default_weights: Option<PathBuf>, inputs_required: bool) -> Result<Bindings> {
+pub fn bindings(
+    data: &DataArgs,
+    default_weights: Option<PathBuf>,
+    inputs_required: bool,
+) -> Result<Bindings> {
     let weights = match data.weights.clone().or(default_weights) {
         Some(path) => {
             let file = path.display().to_string();
@@ -323,7 +327,10 @@ pub fn run(
     let graph = &package.graph;
     let required = imported(graph);
     if required && data.random_inputs {
-        tracing::info!(seed, "inputs no --input binds are drawn from the seed (--random-inputs)");
+        tracing::info!(
+            seed,
+            "inputs no --input binds are drawn from the seed (--random-inputs)"
+        );
     }
     let mut host = host_data(graph, seed, &bindings(data, default_weights, required)?)?;
     let _lock = lock_device(stages, lock_timeout)?;

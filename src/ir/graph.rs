@@ -424,7 +424,11 @@ impl Graph {
                         .map(|p| {
                             format!(
                                 "{} {:?} from {}{:?} to {}{:?}",
-                                p.x, p.shape, p.from.offset, p.from.strides, p.to.offset,
+                                p.x,
+                                p.shape,
+                                p.from.offset,
+                                p.from.strides,
+                                p.to.offset,
                                 p.to.strides
                             )
                         })

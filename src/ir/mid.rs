@@ -632,7 +632,10 @@ impl Mid {
                         && a.covers.len() == 1
                 });
                 v.check(same, || {
-                    format!("{}: not the pieces, output and shape of the assemble it covers", a.id)
+                    format!(
+                        "{}: not the pieces, output and shape of the assemble it covers",
+                        a.id
+                    )
                 });
             }
             for c in o.covers() {

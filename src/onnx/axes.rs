@@ -10,24 +10,45 @@ use super::opgraph::{Elem, Info, Node, OpGraph};
 use super::tensor::{self, Attrs, Data, Tensor};
 
 fn float(shape: Vec<usize>) -> Info {
-    Info { shape, elem: Elem::Float }
+    Info {
+        shape,
+        elem: Elem::Float,
+    }
 }
 
 /// A constant int64 shape tensor.
 fn shape_const(g: &mut OpGraph, base: &str, shape: &[usize]) -> String {
-    g.constant(base, Tensor { shape: vec![shape.len()], data: Data::I64(shape.iter().map(|&d| d as i64).collect()) })
+    g.constant(
+        base,
+        Tensor {
+            shape: vec![shape.len()],
+            data: Data::I64(shape.iter().map(|&d| d as i64).collect()),
+        },
+    )
 }
 
 /// Steps that bring the axes `moved` of `x` (shape `shape`) last and merge them into one:
 /// `(steps, the result's name, its shape)`.
-fn gather_axes(g: &mut OpGraph, node: &Node, x: &str, shape: &[usize], moved: &[usize]) -> (Vec<Node>, String, Vec<usize>) {
+fn gather_axes(
+    g: &mut OpGraph,
+    node: &Node,
+    x: &str,
+    shape: &[usize],
+    moved: &[usize],
+) -> (Vec<Node>, String, Vec<usize>) {
     let rank = shape.len();
     let kept: Vec<usize> = (0..rank).filter(|a| !moved.contains(a)).collect();
     let perm: Vec<usize> = kept.iter().chain(moved).copied().collect();
     let mut steps = Vec::new();
     let mut cur = x.to_string();
     if perm.iter().enumerate().any(|(i, &a)| i != a) {
-        let t = g.step(&node.name, "Transpose", vec![cur], Attrs::default().with_ints("perm", perm.iter().map(|&a| a as i64).collect()), float(perm.iter().map(|&a| shape[a]).collect()));
+        let t = g.step(
+            &node.name,
+            "Transpose",
+            vec![cur],
+            Attrs::default().with_ints("perm", perm.iter().map(|&a| a as i64).collect()),
+            float(perm.iter().map(|&a| shape[a]).collect()),
+        );
         cur = t.output().to_string();
         steps.push(t);
     }
@@ -35,7 +56,13 @@ fn gather_axes(g: &mut OpGraph, node: &Node, x: &str, shape: &[usize], moved: &[
     merged.push(moved.iter().map(|&a| shape[a]).product());
     if moved.len() != 1 {
         let s = shape_const(g, &node.name, &merged);
-        let r = g.step(&node.name, "Reshape", vec![cur, s], Attrs::default(), float(merged.clone()));
+        let r = g.step(
+            &node.name,
+            "Reshape",
+            vec![cur, s],
+            Attrs::default(),
+            float(merged.clone()),
+        );
         cur = r.output().to_string();
         steps.push(r);
     }
@@ -45,7 +72,13 @@ fn gather_axes(g: &mut OpGraph, node: &Node, x: &str, shape: &[usize], moved: &[
 /// A Reshape of `x` to `shape` as a step.
 fn reshape_to(g: &mut OpGraph, node: &Node, x: String, shape: &[usize]) -> Node {
     let s = shape_const(g, &node.name, shape);
-    g.step(&node.name, "Reshape", vec![x, s], Attrs::default(), float(shape.to_vec()))
+    g.step(
+        &node.name,
+        "Reshape",
+        vec![x, s],
+        Attrs::default(),
+        float(shape.to_vec()),
+    )
 }
 
 /// ReduceSum, ReduceMean and ReduceMax over any axes → over the last axis of a transposed, merged view.
@@ -58,7 +91,13 @@ pub fn reduce_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
         if !matches!(node.op.as_str(), "ReduceSum" | "ReduceMean" | "ReduceMax") {
             continue;
         }
-        let Some(x) = node.input(0).filter(|x| g.infos.contains_key(*x)).map(str::to_string) else { continue };
+        let Some(x) = node
+            .input(0)
+            .filter(|x| g.infos.contains_key(*x))
+            .map(str::to_string)
+        else {
+            continue;
+        };
         let shape = g.infos[&x].shape.clone();
         let rank = shape.len();
         let axes = match node.input(1) {
@@ -69,7 +108,13 @@ pub fn reduce_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
             None => node.attrs.ints("axes").unwrap_or_default(),
         };
         if axes.is_empty() && node.attrs.i("noop_with_empty_axes") == Some(1) {
-            let id = g.step(&node.name, "Identity", vec![x.clone()], Attrs::default(), float(shape.clone()));
+            let id = g.step(
+                &node.name,
+                "Identity",
+                vec![x.clone()],
+                Attrs::default(),
+                float(shape.clone()),
+            );
             g.replace(at - 1, vec![id]);
             count += 1;
             continue;
@@ -77,7 +122,10 @@ pub fn reduce_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let mut moved: Vec<usize> = if axes.is_empty() {
             (0..rank).collect()
         } else {
-            axes.iter().map(|&a| tensor::axis(a, rank)).collect::<Result<_, _>>().map_err(|m| node.error(m))?
+            axes.iter()
+                .map(|&a| tensor::axis(a, rank))
+                .collect::<Result<_, _>>()
+                .map_err(|m| node.error(m))?
         };
         moved.sort_unstable();
         moved.dedup();
@@ -88,9 +136,29 @@ pub fn reduce_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let (mut steps, cur, merged) = gather_axes(g, &node, &x, &shape, &moved);
         let mut reduced = merged.clone();
         *reduced.last_mut().expect("rank ≥ 1") = 1;
-        let axes_last = g.constant(&node.name, Tensor { shape: vec![1], data: Data::I64(vec![-1]) });
-        let r = g.step(&node.name, &node.op, vec![cur, axes_last], Attrs::default().with_int("keepdims", 1), float(reduced));
-        let out: Vec<usize> = (0..rank).filter_map(|a| if moved.contains(&a) { keep.then_some(1) } else { Some(shape[a]) }).collect();
+        let axes_last = g.constant(
+            &node.name,
+            Tensor {
+                shape: vec![1],
+                data: Data::I64(vec![-1]),
+            },
+        );
+        let r = g.step(
+            &node.name,
+            &node.op,
+            vec![cur, axes_last],
+            Attrs::default().with_int("keepdims", 1),
+            float(reduced),
+        );
+        let out: Vec<usize> = (0..rank)
+            .filter_map(|a| {
+                if moved.contains(&a) {
+                    keep.then_some(1)
+                } else {
+                    Some(shape[a])
+                }
+            })
+            .collect();
         let back = reshape_to(g, &node, r.output().to_string(), &out);
         steps.extend([r, back]);
         g.replace(at - 1, steps);
@@ -110,12 +178,23 @@ pub fn softmax_axis(g: &mut OpGraph) -> Result<usize, OnnxError> {
         if node.op != "Softmax" {
             continue;
         }
-        let Some(x) = node.input(0).filter(|x| g.infos.contains_key(*x)).map(str::to_string) else { continue };
+        let Some(x) = node
+            .input(0)
+            .filter(|x| g.infos.contains_key(*x))
+            .map(str::to_string)
+        else {
+            continue;
+        };
         let shape = g.infos[&x].shape.clone();
         let rank = shape.len();
         let default = if g.opset >= 13 { -1 } else { 1 };
-        let a = tensor::axis(node.attrs.i("axis").unwrap_or(default), rank).map_err(|m| node.error(m))?;
-        let moved: Vec<usize> = if g.opset >= 13 { vec![a] } else { (a..rank).collect() };
+        let a = tensor::axis(node.attrs.i("axis").unwrap_or(default), rank)
+            .map_err(|m| node.error(m))?;
+        let moved: Vec<usize> = if g.opset >= 13 {
+            vec![a]
+        } else {
+            (a..rank).collect()
+        };
         if moved == [rank - 1] {
             continue;
         }
@@ -128,7 +207,13 @@ pub fn softmax_axis(g: &mut OpGraph) -> Result<usize, OnnxError> {
             let cur = r.output().to_string();
             (vec![r], cur, merged)
         };
-        let s = g.step(&node.name, "Softmax", vec![cur], last, float(merged.clone()));
+        let s = g.step(
+            &node.name,
+            "Softmax",
+            vec![cur],
+            last,
+            float(merged.clone()),
+        );
         let mut cur = s.output().to_string();
         steps.push(s);
         if g.opset >= 13 {
@@ -139,7 +224,13 @@ pub fn softmax_axis(g: &mut OpGraph) -> Result<usize, OnnxError> {
             for (i, &p) in perm.iter().enumerate() {
                 inverse[p] = i as i64;
             }
-            steps.push(g.step(&node.name, "Transpose", vec![cur], Attrs::default().with_ints("perm", inverse), float(shape.clone())));
+            steps.push(g.step(
+                &node.name,
+                "Transpose",
+                vec![cur],
+                Attrs::default().with_ints("perm", inverse),
+                float(shape.clone()),
+            ));
         } else {
             let back = reshape_to(g, &node, cur.clone(), &shape);
             cur = back.output().to_string();
@@ -164,11 +255,20 @@ pub fn layer_norm_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
         if node.op != "LayerNormalization" {
             continue;
         }
-        let Some(x) = node.input(0).filter(|x| g.infos.contains_key(*x)).map(str::to_string) else { continue };
+        let Some(x) = node
+            .input(0)
+            .filter(|x| g.infos.contains_key(*x))
+            .map(str::to_string)
+        else {
+            continue;
+        };
         let shape = g.infos[&x].shape.clone();
         let rank = shape.len();
-        let a = tensor::axis(node.attrs.i("axis").unwrap_or(-1), rank).map_err(|m| node.error(m))?;
-        let stats_read = node.outputs[1..].iter().any(|o| !o.is_empty() && g.uses(o) > 0);
+        let a =
+            tensor::axis(node.attrs.i("axis").unwrap_or(-1), rank).map_err(|m| node.error(m))?;
+        let stats_read = node.outputs[1..]
+            .iter()
+            .any(|o| !o.is_empty() && g.uses(o) > 0);
         if a == rank - 1 && !stats_read {
             continue;
         }
@@ -188,33 +288,105 @@ pub fn layer_norm_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
         for i in [1, 2] {
             match node.input(i) {
                 Some(p) => match g.consts.get(p).cloned() {
-                    Some(t) => params.push(g.constant(p, Tensor { shape: vec![t.len()], data: Data::F32(t.floats()) })),
+                    Some(t) => params.push(g.constant(
+                        p,
+                        Tensor {
+                            shape: vec![t.len()],
+                            data: Data::F32(t.floats()),
+                        },
+                    )),
                     None => params.push(p.to_string()),
                 },
                 None => {
                     let v = if i == 1 { 1.0 } else { 0.0 };
-                    params.push(g.constant(&node.name, Tensor { shape: vec![trailing], data: Data::F32(vec![v; trailing]) }));
+                    params.push(g.constant(
+                        &node.name,
+                        Tensor {
+                            shape: vec![trailing],
+                            data: Data::F32(vec![v; trailing]),
+                        },
+                    ));
                 }
             }
         }
-        let attrs = Attrs::default().with_float("epsilon", eps).with_int("axis", -1);
-        let ln = g.step(&node.name, "LayerNormalization", vec![cur.clone(), params[0].clone(), params[1].clone()], attrs, float(merged.clone()));
+        let attrs = Attrs::default()
+            .with_float("epsilon", eps)
+            .with_int("axis", -1);
+        let ln = g.step(
+            &node.name,
+            "LayerNormalization",
+            vec![cur.clone(), params[0].clone(), params[1].clone()],
+            attrs,
+            float(merged.clone()),
+        );
         let ln_out = ln.output().to_string();
         steps.push(ln);
-        let stats_shape: Vec<usize> = shape.iter().enumerate().map(|(i, &d)| if i < a { d } else { 1 }).collect();
+        let stats_shape: Vec<usize> = shape
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| if i < a { d } else { 1 })
+            .collect();
         let mut extra: Vec<(String, Node)> = Vec::new();
         if stats_read {
-            let axes = g.constant(&node.name, Tensor { shape: vec![1], data: Data::I64(vec![-1]) });
+            let axes = g.constant(
+                &node.name,
+                Tensor {
+                    shape: vec![1],
+                    data: Data::I64(vec![-1]),
+                },
+            );
             let col = float(vec![lead, 1]);
             let keep = Attrs::default().with_int("keepdims", 1);
-            let mean = g.step(&node.name, "ReduceMean", vec![cur.clone(), axes.clone()], keep.clone(), col.clone());
-            let d = g.step(&node.name, "Sub", vec![cur.clone(), mean.output().to_string()], Attrs::default(), float(merged.clone()));
-            let sq = g.step(&node.name, "Mul", vec![d.output().to_string(), d.output().to_string()], Attrs::default(), float(merged.clone()));
-            let var = g.step(&node.name, "ReduceMean", vec![sq.output().to_string(), axes], keep, col.clone());
+            let mean = g.step(
+                &node.name,
+                "ReduceMean",
+                vec![cur.clone(), axes.clone()],
+                keep.clone(),
+                col.clone(),
+            );
+            let d = g.step(
+                &node.name,
+                "Sub",
+                vec![cur.clone(), mean.output().to_string()],
+                Attrs::default(),
+                float(merged.clone()),
+            );
+            let sq = g.step(
+                &node.name,
+                "Mul",
+                vec![d.output().to_string(), d.output().to_string()],
+                Attrs::default(),
+                float(merged.clone()),
+            );
+            let var = g.step(
+                &node.name,
+                "ReduceMean",
+                vec![sq.output().to_string(), axes],
+                keep,
+                col.clone(),
+            );
             let e = g.scalar_const(&node.name, eps);
-            let ve = g.step(&node.name, "Add", vec![var.output().to_string(), e], Attrs::default(), col.clone());
-            let sd = g.step(&node.name, "Sqrt", vec![ve.output().to_string()], Attrs::default(), col.clone());
-            let inv = g.step(&node.name, "Reciprocal", vec![sd.output().to_string()], Attrs::default(), col);
+            let ve = g.step(
+                &node.name,
+                "Add",
+                vec![var.output().to_string(), e],
+                Attrs::default(),
+                col.clone(),
+            );
+            let sd = g.step(
+                &node.name,
+                "Sqrt",
+                vec![ve.output().to_string()],
+                Attrs::default(),
+                col.clone(),
+            );
+            let inv = g.step(
+                &node.name,
+                "Reciprocal",
+                vec![sd.output().to_string()],
+                Attrs::default(),
+                col,
+            );
             let (m_out, i_out) = (mean.output().to_string(), inv.output().to_string());
             steps.extend([mean, d, sq, var, ve, sd, inv]);
             for (k, src) in [(1, m_out), (2, i_out)] {
@@ -231,7 +403,11 @@ pub fn layer_norm_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let pos = at - 1;
         g.nodes[pos].outputs.truncate(1);
         g.replace(pos, steps);
-        let end = g.nodes.iter().position(|n| n.outputs.first() == node.outputs.first()).map_or(g.nodes.len(), |i| i + 1);
+        let end = g
+            .nodes
+            .iter()
+            .position(|n| n.outputs.first() == node.outputs.first())
+            .map_or(g.nodes.len(), |i| i + 1);
         for (k, (_, mut n)) in extra.into_iter().enumerate() {
             n.index = node.index;
             g.nodes.insert(end + k, n);

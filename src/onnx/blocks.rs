@@ -96,31 +96,52 @@ impl Ctx {
                         softmax: false,
                     });
                 }
-                (
-                    Sym::Embed {
-                        lookups,
-                        shape,
-                        ..
-                    },
-                    Sym::Const(n, t),
-                ) if t.is_float() && t.shape.last() == shape.last() => {
+                (Sym::Embed { lookups, shape, .. }, Sym::Const(n, t))
+                    if t.is_float() && t.shape.last() == shape.last() =>
+                {
                     // A constant added to an embedding sum (position embeddings folded to a
                     // constant): one more lookup, of the constant's rows by where each token lies.
                     let out = tensor::broadcast(shape, &t.shape)?;
                     if &out != shape {
-                        return Err(format!("the constant `{n}` of shape {:?} does not broadcast to the embeddings {shape:?}", t.shape));
+                        return Err(format!(
+                            "the constant `{n}` of shape {:?} does not broadcast to the embeddings {shape:?}",
+                            t.shape
+                        ));
                     }
                     let cols = *shape.last().expect("matched");
                     let lead = &t.shape[..t.shape.len() - 1];
                     let rows: usize = lead.iter().product();
-                    let table = self.weight(n, &t.reshaped(vec![rows, cols]), &[rows, cols], DType::F32, 1)?;
-                    let iota = tensor::Tensor { shape: lead.to_vec(), data: tensor::Data::I64((0..rows as i64).collect()) };
+                    let table = self.weight(
+                        n,
+                        &t.reshaped(vec![rows, cols]),
+                        &[rows, cols],
+                        DType::F32,
+                        1,
+                    )?;
+                    let iota = tensor::Tensor {
+                        shape: lead.to_vec(),
+                        data: tensor::Data::I64((0..rows as i64).collect()),
+                    };
                     let indices = iota.expand(&shape[..shape.len() - 1])?;
                     let mut lookups = lookups.clone();
-                    lookups.push((table, super::patterns::Indices::Const(format!("{n}/rows"), std::rc::Rc::new(indices))));
-                    return Ok(Sym::Embed { lookups, shape: shape.clone(), name: name.to_string(), tensor: tensor.to_string() });
+                    lookups.push((
+                        table,
+                        super::patterns::Indices::Const(
+                            format!("{n}/rows"),
+                            std::rc::Rc::new(indices),
+                        ),
+                    ));
+                    return Ok(Sym::Embed {
+                        lookups,
+                        shape: shape.clone(),
+                        name: name.to_string(),
+                        tensor: tensor.to_string(),
+                    });
                 }
-                (x @ (Sym::Value { .. } | Sym::Embed { .. } | Sym::View { .. }), Sym::Const(n, t)) => {
+                (
+                    x @ (Sym::Value { .. } | Sym::Embed { .. } | Sym::View { .. }),
+                    Sym::Const(n, t),
+                ) => {
                     let (x, shape) = self.materialize(x)?;
                     let cols = *shape.last().ok_or("Add of a scalar")?;
                     let lead_ones = t
@@ -139,7 +160,8 @@ impl Ctx {
                 _ => {}
             }
         }
-        let materializable = |s: &Sym| matches!(s, Sym::Value { .. } | Sym::Embed { .. } | Sym::View { .. });
+        let materializable =
+            |s: &Sym| matches!(s, Sym::Value { .. } | Sym::Embed { .. } | Sym::View { .. });
         if materializable(a) && materializable(b) {
             let ((x, sx), (y, sy)) = (self.materialize(a)?, self.materialize(b)?);
             if sx != sy {
@@ -167,10 +189,26 @@ impl Ctx {
 
     /// `MaskedMeanPool(x, m)` (the canonical form of masked mean pooling) → host `MeanPool`: `x`
     /// `[batch, tokens, dim]`, `m` the `[batch, tokens]` mask broadcast over it.
-    pub(super) fn mean_pool(&mut self, name: &str, tensor: &str, x: &Sym, m: &Sym, min_count: f32) -> Result<Sym, String> {
+    pub(super) fn mean_pool(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        x: &Sym,
+        m: &Sym,
+        min_count: f32,
+    ) -> Result<Sym, String> {
         let (x, shape) = self.materialize(x)?;
-        let Sym::Host { id: mask, base, index, float: true } = m else {
-            return Err(format!("mean pooling's mask must be the float mask input, not {}", m.what()));
+        let Sym::Host {
+            id: mask,
+            base,
+            index,
+            float: true,
+        } = m
+        else {
+            return Err(format!(
+                "mean pooling's mask must be the float mask input, not {}",
+                m.what()
+            ));
         };
         if shape.len() != 3 || !broadcasts_along(index, base, &shape, &[0, 1]) {
             return Err(format!(
@@ -180,8 +218,19 @@ impl Ctx {
         }
         let out_shape = vec![shape[0], shape[2]];
         let out = self.value(tensor, &out_shape, DType::F32, ValueRole::Intermediate, 0)?;
-        self.op(name, OpKind::MeanPool { x, mask: *mask, min_count }, out);
-        Ok(Sym::Value { id: out, shape: out_shape })
+        self.op(
+            name,
+            OpKind::MeanPool {
+                x,
+                mask: *mask,
+                min_count,
+            },
+            out,
+        );
+        Ok(Sym::Value {
+            id: out,
+            shape: out_shape,
+        })
     }
 
     /// `Gelu` (the canonical form of every GELU spelling): erf, or tanh when `approximate` says so.
@@ -196,7 +245,11 @@ impl Ctx {
         let kind = match approximate {
             "none" => OpKind::GeluErf { x },
             "tanh" => OpKind::GeluTanh { x },
-            other => return Err(format!("Gelu approximation `{other}` is not one of none, tanh")),
+            other => {
+                return Err(format!(
+                    "Gelu approximation `{other}` is not one of none, tanh"
+                ));
+            }
         };
         let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
         self.op(name, kind, out);

@@ -76,25 +76,49 @@ fn gemm(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let out_info = info(g, node.output());
         let mut steps = Vec::new();
         let mut operand = |g: &mut OpGraph, i: usize, flag: &str| -> Result<String, OnnxError> {
-            let name = node.input(i).ok_or_else(|| node.error(format!("input {i} is missing")))?.to_string();
+            let name = node
+                .input(i)
+                .ok_or_else(|| node.error(format!("input {i} is missing")))?
+                .to_string();
             if node.attrs.i(flag) != Some(1) {
                 return Ok(name);
             }
             let mut shape = g.shape(&name).unwrap_or_default();
             shape.reverse();
-            let step = g.step(&node.name, "Transpose", vec![name], Attrs::default().with_ints("perm", vec![1, 0]), Info { shape, elem: Elem::Float });
+            let step = g.step(
+                &node.name,
+                "Transpose",
+                vec![name],
+                Attrs::default().with_ints("perm", vec![1, 0]),
+                Info {
+                    shape,
+                    elem: Elem::Float,
+                },
+            );
             let out = step.output().to_string();
             steps.push(step);
             Ok(out)
         };
         let a = operand(g, 0, "transA")?;
         let b = operand(g, 1, "transB")?;
-        let mut y = g.step(&node.name, "MatMul", vec![a, b], Attrs::default(), out_info.clone());
+        let mut y = g.step(
+            &node.name,
+            "MatMul",
+            vec![a, b],
+            Attrs::default(),
+            out_info.clone(),
+        );
         let alpha = node.attrs.f("alpha").unwrap_or(1.0);
         if alpha != 1.0 {
             let c = g.scalar_const(&node.name, alpha);
             steps.push(y.clone());
-            y = g.step(&node.name, "Mul", vec![y.output().to_string(), c], Attrs::default(), out_info.clone());
+            y = g.step(
+                &node.name,
+                "Mul",
+                vec![y.output().to_string(), c],
+                Attrs::default(),
+                out_info.clone(),
+            );
         }
         if let Some(c) = node.input(2) {
             let beta = node.attrs.f("beta").unwrap_or(1.0);
@@ -102,12 +126,27 @@ fn gemm(g: &mut OpGraph) -> Result<usize, OnnxError> {
             if beta != 1.0 {
                 let b = g.scalar_const(&node.name, beta);
                 let shape = g.shape(&c).unwrap_or_default();
-                let scaled = g.step(&node.name, "Mul", vec![c, b], Attrs::default(), Info { shape, elem: Elem::Float });
+                let scaled = g.step(
+                    &node.name,
+                    "Mul",
+                    vec![c, b],
+                    Attrs::default(),
+                    Info {
+                        shape,
+                        elem: Elem::Float,
+                    },
+                );
                 c = scaled.output().to_string();
                 steps.push(scaled);
             }
             steps.push(y.clone());
-            y = g.step(&node.name, "Add", vec![y.output().to_string(), c], Attrs::default(), out_info.clone());
+            y = g.step(
+                &node.name,
+                "Add",
+                vec![y.output().to_string(), c],
+                Attrs::default(),
+                out_info.clone(),
+            );
         }
         steps.push(y);
         g.replace(at, steps);
@@ -136,13 +175,21 @@ fn weight_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let (matmul, bias) = match g.produced_by(src, "Add") {
             Some(add) => {
                 let (p, q) = (add.inputs[0].clone(), add.inputs[1].clone());
-                let (m, b) = if g.consts.contains_key(&q) { (p, q) } else { (q, p) };
+                let (m, b) = if g.consts.contains_key(&q) {
+                    (p, q)
+                } else {
+                    (q, p)
+                };
                 (m, Some(b))
             }
             None => (src.to_string(), None),
         };
-        let Some(mm) = g.produced_by(&matmul, "MatMul").cloned() else { continue };
-        let (Some(w), x) = (g.consts.get(&mm.inputs[1]).cloned(), mm.inputs[0].clone()) else { continue };
+        let Some(mm) = g.produced_by(&matmul, "MatMul").cloned() else {
+            continue;
+        };
+        let (Some(w), x) = (g.consts.get(&mm.inputs[1]).cloned(), mm.inputs[0].clone()) else {
+            continue;
+        };
         let bias = match bias {
             Some(b) => match g.consts.get(&b) {
                 Some(t) => Some(t.clone()),
@@ -151,7 +198,11 @@ fn weight_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
             None => None,
         };
         let cols = *w.shape.last().unwrap_or(&0);
-        if w.shape.len() != 2 || bias.as_ref().is_some_and(|b| b.shape.iter().rev().skip(1).any(|&d| d != 1) || b.shape.last() != Some(&cols)) {
+        if w.shape.len() != 2
+            || bias.as_ref().is_some_and(|b| {
+                b.shape.iter().rev().skip(1).any(|&d| d != 1) || b.shape.last() != Some(&cols)
+            })
+        {
             continue;
         }
         let out_shape = g.shape(src).unwrap_or_default();
@@ -159,20 +210,47 @@ fn weight_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
         for (k, &(start, end)) in parts.iter().enumerate() {
             let slice = |t: &Tensor, rows: usize| -> Tensor {
                 let v = t.floats();
-                let data = (0..rows).flat_map(|r| v[r * cols + start..r * cols + end].to_vec()).collect();
-                Tensor { shape: if t.shape.len() == 2 { vec![rows, end - start] } else { vec![end - start] }, data: Data::F32(data) }
+                let data = (0..rows)
+                    .flat_map(|r| v[r * cols + start..r * cols + end].to_vec())
+                    .collect();
+                Tensor {
+                    shape: if t.shape.len() == 2 {
+                        vec![rows, end - start]
+                    } else {
+                        vec![end - start]
+                    },
+                    data: Data::F32(data),
+                }
             };
             let wk = g.constant(&mm.inputs[1], slice(&w, w.shape[0]));
             let mut shape = out_shape.clone();
             if let Some(last) = shape.last_mut() {
                 *last = end - start;
             }
-            let info = Info { shape, elem: Elem::Float };
-            let mut y = g.step(&node.name, "MatMul", vec![x.clone(), wk], Attrs::default(), info.clone());
+            let info = Info {
+                shape,
+                elem: Elem::Float,
+            };
+            let mut y = g.step(
+                &node.name,
+                "MatMul",
+                vec![x.clone(), wk],
+                Attrs::default(),
+                info.clone(),
+            );
             if let Some(b) = &bias {
-                let bk = g.constant(&node.name, slice(&b.reshaped(vec![1, cols]), 1).reshaped(vec![end - start]));
+                let bk = g.constant(
+                    &node.name,
+                    slice(&b.reshaped(vec![1, cols]), 1).reshaped(vec![end - start]),
+                );
                 steps.push(y.clone());
-                y = g.step(&node.name, "Add", vec![y.output().to_string(), bk], Attrs::default(), info);
+                y = g.step(
+                    &node.name,
+                    "Add",
+                    vec![y.output().to_string(), bk],
+                    Attrs::default(),
+                    info,
+                );
             }
             y.outputs = vec![node.outputs[k].clone()];
             y.index = node.index;
@@ -210,7 +288,11 @@ fn column_parts(g: &OpGraph, node: &Node) -> Option<Vec<(usize, usize)>> {
             })
             .collect();
     }
-    let c = |i: usize| node.input(i).and_then(|n| g.consts.get(n)).map(|t| t.ints());
+    let c = |i: usize| {
+        node.input(i)
+            .and_then(|n| g.consts.get(n))
+            .map(|t| t.ints())
+    };
     let (starts, ends) = (c(1)?, c(2)?);
     let axes = c(3).unwrap_or(vec![0]);
     if starts.len() != 1 || axes.len() != 1 || !is_last(axes[0]) || c(4).is_some_and(|s| s != [1]) {
@@ -236,7 +318,10 @@ fn scalar_scale(g: &mut OpGraph) -> Result<usize, OnnxError> {
         for operand in &node.inputs {
             // Walk up through single-use Reshape/Transpose to a single-use scalar Mul or Div.
             let mut t = operand.clone();
-            let mut reader = (at - 1, node.inputs.iter().position(|i| i == operand).unwrap_or(0));
+            let mut reader = (
+                at - 1,
+                node.inputs.iter().position(|i| i == operand).unwrap_or(0),
+            );
             loop {
                 if g.uses(&t) != 1 {
                     break;
@@ -255,7 +340,11 @@ fn scalar_scale(g: &mut OpGraph) -> Result<usize, OnnxError> {
                             (Some(c), None) if pn.op == "Mul" => (b.clone(), c),
                             _ => break,
                         };
-                        factor *= if pn.op == "Mul" { f64::from(c) } else { 1.0 / f64::from(c) };
+                        factor *= if pn.op == "Mul" {
+                            f64::from(c)
+                        } else {
+                            1.0 / f64::from(c)
+                        };
                         rewired.push((reader, x));
                         break;
                     }
@@ -271,10 +360,25 @@ fn scalar_scale(g: &mut OpGraph) -> Result<usize, OnnxError> {
         }
         let out_info = info(g, node.output());
         let mm_at = at - 1;
-        let mm = g.step(&node.name, "MatMul", node.inputs.clone(), Attrs::default(), out_info.clone());
-        let mm = Node { inputs: g.nodes[mm_at].inputs.clone(), ..mm };
+        let mm = g.step(
+            &node.name,
+            "MatMul",
+            node.inputs.clone(),
+            Attrs::default(),
+            out_info.clone(),
+        );
+        let mm = Node {
+            inputs: g.nodes[mm_at].inputs.clone(),
+            ..mm
+        };
         let c = g.scalar_const(&node.name, factor as f32);
-        let scaled = g.step(&node.name, "Mul", vec![mm.output().to_string(), c], Attrs::default(), out_info);
+        let scaled = g.step(
+            &node.name,
+            "Mul",
+            vec![mm.output().to_string(), c],
+            Attrs::default(),
+            out_info,
+        );
         g.replace(mm_at, vec![mm, scaled]);
         at = mm_at + 2;
         count += 1;
@@ -310,23 +414,35 @@ fn movement_chains(g: &mut OpGraph) -> Result<usize, OnnxError> {
             let source = g.nodes[chain[k - 1]].inputs[0].clone();
             let shape = g.infos.get(&source)?.shape.clone();
             let n = super::tensor::elements(&shape).ok()?;
-            let iota = Tensor { shape: shape.clone(), data: Data::I64((0..n as i64).collect()) };
+            let iota = Tensor {
+                shape: shape.clone(),
+                data: Data::I64((0..n as i64).collect()),
+            };
             let mut moved = iota.clone();
             for &i in chain[..k].iter().rev() {
                 let node = &g.nodes[i];
                 let mut ins: Vec<Option<&Tensor>> = vec![Some(&moved)];
-                ins.extend(node.inputs[1..].iter().map(|t| g.consts.get(t).map(|c| c.as_ref())));
-                moved = super::eval::eval(&node.op, &ins, &node.attrs, g.opset).ok()?.remove(0);
+                ins.extend(
+                    node.inputs[1..]
+                        .iter()
+                        .map(|t| g.consts.get(t).map(|c| c.as_ref())),
+                );
+                moved = super::eval::eval(&node.op, &ins, &node.attrs, g.opset)
+                    .ok()?
+                    .remove(0);
             }
             permutations(shape.len()).into_iter().find_map(|p| {
                 let p: Vec<i64> = p.iter().map(|&a| a as i64).collect();
                 let t = super::eval::transpose(&iota, &p).ok()?;
                 // In order: the same elements in the same order under another shape.
                 let in_order = p.iter().enumerate().all(|(i, &a)| i as i64 == a);
-                (t.data == moved.data && (in_order || t.shape == moved.shape)).then(|| (source.clone(), p))
+                (t.data == moved.data && (in_order || t.shape == moved.shape))
+                    .then(|| (source.clone(), p))
             })
         });
-        let Some((source, perm)) = found else { continue };
+        let Some((source, perm)) = found else {
+            continue;
+        };
         let ordered = perm.iter().enumerate().all(|(i, &a)| i as i64 == a);
         if ordered && chain.iter().all(|&i| g.nodes[i].op == "Reshape") {
             continue; // Reshapes in a row: nothing moves, and each is free where the last axis stays.
@@ -334,10 +450,28 @@ fn movement_chains(g: &mut OpGraph) -> Result<usize, OnnxError> {
         let out_info = info(g, g.nodes[at - 1].output());
         let t = if perm.iter().enumerate().all(|(i, &a)| i as i64 == a) {
             let dims: Vec<i64> = out_info.shape.iter().map(|&d| d as i64).collect();
-            let s = g.constant(&source, Tensor { shape: vec![dims.len()], data: Data::I64(dims) });
-            g.step(&source, "Reshape", vec![source.clone(), s], Attrs::default(), out_info)
+            let s = g.constant(
+                &source,
+                Tensor {
+                    shape: vec![dims.len()],
+                    data: Data::I64(dims),
+                },
+            );
+            g.step(
+                &source,
+                "Reshape",
+                vec![source.clone(), s],
+                Attrs::default(),
+                out_info,
+            )
         } else {
-            g.step(&source, "Transpose", vec![source.clone()], Attrs::default().with_ints("perm", perm), out_info)
+            g.step(
+                &source,
+                "Transpose",
+                vec![source.clone()],
+                Attrs::default().with_ints("perm", perm),
+                out_info,
+            )
         };
         g.replace(at - 1, vec![t]);
         count += 1;
@@ -370,17 +504,40 @@ fn split_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
     while at < g.nodes.len() {
         at += 1;
         let node = g.nodes[at - 1].clone();
-        let Some(x) = node.input(0).filter(|x| node.op == "Split" && g.infos.contains_key(*x)).map(str::to_string) else { continue };
+        let Some(x) = node
+            .input(0)
+            .filter(|x| node.op == "Split" && g.infos.contains_key(*x))
+            .map(str::to_string)
+        else {
+            continue;
+        };
         let shape = g.infos[&x].shape.clone();
-        let a = super::tensor::axis(node.attrs.i("axis").unwrap_or(0), shape.len()).map_err(|m| node.error(m))?;
+        let a = super::tensor::axis(node.attrs.i("axis").unwrap_or(0), shape.len())
+            .map_err(|m| node.error(m))?;
         let mut start = 0i64;
         let mut steps = Vec::new();
         for o in &node.outputs {
-            let Some(info) = g.infos.get(o).cloned() else { continue };
+            let Some(info) = g.infos.get(o).cloned() else {
+                continue;
+            };
             let end = start + info.shape[a] as i64;
-            let c = |g: &mut OpGraph, v: i64| g.constant(&node.name, Tensor { shape: vec![1], data: Data::I64(vec![v]) });
+            let c = |g: &mut OpGraph, v: i64| {
+                g.constant(
+                    &node.name,
+                    Tensor {
+                        shape: vec![1],
+                        data: Data::I64(vec![v]),
+                    },
+                )
+            };
             let (s, e, ax) = (c(g, start), c(g, end), c(g, a as i64));
-            let mut slice = g.step(&node.name, "Slice", vec![x.clone(), s, e, ax], Attrs::default(), info);
+            let mut slice = g.step(
+                &node.name,
+                "Slice",
+                vec![x.clone(), s, e, ax],
+                Attrs::default(),
+                info,
+            );
             slice.outputs = vec![o.clone()];
             slice.index = node.index;
             steps.push(slice);

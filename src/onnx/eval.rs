@@ -11,20 +11,73 @@
 
 use super::proto::data_type;
 use super::tensor::{
-    Attrs, Data, MAX_ELEMENTS, Tensor, axis, broadcast, broadcast_sources, elements,
-    element_name, reshape, unsqueeze,
+    Attrs, Data, MAX_ELEMENTS, Tensor, axis, broadcast, broadcast_sources, elements, reshape,
+    unsqueeze,
 };
 
 /// Whether [`eval`] evaluates `op` when all its inputs are constant.
 pub fn foldable(op: &str) -> bool {
     const OPS: &[&str] = &[
-        "Identity", "GatherND", "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Equal", "Less", "Greater",
-        "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Max", "Min", "Sqrt", "Neg",
-        "Abs", "Reciprocal", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu", "Floor", "Ceil",
-        "IsNaN", "IsInf", "Cast", "CastLike", "Shape", "Size", "ConstantOfShape", "Unsqueeze",
-        "Squeeze", "Reshape", "Flatten", "Expand", "Where", "Gather", "Concat", "Slice", "Range",
-        "Transpose", "Split", "Trilu", "DequantizeLinear", "MatMul", "ReduceSum", "ReduceMean",
-        "ReduceMax", "ReduceMin", "ReduceProd", "Tile", "CumSum",
+        "Identity",
+        "GatherND",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "Mod",
+        "Equal",
+        "Less",
+        "Greater",
+        "LessOrEqual",
+        "GreaterOrEqual",
+        "And",
+        "Or",
+        "Xor",
+        "Not",
+        "Max",
+        "Min",
+        "Sqrt",
+        "Neg",
+        "Abs",
+        "Reciprocal",
+        "Exp",
+        "Log",
+        "Erf",
+        "Tanh",
+        "Sigmoid",
+        "Relu",
+        "Floor",
+        "Ceil",
+        "IsNaN",
+        "IsInf",
+        "Cast",
+        "CastLike",
+        "Shape",
+        "Size",
+        "ConstantOfShape",
+        "Unsqueeze",
+        "Squeeze",
+        "Reshape",
+        "Flatten",
+        "Expand",
+        "Where",
+        "Gather",
+        "Concat",
+        "Slice",
+        "Range",
+        "Transpose",
+        "Split",
+        "Trilu",
+        "DequantizeLinear",
+        "MatMul",
+        "ReduceSum",
+        "ReduceMean",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceProd",
+        "Tile",
+        "CumSum",
     ];
     OPS.contains(&op)
 }
@@ -118,22 +171,48 @@ pub fn eval(
     let one = |t: Tensor| Ok(vec![t]);
     match op {
         "Identity" => one(input(0)?.clone()),
-        "Add" => one(binary(input(0)?, input(1)?, |a, b| a + b, i64::checked_add)?),
-        "Sub" => one(binary(input(0)?, input(1)?, |a, b| a - b, i64::checked_sub)?),
-        "Mul" => one(binary(input(0)?, input(1)?, |a, b| a * b, i64::checked_mul)?),
-        "Div" => one(binary(input(0)?, input(1)?, |a, b| a / b, i64::checked_div)?),
+        "Add" => one(binary(
+            input(0)?,
+            input(1)?,
+            |a, b| a + b,
+            i64::checked_add,
+        )?),
+        "Sub" => one(binary(
+            input(0)?,
+            input(1)?,
+            |a, b| a - b,
+            i64::checked_sub,
+        )?),
+        "Mul" => one(binary(
+            input(0)?,
+            input(1)?,
+            |a, b| a * b,
+            i64::checked_mul,
+        )?),
+        "Div" => one(binary(
+            input(0)?,
+            input(1)?,
+            |a, b| a / b,
+            i64::checked_div,
+        )?),
         "Mod" => one(binary(
             input(0)?,
             input(1)?,
-            |a, b| if attrs.i("fmod") == Some(1) { a % b } else { a - b * (a / b).floor() },
-            |a, b| a.checked_rem_euclid(b).map(|r| if b < 0 && r != 0 { r + b } else { r }),
+            |a, b| {
+                if attrs.i("fmod") == Some(1) {
+                    a % b
+                } else {
+                    a - b * (a / b).floor()
+                }
+            },
+            |a, b| {
+                a.checked_rem_euclid(b)
+                    .map(|r| if b < 0 && r != 0 { r + b } else { r })
+            },
         )?),
-        "Pow" => one(binary(
-            input(0)?,
-            input(1)?,
-            f64::powf,
-            |a, b| u32::try_from(b).ok().and_then(|b| a.checked_pow(b)),
-        )?),
+        "Pow" => one(binary(input(0)?, input(1)?, f64::powf, |a, b| {
+            u32::try_from(b).ok().and_then(|b| a.checked_pow(b))
+        })?),
         "Max" | "Min" => {
             let max = op == "Max";
             let mut acc = input(0)?.clone();
@@ -154,14 +233,19 @@ pub fn eval(
         "GreaterOrEqual" => one(compare(input(0)?, input(1)?, |a, b| a >= b)?),
         "And" => one(compare(input(0)?, input(1)?, |a, b| a != 0.0 && b != 0.0)?),
         "Or" => one(compare(input(0)?, input(1)?, |a, b| a != 0.0 || b != 0.0)?),
-        "Xor" => one(compare(input(0)?, input(1)?, |a, b| (a != 0.0) != (b != 0.0))?),
+        "Xor" => one(compare(input(0)?, input(1)?, |a, b| {
+            (a != 0.0) != (b != 0.0)
+        })?),
         "Not" => {
             let t = input(0)?;
             one(bools(t.shape.clone(), t.ints().into_iter().map(|x| x == 0)))
         }
         "IsNaN" => {
             let t = input(0)?;
-            one(bools(t.shape.clone(), t.floats().into_iter().map(f32::is_nan)))
+            one(bools(
+                t.shape.clone(),
+                t.floats().into_iter().map(f32::is_nan),
+            ))
         }
         "IsInf" => {
             let t = input(0)?;
@@ -209,7 +293,11 @@ pub fn eval(
         "Cast" | "CastLike" => {
             let t = input(0)?;
             let to = if op == "CastLike" {
-                if input(1)?.is_float() { data_type::FLOAT } else { data_type::INT64 }
+                if input(1)?.is_float() {
+                    data_type::FLOAT
+                } else {
+                    data_type::INT64
+                }
             } else {
                 attrs.i("to").unwrap_or(i64::from(data_type::FLOAT)) as i32
             };
@@ -280,7 +368,11 @@ pub fn eval(
             one(Tensor { shape: out, data })
         }
         "Gather" => one(gather(input(0)?, input(1)?, attrs.i("axis").unwrap_or(0))?),
-        "GatherND" => one(gather_nd(input(0)?, input(1)?, attrs.i("batch_dims").unwrap_or(0))?),
+        "GatherND" => one(gather_nd(
+            input(0)?,
+            input(1)?,
+            attrs.i("batch_dims").unwrap_or(0),
+        )?),
         "Concat" => one(concat(
             &inputs
                 .iter()
@@ -300,7 +392,9 @@ pub fn eval(
                 limit.scalar().ok_or("limit is not a scalar")?,
                 delta.scalar().ok_or("delta is not a scalar")?,
             );
-            let n = ((f64::from(l) - f64::from(s)) / f64::from(d)).ceil().max(0.0);
+            let n = ((f64::from(l) - f64::from(s)) / f64::from(d))
+                .ceil()
+                .max(0.0);
             if !(n.is_finite() && (n as usize) <= MAX_ELEMENTS) {
                 return Err("range is too long".to_string());
             }
@@ -339,10 +433,23 @@ pub fn eval(
                 })
                 .collect();
             let data = match &t.data {
-                Data::F32(v) => Data::F32(v.iter().zip(&keep).map(|(&x, &k)| if k { x } else { 0.0 }).collect()),
-                Data::I64(v) => Data::I64(v.iter().zip(&keep).map(|(&x, &k)| if k { x } else { 0 }).collect()),
+                Data::F32(v) => Data::F32(
+                    v.iter()
+                        .zip(&keep)
+                        .map(|(&x, &k)| if k { x } else { 0.0 })
+                        .collect(),
+                ),
+                Data::I64(v) => Data::I64(
+                    v.iter()
+                        .zip(&keep)
+                        .map(|(&x, &k)| if k { x } else { 0 })
+                        .collect(),
+                ),
             };
-            one(Tensor { shape: t.shape.clone(), data })
+            one(Tensor {
+                shape: t.shape.clone(),
+                data,
+            })
         }
         "DequantizeLinear" => one(dequantize(input(0)?, input(1)?, optional(2), attrs)?),
         "MatMul" => one(matmul(input(0)?, input(1)?)?),
@@ -353,13 +460,21 @@ pub fn eval(
             if axes.is_empty() && noop {
                 return one(input(0)?.clone());
             }
-            one(reduce(op, input(0)?, &axes, attrs.i("keepdims").unwrap_or(1) != 0)?)
+            one(reduce(
+                op,
+                input(0)?,
+                &axes,
+                attrs.i("keepdims").unwrap_or(1) != 0,
+            )?)
         }
         "Tile" => {
             let t = input(0)?;
             let reps = input(1)?.ints();
             if reps.len() != t.shape.len() || reps.iter().any(|&r| r < 0) {
-                return Err(format!("Tile repeats {reps:?} do not fit rank {}", t.shape.len()));
+                return Err(format!(
+                    "Tile repeats {reps:?} do not fit rank {}",
+                    t.shape.len()
+                ));
             }
             let mut out = t.clone();
             for (a, &r) in reps.iter().enumerate() {
@@ -367,7 +482,10 @@ pub fn eval(
                 out = if parts.is_empty() {
                     let mut shape = out.shape.clone();
                     shape[a] = 0;
-                    Tensor { shape, data: Data::F32(Vec::new()) }
+                    Tensor {
+                        shape,
+                        data: Data::F32(Vec::new()),
+                    }
                 } else {
                     concat(&parts, a as i64)?
                 };
@@ -376,14 +494,24 @@ pub fn eval(
         }
         "CumSum" => {
             let t = input(0)?;
-            let a = axis(input(1)?.scalar().ok_or("CumSum's axis is not a scalar")? as i64, t.shape.len())?;
-            let (exclusive, reverse) = (attrs.i("exclusive") == Some(1), attrs.i("reverse") == Some(1));
+            let a = axis(
+                input(1)?.scalar().ok_or("CumSum's axis is not a scalar")? as i64,
+                t.shape.len(),
+            )?;
+            let (exclusive, reverse) = (
+                attrs.i("exclusive") == Some(1),
+                attrs.i("reverse") == Some(1),
+            );
             let (n, inner) = (t.shape[a], t.shape[a + 1..].iter().product::<usize>());
             let mut v: Vec<f64> = t.floats().iter().map(|&x| f64::from(x)).collect();
             let src = v.clone();
             for (i, out) in v.iter_mut().enumerate() {
                 let (pos, base) = ((i / inner) % n, i - ((i / inner) % n) * inner);
-                let range: Vec<usize> = if reverse { (pos..n).collect() } else { (0..=pos).collect() };
+                let range: Vec<usize> = if reverse {
+                    (pos..n).collect()
+                } else {
+                    (0..=pos).collect()
+                };
                 *out = range
                     .into_iter()
                     .filter(|&j| !(exclusive && j == pos))
@@ -435,7 +563,10 @@ pub fn shape_slice(shape: &[usize], attrs: &Attrs) -> Vec<usize> {
         clamp(attrs.i("start").unwrap_or(0)),
         clamp(attrs.i("end").unwrap_or(rank)),
     );
-    shape.get(start..end.max(start)).unwrap_or_default().to_vec()
+    shape
+        .get(start..end.max(start))
+        .unwrap_or_default()
+        .to_vec()
 }
 
 /// Squeeze: `axes` (of the input) dropped, or every unit dimension when `axes` is empty.
@@ -456,12 +587,21 @@ pub fn squeeze(shape: &[usize], axes: &[i64]) -> Result<Vec<usize>, String> {
 /// Flatten at `axis`: `[∏ shape[..axis], ∏ shape[axis..]]`.
 pub fn flatten(shape: &[usize], axis_attr: i64) -> Result<Vec<usize>, String> {
     let rank = shape.len();
-    let a = if axis_attr < 0 { axis_attr + rank as i64 } else { axis_attr };
+    let a = if axis_attr < 0 {
+        axis_attr + rank as i64
+    } else {
+        axis_attr
+    };
     if !(0..=rank as i64).contains(&a) {
-        return Err(format!("Flatten axis {axis_attr} is out of range for rank {rank}"));
+        return Err(format!(
+            "Flatten axis {axis_attr} is out of range for rank {rank}"
+        ));
     }
     let a = a as usize;
-    Ok(vec![shape[..a].iter().product(), shape[a..].iter().product()])
+    Ok(vec![
+        shape[..a].iter().product(),
+        shape[a..].iter().product(),
+    ])
 }
 
 /// `perm` checked as a permutation of `rank` axes.
@@ -502,122 +642,13 @@ pub fn transpose(t: &Tensor, perm: &[i64]) -> Result<Tensor, String> {
     Ok(t.pick(shape, &src))
 }
 
-fn cast(t: &Tensor, to: i32) -> Result<Tensor, String> {
-    use data_type as d;
-    let data = match to {
-        d::FLOAT | d::DOUBLE => Data::F32(t.floats()),
-        d::FLOAT16 => Data::F32(t.floats().iter().map(|&x| half::f16::from_f32(x).to_f32()).collect()),
-        d::BFLOAT16 => Data::F32(t.floats().iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect()),
-        d::BOOL => Data::I64(t.floats().iter().map(|&x| i64::from(x != 0.0)).collect()),
-        d::INT64 | d::INT32 | d::INT16 | d::INT8 | d::UINT8 | d::UINT16 | d::UINT32 | d::UINT64 => {
-            Data::I64(t.ints())
-        }
-        to => return Err(format!("cast to element type {} is not supported", element_name(to))),
-    };
-    Ok(Tensor { shape: t.shape.clone(), data })
-}
-
-/// `(x − zero_point) · scale`, per tensor or per slice along `axis`.
-fn dequantize(x: &Tensor, scale: &Tensor, zero: Option<&Tensor>, attrs: &Attrs) -> Result<Tensor, String> {
-    let a = axis(attrs.i("axis").unwrap_or(1), x.shape.len().max(1))?;
-    let (scales, zeros) = (scale.floats(), zero.map_or_else(|| vec![0; scales_len(scale)], Tensor::ints));
-    if scales.len() != zeros.len() {
-        return Err("scale and zero point differ in length".to_string());
-    }
-    let per = |i: usize| -> usize {
-        if scales.len() == 1 {
-            0
-        } else {
-            let inner: usize = x.shape[a + 1..].iter().product();
-            (i / inner) % x.shape[a]
-        }
-    };
-    if scales.len() != 1 && x.shape.get(a) != Some(&scales.len()) {
-        return Err(format!(
-            "{} scales for axis {a} of {:?}: per-channel dequantisation takes one a channel",
-            scales.len(),
-            x.shape
-        ));
-    }
-    let v = x.ints();
-    Ok(Tensor {
-        shape: x.shape.clone(),
-        data: Data::F32(
-            v.iter()
-                .enumerate()
-                .map(|(i, &q)| ((q - zeros[per(i)]) as f64 * f64::from(scales[per(i)])) as f32)
-                .collect(),
-        ),
-    })
-}
-
-fn scales_len(t: &Tensor) -> usize {
-    t.len()
-}
-
-fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
-    if a.shape.len() != 2 || b.shape.len() != 2 || a.shape[1] != b.shape[0] {
-        return Err(format!(
-            "only 2-D matmuls of constants fold; got {:?} and {:?}",
-            a.shape, b.shape
-        ));
-    }
-    let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
-    elements(&[m, n])?;
-    elements(&[m, k, n])?;
-    let (x, y) = (a.floats(), b.floats());
-    let mut out = vec![0f32; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            out[i * n + j] = (0..k).map(|p| f64::from(x[i * k + p]) * f64::from(y[p * n + j])).sum::<f64>() as f32;
-        }
-    }
-    Ok(Tensor { shape: vec![m, n], data: Data::F32(out) })
-}
-
-fn reduce(op: &str, t: &Tensor, axes: &[i64], keep: bool) -> Result<Tensor, String> {
-    let rank = t.shape.len();
-    let axes: Vec<usize> = if axes.is_empty() {
-        (0..rank).collect()
-    } else {
-        axes.iter().map(|&a| axis(a, rank)).collect::<Result<_, _>>()?
-    };
-    let out_full: Vec<usize> = (0..rank).map(|a| if axes.contains(&a) { 1 } else { t.shape[a] }).collect();
-    let n = elements(&out_full)?;
-    let src = broadcast_sources(&out_full, &t.shape)?;
-    let (init, f): (f64, fn(f64, f64) -> f64) = match op {
-        "ReduceMax" => (f64::NEG_INFINITY, f64::max),
-        "ReduceMin" => (f64::INFINITY, f64::min),
-        "ReduceProd" => (1.0, |a, b| a * b),
-        _ => (0.0, |a, b| a + b),
-    };
-    let mut acc = vec![init; n];
-    let v = t.floats();
-    for (i, &o) in src.iter().enumerate() {
-        acc[o] = f(acc[o], f64::from(v[i]));
-    }
-    if op == "ReduceMean" {
-        let count = (t.len() / n.max(1)).max(1) as f64;
-        acc.iter_mut().for_each(|x| *x /= count);
-    }
-    let shape = if keep {
-        out_full
-    } else {
-        (0..rank).filter(|a| !axes.contains(a)).map(|a| t.shape[a]).collect()
-    };
-    Ok(Tensor {
-        shape,
-        data: if t.is_float() {
-            Data::F32(acc.iter().map(|&x| x as f32).collect())
-        } else {
-            Data::I64(acc.iter().map(|&x| x as i64).collect())
-        },
-    })
-}
-
 /// The sizes Split cuts axis `a` of `dim` into: `split` (an input from opset 13, else an attribute),
 /// or `parts` equal parts (`num_outputs` from opset 18), the last smaller.
-pub fn split_sizes(dim: usize, split: Option<Vec<i64>>, parts: usize) -> Result<Vec<usize>, String> {
+pub fn split_sizes(
+    dim: usize,
+    split: Option<Vec<i64>>,
+    parts: usize,
+) -> Result<Vec<usize>, String> {
     match split {
         Some(s) => {
             let sizes: Vec<usize> = s
@@ -631,15 +662,26 @@ pub fn split_sizes(dim: usize, split: Option<Vec<i64>>, parts: usize) -> Result<
         }
         None if parts > 0 => {
             let each = dim.div_ceil(parts);
-            Ok((0..parts).map(|i| each.min(dim.saturating_sub(i * each))).collect())
+            Ok((0..parts)
+                .map(|i| each.min(dim.saturating_sub(i * each)))
+                .collect())
         }
         None => Err("Split needs its sizes or its number of outputs".to_string()),
     }
 }
 
-fn split(t: &Tensor, sizes: Option<&Tensor>, attrs: &Attrs, opset: i64) -> Result<Vec<Tensor>, String> {
+fn split(
+    t: &Tensor,
+    sizes: Option<&Tensor>,
+    attrs: &Attrs,
+    opset: i64,
+) -> Result<Vec<Tensor>, String> {
     let a = axis(attrs.i("axis").unwrap_or(0), t.shape.len())?;
-    let given = if opset >= 13 { sizes.map(Tensor::ints) } else { attrs.ints("split") };
+    let given = if opset >= 13 {
+        sizes.map(Tensor::ints)
+    } else {
+        attrs.ints("split")
+    };
     let parts = attrs.i("num_outputs").map_or(0, |n| n.max(0) as usize);
     let sizes = split_sizes(t.shape[a], given, parts)?;
     let mut start = 0i64;
@@ -653,9 +695,12 @@ fn split(t: &Tensor, sizes: Option<&Tensor>, attrs: &Attrs, opset: i64) -> Resul
         .collect()
 }
 
+mod numeric;
 mod select;
 #[cfg(test)]
 mod tests;
 
-pub use select::{slice, slice_indices};
+use numeric::{cast, dequantize, matmul, reduce};
+
 use select::{concat, gather, gather_nd};
+pub use select::{slice, slice_indices};

@@ -35,9 +35,14 @@ pub fn fold(g: &mut OpGraph) -> Result<usize, OnnxError> {
             Some(vec![if node.op == "Shape" {
                 tensor::shape_tensor(&shape_slice(&shape, &node.attrs))
             } else {
-                Tensor { shape: Vec::new(), data: Data::I64(vec![shape.iter().product::<usize>() as i64]) }
+                Tensor {
+                    shape: Vec::new(),
+                    data: Data::I64(vec![shape.iter().product::<usize>() as i64]),
+                }
             }])
-        } else if let Some(consts) = consts.filter(|c| foldable(&node.op) && !is_lookup(&node.op, c)) {
+        } else if let Some(consts) =
+            consts.filter(|c| foldable(&node.op) && !is_lookup(&node.op, c))
+        {
             Some(eval(&node.op, &consts, &node.attrs, g.opset).map_err(|m| node.error(m))?)
         } else {
             None
@@ -60,7 +65,9 @@ pub fn fold(g: &mut OpGraph) -> Result<usize, OnnxError> {
                     .map(|t| Operand::Const(t))
                     .or_else(|| g.infos.get(i).map(Operand::Computed))
                     .map(Some)
-                    .ok_or_else(|| node.error(format!("input `{i}` is not defined before this node"))),
+                    .ok_or_else(|| {
+                        node.error(format!("input `{i}` is not defined before this node"))
+                    }),
             })
             .collect::<Result<_, _>>()?;
         let infos = infer(&node, &operands, g.opset).map_err(|m| node.error(m))?;
@@ -79,7 +86,12 @@ pub fn fold(g: &mut OpGraph) -> Result<usize, OnnxError> {
 /// A Gather from a float table (an embedding lookup, even of constant indices): it stays a lookup,
 /// which the host makes, rather than a folded `[tokens, dim]` constant.
 fn is_lookup(op: &str, inputs: &[Option<&Tensor>]) -> bool {
-    op == "Gather" && inputs.first().copied().flatten().is_some_and(|t| t.is_float() && t.shape.len() == 2)
+    op == "Gather"
+        && inputs
+            .first()
+            .copied()
+            .flatten()
+            .is_some_and(|t| t.is_float() && t.shape.len() == 2)
 }
 
 #[cfg(test)]
@@ -88,10 +100,18 @@ mod tests {
     use crate::onnx::imported::ImportConfig;
     use crate::onnx::proto::*;
 
-    pub(crate) fn model(nodes: Vec<NodeProto>, inputs: &[(&str, i32)], outputs: &[&str], inits: Vec<TensorProto>) -> ModelProto {
+    pub(crate) fn model(
+        nodes: Vec<NodeProto>,
+        inputs: &[(&str, i32)],
+        outputs: &[&str],
+        inits: Vec<TensorProto>,
+    ) -> ModelProto {
         ModelProto {
             ir_version: 8,
-            opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 17 }],
+            opset_import: vec![OperatorSetIdProto {
+                domain: String::new(),
+                version: 17,
+            }],
             producer_name: String::new(),
             producer_version: String::new(),
             graph: Some(GraphProto {
@@ -102,10 +122,21 @@ mod tests {
                     .iter()
                     .map(|(n, t)| ValueInfoProto {
                         name: n.to_string(),
-                        r#type: Some(TypeProto { tensor_type: Some(TensorTypeProto { elem_type: *t, shape: None }) }),
+                        r#type: Some(TypeProto {
+                            tensor_type: Some(TensorTypeProto {
+                                elem_type: *t,
+                                shape: None,
+                            }),
+                        }),
                     })
                     .collect(),
-                output: outputs.iter().map(|n| ValueInfoProto { name: n.to_string(), r#type: None }).collect(),
+                output: outputs
+                    .iter()
+                    .map(|n| ValueInfoProto {
+                        name: n.to_string(),
+                        r#type: None,
+                    })
+                    .collect(),
             }),
         }
     }
@@ -128,12 +159,36 @@ mod tests {
             n("Shape", &["x"], "s"),
             n("Gather", &["s", "one"], "cols"),
             n("Range", &["zero", "cols", "one"], "r"),
-            NodeProto { attribute: vec![AttributeProto { name: "to".into(), r#type: 2, i: 1, ..Default::default() }], ..n("Cast", &["r"], "rf") },
+            NodeProto {
+                attribute: vec![AttributeProto {
+                    name: "to".into(),
+                    r#type: 2,
+                    i: 1,
+                    ..Default::default()
+                }],
+                ..n("Cast", &["r"], "rf")
+            },
             n("Add", &["x", "rf"], "y"),
         ];
-        let scalar = |name: &str, v: i64| TensorProto { dims: vec![], data_type: data_type::INT64, int64_data: vec![v], name: name.into(), ..Default::default() };
-        let m = model(nodes, &[("x", data_type::FLOAT)], &["y"], vec![scalar("zero", 0), scalar("one", 1)]);
-        let config = ImportConfig { name: "t".into(), model: "t".into(), shapes: vec![("x".into(), vec![2, 3])], external: Default::default() };
+        let scalar = |name: &str, v: i64| TensorProto {
+            dims: vec![],
+            data_type: data_type::INT64,
+            int64_data: vec![v],
+            name: name.into(),
+            ..Default::default()
+        };
+        let m = model(
+            nodes,
+            &[("x", data_type::FLOAT)],
+            &["y"],
+            vec![scalar("zero", 0), scalar("one", 1)],
+        );
+        let config = ImportConfig {
+            name: "t".into(),
+            model: "t".into(),
+            shapes: vec![("x".into(), vec![2, 3])],
+            external: Default::default(),
+        };
         let mut g = OpGraph::load(&m, &config).unwrap();
         assert_eq!(fold(&mut g).unwrap(), 4);
         assert_eq!(g.nodes.len(), 1);

@@ -15,7 +15,7 @@
 use super::OnnxError;
 use super::imported::{ImportConfig, Imported};
 use super::opgraph::{Elem, OpGraph};
-use super::patterns::{Ctx, Sym, is_whole, iota};
+use super::patterns::{Ctx, Sym, iota, is_whole};
 use super::proto::ModelProto;
 use super::{canonical, fold};
 use crate::ids::ValueId;
@@ -76,11 +76,16 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
         if let Some(Sym::Value { id, shape }) = syms.get(name).cloned()
             && cx.values[id.index()].role == ValueRole::Input
         {
-            let copy = Sym::View { sources: vec![id], index: super::movement::iota(&shape, 0) };
+            let copy = Sym::View {
+                sources: vec![id],
+                index: super::movement::iota(&shape, 0),
+            };
             syms.insert(name.clone(), copy);
         }
         if let Some(view @ (Sym::View { .. } | Sym::Heads { .. })) = syms.get(name).cloned() {
-            let (id, shape) = cx.materialize(&view).map_err(|m| OnnxError::Model(format!("graph output `{name}`: {m}")))?;
+            let (id, shape) = cx
+                .materialize(&view)
+                .map_err(|m| OnnxError::Model(format!("graph output `{name}`: {m}")))?;
             syms.insert(name.clone(), Sym::Value { id, shape });
         }
         match syms.get(&o.name) {
@@ -149,9 +154,17 @@ fn inputs(g: &OpGraph, cx: &mut Ctx, syms: &mut BTreeMap<String, Sym>) -> Result
             .value(name, shape, dtype, ValueRole::Input, 0)
             .map_err(|m| OnnxError::Model(format!("graph input `{name}`: {m}")))?;
         let sym = if float {
-            Sym::Value { id, shape: shape.clone() }
+            Sym::Value {
+                id,
+                shape: shape.clone(),
+            }
         } else {
-            Sym::Host { id, base: shape.clone(), index: iota(shape), float: false }
+            Sym::Host {
+                id,
+                base: shape.clone(),
+                index: iota(shape),
+                float: false,
+            }
         };
         syms.insert(name.clone(), sym);
     }
@@ -175,7 +188,8 @@ fn positions(g: &OpGraph) -> Option<(String, usize, usize)> {
                 && t.shape[0] == 1
                 && t.len() > 1
                 && t.ints().iter().enumerate().all(|(i, &v)| v == i as i64);
-            let table = t.is_float() && t.shape.len() == 2 && name.to_lowercase().contains("position");
+            let table =
+                t.is_float() && t.shape.len() == 2 && name.to_lowercase().contains("position");
             (arange || table).then(|| (name.clone(), if arange { t.len() } else { t.shape[0] }))
         })
         .filter(|&(_, p)| p < tokens)

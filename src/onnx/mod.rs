@@ -64,8 +64,12 @@ pub fn external_locations(bytes: &[u8]) -> Result<Vec<String>, OnnxError> {
     let mut out: Vec<String> = Vec::new();
     for t in model.graph.iter().flat_map(|g| &g.initializer) {
         if t.data_location == 1 {
-            let location = opgraph::external_field(t, "location")
-                .ok_or_else(|| OnnxError::Model(format!("initializer `{}`: external data names no location", t.name)))?;
+            let location = opgraph::external_field(t, "location").ok_or_else(|| {
+                OnnxError::Model(format!(
+                    "initializer `{}`: external data names no location",
+                    t.name
+                ))
+            })?;
             if !out.contains(&location) {
                 out.push(location);
             }

@@ -22,12 +22,21 @@ impl Ctx {
             Sym::View { sources, index } => Ok((sources.clone(), index.clone())),
             Sym::Heads { id, base, perm } => {
                 let p: Vec<i64> = perm.iter().map(|&a| a as i64).collect();
-                Ok((vec![*id], Rc::new(super::eval::transpose(&iota(base, 0), &p)?)))
+                Ok((
+                    vec![*id],
+                    Rc::new(super::eval::transpose(&iota(base, 0), &p)?),
+                ))
             }
             Sym::Const(n, t) if t.is_float() => {
                 let rows: usize = t.shape.iter().rev().skip(1).product();
                 let cols = t.shape.last().copied().unwrap_or(1);
-                let w = self.weight(n, &t.reshaped(vec![rows, cols]), &t.shape.clone(), DType::F16, 1)?;
+                let w = self.weight(
+                    n,
+                    &t.reshaped(vec![rows, cols]),
+                    &t.shape.clone(),
+                    DType::F16,
+                    1,
+                )?;
                 Ok((vec![w], iota(&t.shape, 0)))
             }
             other => {
@@ -39,20 +48,31 @@ impl Ctx {
 
     /// A movement operator on a computed tensor (input 0; the others constant).
     pub(super) fn movement(&mut self, node: &Node, ins: &[Option<Sym>]) -> Result<Sym, String> {
-        let x = ins.first().and_then(Option::as_ref).ok_or("input 0 is missing")?;
+        let x = ins
+            .first()
+            .and_then(Option::as_ref)
+            .ok_or("input 0 is missing")?;
         let (sources, index) = self.as_view(x)?;
         let mut consts: Vec<Option<&Tensor>> = vec![Some(index.as_ref())];
         for s in &ins[1..] {
             match s {
                 Some(Sym::Const(_, t)) => consts.push(Some(t.as_ref())),
                 None => consts.push(None),
-                Some(other) => return Err(format!("{}'s operands besides its data must be constant, not {}", node.op, other.what())),
+                Some(other) => {
+                    return Err(format!(
+                        "{}'s operands besides its data must be constant, not {}",
+                        node.op,
+                        other.what()
+                    ));
+                }
             }
         }
         let attrs = match node.op.as_str() {
             "Transpose" if node.attrs.ints("perm").is_none() => {
                 let rank = index.shape.len() as i64;
-                node.attrs.clone().with_ints("perm", (0..rank).rev().collect())
+                node.attrs
+                    .clone()
+                    .with_ints("perm", (0..rank).rev().collect())
             }
             _ => node.attrs.clone(),
         };
@@ -69,12 +89,18 @@ impl Ctx {
             let (src, index) = self.as_view(s)?;
             let base: usize = sources.iter().map(|&v| self.elements(v)).sum();
             let shifted: Vec<i64> = index.ints().iter().map(|&i| i + base as i64).collect();
-            parts.push(Tensor { shape: index.shape.clone(), data: Data::I64(shifted) });
+            parts.push(Tensor {
+                shape: index.shape.clone(),
+                data: Data::I64(shifted),
+            });
             sources.extend(src);
         }
         let refs: Vec<Option<&Tensor>> = parts.iter().map(Some).collect();
         let index = super::eval::eval("Concat", &refs, &node.attrs, self.opset)?.remove(0);
-        Ok(Sym::View { sources, index: Rc::new(index) })
+        Ok(Sym::View {
+            sources,
+            index: Rc::new(index),
+        })
     }
 
     fn elements(&self, v: ValueId) -> usize {
@@ -83,7 +109,13 @@ impl Ctx {
     }
 
     /// A view as a value: one `Assemble` of its pieces.
-    pub(super) fn assemble(&mut self, name: &str, tensor: &str, sources: &[ValueId], index: &Tensor) -> Result<(ValueId, Vec<usize>), String> {
+    pub(super) fn assemble(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        sources: &[ValueId],
+        index: &Tensor,
+    ) -> Result<(ValueId, Vec<usize>), String> {
         let shape = index.shape.clone();
         let sizes: Vec<usize> = sources.iter().map(|&v| self.elements(v)).collect();
         let (rows, cols) = match shape.split_last() {
@@ -96,8 +128,14 @@ impl Ctx {
             .map(|p| Piece {
                 x: sources[p.source],
                 shape: p.shape,
-                from: Strided { offset: p.from.0, strides: p.from.1 },
-                to: Strided { offset: p.to.0, strides: p.to.1 },
+                from: Strided {
+                    offset: p.from.0,
+                    strides: p.from.1,
+                },
+                to: Strided {
+                    offset: p.to.0,
+                    strides: p.to.1,
+                },
             })
             .collect();
         let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
@@ -109,7 +147,10 @@ impl Ctx {
 /// Each element of `shape` its own index, from `base`.
 pub(super) fn iota(shape: &[usize], base: i64) -> Rc<Tensor> {
     let n: usize = shape.iter().product();
-    Rc::new(Tensor { shape: shape.to_vec(), data: Data::I64((base..base + n as i64).collect()) })
+    Rc::new(Tensor {
+        shape: shape.to_vec(),
+        data: Data::I64((base..base + n as i64).collect()),
+    })
 }
 
 /// One piece found: `shape` (up to 3-D), the source, and `(offset, strides)` on either side.
@@ -136,9 +177,17 @@ struct Run {
 /// The pieces that move the elements `index` names (offsets into sources of `sizes` laid end to end)
 /// into an output of `rows × cols`: per row, strided segments, merged into runs of equal segments
 /// whose starts progress evenly, merged down rows whose runs match and progress evenly.
-pub fn pieces(index: &[i64], rows: usize, cols: usize, sizes: &[usize]) -> Result<Vec<Found>, String> {
+pub fn pieces(
+    index: &[i64],
+    rows: usize,
+    cols: usize,
+    sizes: &[usize],
+) -> Result<Vec<Found>, String> {
     if index.len() != rows * cols {
-        return Err(format!("{} indices for {rows}x{cols} elements", index.len()));
+        return Err(format!(
+            "{} indices for {rows}x{cols} elements",
+            index.len()
+        ));
     }
     let locate = |g: i64| -> Result<(usize, i64), String> {
         let mut base = 0i64;
@@ -159,12 +208,27 @@ pub fn pieces(index: &[i64], rows: usize, cols: usize, sizes: &[usize]) -> Resul
         let mut c = 0;
         while c < cols {
             let (src, start) = row[c];
-            let stride = if c + 1 < cols && row[c + 1].0 == src { row[c + 1].1 - start } else { 1 };
+            let stride = if c + 1 < cols && row[c + 1].0 == src {
+                row[c + 1].1 - start
+            } else {
+                1
+            };
             let mut len = 1;
-            while c + len < cols && row[c + len].0 == src && row[c + len].1 - row[c + len - 1].1 == stride {
+            while c + len < cols
+                && row[c + len].0 == src
+                && row[c + len].1 - row[c + len - 1].1 == stride
+            {
                 len += 1;
             }
-            segments.push(Run { source: src, start, stride, len, count: 1, step: 0, col: c });
+            segments.push(Run {
+                source: src,
+                start,
+                stride,
+                len,
+                count: 1,
+                step: 0,
+                col: c,
+            });
             c += len;
         }
         let mut merged: Vec<Run> = Vec::new();
@@ -196,7 +260,9 @@ pub fn pieces(index: &[i64], rows: usize, cols: usize, sizes: &[usize]) -> Resul
             let mut height = 1;
             let mut row_step = 0i64;
             while r + height < rows {
-                let Some(k) = runs[r + height].iter().position(|x| x.col == first.col) else { break };
+                let Some(k) = runs[r + height].iter().position(|x| x.col == first.col) else {
+                    break;
+                };
                 let next = runs[r + height][k];
                 let same = !used[r + height][k]
                     && next.source == first.source
@@ -215,12 +281,16 @@ pub fn pieces(index: &[i64], rows: usize, cols: usize, sizes: &[usize]) -> Resul
                 height += 1;
             }
             used[r][j] = true;
-            let start = u64::try_from(first.start).map_err(|_| "a negative source index".to_string())?;
+            let start =
+                u64::try_from(first.start).map_err(|_| "a negative source index".to_string())?;
             out.push(Found {
                 source: first.source,
                 shape: vec![height as u32, first.count as u32, first.len as u32],
                 from: (start, vec![row_step, first.step, first.stride]),
-                to: ((r * cols + first.col) as u64, vec![cols as i64, first.len as i64, 1]),
+                to: (
+                    (r * cols + first.col) as u64,
+                    vec![cols as i64, first.len as i64, 1],
+                ),
             });
         }
     }
@@ -240,7 +310,8 @@ mod tests {
             for i in 0..a {
                 for j in 0..b {
                     for k in 0..c {
-                        let from = p.from.0 as i64 + i * p.from.1[0] + j * p.from.1[1] + k * p.from.1[2];
+                        let from =
+                            p.from.0 as i64 + i * p.from.1[0] + j * p.from.1[1] + k * p.from.1[2];
                         let to = p.to.0 as i64 + i * p.to.1[0] + j * p.to.1[1] + k * p.to.1[2];
                         assert_eq!(out[to as usize], -1, "written twice");
                         out[to as usize] = base as i64 + from;
@@ -252,7 +323,12 @@ mod tests {
     }
 
     fn check(index: Tensor, sizes: &[usize], most: usize) {
-        let (rows, cols) = (index.shape[..index.shape.len() - 1].iter().product::<usize>(), *index.shape.last().unwrap());
+        let (rows, cols) = (
+            index.shape[..index.shape.len() - 1]
+                .iter()
+                .product::<usize>(),
+            *index.shape.last().unwrap(),
+        );
         let found = pieces(&index.ints(), rows, cols, sizes).unwrap();
         assert_eq!(apply(&found, rows, cols, sizes), index.ints());
         assert!(found.len() <= most, "{} pieces: {found:?}", found.len());
@@ -264,20 +340,47 @@ mod tests {
         let a = crate::onnx::tensor::Attrs::default();
         // A 2-D transpose is one piece; a head transpose one a (batch, head).
         check(transpose(&iota(&[6, 8], 0), &[1, 0]).unwrap(), &[48], 1);
-        check(transpose(&iota(&[2, 5, 3, 4], 0), &[0, 2, 1, 3]).unwrap(), &[120], 6);
+        check(
+            transpose(&iota(&[2, 5, 3, 4], 0), &[0, 2, 1, 3]).unwrap(),
+            &[120],
+            6,
+        );
         // Two sources concatenated along rows and along columns.
         let (x, y) = (iota(&[2, 3], 0), iota(&[2, 3], 6));
-        let rows = eval("Concat", &[Some(&x), Some(&y)], &a.clone().with_int("axis", 0), 17).unwrap().remove(0);
+        let rows = eval(
+            "Concat",
+            &[Some(&x), Some(&y)],
+            &a.clone().with_int("axis", 0),
+            17,
+        )
+        .unwrap()
+        .remove(0);
         check(rows, &[6, 6], 2);
-        let cols = eval("Concat", &[Some(&x), Some(&y)], &a.clone().with_int("axis", 1), 17).unwrap().remove(0);
+        let cols = eval(
+            "Concat",
+            &[Some(&x), Some(&y)],
+            &a.clone().with_int("axis", 1),
+            17,
+        )
+        .unwrap()
+        .remove(0);
         check(cols, &[6, 6], 2);
         // An expanded row, a slice with step 2.
         check(iota(&[1, 5], 0).expand(&[4, 5]).unwrap(), &[5], 1);
-        let s = crate::onnx::eval::slice(&iota(&[4, 10], 0), &[1], &[10], Some(vec![1]), Some(vec![2])).unwrap();
+        let s = crate::onnx::eval::slice(
+            &iota(&[4, 10], 0),
+            &[1],
+            &[10],
+            Some(vec![1]),
+            Some(vec![2]),
+        )
+        .unwrap();
         check(s, &[40], 1);
         // Patches of a [1, 3, 8, 8] image, kernel 4: per channel and patch row, one piece.
         let r = iota(&[1, 3, 8, 8], 0).reshaped(vec![1, 3, 2, 4, 2, 4]);
-        let t = transpose(&r, &[0, 2, 4, 1, 3, 5]).unwrap().reshaped(vec![4, 48]);
+        let t = transpose(&r, &[0, 2, 4, 1, 3, 5])
+            .unwrap()
+            .reshaped(vec![4, 48]);
         check(t, &[192], 6);
         assert!(pieces(&[0, 7], 1, 2, &[4]).is_err());
     }

@@ -30,7 +30,10 @@ pub struct Node {
 impl Node {
     /// The node's input `i`, when given.
     pub fn input(&self, i: usize) -> Option<&str> {
-        self.inputs.get(i).map(String::as_str).filter(|n| !n.is_empty())
+        self.inputs
+            .get(i)
+            .map(String::as_str)
+            .filter(|n| !n.is_empty())
     }
     pub fn output(&self) -> &str {
         self.outputs.first().map_or("", String::as_str)
@@ -129,8 +132,10 @@ impl OpGraph {
             let tensor = Tensor::from_proto(t)
                 .map_err(|m| OnnxError::Model(format!("initializer `{}`: {m}", t.name)))?;
             if matches!(t.data_type, data_type::INT8 | data_type::UINT8) {
-                g.quantized
-                    .insert(t.name.clone(), (tensor::element_name(t.data_type), tensor.len()));
+                g.quantized.insert(
+                    t.name.clone(),
+                    (tensor::element_name(t.data_type), tensor.len()),
+                );
             }
             g.consts.insert(t.name.clone(), Rc::new(tensor));
         }
@@ -143,7 +148,10 @@ impl OpGraph {
                 message,
             };
             if !(n.domain.is_empty() || n.domain == "ai.onnx") {
-                return Err(node(format!("operator domain `{}` is not supported", n.domain)));
+                return Err(node(format!(
+                    "operator domain `{}` is not supported",
+                    n.domain
+                )));
             }
             if n.output.is_empty() {
                 return Err(node("the node has no output".to_string()));
@@ -156,7 +164,11 @@ impl OpGraph {
             }
             g.nodes.push(Node {
                 index,
-                name: if n.name.is_empty() { n.output[0].clone() } else { n.name.clone() },
+                name: if n.name.is_empty() {
+                    n.output[0].clone()
+                } else {
+                    n.name.clone()
+                },
                 op: n.op_type.clone(),
                 inputs: n.input.clone(),
                 outputs: n.output.clone(),
@@ -215,7 +227,11 @@ impl OpGraph {
                     return Err(OnnxError::Model(format!(
                         "--shape {}={} does not fit the model's declared shape [{}] of that input",
                         input.name,
-                        shape.iter().map(usize::to_string).collect::<Vec<_>>().join("x"),
+                        shape
+                            .iter()
+                            .map(usize::to_string)
+                            .collect::<Vec<_>>()
+                            .join("x"),
                         dims(d)
                     )));
                 }
@@ -232,7 +248,13 @@ impl OpGraph {
                     )));
                 }
             };
-            self.infos.insert(input.name.clone(), Info { shape: shape.clone(), elem });
+            self.infos.insert(
+                input.name.clone(),
+                Info {
+                    shape: shape.clone(),
+                    elem,
+                },
+            );
             self.inputs.push((input.name.clone(), shape, code));
         }
         Ok(())
@@ -263,7 +285,9 @@ impl OpGraph {
 
     /// The index in `nodes` of the node producing `tensor`.
     pub fn producer(&self, tensor: &str) -> Option<usize> {
-        self.nodes.iter().position(|n| n.outputs.iter().any(|o| o == tensor))
+        self.nodes
+            .iter()
+            .position(|n| n.outputs.iter().any(|o| o == tensor))
     }
 
     /// How many node inputs and graph outputs read `tensor`.
@@ -278,7 +302,9 @@ impl OpGraph {
 
     /// The node producing `tensor`, when it is an `op` node.
     pub fn produced_by(&self, tensor: &str, op: &str) -> Option<&Node> {
-        self.producer(tensor).map(|i| &self.nodes[i]).filter(|n| n.op == op)
+        self.producer(tensor)
+            .map(|i| &self.nodes[i])
+            .filter(|n| n.op == op)
     }
 
     /// The single element of constant `tensor`.
@@ -300,7 +326,11 @@ impl OpGraph {
         loop {
             let mut read: std::collections::BTreeSet<&str> =
                 self.outputs.iter().map(String::as_str).collect();
-            read.extend(self.nodes.iter().flat_map(|n| n.inputs.iter().map(String::as_str)));
+            read.extend(
+                self.nodes
+                    .iter()
+                    .flat_map(|n| n.inputs.iter().map(String::as_str)),
+            );
             let keep: Vec<bool> = self
                 .nodes
                 .iter()
@@ -332,7 +362,14 @@ impl OpGraph {
 
     /// A node of `op` over `inputs` giving a fresh tensor named after `base`, with the computed
     /// tensor's `info`: for the rewrites that add a step.
-    pub fn step(&mut self, base: &str, op: &str, inputs: Vec<String>, attrs: Attrs, info: Info) -> Node {
+    pub fn step(
+        &mut self,
+        base: &str,
+        op: &str,
+        inputs: Vec<String>,
+        attrs: Attrs,
+        info: Info,
+    ) -> Node {
         let out = self.fresh(base);
         self.infos.insert(out.clone(), info);
         Node {
@@ -348,7 +385,10 @@ impl OpGraph {
 
 /// The value of `key` among a tensor's external data entries.
 pub fn external_field(t: &TensorProto, key: &str) -> Option<String> {
-    t.external_data.iter().find(|e| e.key == key).map(|e| e.value.clone())
+    t.external_data
+        .iter()
+        .find(|e| e.key == key)
+        .map(|e| e.value.clone())
 }
 
 /// An initializer whose data lives in a file, with that data read from the files `config` holds:
@@ -361,7 +401,10 @@ fn external(t: &TensorProto, config: &ImportConfig) -> Result<TensorProto, Strin
         .ok_or_else(|| format!("external data file `{location}` was not read"))?;
     let number = |key: &str| -> Result<Option<usize>, String> {
         external_field(t, key)
-            .map(|v| v.parse::<usize>().map_err(|_| format!("external data {key} `{v}` is not a number")))
+            .map(|v| {
+                v.parse::<usize>()
+                    .map_err(|_| format!("external data {key} `{v}` is not a number"))
+            })
             .transpose()
     };
     let offset = number("offset")?.unwrap_or(0);
@@ -369,7 +412,12 @@ fn external(t: &TensorProto, config: &ImportConfig) -> Result<TensorProto, Strin
     let end = offset.checked_add(length).filter(|&e| e <= file.len()).ok_or_else(|| {
         format!("external data `{location}` holds {} bytes; the tensor asks for {length} from {offset}", file.len())
     })?;
-    Ok(TensorProto { raw_data: file[offset..end].to_vec(), data_location: 0, external_data: Vec::new(), ..t.clone() })
+    Ok(TensorProto {
+        raw_data: file[offset..end].to_vec(),
+        data_location: 0,
+        external_data: Vec::new(),
+        ..t.clone()
+    })
 }
 
 /// A Constant node's value: `value`, `value_float(s)` or `value_int(s)`.
@@ -382,11 +430,16 @@ fn constant(attrs: &Attrs) -> Result<Tensor, String> {
         return Ok(Tensor::scalar_f32(f));
     }
     if let Some(i) = attrs.i("value_int") {
-        return Ok(Tensor { shape: Vec::new(), data: Data::I64(vec![i]) });
+        return Ok(Tensor {
+            shape: Vec::new(),
+            data: Data::I64(vec![i]),
+        });
     }
     if let Some(v) = attrs.ints("value_ints") {
-        return Ok(Tensor { shape: vec![v.len()], data: Data::I64(v) });
+        return Ok(Tensor {
+            shape: vec![v.len()],
+            data: Data::I64(v),
+        });
     }
     Err("a Constant needs a value, value_float, value_int or value_ints attribute".to_string())
 }
-

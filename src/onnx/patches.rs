@@ -22,19 +22,33 @@ pub fn conv_patches(g: &mut OpGraph) -> Result<usize, OnnxError> {
         if node.op != "Conv" {
             continue;
         }
-        let (Some(x), Some(w)) = (node.input(0), node.input(1)) else { continue };
-        let (Some(xs), Some(kernel)) = (g.infos.get(x).map(|i| i.shape.clone()), g.consts.get(w).cloned()) else { continue };
-        let &[n, c, hh, ww] = xs.as_slice() else { continue };
-        let &[d, kc, p, q] = kernel.shape.as_slice() else { continue };
+        let (Some(x), Some(w)) = (node.input(0), node.input(1)) else {
+            continue;
+        };
+        let (Some(xs), Some(kernel)) = (
+            g.infos.get(x).map(|i| i.shape.clone()),
+            g.consts.get(w).cloned(),
+        ) else {
+            continue;
+        };
+        let &[n, c, hh, ww] = xs.as_slice() else {
+            continue;
+        };
+        let &[d, kc, p, q] = kernel.shape.as_slice() else {
+            continue;
+        };
         let a = &node.attrs;
         let strides = a.ints("strides").unwrap_or(vec![1, 1]);
         let plain = kc == c
             && strides == [p as i64, q as i64]
-            && a.ints("kernel_shape").is_none_or(|k| k == [p as i64, q as i64])
+            && a.ints("kernel_shape")
+                .is_none_or(|k| k == [p as i64, q as i64])
             && a.ints("pads").is_none_or(|v| v.iter().all(|&x| x == 0))
-            && a.ints("dilations").is_none_or(|v| v.iter().all(|&x| x == 1))
+            && a.ints("dilations")
+                .is_none_or(|v| v.iter().all(|&x| x == 1))
             && a.i("group").unwrap_or(1) == 1
-            && a.s("auto_pad").is_none_or(|s| s == "NOTSET" || s == "VALID")
+            && a.s("auto_pad")
+                .is_none_or(|s| s == "NOTSET" || s == "VALID")
             && hh % p == 0
             && ww % q == 0;
         if !plain {
@@ -48,30 +62,90 @@ pub fn conv_patches(g: &mut OpGraph) -> Result<usize, OnnxError> {
             },
             None => None,
         };
-        let float = |shape: Vec<usize>| Info { shape, elem: Elem::Float };
+        let float = |shape: Vec<usize>| Info {
+            shape,
+            elem: Elem::Float,
+        };
         let dims = |g: &mut OpGraph, s: &[usize]| {
-            g.constant(&node.name, Tensor { shape: vec![s.len()], data: Data::I64(s.iter().map(|&v| v as i64).collect()) })
+            g.constant(
+                &node.name,
+                Tensor {
+                    shape: vec![s.len()],
+                    data: Data::I64(s.iter().map(|&v| v as i64).collect()),
+                },
+            )
         };
         let s1 = dims(g, &[n, c, h, p, wq, q]);
-        let r1 = g.step(&node.name, "Reshape", vec![x.to_string(), s1], Attrs::default(), float(vec![n, c, h, p, wq, q]));
-        let t1 = g.step(&node.name, "Transpose", vec![r1.output().to_string()], Attrs::default().with_ints("perm", vec![0, 2, 4, 1, 3, 5]), float(vec![n, h, wq, c, p, q]));
+        let r1 = g.step(
+            &node.name,
+            "Reshape",
+            vec![x.to_string(), s1],
+            Attrs::default(),
+            float(vec![n, c, h, p, wq, q]),
+        );
+        let t1 = g.step(
+            &node.name,
+            "Transpose",
+            vec![r1.output().to_string()],
+            Attrs::default().with_ints("perm", vec![0, 2, 4, 1, 3, 5]),
+            float(vec![n, h, wq, c, p, q]),
+        );
         let s2 = dims(g, &[n, h * wq, c * p * q]);
-        let r2 = g.step(&node.name, "Reshape", vec![t1.output().to_string(), s2], Attrs::default(), float(vec![n, h * wq, c * p * q]));
+        let r2 = g.step(
+            &node.name,
+            "Reshape",
+            vec![t1.output().to_string(), s2],
+            Attrs::default(),
+            float(vec![n, h * wq, c * p * q]),
+        );
         // The kernel [D, C·p·q] transposed: [C·p·q, D].
         let k = kernel.floats();
         let cpq = c * p * q;
-        let wm: Vec<f32> = (0..cpq).flat_map(|i| (0..d).map(move |o| (i, o))).map(|(i, o)| k[o * cpq + i]).collect();
-        let wm = g.constant(w, Tensor { shape: vec![cpq, d], data: Data::F32(wm) });
-        let mm = g.step(&node.name, "MatMul", vec![r2.output().to_string(), wm], Attrs::default(), float(vec![n, h * wq, d]));
+        let wm: Vec<f32> = (0..cpq)
+            .flat_map(|i| (0..d).map(move |o| (i, o)))
+            .map(|(i, o)| k[o * cpq + i])
+            .collect();
+        let wm = g.constant(
+            w,
+            Tensor {
+                shape: vec![cpq, d],
+                data: Data::F32(wm),
+            },
+        );
+        let mm = g.step(
+            &node.name,
+            "MatMul",
+            vec![r2.output().to_string(), wm],
+            Attrs::default(),
+            float(vec![n, h * wq, d]),
+        );
         let mut steps = vec![r1, t1, r2, mm];
         if let Some(b) = bias {
             let last = steps.last().expect("the matmul").output().to_string();
-            steps.push(g.step(&node.name, "Add", vec![last, b], Attrs::default(), float(vec![n, h * wq, d])));
+            steps.push(g.step(
+                &node.name,
+                "Add",
+                vec![last, b],
+                Attrs::default(),
+                float(vec![n, h * wq, d]),
+            ));
         }
         let s3 = dims(g, &[n, h, wq, d]);
         let last = steps.last().expect("the matmul").output().to_string();
-        let r3 = g.step(&node.name, "Reshape", vec![last, s3], Attrs::default(), float(vec![n, h, wq, d]));
-        let t3 = g.step(&node.name, "Transpose", vec![r3.output().to_string()], Attrs::default().with_ints("perm", vec![0, 3, 1, 2]), float(vec![n, d, h, wq]));
+        let r3 = g.step(
+            &node.name,
+            "Reshape",
+            vec![last, s3],
+            Attrs::default(),
+            float(vec![n, h, wq, d]),
+        );
+        let t3 = g.step(
+            &node.name,
+            "Transpose",
+            vec![r3.output().to_string()],
+            Attrs::default().with_ints("perm", vec![0, 3, 1, 2]),
+            float(vec![n, d, h, wq]),
+        );
         steps.extend([r3, t3]);
         g.replace(at - 1, steps);
         count += 1;

@@ -100,14 +100,11 @@ impl Sym {
     pub fn shape(&self) -> Vec<usize> {
         match self {
             Sym::Const(_, t) => t.shape.clone(),
-            Sym::Value { shape, .. }
-            | Sym::Embed { shape, .. } => shape.clone(),
+            Sym::Value { shape, .. } | Sym::Embed { shape, .. } => shape.clone(),
             Sym::Host { index, .. }
             | Sym::InvMask { index, .. }
             | Sym::MaskBias { index, .. }
-            | Sym::View { index, .. } => {
-                index.shape.clone()
-            }
+            | Sym::View { index, .. } => index.shape.clone(),
             Sym::Heads { base, perm, .. } => permute(base, perm),
             Sym::Scores { base, keys, .. } => vec![base[0], base[2], base[1], *keys],
         }
@@ -136,7 +133,10 @@ impl Sym {
 /// The view of a whole input of shape `base`: each element its own flat index.
 pub(super) fn iota(base: &[usize]) -> Rc<Tensor> {
     let n: usize = base.iter().product();
-    Rc::new(Tensor { shape: base.to_vec(), data: tensor::Data::I64((0..n as i64).collect()) })
+    Rc::new(Tensor {
+        shape: base.to_vec(),
+        data: tensor::Data::I64((0..n as i64).collect()),
+    })
 }
 
 /// Whether the view `index` of an input of shape `base` is the input itself.
@@ -147,14 +147,27 @@ pub(super) fn is_whole(index: &Tensor, base: &[usize]) -> bool {
 /// Whether the view `index` of an input of shape `base`, broadcast to `out`, is the input broadcast
 /// so that axis `axes[i]` of `out` runs along axis `i` of the input (a `[batch, keys]` mask over
 /// `[batch, heads, queries, keys]` scores: axes `[0, 3]`).
-pub(super) fn broadcasts_along(index: &Tensor, base: &[usize], out: &[usize], axes: &[usize]) -> bool {
-    let Ok(full) = index.expand(out) else { return false };
-    if full.shape != out || axes.len() != base.len() || axes.iter().zip(base).any(|(&a, &d)| out.get(a) != Some(&d)) {
+pub(super) fn broadcasts_along(
+    index: &Tensor,
+    base: &[usize],
+    out: &[usize],
+    axes: &[usize],
+) -> bool {
+    let Ok(full) = index.expand(out) else {
+        return false;
+    };
+    if full.shape != out
+        || axes.len() != base.len()
+        || axes.iter().zip(base).any(|(&a, &d)| out.get(a) != Some(&d))
+    {
         return false;
     }
     let mut coord = vec![0usize; out.len()];
     for &j in &full.ints() {
-        let want = axes.iter().zip(base).fold(0usize, |f, (&a, &d)| f * d + coord[a]);
+        let want = axes
+            .iter()
+            .zip(base)
+            .fold(0usize, |f, (&a, &d)| f * d + coord[a]);
         if j != want as i64 {
             return false;
         }
@@ -173,6 +186,9 @@ pub(super) fn near(a: f32, b: f32) -> bool {
     (a - b).abs() <= 1e-3 * b.abs().max(1.0)
 }
 
+/// A view's sources and element indices, by which an assembled view is found again.
+pub(super) type ViewKey = (Vec<ValueId>, Rc<Tensor>);
+
 /// The graph under construction.
 pub struct Ctx {
     pub(super) opset: i64,
@@ -185,7 +201,7 @@ pub struct Ctx {
     pub(super) mask_biases: BTreeMap<(ValueId, u32), ValueId>,
     pub(super) layers: usize,
     /// Views assembled so far, with the value each became.
-    pub(super) assembled: Vec<((Vec<ValueId>, Rc<Tensor>), (ValueId, Vec<usize>))>,
+    pub(super) assembled: Vec<(ViewKey, (ValueId, Vec<usize>))>,
     pub(super) views: usize,
 }
 
@@ -222,8 +238,22 @@ impl Ctx {
 
     /// A new f16 intermediate value stored as `[rows, cols]` with ONNX shape `shape` (a reduction
     /// without its kept axis: `[rows, 1]` shown as `shape`).
-    pub(super) fn value_2d(&mut self, name: &str, rows: usize, cols: usize, shape: &[usize]) -> Result<ValueId, String> {
-        self.value_with(name, rows, cols, shape, DType::F16, ValueRole::Intermediate, 0)
+    pub(super) fn value_2d(
+        &mut self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        shape: &[usize],
+    ) -> Result<ValueId, String> {
+        self.value_with(
+            name,
+            rows,
+            cols,
+            shape,
+            DType::F16,
+            ValueRole::Intermediate,
+            0,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -244,7 +274,9 @@ impl Ctx {
             ));
         }
         if lead == 0 || last == 0 {
-            return Err(format!("tensor `{name}` of shape {shape:?} has no elements"));
+            return Err(format!(
+                "tensor `{name}` of shape {shape:?} has no elements"
+            ));
         }
         if self.values.iter().any(|v| v.name == name) {
             return Err(format!("a value named `{name}` exists already"));
@@ -306,12 +338,20 @@ impl Ctx {
             Sym::Value { id, shape } => Ok((*id, shape.clone())),
             Sym::Heads { .. } => {
                 let view = self.as_view(s)?;
-                self.materialize(&Sym::View { sources: view.0, index: view.1 })
+                self.materialize(&Sym::View {
+                    sources: view.0,
+                    index: view.1,
+                })
             }
             Sym::View { sources, index } => {
                 // A view is assembled where it is read; the same view read twice is assembled once.
                 let key = (sources.clone(), index.clone());
-                if let Some((id, shape)) = self.assembled.iter().find(|(k, _)| k.0 == key.0 && k.1 == key.1).map(|(_, v)| v.clone()) {
+                if let Some((id, shape)) = self
+                    .assembled
+                    .iter()
+                    .find(|(k, _)| k.0 == key.0 && k.1 == key.1)
+                    .map(|(_, v)| v.clone())
+                {
                     return Ok((id, shape));
                 }
                 self.views += 1;
@@ -363,7 +403,11 @@ impl Ctx {
     }
 
     /// One node whose inputs are not all constant.
-    pub fn node(&mut self, node: &super::opgraph::Node, ins: &[Option<Sym>]) -> Result<Sym, String> {
+    pub fn node(
+        &mut self,
+        node: &super::opgraph::Node,
+        ins: &[Option<Sym>],
+    ) -> Result<Sym, String> {
         let attrs = &node.attrs;
         let name = &node.name;
         let tensor = node.output();
@@ -507,27 +551,53 @@ impl Ctx {
 
     /// An integer graph input seen through an operator that moves its elements (evaluated on its
     /// view's indices), Cast, or And with a constant that is true everywhere (the mask chains).
-    fn host_view(&mut self, node: &super::opgraph::Node, ins: &[Option<Sym>]) -> Result<Sym, String> {
+    fn host_view(
+        &mut self,
+        node: &super::opgraph::Node,
+        ins: &[Option<Sym>],
+    ) -> Result<Sym, String> {
         let op = node.op.as_str();
         let host = ins.iter().flatten().find(|s| matches!(s, Sym::Host { .. }));
-        let Some(Sym::Host { id, base, index, float }) = host else {
-            return Err(format!("{op} lowers only on an integer graph input (a mask) or on constants"));
+        let Some(Sym::Host {
+            id,
+            base,
+            index,
+            float,
+        }) = host
+        else {
+            return Err(format!(
+                "{op} lowers only on an integer graph input (a mask) or on constants"
+            ));
         };
-        let view = |index: Tensor, float: bool| Sym::Host { id: *id, base: base.clone(), index: Rc::new(index), float };
+        let view = |index: Tensor, float: bool| Sym::Host {
+            id: *id,
+            base: base.clone(),
+            index: Rc::new(index),
+            float,
+        };
         match op {
             "Cast" => {
                 use super::proto::data_type as d;
                 let to = node.attrs.i("to").unwrap_or(0) as i32;
-                Ok(view(index.as_ref().clone(), matches!(to, d::FLOAT | d::DOUBLE | d::FLOAT16 | d::BFLOAT16)))
+                Ok(view(
+                    index.as_ref().clone(),
+                    matches!(to, d::FLOAT | d::DOUBLE | d::FLOAT16 | d::BFLOAT16),
+                ))
             }
             "And" => {
-                let other = ins.iter().flatten().find(|s| !matches!(s, Sym::Host { .. }));
+                let other = ins
+                    .iter()
+                    .flatten()
+                    .find(|s| !matches!(s, Sym::Host { .. }));
                 match other {
                     Some(Sym::Const(_, t)) if t.ints().iter().all(|&v| v != 0) => {
                         let out = tensor::broadcast(&index.shape, &t.shape)?;
                         Ok(view(index.expand(&out)?, *float))
                     }
-                    _ => Err("And lowers on a mask only with a constant that is true everywhere".to_string()),
+                    _ => Err(
+                        "And lowers on a mask only with a constant that is true everywhere"
+                            .to_string(),
+                    ),
                 }
             }
             _ => {
@@ -536,7 +606,11 @@ impl Ctx {
                     match s {
                         Some(Sym::Const(_, t)) => consts.push(Some(t.as_ref())),
                         None => consts.push(None),
-                        Some(_) => return Err(format!("{op} of a mask takes constant operands besides it")),
+                        Some(_) => {
+                            return Err(format!(
+                                "{op} of a mask takes constant operands besides it"
+                            ));
+                        }
                     }
                 }
                 let moved = super::eval::eval(op, &consts, &node.attrs, self.opset)?;
@@ -580,6 +654,14 @@ fn binary_fn(op: &str) -> Option<BinaryFn> {
 fn moves(op: &str) -> bool {
     matches!(
         op,
-        "Transpose" | "Reshape" | "Slice" | "Expand" | "Squeeze" | "Unsqueeze" | "Flatten" | "Gather" | "Identity"
+        "Transpose"
+            | "Reshape"
+            | "Slice"
+            | "Expand"
+            | "Squeeze"
+            | "Unsqueeze"
+            | "Flatten"
+            | "Gather"
+            | "Identity"
     )
 }

@@ -40,9 +40,29 @@ pub fn element_bytes(code: i32) -> Option<usize> {
 /// ONNX element type `code` by its name in onnx.proto, lower case (`int8`, `float16`).
 pub fn element_name(code: i32) -> String {
     const NAMES: [&str; 24] = [
-        "undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string",
-        "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16",
-        "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4", "int4",
+        "undefined",
+        "float",
+        "uint8",
+        "int8",
+        "uint16",
+        "int16",
+        "int32",
+        "int64",
+        "string",
+        "bool",
+        "float16",
+        "double",
+        "uint32",
+        "uint64",
+        "complex64",
+        "complex128",
+        "bfloat16",
+        "float8e4m3fn",
+        "float8e4m3fnuz",
+        "float8e5m2",
+        "float8e5m2fnuz",
+        "uint4",
+        "int4",
         "float4e2m1",
     ];
     usize::try_from(code)
@@ -282,7 +302,9 @@ impl Tensor {
                 )
             }
             d::INT64 if raw.is_empty() => Data::I64(t.int64_data.clone()),
-            d::UINT64 if raw.is_empty() => Data::I64(t.uint64_data.iter().map(|&x| x as i64).collect()),
+            d::UINT64 if raw.is_empty() => {
+                Data::I64(t.uint64_data.iter().map(|&x| x as i64).collect())
+            }
             d::INT64 | d::UINT64 => Data::I64(chunks().map(|c| le(c) as i64).collect()),
             _ if raw.is_empty() => {
                 // INT32, INT16, INT8, UINT16, UINT8, BOOL and UINT32 (as int32 or uint64) in their typed fields.
@@ -422,4 +444,3 @@ impl Attrs {
         self
     }
 }
-

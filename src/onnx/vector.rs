@@ -19,7 +19,9 @@ use crate::ir::{BinaryFn, DType, OpKind, ReduceFn, UnaryFn, ValueRole};
 fn view(t: &[usize], out: &[usize]) -> Option<(usize, usize)> {
     let (rows, cols) = flat(out);
     let rank = out.len();
-    let padded: Vec<usize> = std::iter::repeat_n(1, rank.saturating_sub(t.len())).chain(t.iter().copied()).collect();
+    let padded: Vec<usize> = std::iter::repeat_n(1, rank.saturating_sub(t.len()))
+        .chain(t.iter().copied())
+        .collect();
     if padded.len() != rank {
         return None;
     }
@@ -27,8 +29,20 @@ fn view(t: &[usize], out: &[usize]) -> Option<(usize, usize)> {
     let lead = &padded[..rank.saturating_sub(1)];
     let lead_whole = lead == &out[..rank.saturating_sub(1)];
     let lead_one = lead.iter().all(|&d| d == 1);
-    let r = if lead_whole { rows } else if lead_one { 1 } else { return None };
-    let c = if last == cols { cols } else if last == 1 { 1 } else { return None };
+    let r = if lead_whole {
+        rows
+    } else if lead_one {
+        1
+    } else {
+        return None;
+    };
+    let c = if last == cols {
+        cols
+    } else if last == 1 {
+        1
+    } else {
+        return None;
+    };
     Some((r, c))
 }
 
@@ -42,7 +56,13 @@ fn flat(shape: &[usize]) -> (usize, usize) {
 
 impl Ctx {
     /// `out = f(x)` element by element.
-    pub(super) fn unary(&mut self, name: &str, tensor: &str, x: &Sym, function: UnaryFn) -> Result<Sym, String> {
+    pub(super) fn unary(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        x: &Sym,
+        function: UnaryFn,
+    ) -> Result<Sym, String> {
         let (x, shape) = self.materialize(x)?;
         let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
         self.op(name, OpKind::Unary { x, function }, out);
@@ -55,10 +75,22 @@ impl Ctx {
     fn operand(&mut self, s: &Sym, out: &[usize]) -> Result<ValueId, String> {
         match s {
             Sym::Const(n, t) => {
-                let t = if view(&t.shape, out).is_some() { t.as_ref().clone() } else { t.expand(out)? };
-                let (r, c) = view(&t.shape, out).ok_or_else(|| format!("constant `{n}` does not broadcast to {out:?}"))?;
-                let name = if t.shape == self.const_shape(n) { n.clone() } else { format!("{n}/expanded") };
-                let t = Tensor { shape: vec![r, c], data: tensor::Data::F32(t.floats()) };
+                let t = if view(&t.shape, out).is_some() {
+                    t.as_ref().clone()
+                } else {
+                    t.expand(out)?
+                };
+                let (r, c) = view(&t.shape, out)
+                    .ok_or_else(|| format!("constant `{n}` does not broadcast to {out:?}"))?;
+                let name = if t.shape == self.const_shape(n) {
+                    n.clone()
+                } else {
+                    format!("{n}/expanded")
+                };
+                let t = Tensor {
+                    shape: vec![r, c],
+                    data: tensor::Data::F32(t.floats()),
+                };
                 self.weight(&name, &t, &[r, c], DType::F16, 1)
             }
             other => {
@@ -68,7 +100,10 @@ impl Ctx {
                     format!("a computed operand of shape {shape:?} broadcasts to {out:?} only as a whole tensor, one row, one column or one value")
                 })?;
                 if (v.rows as usize, v.cols as usize) != flat(&shape) || (r, c) == (0, 0) {
-                    return Err(format!("the operand `{}` is not stored as {shape:?}", v.name));
+                    return Err(format!(
+                        "the operand `{}` is not stored as {shape:?}",
+                        v.name
+                    ));
                 }
                 Ok(id)
             }
@@ -79,24 +114,53 @@ impl Ctx {
     fn const_shape(&self, name: &str) -> Vec<usize> {
         self.weight_ids
             .get(name)
-            .map(|id| self.values[id.index()].shape.iter().map(|&d| d as usize).collect())
+            .map(|id| {
+                self.values[id.index()]
+                    .shape
+                    .iter()
+                    .map(|&d| d as usize)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     /// `out = f(a, b)` with ONNX broadcasting.
-    pub(super) fn binary(&mut self, name: &str, tensor: &str, a: &Sym, b: &Sym, function: BinaryFn) -> Result<Sym, String> {
+    pub(super) fn binary(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        a: &Sym,
+        b: &Sym,
+        function: BinaryFn,
+    ) -> Result<Sym, String> {
         if matches!((a, b), (Sym::Const(..), Sym::Const(..))) {
             return Err("a binary operation of two constants folds; this one did not".to_string());
         }
         let shape = tensor::broadcast(&a.shape(), &b.shape())?;
         let (x, y) = (self.operand(a, &shape)?, self.operand(b, &shape)?);
         let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
-        self.op(name, OpKind::Binary { a: x, b: y, function }, out);
+        self.op(
+            name,
+            OpKind::Binary {
+                a: x,
+                b: y,
+                function,
+            },
+            out,
+        );
         Ok(Sym::Value { id: out, shape })
     }
 
     /// `ReduceSum`, `ReduceMean` or `ReduceMax` over the last axis.
-    pub(super) fn reduce(&mut self, name: &str, tensor: &str, x: &Sym, axes: &[i64], keep: bool, function: ReduceFn) -> Result<Sym, String> {
+    pub(super) fn reduce(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        x: &Sym,
+        axes: &[i64],
+        keep: bool,
+        function: ReduceFn,
+    ) -> Result<Sym, String> {
         let (x, shape) = self.materialize(x)?;
         let rank = shape.len();
         let last = axes.len() == 1 && tensor::axis(axes[0], rank)? + 1 == rank;
@@ -114,14 +178,25 @@ impl Ctx {
         }
         let out = self.value_2d(tensor, rows, 1, &out_shape)?;
         self.op(name, OpKind::Reduce { x, function }, out);
-        Ok(Sym::Value { id: out, shape: if keep { out_shape } else { vec![rows, 1] } })
+        Ok(Sym::Value {
+            id: out,
+            shape: if keep { out_shape } else { vec![rows, 1] },
+        })
     }
 
     /// Softmax over the last axis.
-    pub(super) fn softmax(&mut self, name: &str, tensor: &str, x: &Sym, axis: i64) -> Result<Sym, String> {
+    pub(super) fn softmax(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        x: &Sym,
+        axis: i64,
+    ) -> Result<Sym, String> {
         let (x, shape) = self.materialize(x)?;
         if tensor::axis(axis, shape.len())? + 1 != shape.len() {
-            return Err(format!("Softmax over axis {axis} of {shape:?}: only the last axis lowers"));
+            return Err(format!(
+                "Softmax over axis {axis} of {shape:?}: only the last axis lowers"
+            ));
         }
         let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
         self.op(name, OpKind::Softmax { x }, out);

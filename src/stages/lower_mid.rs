@@ -28,9 +28,9 @@ mod partitions;
 mod search;
 
 use crate::ir::{
-    AssembleOp, Attention, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, Op, OpKind, Operator,
-    OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole, VectorOp,
-    largest_values, verify_mid,
+    AssembleOp, Attention, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, Op, OpKind,
+    Operator, OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole,
+    VectorOp, largest_values, verify_mid,
 };
 use crate::isa::{Activation, Spread, VectorFn};
 use crate::target::Target;

@@ -141,7 +141,7 @@ impl Target {
     fn outer_broadcast(&self, r: u64, c: u64, loop_cycles: u64) -> u64 {
         let workers = u64::from(self.workers.max(1));
         let width = self.vector_f16_lanes.max(1);
-        let per_row = if c % width == 0 { 7 } else { 25 };
+        let per_row = if c.is_multiple_of(width) { 7 } else { 25 };
         let (rows, elements) = if c < workers * width {
             (r.div_ceil(workers), c)
         } else {

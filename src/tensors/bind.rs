@@ -344,9 +344,16 @@ mod more_tests {
     #[test]
     fn an_unbound_input_is_an_error_naming_it_only_when_inputs_are_required() {
         let g = graph();
-        let none = |inputs_required| Bindings { weights: None, inputs: Vec::new(), inputs_required };
+        let none = |inputs_required| Bindings {
+            weights: None,
+            inputs: Vec::new(),
+            inputs_required,
+        };
         let e = bind(&g, 1, &none(true)).unwrap_err();
-        assert!(matches!(&e, BindError::Unbound { name, .. } if name == "x"), "{e}");
+        assert!(
+            matches!(&e, BindError::Unbound { name, .. } if name == "x"),
+            "{e}"
+        );
         assert!(e.to_string().contains("--random-inputs"), "{e}");
         assert!(bind(&g, 1, &none(false)).is_ok());
     }

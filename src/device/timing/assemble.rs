@@ -74,9 +74,12 @@ pub fn assemble(target: &Target, v: &Assemble<Placed>) -> u64 {
         return cycles;
     }
     // The runs in order, dealt: each worker takes the next `share` of them.
-    let shares: Vec<u64> = dealt(u32::try_from(total).unwrap_or(u32::MAX), target.workers.max(1))
-        .map(u64::from)
-        .collect();
+    let shares: Vec<u64> = dealt(
+        u32::try_from(total).unwrap_or(u32::MAX),
+        target.workers.max(1),
+    )
+    .map(u64::from)
+    .collect();
     let (mut group, mut left) = (0usize, runs[0].0);
     let mut slowest = 0u64;
     for share in shares {

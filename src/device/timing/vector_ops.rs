@@ -222,7 +222,7 @@ fn broadcast_outer(t: &Target, f: BinaryFn, rows: u64, cols: u64) -> Codelet {
     let (workers, width) = (u64::from(t.workers.max(1)), t.vector_f16_lanes.max(1));
     let p = broadcast_half(f);
     let by_row = cols < workers * width;
-    let outer = if cols % width == 0 { 7 } else { 25 };
+    let outer = if cols.is_multiple_of(width) { 7 } else { 25 };
     let elements = if by_row { cols } else { cols.div_ceil(workers) };
     let inner = if p.natural {
         basic_loop(elements, width, p.cycles + 1)

@@ -7,8 +7,8 @@
 use super::super::memory::{Matrix, TileMemory};
 use super::super::timing;
 use super::expect;
-use crate::ir::for_each_pair;
 use crate::ir::DType;
+use crate::ir::for_each_pair;
 use crate::isa::{Assemble, Placed};
 use crate::target::Target;
 

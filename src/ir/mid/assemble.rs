@@ -148,13 +148,10 @@ fn restrict(
         return;
     }
     // Some element lies outside, so some extent is above 1.
-    let Some(k) = (0..shape.len())
-        .filter(|&k| shape[k] > 1)
-        .max_by_key(|&k| {
-            let s = to.strides.get(k).copied().unwrap_or(0);
-            (s.unsigned_abs(), std::cmp::Reverse(k))
-        })
-    else {
+    let Some(k) = (0..shape.len()).filter(|&k| shape[k] > 1).max_by_key(|&k| {
+        let s = to.strides.get(k).copied().unwrap_or(0);
+        (s.unsigned_abs(), std::cmp::Reverse(k))
+    }) else {
         return;
     };
     let stride = |s: &Strided| i128::from(s.strides.get(k).copied().unwrap_or(0));
@@ -203,10 +200,7 @@ fn restrict(
 /// columns of its first element's row.
 fn reads(shape: &[u32], from: &Strided, x_cols: u32) -> (Rect, bool) {
     let c = i128::from(x_cols);
-    let (row, col) = (
-        i128::from(from.offset) / c,
-        i128::from(from.offset) % c,
-    );
+    let (row, col) = (i128::from(from.offset) / c, i128::from(from.offset) % c);
     let (mut rows, mut cols) = ((row, row), (col, col));
     for (&n, &s) in shape.iter().zip(&from.strides) {
         let s = i128::from(s);
@@ -222,7 +216,12 @@ fn reads(shape: &[u32], from: &Strided, x_cols: u32) -> (Rect, bool) {
     }
     let (first, last) = from.span(shape).unwrap_or((0, 0));
     if cols.0 >= 0 && cols.1 < c {
-        let rect = Rect::new(rows.0 as u32, rows.1 as u32 + 1, cols.0 as u32, cols.1 as u32 + 1);
+        let rect = Rect::new(
+            rows.0 as u32,
+            rows.1 as u32 + 1,
+            cols.0 as u32,
+            cols.1 as u32 + 1,
+        );
         (rect, true)
     } else {
         let rect = Rect::new((first / c) as u32, (last / c) as u32 + 1, 0, x_cols);

@@ -38,11 +38,18 @@ pub fn gather(data: &Tensor, indices: &Tensor, axis_attr: i64) -> Result<Tensor,
 /// leading dimensions of `data`.
 pub fn gather_nd(data: &Tensor, indices: &Tensor, batch_dims: i64) -> Result<Tensor, String> {
     if batch_dims != 0 {
-        return Err(format!("GatherND with batch_dims {batch_dims} is not supported"));
+        return Err(format!(
+            "GatherND with batch_dims {batch_dims} is not supported"
+        ));
     }
     let (lead, k) = match indices.shape.split_last() {
         Some((&k, lead)) if k <= data.shape.len() => (lead.to_vec(), k),
-        _ => return Err(format!("GatherND indices {:?} do not fit data {:?}", indices.shape, data.shape)),
+        _ => {
+            return Err(format!(
+                "GatherND indices {:?} do not fit data {:?}",
+                indices.shape, data.shape
+            ));
+        }
     };
     let inner: usize = data.shape[k..].iter().product();
     let mut shape = lead.clone();
@@ -72,9 +79,15 @@ pub fn concat(parts: &[&Tensor], axis_attr: i64) -> Result<Tensor, String> {
     shape[a] = 0;
     for p in parts {
         if p.shape.len() != shape.len()
-            || p.shape.iter().enumerate().any(|(i, &d)| i != a && d != shape[i])
+            || p.shape
+                .iter()
+                .enumerate()
+                .any(|(i, &d)| i != a && d != shape[i])
         {
-            return Err(format!("inputs {:?} and {:?} do not concatenate", first.shape, p.shape));
+            return Err(format!(
+                "inputs {:?} and {:?} do not concatenate",
+                first.shape, p.shape
+            ));
         }
         shape[a] += p.shape[a];
     }
@@ -108,7 +121,8 @@ pub fn slice_indices(d: usize, start: i64, end: i64, step: i64) -> Result<Vec<us
         return Err("slice step 0".to_string());
     }
     let d = d as i64;
-    let clamp = |v: i64, lo: i64, hi: i64| (if v < 0 { v.saturating_add(d) } else { v }).clamp(lo, hi);
+    let clamp =
+        |v: i64, lo: i64, hi: i64| (if v < 0 { v.saturating_add(d) } else { v }).clamp(lo, hi);
     let (mut i, end) = if step > 0 {
         (clamp(start, 0, d), clamp(end, 0, d))
     } else {
@@ -160,4 +174,3 @@ pub fn slice(
     }
     Ok(t.pick(shape, &src))
 }
-

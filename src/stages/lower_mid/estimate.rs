@@ -149,9 +149,10 @@ pub(super) fn assemble_estimate(
             resident: Resident::default(),
             cycles: compute + exchange + 2 * target.sync_cycles,
         };
-        if busiest.as_ref().is_none_or(|b| {
-            (estimate.cycles, estimate.total_bytes()) > (b.cycles, b.total_bytes())
-        }) {
+        if busiest
+            .as_ref()
+            .is_none_or(|b| (estimate.cycles, estimate.total_bytes()) > (b.cycles, b.total_bytes()))
+        {
             busiest = Some(estimate);
         }
     }

@@ -15,10 +15,10 @@
 
 use crate::ids::BufferId;
 use crate::ids::{ExchangeId, StepId};
+use crate::ir::for_each_pair;
 use crate::ir::{BufferClass, HostTransfer, Rect, Selected, Step, ValueRole};
 use crate::isa::VertexKind;
 use crate::target::Target;
-use crate::ir::for_each_pair;
 use crate::verify::Verifier;
 use std::collections::BTreeSet;
 
@@ -325,11 +325,14 @@ fn check_assembles(v: &mut Verifier, s: &Selected) {
                     let global = (i128::from(rect.row0) + f / w) * i128::from(x_cols)
                         + i128::from(rect.col0)
                         + f % w;
-                    let fits = f >= 0 && f < i128::from(rect.elements()) && t >= 0
-                        && t < i128::from(len);
+                    let fits =
+                        f >= 0 && f < i128::from(rect.elements()) && t >= 0 && t < i128::from(len);
                     let right = fits
                         && !seen[t as usize]
-                        && expected.get((i128::from(base) + t) as usize).copied().flatten()
+                        && expected
+                            .get((i128::from(base) + t) as usize)
+                            .copied()
+                            .flatten()
                             == Some((buf.value, global));
                     if !right {
                         wrong = Some(format!(
