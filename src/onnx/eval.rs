@@ -2,8 +2,8 @@
 //! broadcasting, negative axes, Reshape's `0` and `-1`, Slice's clamping). It folds the shape and index
 //! arithmetic an export leaves in the graph once the input shapes are fixed (Shape, Gather, Range,
 //! Concat, Unsqueeze, Squeeze, Reshape, Expand, Slice, Cast, ConstantOfShape, comparisons, And/Or/Not,
-//! Where, Max/Min, IsNaN, Trilu, …), weight transforms (Transpose, MatMul of constants) and weight-only
-//! dequantisation (DequantizeLinear, Cast of int8).
+//! Where, Max/Min, IsNaN, Trilu, …), weight transforms (Transpose, MatMul of constants, Resize of
+//! position embeddings) and weight-only dequantisation (DequantizeLinear, Cast of int8).
 //!
 //! Input: an operator's name, its constant inputs in node order (`None` for an omitted optional
 //! input), its attributes and the opset. Output: its outputs, or a message saying what was wrong (the
@@ -78,6 +78,7 @@ pub fn foldable(op: &str) -> bool {
         "ReduceProd",
         "Tile",
         "CumSum",
+        "Resize",
     ];
     OPS.contains(&op)
 }
@@ -453,6 +454,8 @@ pub fn eval(
         }
         "DequantizeLinear" => one(dequantize(input(0)?, input(1)?, optional(2), attrs)?),
         "MatMul" => one(matmul(input(0)?, input(1)?)?),
+        "Resize" if opset < 11 => one(resize(input(0)?, optional(1), None, attrs)?),
+        "Resize" => one(resize(input(0)?, optional(2), optional(3), attrs)?),
         "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd" => {
             // Axes: an attribute, or from opset 13 (ReduceSum) and 18 (the others) an input.
             let axes = axes_of(1).unwrap_or_default();
@@ -700,7 +703,7 @@ mod select;
 #[cfg(test)]
 mod tests;
 
-use numeric::{cast, dequantize, matmul, reduce};
+use numeric::{cast, dequantize, matmul, reduce, resize};
 
 use select::{concat, gather, gather_nd};
 pub use select::{slice, slice_indices};

@@ -153,3 +153,182 @@ pub fn reduce(op: &str, t: &Tensor, axes: &[i64], keep: bool) -> Result<Tensor, 
         },
     })
 }
+
+/// Resize of a constant (position embeddings a ViT export interpolates to its image size): nearest,
+/// linear or cubic, separably along each axis, with ONNX's coordinate transformations (`half_pixel`,
+/// `pytorch_half_pixel`, `align_corners`, `asymmetric`) and its edge padding, as onnx's reference
+/// (`onnx/reference/ops/op_resize.py`) computes it. `scales` or `sizes` give the output's shape.
+pub fn resize(
+    x: &Tensor,
+    scales: Option<&Tensor>,
+    sizes: Option<&Tensor>,
+    attrs: &Attrs,
+) -> Result<Tensor, String> {
+    let rank = x.shape.len();
+    let axes: Vec<usize> = match attrs.ints("axes") {
+        Some(a) => a.iter().map(|&a| axis(a, rank)).collect::<Result<_, _>>()?,
+        None => (0..rank).collect(),
+    };
+    if attrs.i("antialias").unwrap_or(0) != 0 {
+        return Err("Resize with antialias is not supported".to_string());
+    }
+    if attrs
+        .s("keep_aspect_ratio_policy")
+        .is_some_and(|p| p != "stretch")
+    {
+        return Err(
+            "Resize keeps no aspect ratio here: only the `stretch` policy folds".to_string(),
+        );
+    }
+    let mode = attrs.s("mode").unwrap_or("nearest");
+    let transform = attrs
+        .s("coordinate_transformation_mode")
+        .unwrap_or("half_pixel");
+    if !matches!(
+        transform,
+        "half_pixel" | "pytorch_half_pixel" | "align_corners" | "asymmetric"
+    ) {
+        return Err(format!(
+            "Resize's coordinate transformation `{transform}` is not supported"
+        ));
+    }
+    // Per axis: the output size and the scale.
+    let mut out_shape = x.shape.clone();
+    let mut factor = vec![1.0f64; rank];
+    match (
+        sizes.filter(|s| !s.is_empty()),
+        scales.filter(|s| !s.is_empty()),
+    ) {
+        (Some(s), _) => {
+            let s = s.ints();
+            if s.len() != axes.len() {
+                return Err(format!("{} sizes for {} axes", s.len(), axes.len()));
+            }
+            for (&a, &n) in axes.iter().zip(&s) {
+                let n = usize::try_from(n)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("size {n} is not positive"))?;
+                factor[a] = n as f64 / x.shape[a] as f64;
+                out_shape[a] = n;
+            }
+        }
+        (None, Some(s)) => {
+            let s = s.floats();
+            if s.len() != axes.len() {
+                return Err(format!("{} scales for {} axes", s.len(), axes.len()));
+            }
+            for (&a, &f) in axes.iter().zip(&s) {
+                if !(f.is_finite() && f > 0.0) {
+                    return Err(format!("scale {f} is not positive"));
+                }
+                factor[a] = f64::from(f);
+                out_shape[a] = (x.shape[a] as f64 * factor[a]).floor() as usize;
+            }
+        }
+        (None, None) => return Err("Resize needs scales or sizes".to_string()),
+    }
+    elements(&out_shape)?;
+    let a_coeff = f64::from(attrs.f("cubic_coeff_a").unwrap_or(-0.75));
+    let exclude = attrs.i("exclude_outside").unwrap_or(0) != 0;
+    let nearest_mode = attrs.s("nearest_mode").unwrap_or("round_prefer_floor");
+    let mut data: Vec<f64> = x.floats().iter().map(|&v| f64::from(v)).collect();
+    let mut shape = x.shape.clone();
+    for a in 0..rank {
+        let (input, output) = (shape[a], out_shape[a]);
+        if input == output && factor[a] == 1.0 {
+            continue;
+        }
+        // For each output index along `a`: the source indices and their weights.
+        let mut taps: Vec<Vec<(usize, f64)>> = Vec::with_capacity(output);
+        for o in 0..output {
+            let o = o as f64;
+            let s = factor[a];
+            let x0 = match transform {
+                "align_corners" if output == 1 => 0.0,
+                "align_corners" => o * (input as f64 - 1.0) / (output as f64 - 1.0),
+                "asymmetric" => o / s,
+                "pytorch_half_pixel" if output == 1 => -0.5,
+                _ => (o + 0.5) / s - 0.5,
+            };
+            let ratio = if x0.fract() == 0.0 {
+                1.0
+            } else {
+                x0 - x0.floor()
+            };
+            let mut coeffs: Vec<f64> = match mode {
+                "nearest" if ratio == 1.0 => vec![0.0, 1.0],
+                "nearest" => {
+                    let up = match nearest_mode {
+                        "round_prefer_ceil" => ratio >= 0.5,
+                        "floor" => false,
+                        "ceil" => true,
+                        _ => ratio > 0.5,
+                    };
+                    vec![f64::from(u8::from(!up)), f64::from(u8::from(up))]
+                }
+                "linear" => vec![1.0 - ratio, ratio],
+                "cubic" => {
+                    let (r, q) = (ratio, 1.0 - ratio);
+                    let far = |t: f64| {
+                        ((a_coeff * (t + 1.0) - 5.0 * a_coeff) * (t + 1.0) + 8.0 * a_coeff)
+                            * (t + 1.0)
+                            - 4.0 * a_coeff
+                    };
+                    let near = |t: f64| ((a_coeff + 2.0) * t - (a_coeff + 3.0)) * t * t + 1.0;
+                    vec![far(r), near(r), near(q), far(q)]
+                }
+                other => {
+                    return Err(format!(
+                        "Resize mode `{other}` is not one of nearest, linear, cubic"
+                    ));
+                }
+            };
+            // The n nearest integers to x0 (ties to the smaller), in order.
+            let n = coeffs.len() as i64;
+            let first = (x0 - n as f64 / 2.0).ceil() as i64;
+            let first = if ((first + n) as f64 - x0).abs() < (x0 - first as f64).abs() {
+                first + 1
+            } else {
+                first
+            };
+            let idx: Vec<i64> = (first..first + n).collect();
+            if exclude {
+                for (c, &i) in coeffs.iter_mut().zip(&idx) {
+                    if i < 0 || i >= input as i64 {
+                        *c = 0.0;
+                    }
+                }
+                let sum: f64 = coeffs.iter().sum();
+                coeffs.iter_mut().for_each(|c| *c /= sum);
+            }
+            taps.push(
+                idx.iter()
+                    .zip(coeffs)
+                    .map(|(&i, c)| (i.clamp(0, input as i64 - 1) as usize, c))
+                    .collect(),
+            );
+        }
+        let (outer, inner) = (
+            shape[..a].iter().product::<usize>(),
+            shape[a + 1..].iter().product::<usize>(),
+        );
+        let mut next = vec![0.0f64; outer * output * inner];
+        for o in 0..outer {
+            for (j, tap) in taps.iter().enumerate() {
+                for k in 0..inner {
+                    next[(o * output + j) * inner + k] = tap
+                        .iter()
+                        .map(|&(i, c)| c * data[(o * input + i) * inner + k])
+                        .sum();
+                }
+            }
+        }
+        data = next;
+        shape[a] = output;
+    }
+    Ok(Tensor {
+        shape,
+        data: Data::F32(data.iter().map(|&v| v as f32).collect()),
+    })
+}

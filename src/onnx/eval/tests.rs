@@ -158,3 +158,78 @@ fn transposes_splits_and_dequantises_weights() {
             .contains("string")
     );
 }
+
+/// Resize of a [1, 1, 2, 3] constant to [1, 1, 3, 5], against onnxruntime 1.32's outputs for the same
+/// node (opset 13): each mode and coordinate transformation as ONNX defines it.
+#[test]
+fn resizes_constants_as_onnxruntime_does() {
+    let x = Tensor {
+        shape: vec![1, 1, 2, 3],
+        data: Data::F32((1..=6).map(|v| v as f32).collect()),
+    };
+    let sizes = Tensor {
+        shape: vec![4],
+        data: Data::I64(vec![1, 1, 3, 5]),
+    };
+    let cases: [(&str, &str, i64, [f32; 15]); 5] = [
+        (
+            "linear",
+            "half_pixel",
+            0,
+            [
+                1.0, 1.4, 2.0, 2.6, 3.0, 2.5, 2.9, 3.5, 4.1, 4.5, 4.0, 4.4, 5.0, 5.6, 6.0,
+            ],
+        ),
+        (
+            "cubic",
+            "half_pixel",
+            0,
+            [
+                0.643584, 1.055584, 1.739584, 2.423585, 2.835586, 2.404001, 2.816, 3.5, 4.184001,
+                4.596002, 4.16442, 4.576417, 5.260419, 5.944421, 6.356422,
+            ],
+        ),
+        (
+            "nearest",
+            "asymmetric",
+            0,
+            [
+                1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 5.0, 5.0, 6.0, 6.0, 4.0, 5.0, 5.0, 6.0, 6.0,
+            ],
+        ),
+        (
+            "linear",
+            "align_corners",
+            0,
+            [
+                1.0, 1.5, 2.0, 2.5, 3.0, 2.5, 3.0, 3.5, 4.0, 4.5, 4.0, 4.5, 5.0, 5.5, 6.0,
+            ],
+        ),
+        (
+            "cubic",
+            "pytorch_half_pixel",
+            1,
+            [
+                0.579441, 0.981144, 1.695946, 2.410747, 2.812451, 2.383495, 2.785198, 3.5,
+                4.214801, 4.616505, 4.187549, 4.589252, 5.304054, 6.018855, 6.420559,
+            ],
+        ),
+    ];
+    for (mode, transform, exclude, want) in cases {
+        let attrs = Attrs::default()
+            .with_str("mode", mode)
+            .with_str("coordinate_transformation_mode", transform)
+            .with_int("exclude_outside", exclude);
+        let got = eval("Resize", &[Some(&x), None, None, Some(&sizes)], &attrs, 13)
+            .unwrap()
+            .remove(0);
+        assert_eq!(got.shape, vec![1, 1, 3, 5]);
+        for (g, w) in got.floats().iter().zip(want) {
+            assert!(
+                (g - w).abs() < 1e-5,
+                "{mode} {transform}: {:?}",
+                got.floats()
+            );
+        }
+    }
+}
