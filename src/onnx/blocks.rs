@@ -442,6 +442,11 @@ impl Ctx {
                 self.op(name, OpKind::MatMul { a: x, b: w }, out);
                 Ok(Sym::Value { id: out, shape })
             }
+            (x @ (Sym::Value { .. } | Sym::Embed { .. } | Sym::View { .. }), Sym::Const(n, w))
+                if w.is_float() =>
+            {
+                self.batched_matmul(name, tensor, x, n, w)
+            }
             _ => Err(format!(
                 "MatMul of {} by {} fits no pattern (a weight must be a constant [k, n])",
                 a.what(),
