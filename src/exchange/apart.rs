@@ -14,17 +14,12 @@
 //! original with the same horizon, holding the same ports at the same cycles. The lower bound of a
 //! pattern is that of its cut form ([`super::Pattern::lower_bounds`]), which counts each copy.
 
-use super::pieces::sorted;
-use super::{Pattern, PatternTransfer, Piece};
+use super::pieces::Cut;
+use super::{Pattern, PatternTransfer};
 use rayon::prelude::*;
 
-/// A cut pattern and where each of its transfers comes from.
-pub(super) struct Apart {
-    pub(super) pattern: Pattern,
-    /// Per transfer of `pattern`: the original transfer, the index of its first destination in
-    /// the original list, and whether it is the original whole.
-    origin: Vec<(u32, u32, bool)>,
-}
+/// The cut pattern and where each of its transfers comes from.
+pub(super) type Apart = Cut;
 
 /// Whether `destinations` names a tile twice.
 fn names_a_tile_twice(destinations: &[u32]) -> bool {
@@ -80,31 +75,6 @@ pub(super) fn apart(pattern: &Pattern) -> Option<Apart> {
         pattern: Pattern { transfers },
         origin,
     })
-}
-
-impl Apart {
-    /// The pieces of the original pattern for `pieces` of a schedule of the cut one, in order.
-    pub(super) fn pieces(&self, pieces: Vec<Piece>) -> Vec<Piece> {
-        let mapped = pieces.into_iter().map(|p| {
-            let (transfer, first, whole) = self.origin[p.transfer as usize];
-            let len = self.pattern.transfers[p.transfer as usize]
-                .destinations
-                .len() as u32;
-            let destinations = match p.destinations {
-                None if whole => None,
-                None => Some((first, first + len)),
-                Some((a, b)) => Some((first + a, first + b)),
-            };
-            Piece {
-                transfer,
-                destinations,
-                ..p
-            }
-        });
-        let mut pieces: Vec<Piece> = mapped.collect();
-        pieces.sort_by_key(|p| p.start);
-        sorted(pieces)
-    }
 }
 
 #[cfg(test)]

@@ -19,16 +19,11 @@
 //! checker therefore maps to one of the original with the same horizon: the same ports are held
 //! at the same cycles and every destination gets every word once.
 
-use super::pieces::sorted;
-use super::{Overheads, Pattern, PatternTransfer, Piece, mate};
+use super::pieces::Cut;
+use super::{Overheads, Pattern, PatternTransfer, mate};
 
-/// A peeled pattern and where each of its transfers comes from.
-pub(super) struct Peeled {
-    pub(super) pattern: Pattern,
-    /// Per transfer of `pattern`: the original transfer, the index of its first destination in
-    /// the original list, and whether it is the original whole.
-    origin: Vec<(u32, u32, bool)>,
-}
+/// The cut pattern and where each of its transfers comes from.
+pub(super) type Peeled = Cut;
 
 /// `pattern` with the lone ends of its multicasts peeled off (module docs), or `None`.
 pub(super) fn peel(pattern: &Pattern, o: Overheads, bound: u32) -> Option<Peeled> {
@@ -86,31 +81,6 @@ pub(super) fn peel(pattern: &Pattern, o: Overheads, bound: u32) -> Option<Peeled
         pattern: Pattern { transfers },
         origin,
     })
-}
-
-impl Peeled {
-    /// The pieces of the original pattern for `pieces` of a schedule of the peeled one, in order.
-    pub(super) fn pieces(&self, pieces: Vec<Piece>) -> Vec<Piece> {
-        let mapped = pieces.into_iter().map(|p| {
-            let (transfer, first, whole) = self.origin[p.transfer as usize];
-            let len = self.pattern.transfers[p.transfer as usize]
-                .destinations
-                .len() as u32;
-            let destinations = match p.destinations {
-                None if whole => None,
-                None => Some((first, first + len)),
-                Some((a, b)) => Some((first + a, first + b)),
-            };
-            Piece {
-                transfer,
-                destinations,
-                ..p
-            }
-        });
-        let mut pieces: Vec<Piece> = mapped.collect();
-        pieces.sort_by_key(|p| p.start);
-        sorted(pieces)
-    }
 }
 
 #[cfg(test)]

@@ -297,6 +297,88 @@ pub fn pieces(
     Ok(out)
 }
 
+impl Ctx {
+    /// MatMul of a computed tensor by a constant that is not one `[k, n]` weight, with numpy's rules:
+    /// a 1-D operand is a row (or a column) dropped from the result, and batch dimensions broadcast.
+    /// Each batch is a matmul of its rows by its own weight, the results concatenated.
+    pub(super) fn batched_matmul(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        x: &Sym,
+        n: &str,
+        w: &Tensor,
+    ) -> Result<Sym, String> {
+        let (xs, ws) = (x.shape(), w.shape.clone());
+        // A 0-d result (two 1-D operands) is one element of shape [1]: values have a dimension.
+        let out_shape = Some(super::infer::matmul(&xs, &ws)?)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(vec![1]);
+        let x2 = if xs.len() == 1 {
+            vec![1, xs[0]]
+        } else {
+            xs.clone()
+        };
+        let w2 = if ws.len() == 1 {
+            vec![ws[0], 1]
+        } else {
+            ws.clone()
+        };
+        let (m, k, cols) = (x2[x2.len() - 2], x2[x2.len() - 1], w2[w2.len() - 1]);
+        let batch = super::tensor::broadcast(&x2[..x2.len() - 2], &w2[..w2.len() - 2])?;
+        let count: usize = batch.iter().product();
+        let (sources, index) = self.as_view(x)?;
+        let mut full = batch.clone();
+        full.extend([m, k]);
+        let xi = index.reshaped(x2.clone()).expand(&full)?;
+        let mut wfull = batch.clone();
+        wfull.extend([k, cols]);
+        let wb = w.reshaped(w2.clone()).expand(&wfull)?;
+        let (xv, wv) = (xi.ints(), wb.floats());
+        let mut outputs = Vec::with_capacity(count);
+        for b in 0..count {
+            let rows = Tensor {
+                shape: vec![m, k],
+                data: Data::I64(xv[b * m * k..(b + 1) * m * k].to_vec()),
+            };
+            let part = Sym::View {
+                sources: sources.clone(),
+                index: Rc::new(rows),
+            };
+            let (a, _) = self.materialize(&part)?;
+            let weight = Tensor {
+                shape: vec![k, cols],
+                data: Data::F32(wv[b * k * cols..(b + 1) * k * cols].to_vec()),
+            };
+            let wid = self.weight(
+                &format!("{n}[{b}]"),
+                &weight,
+                &[k, cols],
+                DType::F16,
+                k as u32,
+            )?;
+            let out = self.value(
+                &format!("{tensor}[{b}]"),
+                &[m, cols],
+                DType::F16,
+                ValueRole::Intermediate,
+                0,
+            )?;
+            self.op(&format!("{name}[{b}]"), OpKind::MatMul { a, b: wid }, out);
+            outputs.push(out);
+        }
+        let each = m * cols;
+        let index = Tensor {
+            shape: out_shape,
+            data: Data::I64((0..(count * each) as i64).collect()),
+        };
+        Ok(Sym::View {
+            sources: outputs,
+            index: Rc::new(index),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,87 +465,5 @@ mod tests {
             .reshaped(vec![4, 48]);
         check(t, &[192], 6);
         assert!(pieces(&[0, 7], 1, 2, &[4]).is_err());
-    }
-}
-
-impl Ctx {
-    /// MatMul of a computed tensor by a constant that is not one `[k, n]` weight, with numpy's rules:
-    /// a 1-D operand is a row (or a column) dropped from the result, and batch dimensions broadcast.
-    /// Each batch is a matmul of its rows by its own weight, the results concatenated.
-    pub(super) fn batched_matmul(
-        &mut self,
-        name: &str,
-        tensor: &str,
-        x: &Sym,
-        n: &str,
-        w: &Tensor,
-    ) -> Result<Sym, String> {
-        let (xs, ws) = (x.shape(), w.shape.clone());
-        // A 0-d result (two 1-D operands) is one element of shape [1]: values have a dimension.
-        let out_shape = Some(super::infer::matmul(&xs, &ws)?)
-            .filter(|s| !s.is_empty())
-            .unwrap_or(vec![1]);
-        let x2 = if xs.len() == 1 {
-            vec![1, xs[0]]
-        } else {
-            xs.clone()
-        };
-        let w2 = if ws.len() == 1 {
-            vec![ws[0], 1]
-        } else {
-            ws.clone()
-        };
-        let (m, k, cols) = (x2[x2.len() - 2], x2[x2.len() - 1], w2[w2.len() - 1]);
-        let batch = super::tensor::broadcast(&x2[..x2.len() - 2], &w2[..w2.len() - 2])?;
-        let count: usize = batch.iter().product();
-        let (sources, index) = self.as_view(x)?;
-        let mut full = batch.clone();
-        full.extend([m, k]);
-        let xi = index.reshaped(x2.clone()).expand(&full)?;
-        let mut wfull = batch.clone();
-        wfull.extend([k, cols]);
-        let wb = w.reshaped(w2.clone()).expand(&wfull)?;
-        let (xv, wv) = (xi.ints(), wb.floats());
-        let mut outputs = Vec::with_capacity(count);
-        for b in 0..count {
-            let rows = Tensor {
-                shape: vec![m, k],
-                data: Data::I64(xv[b * m * k..(b + 1) * m * k].to_vec()),
-            };
-            let part = Sym::View {
-                sources: sources.clone(),
-                index: Rc::new(rows),
-            };
-            let (a, _) = self.materialize(&part)?;
-            let weight = Tensor {
-                shape: vec![k, cols],
-                data: Data::F32(wv[b * k * cols..(b + 1) * k * cols].to_vec()),
-            };
-            let wid = self.weight(
-                &format!("{n}[{b}]"),
-                &weight,
-                &[k, cols],
-                DType::F16,
-                k as u32,
-            )?;
-            let out = self.value(
-                &format!("{tensor}[{b}]"),
-                &[m, cols],
-                DType::F16,
-                ValueRole::Intermediate,
-                0,
-            )?;
-            self.op(&format!("{name}[{b}]"), OpKind::MatMul { a, b: wid }, out);
-            outputs.push(out);
-        }
-        let each = m * cols;
-        let index = Tensor {
-            shape: out_shape,
-            data: Data::I64((0..(count * each) as i64).collect()),
-        };
-        Ok(Sym::View {
-            sources: outputs,
-            index: Rc::new(index),
-        })
     }
 }
