@@ -11,7 +11,6 @@ use common::{Sandbox, assert_pass};
 use ipu_codegen::device::{Device, host_data};
 use ipu_codegen::ir::{OpKind, ValueRole, read_ipuexe};
 use ipu_codegen::numerics;
-use ipu_codegen::onnx::WeightData;
 use ipu_codegen::progress::Silent;
 use ipu_codegen::workload::{GraphSpec, graph_spec};
 use std::collections::BTreeMap;
@@ -20,24 +19,7 @@ const WORKLOAD: &str = include_str!("workloads/data-movement.toml");
 
 /// A sandbox holding the workload and its weights (deterministic values).
 fn sandbox() -> (Sandbox, GraphSpec) {
-    let sb = Sandbox::new();
-    let spec = GraphSpec::parse(WORKLOAD, "data-movement.toml").unwrap();
-    let weights = (spec.graph.values.iter())
-        .filter(|v| v.role == ValueRole::Weight)
-        .map(|v| {
-            let data = (0..v.elements())
-                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0 / (v.fan_in.max(1) as f32).sqrt())
-                .collect();
-            (v.name.clone(), WeightData::F32(data))
-        })
-        .collect();
-    std::fs::write(sb.path("data-movement.toml"), WORKLOAD).unwrap();
-    std::fs::write(
-        sb.path("data-movement.safetensors"),
-        graph_spec::safetensors_bytes(&spec.graph, &weights).unwrap(),
-    )
-    .unwrap();
-    (sb, spec)
+    common::graph_workload(WORKLOAD, "data-movement")
 }
 
 #[test]

@@ -91,14 +91,9 @@ pub fn reduce_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
         if !matches!(node.op.as_str(), "ReduceSum" | "ReduceMean" | "ReduceMax") {
             continue;
         }
-        let Some(x) = node
-            .input(0)
-            .filter(|x| g.infos.contains_key(*x))
-            .map(str::to_string)
-        else {
+        let Some((x, shape)) = g.computed_input(&node, 0) else {
             continue;
         };
-        let shape = g.infos[&x].shape.clone();
         let rank = shape.len();
         let axes = match node.input(1) {
             Some(a) => match g.consts.get(a) {
@@ -178,14 +173,9 @@ pub fn softmax_axis(g: &mut OpGraph) -> Result<usize, OnnxError> {
         if node.op != "Softmax" {
             continue;
         }
-        let Some(x) = node
-            .input(0)
-            .filter(|x| g.infos.contains_key(*x))
-            .map(str::to_string)
-        else {
+        let Some((x, shape)) = g.computed_input(&node, 0) else {
             continue;
         };
-        let shape = g.infos[&x].shape.clone();
         let rank = shape.len();
         let default = if g.opset >= 13 { -1 } else { 1 };
         let a = tensor::axis(node.attrs.i("axis").unwrap_or(default), rank)
@@ -214,7 +204,7 @@ pub fn softmax_axis(g: &mut OpGraph) -> Result<usize, OnnxError> {
             last,
             float(merged.clone()),
         );
-        let mut cur = s.output().to_string();
+        let cur = s.output().to_string();
         steps.push(s);
         if g.opset >= 13 {
             // Back: the transposed shape, then the inverse permutation.
@@ -232,10 +222,7 @@ pub fn softmax_axis(g: &mut OpGraph) -> Result<usize, OnnxError> {
                 float(shape.clone()),
             ));
         } else {
-            let back = reshape_to(g, &node, cur.clone(), &shape);
-            cur = back.output().to_string();
-            let _ = cur;
-            steps.push(back);
+            steps.push(reshape_to(g, &node, cur, &shape));
         }
         g.replace(at - 1, steps);
         count += 1;
@@ -255,14 +242,9 @@ pub fn layer_norm_axes(g: &mut OpGraph) -> Result<usize, OnnxError> {
         if node.op != "LayerNormalization" {
             continue;
         }
-        let Some(x) = node
-            .input(0)
-            .filter(|x| g.infos.contains_key(*x))
-            .map(str::to_string)
-        else {
+        let Some((x, shape)) = g.computed_input(&node, 0) else {
             continue;
         };
-        let shape = g.infos[&x].shape.clone();
         let rank = shape.len();
         let a =
             tensor::axis(node.attrs.i("axis").unwrap_or(-1), rank).map_err(|m| node.error(m))?;

@@ -504,14 +504,12 @@ fn split_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
     while at < g.nodes.len() {
         at += 1;
         let node = g.nodes[at - 1].clone();
-        let Some(x) = node
-            .input(0)
-            .filter(|x| node.op == "Split" && g.infos.contains_key(*x))
-            .map(str::to_string)
-        else {
+        if node.op != "Split" {
+            continue;
+        }
+        let Some((x, shape)) = g.computed_input(&node, 0) else {
             continue;
         };
-        let shape = g.infos[&x].shape.clone();
         let a = super::tensor::axis(node.attrs.i("axis").unwrap_or(0), shape.len())
             .map_err(|m| node.error(m))?;
         let mut start = 0i64;

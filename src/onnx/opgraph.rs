@@ -312,6 +312,14 @@ impl OpGraph {
         self.consts.get(tensor).and_then(|t| t.scalar())
     }
 
+    /// The node's input `i` when it is a computed tensor, with its shape.
+    pub fn computed_input(&self, node: &Node, i: usize) -> Option<(String, Vec<usize>)> {
+        let x = node.input(i)?;
+        self.infos
+            .get(x)
+            .map(|info| (x.to_string(), info.shape.clone()))
+    }
+
     /// A tensor's shape, constant or computed.
     pub fn shape(&self, tensor: &str) -> Option<Vec<usize>> {
         self.consts

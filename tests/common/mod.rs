@@ -226,3 +226,29 @@ pub fn phases() -> Vec<&'static str> {
         .map(|p| p.name())
         .collect()
 }
+
+/// A sandbox holding a graph-spec workload as `NAME.toml` and its weights as `NAME.safetensors`,
+/// every weight deterministic values scaled by 1/√fan_in; the parsed spec beside it.
+pub fn graph_workload(text: &str, name: &str) -> (Sandbox, ipu_codegen::workload::GraphSpec) {
+    use ipu_codegen::ir::ValueRole;
+    use ipu_codegen::onnx::WeightData;
+    use ipu_codegen::workload::{GraphSpec, graph_spec};
+    let sb = Sandbox::new();
+    let spec = GraphSpec::parse(text, &format!("{name}.toml")).unwrap();
+    let weights = (spec.graph.values.iter())
+        .filter(|v| v.role == ValueRole::Weight)
+        .map(|v| {
+            let data = (0..v.elements())
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0 / (v.fan_in.max(1) as f32).sqrt())
+                .collect();
+            (v.name.clone(), WeightData::F32(data))
+        })
+        .collect();
+    std::fs::write(sb.path(&format!("{name}.toml")), text).unwrap();
+    std::fs::write(
+        sb.path(&format!("{name}.safetensors")),
+        graph_spec::safetensors_bytes(&spec.graph, &weights).unwrap(),
+    )
+    .unwrap();
+    (sb, spec)
+}
