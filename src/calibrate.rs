@@ -429,7 +429,6 @@ fn vector_case(
                 residual: false,
                 transposed: false,
             },
-            interleaved,
         ),
         peak_cycles: None,
         note: String::new(),

@@ -147,21 +147,65 @@ pub struct EpilogueCost {
 }
 
 impl EpilogueCost {
-    /// Lane operations and transcendentals per output element: an add per extra part, a cast unless
-    /// one f16 part is the sum, a bias add, the activation and a residual add. GELU with tanh takes
-    /// six lane operations and a tanh, the loop of poplibs' `NonLinearityLoop_gelu.S` (x², x³, one
-    /// `f16v4mix` for the tanh's argument, add 1, halve, times x); GELU with erf, which has no
-    /// instruction, seven and an erf.
-    pub fn ops(&self) -> (u64, u64) {
-        let parts = u64::from(self.parts.max(1));
-        let cast = u64::from(self.partials != DType::F16 || parts > 1);
-        let activation = match self.activation {
-            None => 0,
-            Some(Activation::GeluTanh) => 6,
-            Some(Activation::GeluErf) => 7,
+    /// A worker's steps over its elements, each as (elements a vector, cycles a vector): per extra
+    /// part an add at the partials' width (3 cycles a vector for the first step of the chain, 2
+    /// after), a cast from f32 (2 cycles per 4), a bias add along the rows (3 or 2 per 4; one down
+    /// the rows is charged by rows, [`Target::epilogue_cycles`]), the activation (GELU with tanh 5
+    /// cycles per 4 halves, with erf 15) and a residual add (3 or 2 per 4); an epilogue that only
+    /// copies its one f16 part ([`EpilogueCost::copies`]) is charged by rows instead.
+    pub fn steps(&self) -> Vec<(u64, u64)> {
+        let parts_width = if self.partials == DType::F16 { 4 } else { 2 };
+        let mut steps = Vec::new();
+        let mut push = |width: u64, first: u64, later: u64| {
+            let cycles = if steps.is_empty() { first } else { later };
+            steps.push((width, cycles));
         };
-        let ops = parts - 1 + cast + u64::from(self.bias) + activation + u64::from(self.residual);
-        (ops, u64::from(self.activation.is_some()))
+        for _ in 1..self.parts.max(1) {
+            push(parts_width, 3, 2);
+        }
+        if self.partials != DType::F16 {
+            push(4, 2, 2);
+        }
+        if self.bias && !self.bias_by_row {
+            push(4, 3, 2);
+        }
+        match self.activation {
+            None => {}
+            Some(Activation::GeluTanh) => push(4, 5, 5),
+            Some(Activation::GeluErf) => push(4, 15, 15),
+        }
+        if self.residual {
+            push(4, 3, 2);
+        }
+        steps
+    }
+
+    /// The launch of the chain's first step with `workers` workers: the supervisor's and each
+    /// worker's entry (an in-place add of parts 58 a worker, a cast 37, a bias or residual add 26,
+    /// a bias down the rows 15, an activation 20).
+    fn launch(&self, workers: u64) -> u64 {
+        let (per_worker, supervisor) = if self.parts > 1 {
+            (58, 11)
+        } else if self.partials != DType::F16 {
+            (37, 12)
+        } else if self.bias && self.bias_by_row {
+            (15, 11)
+        } else if self.bias || self.residual {
+            (26, 11)
+        } else {
+            (20, 9)
+        };
+        per_worker * workers + supervisor
+    }
+
+    /// Whether the epilogue only copies its one f16 part.
+    pub fn copies(&self) -> bool {
+        self.parts <= 1
+            && self.partials == DType::F16
+            && !self.bias
+            && self.activation.is_none()
+            && !self.residual
+            && !self.transposed
     }
 }
 
@@ -332,82 +376,79 @@ impl Target {
         )
     }
 
-    /// The 64-bit grains of `vector_f16_lanes` elements the workers of an epilogue over `rows x
-    /// cols` share, each row's own (poplibs' `DIVIDE_BY_WORKER` deals elementwise work so).
-    pub fn epilogue_grains(&self, rows: u32, cols: u32) -> u64 {
-        u64::from(rows) * u64::from(cols).div_ceil(self.vector_f16_lanes)
+    /// The estimate of a matmul epilogue over `rows x cols` outputs, in closed form: one codelet's
+    /// launch (the supervisor's and each worker's entry), then each worker's
+    /// share of the elements at the summed cost per element of the steps Poplar would chain
+    /// ([`EpilogueCost::steps`], each rounded to whole vectors), the tile waiting `workers` cycles a worker cycle, and a
+    /// non-linearity's fill and drain; a bias down the rows is charged per row; a transposed output adds its rows' transposes, a grain of 4x4 elements costing 4 cycles; a
+    /// copy is a run a row (35 cycles, one per 4 bytes, 5 per byte left over), whole rows dealt to
+    /// the workers.
+    /// `device::timing::epilogue` charges the same work from poplibs' codelet estimates.
+    pub fn epilogue_cycles(&self, rows: u32, cols: u32, e: &EpilogueCost) -> u64 {
+        let workers = u64::from(self.workers.max(1));
+        if e.copies() {
+            // A row at a time: 35 cycles, one per 4 bytes and 5 per byte left over.
+            let bytes = 2 * u64::from(cols);
+            let per_row = 35 + bytes / 4 + bytes % 4 * 5;
+            return workers * (12 + u64::from(rows).div_ceil(workers) * per_row);
+        }
+        let n = u64::from(rows) * u64::from(cols);
+        let share = n.div_ceil(workers);
+        let per_worker: u64 = (e.steps().iter())
+            .map(|&(width, cycles)| share.div_ceil(width) * cycles)
+            .sum();
+        // A cast ends on its remainder: about 4 cycles.
+        let tail = if e.partials == DType::F16 { 0 } else { 4 };
+        let mut cycles = e.launch(workers) + workers * (per_worker + tail);
+        // A non-linearity's pipeline fills and drains once a worker.
+        cycles += workers
+            * match e.activation {
+                None => 0,
+                Some(Activation::GeluTanh) => 12,
+                Some(Activation::GeluErf) => 22,
+            };
+        if e.bias && e.bias_by_row {
+            // Down the rows: a row a worker when a row is short of a vector per worker, else each
+            // row shared; an outer loop of 7 cycles a row, 25 when a row is no whole vectors.
+            let (rows, cols) = (u64::from(rows), u64::from(cols));
+            let lanes = self.vector_f16_lanes.max(1);
+            let outer = if cols.is_multiple_of(lanes) { 7 } else { 25 };
+            let (loops, elements) = if cols < workers * lanes {
+                (rows.div_ceil(workers), cols)
+            } else {
+                (rows, cols.div_ceil(workers))
+            };
+            cycles += workers * loops * (outer + 2 * elements.div_ceil(lanes));
+        }
+        if e.transposed {
+            let grains = u64::from(rows).div_ceil(4 * workers) * u64::from(cols).div_ceil(4);
+            cycles += workers * (50 + 4 * grains);
+        }
+        cycles
     }
 
-    /// The estimate of a matmul epilogue over `rows x cols` outputs: its operations
-    /// ([`EpilogueCost::ops`]) at f16 width over its grains ([`Target::epilogue_grains`]), against
-    /// the accesses it makes as the device counts them, whole ones per row: its own AMP partials
-    /// loaded from interleaved memory (128-bit loads), the other parts likewise when they lie there
-    /// (`interleaved_parts`) and 64 bits at a time when not, the residual loaded and the output
-    /// stored (64-bit), or a transposed output stored a row per column; the bias loaded once. The
-    /// workers share the accesses as they share the grains.
-    pub fn epilogue_cycles(
-        &self,
-        rows: u32,
-        cols: u32,
-        e: &EpilogueCost,
-        interleaved_parts: bool,
-    ) -> u64 {
-        let (ops, transcendentals) = e.ops();
-        let (rows64, cols64) = (u64::from(rows), u64::from(cols));
-        let access = self.memory_access_bytes;
-        let narrow = |bytes: u64| bytes.div_ceil(access);
-        let partials_row = cols64 * u64::from(e.partials.bytes());
-        let other_parts = u64::from(e.parts.max(1) - 1);
-        let wide = partials_row.div_ceil(self.wide_load_bytes);
-        let per_row = wide
-            + other_parts
-                * if interleaved_parts {
-                    wide
-                } else {
-                    narrow(partials_row)
-                }
-            + u64::from(e.residual) * narrow(2 * cols64)
-            + if e.transposed { 0 } else { narrow(2 * cols64) };
-        let once = match (e.bias, e.bias_by_row) {
-            (false, _) => 0,
-            (true, false) => narrow(2 * cols64),
-            (true, true) => narrow(2 * rows64),
-        } + if e.transposed {
-            cols64 * narrow(2 * rows64)
-        } else {
-            0
-        };
-        let grains = self.epilogue_grains(rows, cols);
-        self.vector_cycles(
-            u32::try_from(grains).unwrap_or(u32::MAX),
-            self.vector_f16_lanes as u32,
-            VectorCost {
-                dtype: DType::F16,
-                ops,
-                transcendentals,
-                vertex_bytes: (rows64 * per_row + once) * access,
-                ..VectorCost::default()
-            },
-        )
-    }
-
-    /// The estimate of a layer norm over `rows x cols` f16 elements, in f32: per element a sum, a
-    /// subtraction, a square-and-add, a scale, a gamma multiply, a beta add and a cast (seven f32 lane
-    /// operations), an f16 load and store; per row eight operations for the mean, the variance and one
-    /// reciprocal square root; gamma and beta loaded once.
+    /// The estimate of a layer norm over `rows x cols` f16 elements, in closed form: one launch,
+    /// then per worker its rows' two reductions (a cycle per vector of 4 and 12 per row each) and
+    /// their statistics (about 10 cycles a row, by vectors of two floats); the mean subtracted and the scale, each row shared by
+    /// the workers when it is at least a vector per worker (8 cycles a row and half a cycle per
+    /// element), else whole rows dealt to them; gamma and beta at 2 cycles per vector each.
     pub fn layer_norm_cycles(&self, rows: u32, cols: u32) -> u64 {
-        self.vector_cycles(
-            rows,
-            cols,
-            VectorCost {
-                dtype: DType::F32,
-                ops: 7,
-                row_ops: 8,
-                bytes: 4,
-                vertex_bytes: 4 * u64::from(cols),
-                ..VectorCost::default()
-            },
-        )
+        let workers = u64::from(self.workers.max(1));
+        let lanes = self.vector_f16_lanes.max(1);
+        let (rows, cols) = (u64::from(rows), u64::from(cols));
+        let share = rows.div_ceil(workers);
+        // The sums' scaling, the variance (two float steps) and the inverse standard deviation (12
+        // cycles per two rows), two floats a vector.
+        let halves = share.div_ceil(2);
+        let statistics =
+            share * 2 * (cols.div_ceil(lanes) + 12) + 2 * share + 4 * halves + 12 * halves;
+        let whitening = if cols >= workers * lanes {
+            2 * rows * (8 + cols.div_ceil(workers).div_ceil(2))
+        } else {
+            2 * share * (8 + cols.div_ceil(2))
+        };
+        let affine = 2 * 2 * (rows * cols).div_ceil(workers).div_ceil(lanes);
+        17 * workers + workers * (statistics + whitening + affine)
     }
 
     /// The estimate of one online-softmax block over `keys x queries` scores of type `scores`
@@ -681,11 +722,8 @@ mod tests {
     }
 
     #[test]
-    fn gelu_takes_poplibs_loop_of_eight_bundles_per_four_halves() {
+    fn an_epilogue_costs_its_launch_and_each_step_per_element() {
         let t = Target::preset("mk2-1500").unwrap();
-        // NonLinearityLoop_gelu.S: per 64-bit vector of four halves six f16v4 operations and two
-        // f16v2tanh, eight bundles. One f16 part, so no sum or cast: 6 rows of 64, 16 grains of four
-        // halves a worker.
         let gelu = EpilogueCost {
             partials: DType::F16,
             parts: 1,
@@ -695,11 +733,23 @@ mod tests {
             residual: false,
             transposed: false,
         };
-        // A worker's loads and stores (the partials at 16 bytes, the output at 8: 24 bundles) hide
-        // under its 128 bundles of arithmetic.
+        // 6 rows of 64: 64 elements a worker at 5 cycles per 4 halves and the pipeline's 12, after
+        // popnn's launch.
         assert_eq!(
-            t.epilogue_cycles(6, 64, &gelu, false),
-            t.vertex_overhead_cycles + 6 * (64 / 4) * 8
+            t.epilogue_cycles(6, 64, &gelu),
+            20 * 6 + 9 + 6 * (64 * 5 / 4 + 12)
         );
+        // A bias first (3 cycles per 4), then GELU.
+        let biased = EpilogueCost { bias: true, ..gelu };
+        assert_eq!(
+            t.epilogue_cycles(6, 64, &biased),
+            26 * 6 + 11 + 6 * (64 * 8 / 4 + 12)
+        );
+        // Nothing to apply: a copy, a 128-byte run a row.
+        let copy = EpilogueCost {
+            activation: None,
+            ..gelu
+        };
+        assert_eq!(t.epilogue_cycles(6, 64, &copy), 6 * (12 + 35 + 32));
     }
 }

@@ -27,9 +27,11 @@
 //! exponentials) makes several passes ([`passes`]), each timed so, the supervisor restarting the
 //! workers between them.
 //!
-//! A general vector vertex (`isa::Vector`, [`vector_op`]) is timed instead from poplibs' cycle
-//! estimators for the codelets Poplar runs for the same work (`timing/vector_ops.rs`, each formula
-//! citing its poplibs file and function). The data-movement vertex (`isa::Assemble`, [`assemble`])
+//! The online softmax, the accumulation and the merge of flash attention are timed so. A general
+//! vector vertex (`isa::Vector`, [`vector_op`]) is timed instead from poplibs' cycle estimators for
+//! the codelets Poplar runs for the same work (`timing/vector_ops.rs`, each formula citing its
+//! poplibs file and function), and so are the epilogue and the layer norm, each as the chain of
+//! codelets it fuses ([`epilogue`], [`layer_norm`], `timing/fused.rs`). The data-movement vertex (`isa::Assemble`, [`assemble`])
 //! likewise, from the memcpy and transpose estimators for what Poplar runs (`timing/assemble.rs`).
 //!
 //! Memory-element conflicts: an AMP bundle loads its input, loads and stores partials in one cycle;
@@ -42,8 +44,10 @@
 //! rather than wrapping, and the superstep refuses a count past u32 as a fault.
 
 mod assemble;
+mod fused;
 mod vector_ops;
 pub use assemble::assemble;
+pub use fused::{epilogue, layer_norm};
 pub use vector_ops::vector_op;
 
 use crate::isa::{Amp, Placed};
@@ -85,7 +89,13 @@ pub fn amp(target: &Target, v: &Amp<Placed>) -> u64 {
         .saturating_mul(u64::from(target.amp_block_width))
         .saturating_mul(2);
     let weight_load = weight_bytes.div_ceil(target.weight_load_bytes_per_cycle.max(1));
-    let passes = u64::from(target.amp_passes(v.partials.dtype));
+    // Passes over the rows per weight block: the block's output channels over the AMP's units at
+    // the partials' type.
+    let units = match v.partials.dtype {
+        crate::ir::DType::F16 => target.amp_units_f16_partials,
+        _ => target.amp_units_f32_partials,
+    };
+    let passes = u64::from(target.amp_block_width.div_ceil(units.max(1)));
     let block = target
         .amp_block_supervisor_cycles
         .saturating_add(weight_load)

@@ -3,8 +3,8 @@
 //!
 //! Contract: each vertex kind's semantics is a function of its own here (`amp`, `epilogue`, `softmax`,
 //! `accumulate`, `combine`, `layer_norm`; the general vector vertex's in `vector`, the data-movement
-//! vertex's in `assemble`), its arithmetic that of [`crate::numerics`], charged by the target's cost
-//! function for it, the one the compiler's estimates use. A vertex reads only memory written before,
+//! vertex's in `assemble`), its arithmetic that of [`crate::numerics`], timed by `super::timing`
+//! (never by the compiler's estimates). A vertex reads only memory written before,
 //! writes only buffers not still live from an earlier superstep, and takes each operand in the element
 //! type it names; the AMP's operands must also be aligned for its loads and stores, its weights and
 //! partials in interleaved memory, and neither input may share a memory element with its partials.
@@ -80,11 +80,17 @@ fn execute_vertex(
     let before = memory.accesses();
     let work = match vertex {
         VertexKind::Amp(v) => return amp(target, memory, v, step),
-        VertexKind::Epilogue(v) => epilogue(target, memory, v, step)?,
+        VertexKind::Epilogue(v) => {
+            epilogue(memory, v, step)?;
+            return Ok(timing::epilogue(target, v));
+        }
         VertexKind::Softmax(v) => return softmax(target, memory, v, step),
         VertexKind::Accumulate(v) => accumulate(memory, v, step)?,
         VertexKind::Combine(v) => combine(memory, v, step)?,
-        VertexKind::LayerNorm(v) => layer_norm(memory, v, step)?,
+        VertexKind::LayerNorm(v) => {
+            layer_norm(memory, v, step)?;
+            return Ok(timing::layer_norm(target, v));
+        }
         VertexKind::Vector(v) => return vector::vector(target, memory, v, step),
         VertexKind::Assemble(v) => return assemble::assemble(target, memory, v, step),
     };
@@ -245,12 +251,7 @@ fn check_amp_operands(target: &Target, memory: &TileMemory, v: &Amp<Placed>) -> 
 }
 
 /// `out = f16(activation?(Σ partials + bias?) + residual?)` on the vector unit ([`Epilogue`]).
-fn epilogue(
-    target: &Target,
-    memory: &mut TileMemory,
-    v: &Epilogue<Placed>,
-    step: u32,
-) -> Result<VectorWork, String> {
+fn epilogue(memory: &mut TileMemory, v: &Epilogue<Placed>, step: u32) -> Result<(), String> {
     let Epilogue {
         rows,
         cols,
@@ -337,28 +338,7 @@ fn epilogue(
         step,
         "epilogue output",
     )?;
-    let (ops, transcendentals) = crate::target::EpilogueCost {
-        partials: partials_type,
-        parts: v.partials.len() as u32,
-        bias: bv.is_some(),
-        bias_by_row: v.bias_by_row,
-        activation,
-        residual: residual.is_some(),
-        transposed: v.transpose,
-    }
-    .ops();
-    // Elementwise, so the workers share 64-bit grains of four halves, each row's own, as poplibs'
-    // `DIVIDE_BY_WORKER` deals them (popops `workDivision.h.S`).
-    let lanes = target.vector_f16_lanes;
-    let grains = target.epilogue_grains(rows, cols);
-    Ok(VectorWork {
-        rows: u32::try_from(grains)
-            .map_err(|_| format!("epilogue of {rows}x{cols}: {grains} grains"))?,
-        f16_ops: lanes * ops,
-        f32_ops: 0,
-        transcendentals: lanes * transcendentals,
-        ..VectorWork::default()
-    })
+    Ok(())
 }
 
 /// One step of the online softmax over a block of scoresᵀ ([`Softmax`]); returns its cycles.
@@ -690,11 +670,7 @@ fn check_alignment(value: u32, align: u32, what: &str) -> Result<(), String> {
 }
 
 /// A layer norm over rows of f16 elements, in f32 ([`LayerNorm`], [`numerics::layer_norm_row`]).
-fn layer_norm(
-    memory: &mut TileMemory,
-    v: &LayerNorm<Placed>,
-    step: u32,
-) -> Result<VectorWork, String> {
+fn layer_norm(memory: &mut TileMemory, v: &LayerNorm<Placed>, step: u32) -> Result<(), String> {
     let (rows, cols) = (v.rows, v.cols);
     let matrix = |o: &Placed, rows| Matrix {
         addr: o.address,
@@ -719,14 +695,5 @@ fn layer_norm(
         .chunks(cols.max(1) as usize)
         .flat_map(|row| numerics::layer_norm_row(row, &gamma, &beta, epsilon))
         .collect();
-    memory.store(&matrix(&v.out, rows), &out, step, "layer norm output")?;
-    // Per element seven f32 operations (sum, subtraction, square-and-add, scale, gamma, beta, cast); per
-    // row eight for the mean, the variance and the reciprocal square root.
-    Ok(VectorWork {
-        rows,
-        f16_ops: 0,
-        f32_ops: u64::from(cols) * 7 + 8,
-        transcendentals: 0,
-        ..VectorWork::default()
-    })
+    memory.store(&matrix(&v.out, rows), &out, step, "layer norm output")
 }

@@ -155,7 +155,6 @@ impl MatMul {
                 residual: self.residual.is_some(),
                 transposed: transpose,
             },
-            p.interleaved_shares,
         )
     }
 }

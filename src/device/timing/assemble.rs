@@ -27,13 +27,13 @@ use crate::target::Target;
 
 /// `LongMemcpy` of one run of `bytes` (`BroadcastSelectorSelectCycles`): 12 + 23, a cycle per 4
 /// bytes, 5 per byte left over.
-fn memcpy_run(bytes: u64) -> u64 {
+pub(super) fn memcpy_run(bytes: u64) -> u64 {
     12 + 23 + bytes / 4 + (bytes % 4) * 5
 }
 
 /// `getTransposeCycleEstimate` (popsparse `PerformanceEstimation.hpp`) for `count` half
 /// transposes of `rows x cols` source elements (each rounded up to grains of 4).
-fn transposes(workers: u64, count: u64, rows: u64, cols: u64) -> u64 {
+pub(super) fn transposes(workers: u64, count: u64, rows: u64, cols: u64) -> u64 {
     const SUPERVISOR: u64 = 7;
     const PER_GRAIN: u64 = 4;
     let (row_grains, col_grains) = (rows.div_ceil(4).max(1), cols.div_ceil(4).max(1));

@@ -19,30 +19,30 @@ use crate::target::Target;
 
 /// A codelet's tile cycles: its fixed overheads and its work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Codelet {
-    fixed: u64,
-    work: u64,
+pub(super) struct Codelet {
+    pub(super) fixed: u64,
+    pub(super) work: u64,
 }
 
 impl Codelet {
-    fn total(self) -> u64 {
+    pub(super) fn total(self) -> u64 {
         self.fixed.saturating_add(self.work)
     }
 }
 
 /// `basicOpSupervisorOverhead` (popops `PerformanceEstimation.cpp`): 11 cycles.
-const SUPERVISOR: u64 = 11;
+pub(super) const SUPERVISOR: u64 = 11;
 
 /// A row of poplibs' `OpPerformanceInfo` tables (popops `popopsCycleEstimators.hpp`): cycles per
 /// loop, whether a loop is one natural vector, and otherwise the elements per loop (0: one).
 #[derive(Clone, Copy)]
-struct PerfInfo {
-    cycles: u64,
-    natural: bool,
-    unroll: u64,
+pub(super) struct PerfInfo {
+    pub(super) cycles: u64,
+    pub(super) natural: bool,
+    pub(super) unroll: u64,
 }
 
-const fn info(cycles: u64, natural: bool, unroll: u64) -> PerfInfo {
+pub(super) const fn info(cycles: u64, natural: bool, unroll: u64) -> PerfInfo {
     PerfInfo {
         cycles,
         natural,
@@ -54,7 +54,7 @@ const fn info(cycles: u64, natural: bool, unroll: u64) -> PerfInfo {
 /// `unaryOpInPlacePerfInfo` for the softmax's sums): NEGATE, ABSOLUTE, SQRT, INVERSE, EXPONENT,
 /// ERF, SQUARE, RSQRT.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum PopopsUnary {
+pub(super) enum PopopsUnary {
     Negate,
     Absolute,
     Sqrt,
@@ -66,7 +66,7 @@ enum PopopsUnary {
 }
 
 impl PopopsUnary {
-    fn half(self) -> PerfInfo {
+    pub(super) fn half(self) -> PerfInfo {
         match self {
             PopopsUnary::Negate => info(2, false, 4),
             PopopsUnary::Absolute => info(1, false, 0),
@@ -83,7 +83,7 @@ impl PopopsUnary {
 /// popnn's non-linearities (`getNonLinearityOpCycles`, popnn `PerformanceEstimation.hpp`, half):
 /// cycles of one op and of one op in the vector loop.
 #[derive(Clone, Copy)]
-enum NonLinearity {
+pub(super) enum NonLinearity {
     Relu,
     Sigmoid,
     Tanh,
@@ -105,7 +105,7 @@ impl NonLinearity {
 }
 
 /// `binaryOpPerfInfo` (HALF) for the binary functions.
-fn binary_half(f: BinaryFn) -> PerfInfo {
+pub(super) fn binary_half(f: BinaryFn) -> PerfInfo {
     match f {
         BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul => info(1, true, 0),
         BinaryFn::Div => info(21, false, 4),
@@ -125,12 +125,12 @@ fn broadcast_half(f: BinaryFn) -> PerfInfo {
 }
 
 /// `hasExternalCodelet` (popops `popopsCycleEstimators.cpp`): add, subtract and multiply.
-fn external(f: BinaryFn) -> bool {
+pub(super) fn external(f: BinaryFn) -> bool {
     matches!(f, BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul)
 }
 
 /// `basicOpLoopCycles` (popops `PerformanceEstimation.cpp`): `cycles · (n + width − 1) / width`.
-fn basic_loop(n: u64, width: u64, cycles: u64) -> u64 {
+pub(super) fn basic_loop(n: u64, width: u64, cycles: u64) -> u64 {
     cycles.saturating_mul(n.saturating_add(width - 1)) / width.max(1)
 }
 
@@ -145,7 +145,7 @@ fn unary_inner(p: PerfInfo, n: u64, width: u64) -> u64 {
 /// `UnaryOp1D` (popops `popopsCycleEstimators.cpp`): per worker 17 cycles (33 for EXPONENT) and the
 /// inner loop over its share, `ceil(n / workers)`; the supervisor's 9 and `basicOpSupervisorOverhead`.
 /// `in_place`: `UnaryOp1DInPlace`, 55 per worker.
-fn unary_op(
+pub(super) fn unary_op(
     t: &Target,
     op: PopopsUnary,
     p: PerfInfo,
@@ -167,7 +167,7 @@ fn unary_op(
 
 /// `binaryOpInnerLoopCycles` (popops `popopsCycleEstimators.cpp`): natural-width loops take 2
 /// cycles more for add, subtract and multiply (their external codelets), 5 for the rest.
-fn binary_inner(f: BinaryFn, p: PerfInfo, n: u64, width: u64) -> u64 {
+pub(super) fn binary_inner(f: BinaryFn, p: PerfInfo, n: u64, width: u64) -> u64 {
     let (per_loop, cycles) = if p.natural {
         (width, p.cycles + if external(f) { 2 } else { 5 })
     } else {
@@ -178,7 +178,7 @@ fn binary_inner(f: BinaryFn, p: PerfInfo, n: u64, width: u64) -> u64 {
 
 /// `BinaryOp1D` (popops `popopsCycleEstimators.cpp`): per worker 26 cycles (half) and the inner
 /// loop over `ceil(n / workers)`; `basicOpSupervisorOverhead`.
-fn binary_op(t: &Target, f: BinaryFn, n: u64) -> Codelet {
+pub(super) fn binary_op(t: &Target, f: BinaryFn, n: u64) -> Codelet {
     let workers = u64::from(t.workers.max(1));
     let inner = binary_inner(f, binary_half(f), n.div_ceil(workers), t.vector_f16_lanes);
     Codelet {
@@ -191,7 +191,7 @@ fn binary_op(t: &Target, f: BinaryFn, n: u64) -> Codelet {
 /// not in place): per worker 20 cycles and its loops over `ceil(n / workers)`, one natural vector
 /// per loop at its cycles plus 1 (external codelets) or 4, else `unroll` elements per loop;
 /// `basicOpSupervisorOverhead`.
-fn broadcast_scalar(t: &Target, f: BinaryFn, n: u64) -> Codelet {
+pub(super) fn broadcast_scalar(t: &Target, f: BinaryFn, n: u64) -> Codelet {
     let workers = u64::from(t.workers.max(1));
     let p = broadcast_half(f);
     let (per_loop, cycles) = if p.natural {
@@ -218,7 +218,7 @@ fn broadcast_scalar(t: &Target, f: BinaryFn, n: u64) -> Codelet {
 /// else `ByColumn1D` (the workers share each row); 7 outer-loop cycles, 25 when rows are not whole
 /// vectors (`allowMisaligned`); an inner-loop overhead of 1; per worker 15 and the outer loops;
 /// `basicOpSupervisorOverhead`. In place or not, the same (`getForceInterleavedEstimates` off).
-fn broadcast_outer(t: &Target, f: BinaryFn, rows: u64, cols: u64) -> Codelet {
+pub(super) fn broadcast_outer(t: &Target, f: BinaryFn, rows: u64, cols: u64) -> Codelet {
     let (workers, width) = (u64::from(t.workers.max(1)), t.vector_f16_lanes.max(1));
     let p = broadcast_half(f);
     let by_row = cols < workers * width;
@@ -240,7 +240,7 @@ fn broadcast_outer(t: &Target, f: BinaryFn, rows: u64, cols: u64) -> Codelet {
 /// supervisor's 9; per worker an overhead of 20, its share of whole vectors (two cycles to warm up,
 /// an op, the vector loop, one and an op to drain), and the remainder's 32- and 16-bit tests and
 /// ops.
-fn non_linearity(t: &Target, nl: NonLinearity, n: u64) -> Codelet {
+pub(super) fn non_linearity(t: &Target, nl: NonLinearity, n: u64) -> Codelet {
     let (workers, width) = (u64::from(t.workers.max(1)), t.vector_f16_lanes.max(1));
     let (op, vector_op) = (nl.op_cycles(false), nl.op_cycles(true));
     let vectors = (n / width).div_ceil(workers);
@@ -267,7 +267,7 @@ fn non_linearity(t: &Target, nl: NonLinearity, n: u64) -> Codelet {
 /// the smaller of the accumulator width 8 and the 64-bit data path's 4), 2 for an odd row, 12 per
 /// output, 10 and the call's 7. poplibs passes it `numOutputsM1`; this takes the worker's outputs.
 /// The rows are dealt to the workers; the tile waits for the slowest, `workers` cycles each.
-fn continuous_reduce(t: &Target, rows: u32, cols: u64) -> Codelet {
+pub(super) fn continuous_reduce(t: &Target, rows: u32, cols: u64) -> Codelet {
     let workers = u64::from(t.workers.max(1));
     let elements = t.vector_f16_lanes.max(1);
     let slowest = dealt(rows, t.workers).next().map_or(0, u64::from);

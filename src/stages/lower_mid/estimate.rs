@@ -545,18 +545,18 @@ mod tests {
         assert_eq!(odd - even, 1024 - switch, "3 blocks {odd}, 4 blocks {even}");
     }
 
-    /// Shares in interleaved memory make a reduction epilogue over many parts cheaper and count as
-    /// interleaved bytes.
+    /// Shares in interleaved memory count as interleaved bytes; the epilogue's codelets take as long
+    /// from either region.
     #[test]
-    fn interleaved_shares_cut_a_loaded_epilogue_and_take_interleaved_memory() {
+    fn interleaved_shares_take_interleaved_memory_and_no_fewer_cycles() {
         let t = Target::preset("mk2-1500").unwrap();
         let estimate = |interleaved| {
             let (op, grid) = matmul_on(4, 16, interleaved);
             grid_estimate(&op, &grid, &t, 0, false)
         };
         let (wide, narrow) = (estimate(true), estimate(false));
-        assert!(
-            wide.vector_cycles < narrow.vector_cycles,
+        assert_eq!(
+            wide.vector_cycles, narrow.vector_cycles,
             "{wide:?} {narrow:?}"
         );
         assert!(

@@ -1,0 +1,193 @@
+//! The device's timing of the fused vector vertices (`isa::Epilogue`, `isa::LayerNorm`), from
+//! Graphcore's poplibs cycle estimators for the chain of codelets Poplar runs for the same work on
+//! one tile; the figures carry over, the code is ours (the codelet estimates are those of
+//! `timing/vector_ops.rs`, which cites each, and below).
+//!
+//! One fused vertex replaces the chain, so it is charged the chain's estimates less what fusing
+//! removes:
+//! - every codelet's fixed part after the first (the supervisor's launch and
+//!   `basicOpSupervisorOverhead`, each worker's entry and loop set-up);
+//! - for an element-wise binary codelet after the first, the intermediate's reload and store: of
+//!   the two cycles a vector `binaryOpInnerLoopCycles` (popops `popopsCycleEstimators.cpp`) adds to
+//!   an external codelet's loop "for load/store and loop decision", one; the codelet's own
+//!   operand (a bias, a residual, another part of the partials) is still loaded.
+//!
+//! Kept whole: the loop bodies of the non-linearities, the broadcasts by row, the reductions, the
+//! cast and the transpose, whose estimates do not separate a loop's memory cycles from its
+//! arithmetic.
+//!
+//! Contract: [`epilogue`] and [`layer_norm`] are functions of the decoded vertex and the target's
+//! hardware parameters only (`workers`, the f16 and f32 vector widths); they never call the
+//! compiler's estimates (`Target::epilogue_cycles`, `Target::layer_norm_cycles`). Arithmetic
+//! saturates.
+
+use super::assemble::{memcpy_run, transposes};
+use super::vector_ops::{
+    Codelet, NonLinearity, SUPERVISOR, broadcast_outer, continuous_reduce, non_linearity,
+};
+use crate::ir::BinaryFn;
+use crate::ir::DType;
+use crate::isa::{Activation, Epilogue, LayerNorm, Placed};
+use crate::target::Target;
+
+/// The cycles `binaryOpInnerLoopCycles` adds to an external codelet's loop per vector for loads,
+/// the store and the loop decision (popops `popopsCycleEstimators.cpp`), and the reload and store
+/// of those a fused chain removes.
+const LOOP_MEMORY: u64 = 2;
+const FUSED_AWAY: u64 = 1;
+
+/// A chain of codelets as one fused vertex: the first's fixed part and every codelet's work.
+#[derive(Default)]
+struct Chain {
+    fixed: Option<u64>,
+    work: u64,
+}
+
+impl Chain {
+    fn push(&mut self, c: Codelet) {
+        self.fixed.get_or_insert(c.fixed);
+        self.work = self.work.saturating_add(c.work);
+    }
+
+    /// An element-wise add, subtract or multiply of `n` elements `width` to a vector, in place:
+    /// `BinaryOp1DInPlace` (`getBinaryOp1DInPlaceEstimate`, 58 cycles a worker) first in the chain,
+    /// `BinaryOp1D` (26 a worker at half, 29 at float) otherwise; either way one cycle a vector and
+    /// the loop's memory cycles, less the reload and store a fused chain removes.
+    fn elementwise(&mut self, t: &Target, n: u64, dtype: DType, in_place: bool) {
+        let workers = u64::from(t.workers.max(1));
+        let width = lanes(t, dtype);
+        let fused = self.fixed.is_some();
+        let per_vector = 1 + LOOP_MEMORY - if fused { FUSED_AWAY } else { 0 };
+        let entry = match (in_place, dtype) {
+            (true, _) => 58,
+            (false, DType::F16) => 26,
+            (false, _) => 29,
+        };
+        self.push(Codelet {
+            fixed: workers * entry + SUPERVISOR,
+            work: workers.saturating_mul(
+                n.div_ceil(workers)
+                    .div_ceil(width)
+                    .saturating_mul(per_vector),
+            ),
+        });
+    }
+
+    /// Tile cycles of the fused vertex.
+    fn total(&self) -> u64 {
+        self.fixed.unwrap_or(SUPERVISOR).saturating_add(self.work)
+    }
+}
+
+fn lanes(t: &Target, dtype: DType) -> u64 {
+    match dtype {
+        DType::F16 => t.vector_f16_lanes,
+        DType::F32 | DType::I64 => t.vector_f32_lanes,
+    }
+    .max(1)
+}
+
+/// `getCast1DCycleEstimate` (popops `PerformanceEstimation.cpp`) for float to half over `n`: 12,
+/// and per worker 18 and `castWorkerCycles` over its share: a prologue of 19, two cycles per
+/// vector of four (two 64-bit loads of floats, one store of halves), and per remainder bit a test
+/// and, when set, two cycles.
+fn cast_to_half(t: &Target, n: u64) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    let share = n.div_ceil(workers);
+    let remainder = share % 4;
+    let tail: u64 = (0..2).map(|bit| 1 + 2 * ((remainder >> bit) & 1)).sum();
+    Codelet {
+        fixed: 12 + workers * (18 + 19),
+        work: workers.saturating_mul(2 * (share / 4) + tail),
+    }
+}
+
+/// `broadcastArithmetic1DCycleEstimate` (popops `popopsCycleEstimators.cpp`, `BroadcastScalar1D`)
+/// over `n` floats with `VARIANCE_TO_INV_STD_DEV` (`broadcastOpPerfInfo`, FLOAT: 12 cycles per 2
+/// elements): per worker 20 and its loops; `basicOpSupervisorOverhead`.
+fn inverse_std_dev(t: &Target, n: u64) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    Codelet {
+        fixed: workers * 20 + SUPERVISOR,
+        work: workers.saturating_mul(n.div_ceil(workers).div_ceil(2).saturating_mul(12)),
+    }
+}
+
+/// Tile cycles of a matmul epilogue: the partials' other parts added in place at their type
+/// (`BinaryOp1DInPlace`), the sum cast to half (`Cast1D`) unless it is one half part, the bias added
+/// (`BinaryOp1D` along the rows, a `BroadcastVectorOuter` down them), the activation
+/// (`NonLinearity1D` GELU or GELU_ERF, popnn `popnnCycleEstimators.cpp`), the residual added
+/// (`BinaryOp1D`), and a transposed output written by the transpose vertex
+/// (`getTransposeCycleEstimate`, the rows shared among the workers); one half part with nothing to
+/// apply is copied (`LongMemcpy`, a run a row).
+pub fn epilogue(t: &Target, v: &Epilogue<Placed>) -> u64 {
+    let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
+    let n = rows.saturating_mul(cols);
+    let partials = v.partials.first().map_or(DType::F16, |p| p.dtype);
+    let mut chain = Chain::default();
+    for _ in 1..v.partials.len() {
+        chain.elementwise(t, n, partials, true);
+    }
+    if partials != DType::F16 {
+        chain.push(cast_to_half(t, n));
+    }
+    match (&v.bias, v.bias_by_row) {
+        (None, _) => {}
+        (Some(_), false) => chain.elementwise(t, n, DType::F16, false),
+        (Some(_), true) => chain.push(broadcast_outer(t, BinaryFn::Add, rows, cols)),
+    }
+    match v.activation {
+        None => {}
+        Some(Activation::GeluTanh) => chain.push(non_linearity(t, NonLinearity::Gelu, n)),
+        Some(Activation::GeluErf) => chain.push(non_linearity(t, NonLinearity::GeluErf, n)),
+    }
+    if v.residual.is_some() {
+        chain.elementwise(t, n, DType::F16, false);
+    }
+    let workers = u64::from(t.workers.max(1));
+    if chain.fixed.is_none() && !v.transpose {
+        // One f16 part and nothing to apply: the partials copied, a `LongMemcpy` run a row
+        // (`BroadcastSelectorSelectCycles`, as `timing/assemble.rs` charges runs), dealt to the
+        // workers.
+        chain.push(Codelet {
+            fixed: workers * (11 + 1),
+            work: workers.saturating_mul(
+                rows.div_ceil(workers)
+                    .saturating_mul(memcpy_run(cols.saturating_mul(2))),
+            ),
+        });
+    }
+    if v.transpose {
+        let each = rows.div_ceil(workers);
+        chain.push(Codelet {
+            fixed: 7,
+            work: transposes(workers, workers, each, cols).saturating_sub(7),
+        });
+    }
+    chain.total()
+}
+
+/// Tile cycles of a layer norm over `rows x cols` halves, as popnn's layer norm runs it (statistics
+/// by `popops::reduce`, then the whitening and the affine transform): the rows' sums and sums of
+/// squares (`ContinuousReduce`, twice), both scaled by `1/cols` (`BinaryOp1D` MULTIPLY over
+/// `2 · rows` floats), the variance as the mean square less the squared mean (`BinaryOp1D`
+/// MULTIPLY and SUBTRACT over `rows` floats), its inverse standard deviation with epsilon
+/// (`BroadcastScalar1D` VARIANCE_TO_INV_STD_DEV), the mean subtracted and the result scaled per row
+/// (`BroadcastVectorOuter` SUBTRACT and MULTIPLY), and gamma and beta along the rows (`BinaryOp1D`
+/// MULTIPLY and ADD).
+pub fn layer_norm(t: &Target, v: &LayerNorm<Placed>) -> u64 {
+    let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
+    let n = rows.saturating_mul(cols);
+    let mut chain = Chain::default();
+    chain.push(continuous_reduce(t, v.rows, cols));
+    chain.push(continuous_reduce(t, v.rows, cols));
+    chain.elementwise(t, 2 * rows, DType::F32, false);
+    chain.elementwise(t, rows, DType::F32, false);
+    chain.elementwise(t, rows, DType::F32, false);
+    chain.push(inverse_std_dev(t, rows));
+    chain.push(broadcast_outer(t, BinaryFn::Sub, rows, cols));
+    chain.push(broadcast_outer(t, BinaryFn::Mul, rows, cols));
+    chain.elementwise(t, n, DType::F16, false);
+    chain.elementwise(t, n, DType::F16, false);
+    chain.total()
+}
