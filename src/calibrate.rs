@@ -519,7 +519,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                         first: true,
                         scale_bits: 0.125f32.to_bits(),
                     }),
-                    target.softmax_cycles(keys, queries, scores, false, false),
+                    target.softmax_cycles(keys, queries, scores, false, false, true),
                 )
             }
             2 => (

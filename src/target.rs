@@ -88,50 +88,6 @@ pub struct Target {
     pub host_link_bytes_per_second: u64,
 }
 
-/// What a vector vertex does per element and per row, for [`Target::vector_cycles`]; nothing at f16
-/// width by default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VectorCost {
-    /// The width of the per-element operations.
-    pub dtype: DType,
-    pub ops: u64,
-    pub transcendentals: u64,
-    /// Bytes loaded and stored per element, one access each `memory_access_bytes`.
-    pub bytes: u64,
-    /// The vertex's other accesses, in bytes of whole accesses (a bias or gamma row loaded once; an
-    /// epilogue's every access, counted per row), shared among the workers in proportion to their
-    /// rows.
-    pub vertex_bytes: u64,
-    /// Per row: f32 operations and transcendentals, and accesses (for a row's whole stored rows, each
-    /// rounded up to whole accesses as the device counts them).
-    pub row_ops: u64,
-    pub row_transcendentals: u64,
-    pub row_accesses: u64,
-    /// What every worker with rows does itself beside them: f32 operations, transcendentals and bytes
-    /// loaded.
-    pub worker_ops: u64,
-    pub worker_transcendentals: u64,
-    pub worker_bytes: u64,
-}
-
-impl Default for VectorCost {
-    fn default() -> VectorCost {
-        VectorCost {
-            dtype: DType::F16,
-            ops: 0,
-            transcendentals: 0,
-            bytes: 0,
-            vertex_bytes: 0,
-            row_ops: 0,
-            row_transcendentals: 0,
-            row_accesses: 0,
-            worker_ops: 0,
-            worker_transcendentals: 0,
-            worker_bytes: 0,
-        }
-    }
-}
-
 /// A matmul epilogue as its cost sees it: the partials' type and how many parts (depth blocks) it
 /// sums, a bias, an activation, a residual, and whether the output is stored transposed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,18 +162,6 @@ impl EpilogueCost {
             && self.activation.is_none()
             && !self.residual
             && !self.transposed
-    }
-}
-
-/// Lane operations per score of the online softmax's pass for the probabilities, beside the exp
-/// (f16, `f16v2exp`): the scaled subtraction of the maximum, one `f16v4mix` on f16 scores (the
-/// instruction poplibs' GELU forms its tanh's argument with) and the probability's f32 sum, one
-/// `f16v4acc` into the worker's f32 accumulators (as poplibs' half-to-float `ReduceAdd`); f32
-/// scores are subtracted at f32 width and take a cast to f16 for the exp.
-pub fn softmax_probability_ops(scores: DType) -> u64 {
-    match scores {
-        DType::F16 => 2,
-        DType::F32 | DType::I64 => 3,
     }
 }
 
@@ -322,58 +266,10 @@ impl Target {
         self.amp_block_width.div_ceil(units.max(1))
     }
 
-    /// The estimate of a vector-unit vertex over `rows` rows of `cols` elements: per element `ops` lane
-    /// operations at `dtype` width, `transcendentals` exp/tanh and `bytes` loaded and stored; per row
-    /// `row_ops` more f32 operations. The rows are dealt to the workers; a worker's bundles are the larger
-    /// of its operations over the lane width and its bytes over one access, and the slowest worker sets
-    /// the time (the device's mechanism, `device::timing::vector`, in closed form).
-    pub fn vector_cycles(&self, rows: u32, cols: u32, work: VectorCost) -> u64 {
-        self.vertex_overhead_cycles + self.vector_pass(rows, cols, &work).0
-    }
-
-    /// A later pass of a vertex's workers over `rows` rows of `cols` elements: the supervisor starts
-    /// them and ends the pass no sooner than its wait after the fastest (`device::timing::passes`).
-    pub fn later_pass_cycles(&self, rows: u32, cols: u32, work: VectorCost) -> u64 {
-        let (slowest, fastest) = self.vector_pass(rows, cols, &work);
-        self.supervised_pass(slowest, fastest)
-    }
-
     /// A pass the supervisor starts the workers on, given its slowest and fastest worker's tile
     /// cycles: it ends no sooner than the supervisor's wait after the fastest.
     fn supervised_pass(&self, slowest: u64, fastest: u64) -> u64 {
         self.worker_pass_cycles + slowest.max(fastest + self.worker_sync_cycles)
-    }
-
-    /// Tile cycles of the slowest and the fastest worker with rows in a pass doing `work`.
-    fn vector_pass(&self, rows: u32, cols: u32, work: &VectorCost) -> (u64, u64) {
-        if rows == 0 {
-            return (0, 0);
-        }
-        let bundles = |worker_rows: u64| {
-            let elements = worker_rows * u64::from(cols);
-            let lanes = match work.dtype {
-                DType::F16 => self.vector_f16_lanes,
-                DType::F32 | DType::I64 => self.vector_f32_lanes,
-            };
-            let compute = (elements * work.ops).div_ceil(lanes)
-                + (worker_rows * work.row_ops).div_ceil(self.vector_f32_lanes)
-                + (elements * work.transcendentals + worker_rows * work.row_transcendentals)
-                    .div_ceil(self.transcendental_f16_lanes)
-                + work.worker_ops.div_ceil(self.vector_f32_lanes)
-                + work
-                    .worker_transcendentals
-                    .div_ceil(self.transcendental_f16_lanes);
-            let memory = (elements * work.bytes).div_ceil(self.memory_access_bytes)
-                + (work.vertex_bytes.div_ceil(self.memory_access_bytes) * worker_rows)
-                    .div_ceil(u64::from(rows.max(1)))
-                + work.worker_bytes.div_ceil(self.memory_access_bytes)
-                + worker_rows * work.row_accesses;
-            u64::from(self.workers) * compute.max(memory)
-        };
-        (
-            bundles(u64::from(rows.div_ceil(self.workers))),
-            bundles(u64::from((rows / self.workers).max(1))),
-        )
     }
 
     /// The estimate of a matmul epilogue over `rows x cols` outputs, in closed form: one codelet's
@@ -451,16 +347,15 @@ impl Target {
         17 * workers + workers * (statistics + whitening + affine)
     }
 
-    /// The estimate of one online-softmax block over `keys x queries` scores of type `scores`
-    /// (`device::timing::passes` in closed form): four passes of the workers, over the keys for each
-    /// query's maximum (a max per score, loaded from the AMP's interleaved partials), over the queries
-    /// to merge the workers' maxima and find the rescale factor (a merge per worker with keys, three
-    /// f32 operations and an exp; the running max and sum loaded, the factor stored), over the keys
-    /// again for the probabilities ([`softmax_probability_ops`] and an exp per score, the score loaded
-    /// again and its probability stored), and over the queries to merge the sums
-    /// (a merge per worker with keys and two operations; the running max and sum stored). Under a key
-    /// bias (`biased`) each score's operations in both passes over the keys gain a bias add, and each
-    /// pass loads the bias row; under a causal mask each key row a select, one bundle.
+    /// The estimate of one online-softmax block over `keys x queries` scoresᵀ of type `scores`, in
+    /// closed form: one launch (a strided reduction's, 16 cycles a worker), then per worker its share
+    /// of the queries (whole 64-bit grains) reduced over the keys twice, for the maximum and for the
+    /// sum (an outer loop per 64 bits of results: 6 cycles, the result's store, a cycle per further
+    /// key), its share of the scores in whole vectors for the scale, the maximum's subtraction, the
+    /// key bias and the causal mask (2 cycles a vector each), for float scores the cast to half (2
+    /// cycles per 4 and 4 for the rest), and the exponential of halves (4 cycles per 4);
+    /// after the first block, its queries' running maximum, rescale factor and sum (five float
+    /// steps of 2 cycles a vector and an exponential).
     pub fn softmax_cycles(
         &self,
         keys: u32,
@@ -468,103 +363,80 @@ impl Target {
         scores: DType,
         causal: bool,
         biased: bool,
+        first: bool,
     ) -> u64 {
-        let merges = u64::from(keys.min(self.workers).max(1)) - 1;
-        // Whole accesses per key row, as the device counts them: the row's scores (AMP partials,
-        // interleaved: 128-bit loads), and in the second pass over the keys its probabilities stored.
-        let scores_row =
-            (u64::from(queries) * u64::from(scores.bytes())).div_ceil(self.wide_load_bytes);
-        let probabilities_row = (2 * u64::from(queries)).div_ceil(self.memory_access_bytes);
-        // The key bias, one f16 per key, loaded by both passes over the keys.
-        let key_bias = if biased {
-            (2 * u64::from(keys)).next_multiple_of(self.memory_access_bytes)
+        let workers = u64::from(self.workers.max(1));
+        let (keys, queries) = (u64::from(keys), u64::from(queries));
+        let n = keys * queries;
+        let float_scores = scores != DType::F16;
+        let reduce = |grain: u64, store: u64| {
+            let share = queries.div_ceil(grain).div_ceil(workers) * grain;
+            // Results a loop: as many of the grain as the stride (the queries) keeps aligned.
+            let per_loop = (1..=grain)
+                .rev()
+                .find(|&e| grain.is_multiple_of(e) && queries.is_multiple_of(e))
+                .unwrap_or(1);
+            share.div_ceil(per_loop) * (6 + store + keys - 1)
+        };
+        let max = if float_scores {
+            reduce(2, 4)
         } else {
+            reduce(4, 8)
+        };
+        let sum = reduce(4, 7);
+        let share = n.div_ceil(workers);
+        let width = if float_scores { 2 } else { 4 };
+        let per_score = 2 + u64::from(biased) + u64::from(causal);
+        let scores_work = per_score * share.div_ceil(width) * 2
+            + if float_scores { 2 * (share / 4) + 4 } else { 0 }
+            + share.div_ceil(4) * 4;
+        let query_vectors = queries.div_ceil(workers).div_ceil(2);
+        let running = if first {
             0
-        };
-        let over_keys = |ops: u64, transcendentals: u64, row_accesses: u64| VectorCost {
-            dtype: scores,
-            ops: ops + u64::from(biased),
-            transcendentals,
-            row_ops: if causal { self.vector_f32_lanes } else { 0 },
-            row_accesses,
-            vertex_bytes: key_bias,
-            ..VectorCost::default()
-        };
-        let over_queries = |ops: u64, transcendentals: u64, bytes: u64| VectorCost {
-            dtype: DType::F32,
-            ops,
-            transcendentals,
-            bytes,
-            ..VectorCost::default()
-        };
-        self.vector_cycles(keys, queries, over_keys(1, 0, scores_row))
-            + self.later_pass_cycles(queries, 1, over_queries(merges + 3, 1, 12))
-            + self.later_pass_cycles(
-                keys,
-                queries,
-                over_keys(
-                    softmax_probability_ops(scores),
-                    1,
-                    scores_row + probabilities_row,
-                ),
-            )
-            + self.later_pass_cycles(queries, 1, over_queries(merges + 2, 0, 8))
-    }
-
-    /// The estimate of rescaling an f32 accumulator of `rows x cols` and adding a block's partials of
-    /// type `partials`: a multiply and an add per element; per row the partials loaded (AMP partials,
-    /// interleaved: 128-bit loads), the accumulator loaded and stored (64-bit accesses; the first block
-    /// copies the partials, loading no accumulator), whole accesses per row as the device counts them.
-    /// An accumulator that lands in interleaved memory with 16-byte rows loads faster on the device;
-    /// the estimate does not count on it.
-    pub fn accumulate_cycles(&self, rows: u32, cols: u32, first: bool, partials: DType) -> u64 {
-        let cols_bytes = |bytes: u64| u64::from(cols) * bytes;
-        let partials_row = cols_bytes(u64::from(partials.bytes())).div_ceil(self.wide_load_bytes);
-        let state_row = cols_bytes(4).div_ceil(self.memory_access_bytes);
-        self.vector_cycles(
-            rows,
-            cols,
-            VectorCost {
-                dtype: DType::F32,
-                ops: if first { 1 } else { 2 },
-                row_accesses: partials_row + if first { state_row } else { 2 * state_row },
-                vertex_bytes: if first { 0 } else { 4 * u64::from(cols) },
-                ..VectorCost::default()
-            },
-        )
-    }
-
-    /// The estimate of merging `parts` flash states of `rows` accumulator rows into the f16 output over
-    /// `queries` queries: the accumulator rows dealt to the workers; each worker computes every
-    /// query's weights itself (per part one exp, two operations and the division by the weighted
-    /// sums, from the part's max and sum it loads); per element a multiply, a multiply-add per
-    /// further part and a cast; per row every part's state row loaded and the output row stored, or
-    /// with `transposed` output a stored row per query, whole accesses per row as the device counts
-    /// them.
-    pub fn combine_cycles(&self, parts: u32, rows: u32, queries: u32, transposed: bool) -> u64 {
-        let parts = u64::from(parts);
-        let access = self.memory_access_bytes;
-        let state_row = (4 * u64::from(queries)).div_ceil(access);
-        let (out_row, transposed_out) = if transposed {
-            let stored_row = (2 * u64::from(rows)).div_ceil(access);
-            (0, u64::from(queries) * stored_row * access)
         } else {
-            ((2 * u64::from(queries)).div_ceil(access), 0)
+            5 * query_vectors * 2 + query_vectors * 6
         };
-        self.vector_cycles(
-            rows,
-            queries,
-            VectorCost {
-                dtype: DType::F32,
-                ops: 2 * parts,
-                row_accesses: parts * state_row + out_row,
-                vertex_bytes: transposed_out,
-                worker_ops: 3 * parts * u64::from(queries),
-                worker_transcendentals: parts * u64::from(queries),
-                worker_bytes: 2 * parts * state_row * access,
-                ..VectorCost::default()
-            },
-        )
+        16 * workers + workers * (max + sum + scores_work + running)
+    }
+
+    /// The estimate of rescaling a flash accumulator of `rows x cols` floats and adding a block's
+    /// partials, in closed form: one launch (29 cycles a worker), then per worker its share of the
+    /// elements in vectors of two floats, 3 cycles a vector for the rescale and 2 for the add; the
+    /// first block copies float partials a row at a time (35 cycles and one per 4 bytes) or casts
+    /// half ones (37 cycles a worker to launch, one per two elements).
+    pub fn accumulate_cycles(&self, rows: u32, cols: u32, first: bool, partials: DType) -> u64 {
+        let workers = u64::from(self.workers.max(1));
+        let (rows, cols) = (u64::from(rows), u64::from(cols));
+        let share = (rows * cols).div_ceil(workers);
+        match (first, partials) {
+            (true, DType::F16) => 12 + workers * 37 + workers * (share / 2 + 1 + 2 * (share % 2)),
+            (true, _) => workers * (12 + rows.div_ceil(workers) * (35 + cols)),
+            (false, _) => 29 * workers + 11 + workers * share.div_ceil(2) * (3 + 2),
+        }
+    }
+
+    /// The estimate of merging `parts` flash states of `rows` accumulator rows into the half output
+    /// over `queries` queries, in closed form: one launch (29 cycles a worker), then per worker, over
+    /// its share of the queries in vectors of two floats, each state's weight (three steps of 2
+    /// cycles a vector, the first 3, and an exponential of 6) and the sum's reciprocal (6); over its
+    /// share of the accumulators, the first state weighted, each further one weighted and added,
+    /// the result scaled (2 cycles a vector each) and cast to half (2 cycles per 4 and 4); a
+    /// transposed output adds its rows' transposes, a grain of 4x4 elements costing 4 cycles.
+    pub fn combine_cycles(&self, parts: u32, rows: u32, queries: u32, transposed: bool) -> u64 {
+        let workers = u64::from(self.workers.max(1));
+        let parts = u64::from(parts.max(1));
+        let (rows, queries) = (u64::from(rows), u64::from(queries));
+        let query_vectors = queries.div_ceil(workers).div_ceil(2);
+        let weights = parts * query_vectors * (3 * 2 + 6) + query_vectors + query_vectors * 6;
+        let share = (rows * queries).div_ceil(workers);
+        let vectors = share.div_ceil(2);
+        let merge = vectors * 2 * (1 + 2 * (parts - 1) + 1) + 2 * (share / 4) + 4;
+        let mut cycles = 29 * workers + 11 + workers * (weights + merge);
+        if transposed {
+            let grains = rows.div_ceil(4 * workers) * queries.div_ceil(4);
+            cycles += workers * (50 + 4 * grains);
+        }
+        cycles
     }
 
     /// Cycles to move `bytes` over the exchange at one tile's send rate, in whole words.

@@ -11,7 +11,6 @@ use crate::ir::BufferInfo;
 use crate::ir::DType;
 use crate::target::Target;
 use half::f16;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct TileMemory {
     base: u32,
@@ -19,14 +18,8 @@ pub struct TileMemory {
     /// One bit per byte: written by the code load, the host, an exchange or a vertex.
     written: Vec<u64>,
     buffers: Vec<BufferInfo>,
-    /// Where interleaved memory starts: rows there, 16-byte aligned, load `wide_load_bytes` an access;
-    /// every other access moves `access_bytes`.
+    /// Where interleaved memory starts.
     interleaved_base: u32,
-    access_bytes: u32,
-    wide_load_bytes: u32,
-    /// Loads and stores vertices have made ([`TileMemory::load`], [`TileMemory::store`]), one per 64-bit
-    /// access or 128-bit load: what the device's timing charges for load and store bandwidth.
-    accesses: AtomicU64,
 }
 
 /// A strided matrix in tile memory: `rows` rows of `cols` elements of `dtype`, `stride` bytes apart.
@@ -85,15 +78,7 @@ impl TileMemory {
             written: vec![0; size.div_ceil(64)],
             buffers,
             interleaved_base: target.interleaved_base,
-            access_bytes: target.memory_access_bytes as u32,
-            wide_load_bytes: target.wide_load_bytes as u32,
-            accesses: AtomicU64::new(0),
         })
-    }
-
-    /// Loads and stores vertices have made so far (64-bit accesses, 128-bit loads).
-    pub fn accesses(&self) -> u64 {
-        self.accesses.load(Ordering::Relaxed)
     }
 
     /// Names the buffer holding `addr`, for messages.
@@ -226,7 +211,6 @@ impl TileMemory {
     /// Reads a matrix, widened to f32.
     pub fn load(&self, m: &Matrix, what: &str) -> Result<Vec<f32>, String> {
         let Extent { row_bytes, .. } = self.extent(m, what)?;
-        self.count(m, row_bytes, true);
         // Checked: the rows hold at most tile memory's bytes.
         let mut out = Vec::with_capacity(m.rows as usize * m.cols as usize);
         for at in m.rows() {
@@ -249,7 +233,6 @@ impl TileMemory {
     /// Writes a matrix from f32 values, rounded to its dtype.
     pub fn store(&mut self, m: &Matrix, data: &[f32], step: u32, what: &str) -> Result<(), String> {
         let Extent { row_bytes, .. } = self.extent(m, what)?;
-        self.count(m, row_bytes, false);
         let cols = m.cols as usize;
         let mut row = Vec::with_capacity(row_bytes as usize);
         for (r, at) in m.rows().enumerate() {
@@ -273,20 +256,6 @@ impl TileMemory {
             self.write(at, &row, Some(step), what)?;
         }
         Ok(())
-    }
-
-    /// Counts a matrix's accesses: `access_bytes` each, or `wide_load_bytes` loads where its rows lie
-    /// in interleaved memory, aligned to that width.
-    fn count(&self, m: &Matrix, row_bytes: u32, load: bool) {
-        let wide = self.wide_load_bytes;
-        let aligned = m.addr.is_multiple_of(wide) && (m.rows <= 1 || m.stride.is_multiple_of(wide));
-        let width = if load && aligned && m.addr >= self.interleaved_base {
-            wide
-        } else {
-            self.access_bytes
-        };
-        let accesses = u64::from(m.rows) * u64::from(row_bytes.div_ceil(width));
-        self.accesses.fetch_add(accesses, Ordering::Relaxed);
     }
 
     /// The highest byte written + 1 in each region (standard, interleaved), as addresses; the region's

@@ -17,14 +17,14 @@ mod assemble;
 mod vector;
 
 use super::memory::{Extent, Matrix, TileMemory};
-use super::timing::{self, VectorWork};
+use super::timing;
 use super::{Device, Fault, fault};
 use crate::ir::DType;
 use crate::isa::{
     Accumulate, Amp, Combine, Epilogue, Instr, LayerNorm, Placed, Softmax, VertexKind,
 };
 use crate::numerics;
-use crate::target::{Target, softmax_probability_ops};
+use crate::target::Target;
 use rayon::prelude::*;
 
 impl Device {
@@ -77,24 +77,31 @@ fn execute_vertex(
     let Instr::Vertex(vertex) = instr else {
         return Err(format!("{instr:?} inside a compute step"));
     };
-    let before = memory.accesses();
-    let work = match vertex {
-        VertexKind::Amp(v) => return amp(target, memory, v, step),
+    match vertex {
+        VertexKind::Amp(v) => amp(target, memory, v, step),
         VertexKind::Epilogue(v) => {
             epilogue(memory, v, step)?;
-            return Ok(timing::epilogue(target, v));
+            Ok(timing::epilogue(target, v))
         }
-        VertexKind::Softmax(v) => return softmax(target, memory, v, step),
-        VertexKind::Accumulate(v) => accumulate(memory, v, step)?,
-        VertexKind::Combine(v) => combine(memory, v, step)?,
+        VertexKind::Softmax(v) => {
+            softmax(target, memory, v, step)?;
+            Ok(timing::softmax(target, v))
+        }
+        VertexKind::Accumulate(v) => {
+            accumulate(memory, v, step)?;
+            Ok(timing::accumulate(target, v))
+        }
+        VertexKind::Combine(v) => {
+            combine(memory, v, step)?;
+            Ok(timing::combine(target, v))
+        }
         VertexKind::LayerNorm(v) => {
             layer_norm(memory, v, step)?;
-            return Ok(timing::layer_norm(target, v));
+            Ok(timing::layer_norm(target, v))
         }
-        VertexKind::Vector(v) => return vector::vector(target, memory, v, step),
-        VertexKind::Assemble(v) => return assemble::assemble(target, memory, v, step),
-    };
-    Ok(timing::vector(target, &work, memory.accesses() - before))
+        VertexKind::Vector(v) => vector::vector(target, memory, v, step),
+        VertexKind::Assemble(v) => assemble::assemble(target, memory, v, step),
+    }
 }
 
 /// `partials = a · b` on the AMP ([`Amp`]): the depth padded with zeros to whole AMP blocks.
@@ -347,7 +354,7 @@ fn softmax(
     memory: &mut TileMemory,
     v: &Softmax<Placed>,
     step: u32,
-) -> Result<u64, String> {
+) -> Result<(), String> {
     let Softmax {
         keys,
         queries,
@@ -380,13 +387,12 @@ fn softmax(
             )
         })?;
     let stats = matrix(stats_address, state_stride, 2, DType::F32);
-    let mut counted = Counted::new(memory);
-    let s = counted.memory.load(
+    let s = memory.load(
         &matrix(scores, scores_stride, keys, scores_type),
         "softmax scores",
     )?;
     let key_bias = match &v.key_bias {
-        Some(b) => Some(counted.memory.load(
+        Some(b) => Some(memory.load(
             &Matrix {
                 addr: expect(b, DType::F16, "softmax key bias")?,
                 stride: b.stride,
@@ -398,15 +404,13 @@ fn softmax(
         )?),
         None => None,
     };
-    let read_scores = counted.take();
     let q = queries as usize;
     let (mut max, mut sum) = if first {
         (vec![0f32; q], vec![0f32; q])
     } else {
-        let m = counted.memory.load(&stats, "softmax running max and sum")?;
+        let m = memory.load(&stats, "softmax running max and sum")?;
         (m[..q].to_vec(), m[q..].to_vec())
     };
-    let read_stats = counted.take();
     let (p, r) = numerics::softmax_block(
         &s,
         keys as usize,
@@ -420,96 +424,19 @@ fn softmax(
         target.workers as usize,
     );
     let p_matrix = matrix(probabilities, probabilities_stride, keys, DType::F16);
-    counted
-        .memory
-        .store(&p_matrix, &p, step, "softmax probabilities")?;
-    let write_probabilities = counted.take();
-    counted.memory.store(
+    memory.store(&p_matrix, &p, step, "softmax probabilities")?;
+    memory.store(
         &one_row(rescale, queries, DType::F32),
         &r,
         step,
         "softmax rescale",
     )?;
-    let write_rescale = counted.take();
     max.extend_from_slice(&sum);
-    counted
-        .memory
-        .store(&stats, &max, step, "softmax running max and sum")?;
-    let write_stats = counted.take();
-    // Four passes: the workers share the keys (rows of scoresᵀ) for each query's maximum, then the
-    // queries to merge their maxima, then the keys again for the exponentials and their sums, then
-    // the queries to merge the sums. Per score a max, then the probability's operations
-    // (`softmax_probability_ops`: the scaled subtraction, a cast for f32 scores, the sum; each with
-    // a bias add under a key bias) and an exp; under a causal mask a key row's visible queries
-    // are those from one query on, so each pass over the keys selects on the one vector where they
-    // begin (every score is still charged its operations); per query and worker with keys a merge of
-    // its max and of its sum; per query the rescale factor (two operations and an exp), and the
-    // previous sum rescaled and added.
-    let biased = u64::from(key_bias.is_some());
-    let per_score = |ops: u64| u64::from(queries) * (ops + biased);
-    let f16 = scores_type == DType::F16;
-    let lanes = if f16 {
-        target.vector_f16_lanes
-    } else {
-        target.vector_f32_lanes
-    };
-    let boundary = if mask.is_some() { lanes } else { 0 };
-    let scores_pass = |ops: u64, transcendentals: u64| {
-        let ops = per_score(ops) + boundary;
-        VectorWork {
-            rows: keys,
-            f16_ops: if f16 { ops } else { 0 },
-            f32_ops: if f16 { 0 } else { ops },
-            transcendentals,
-            ..VectorWork::default()
-        }
-    };
-    let merges = u64::from(keys.min(target.workers).max(1)) - 1;
-    let queries_pass = |f32_ops: u64, transcendentals: u64| VectorWork {
-        rows: queries,
-        f32_ops,
-        transcendentals,
-        ..VectorWork::default()
-    };
-    Ok(timing::passes(
-        target,
-        &[
-            (scores_pass(1, 0), read_scores),
-            (queries_pass(merges + 3, 1), read_stats + write_rescale),
-            (
-                scores_pass(softmax_probability_ops(scores_type), u64::from(queries)),
-                read_scores + write_probabilities,
-            ),
-            (queries_pass(merges + 2, 0), write_stats),
-        ],
-    ))
-}
-
-/// Tile memory with its accesses counted from one [`Counted::take`] to the next.
-struct Counted<'a> {
-    memory: &'a mut TileMemory,
-    since: u64,
-}
-
-impl<'a> Counted<'a> {
-    fn new(memory: &'a mut TileMemory) -> Counted<'a> {
-        let since = memory.accesses();
-        Counted { memory, since }
-    }
-
-    /// The accesses made since the last take.
-    fn take(&mut self) -> u64 {
-        let now = self.memory.accesses();
-        now - std::mem::replace(&mut self.since, now)
-    }
+    memory.store(&stats, &max, step, "softmax running max and sum")
 }
 
 /// The rescaled accumulation of `values · probabilities` into the flash state ([`Accumulate`]).
-fn accumulate(
-    memory: &mut TileMemory,
-    v: &Accumulate<Placed>,
-    step: u32,
-) -> Result<VectorWork, String> {
+fn accumulate(memory: &mut TileMemory, v: &Accumulate<Placed>, step: u32) -> Result<(), String> {
     let Accumulate {
         rows, cols, first, ..
     } = *v;
@@ -541,19 +468,11 @@ fn accumulate(
             .map(|(i, (a, x))| a * r[i % cols as usize] + x)
             .collect()
     };
-    memory.store(&acc_matrix, &acc, step, "accumulator")?;
-    // A multiply and an add per element; a copy for the first block.
-    Ok(VectorWork {
-        rows,
-        f16_ops: 0,
-        f32_ops: u64::from(cols) * if first { 1 } else { 2 },
-        transcendentals: 0,
-        ..VectorWork::default()
-    })
+    memory.store(&acc_matrix, &acc, step, "accumulator")
 }
 
 /// The merge of flash states into the attention output ([`Combine`]).
-fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<VectorWork, String> {
+fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<(), String> {
     let Combine {
         rows,
         cols,
@@ -563,9 +482,6 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
     let out = expect(&v.out, DType::F16, "attention output")?;
     let out_stride = v.out.stride;
     let states = &v.states;
-    // Each state's accumulator rows, then its max and sum rows: every worker reads those itself.
-    let mut worker_accesses = 0;
-    let mut counted = Counted::new(memory);
     let parts = states
         .iter()
         .map(|s| {
@@ -577,7 +493,7 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
                 cols,
                 dtype: DType::F32,
             };
-            let mut part = counted.memory.load(&matrix(address, rows), "flash state")?;
+            let mut part = memory.load(&matrix(address, rows), "flash state")?;
             let stats_address = rows
                 .checked_mul(s.stride)
                 .and_then(|offset| offset.checked_add(address))
@@ -587,13 +503,7 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
                         s.stride
                     )
                 })?;
-            counted.take();
-            part.extend(
-                counted
-                    .memory
-                    .load(&matrix(stats_address, 2), "flash state max and sum")?,
-            );
-            worker_accesses += counted.take();
+            part.extend(memory.load(&matrix(stats_address, 2), "flash state max and sum")?);
             Ok(part)
         })
         .collect::<Result<Vec<_>, String>>()?;
@@ -614,19 +524,7 @@ fn combine(memory: &mut TileMemory, v: &Combine<Placed>, step: u32) -> Result<Ve
         cols: stored.1,
         dtype: DType::F16,
     };
-    memory.store(&m, &o, step, "attention output")?;
-    // The accumulator rows are dealt to the workers. Each worker computes every query's weights
-    // itself (per state an exp, two operations and the division by the weighted sums), then per
-    // accumulator element a multiply, a multiply-add per further state and a cast.
-    let parts = states.len() as u64;
-    Ok(VectorWork {
-        rows,
-        f32_ops: u64::from(cols) * 2 * parts,
-        worker_f32_ops: u64::from(cols) * 3 * parts,
-        worker_transcendentals: u64::from(cols) * parts,
-        worker_accesses,
-        ..VectorWork::default()
-    })
+    memory.store(&m, &o, step, "attention output")
 }
 
 /// A dense `rows x cols` result as it is stored: itself, or transposed (its stored rows and elements

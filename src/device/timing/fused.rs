@@ -1,4 +1,5 @@
-//! The device's timing of the fused vector vertices (`isa::Epilogue`, `isa::LayerNorm`), from
+//! The device's timing of the fused vector vertices (`isa::Epilogue`, `isa::LayerNorm`, and flash
+//! attention's `isa::Softmax`, `isa::Accumulate` and `isa::Combine`), from
 //! Graphcore's poplibs cycle estimators for the chain of codelets Poplar runs for the same work on
 //! one tile; the figures carry over, the code is ours (the codelet estimates are those of
 //! `timing/vector_ops.rs`, which cites each, and below).
@@ -12,22 +13,23 @@
 //!   an external codelet's loop "for load/store and loop decision", one; the codelet's own
 //!   operand (a bias, a residual, another part of the partials) is still loaded.
 //!
-//! Kept whole: the loop bodies of the non-linearities, the broadcasts by row, the reductions, the
-//! cast and the transpose, whose estimates do not separate a loop's memory cycles from its
+//! Kept whole: the loop bodies of the non-linearities, the exponentials, the broadcasts by row, the
+//! reductions, the casts and the transpose, whose estimates do not separate a loop's memory cycles from its
 //! arithmetic.
 //!
-//! Contract: [`epilogue`] and [`layer_norm`] are functions of the decoded vertex and the target's
-//! hardware parameters only (`workers`, the f16 and f32 vector widths); they never call the
-//! compiler's estimates (`Target::epilogue_cycles`, `Target::layer_norm_cycles`). Arithmetic
-//! saturates.
+//! Contract: [`epilogue`], [`layer_norm`], [`softmax`], [`accumulate`] and [`combine`] are
+//! functions of the decoded vertex and the target's hardware parameters only (`workers`, the f16
+//! and f32 vector widths); they never call the compiler's estimates (`Target::epilogue_cycles` and
+//! its siblings). Arithmetic saturates.
 
 use super::assemble::{memcpy_run, transposes};
 use super::vector_ops::{
-    Codelet, NonLinearity, SUPERVISOR, broadcast_outer, continuous_reduce, non_linearity,
+    Codelet, NonLinearity, PopopsUnary, SUPERVISOR, broadcast_outer, continuous_reduce, info,
+    non_linearity, unary_op,
 };
 use crate::ir::BinaryFn;
 use crate::ir::DType;
-use crate::isa::{Activation, Epilogue, LayerNorm, Placed};
+use crate::isa::{Accumulate, Activation, Combine, Epilogue, LayerNorm, Placed, Softmax};
 use crate::target::Target;
 
 /// The cycles `binaryOpInnerLoopCycles` adds to an external codelet's loop per vector for loads,
@@ -189,5 +191,169 @@ pub fn layer_norm(t: &Target, v: &LayerNorm<Placed>) -> u64 {
     chain.push(broadcast_outer(t, BinaryFn::Mul, rows, cols));
     chain.elementwise(t, n, DType::F16, false);
     chain.elementwise(t, n, DType::F16, false);
+    chain.total()
+}
+
+/// What a strided reduction computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reduction {
+    Max,
+    Add,
+}
+
+/// `getCyclesEstimateForStridedReduce` (popops `reduction/CycleEstimationFunctions.cpp`): the
+/// `StridedReduce` worker vertex reducing `partials` rows of a `columns`-wide block column by
+/// column (a reduction over the rows of scoresᵀ, one output a query). Per worker vertex 5 cycles
+/// of entry and exit and 11 of loop set-up; per outer loop, `elements` outputs at once (64 bits of
+/// partials, as the stride allows), 3 cycles, the loop's completion and the result's store
+/// (`cycleMap`) and the inner loop, 3 and a cycle per further partial. The outputs are dealt to
+/// the workers in grains of 64 bits; the tile waits for the slowest, `workers` cycles each.
+fn strided_reduce(t: &Target, partials: DType, op: Reduction, rows: u64, columns: u64) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    let grain = if partials == DType::F16 { 4 } else { 2 };
+    let elements = gcd(grain, columns.max(1));
+    let share = columns
+        .div_ceil(grain)
+        .div_ceil(workers)
+        .saturating_mul(grain);
+    // The store of a float result: half partials 6 for an add, 7 for a max, after one cycle of
+    // completion; float partials 2 after 3 (an add) or 2.
+    let post = match (partials, op) {
+        (DType::F16, Reduction::Add) => 1 + 6,
+        (DType::F16, Reduction::Max) => 1 + 7,
+        (_, Reduction::Add) => 3 + 2,
+        (_, Reduction::Max) => 2 + 2,
+    };
+    let outer = 3 + post + 3 + rows.saturating_sub(1);
+    Codelet {
+        fixed: workers * (5 + 11),
+        work: workers.saturating_mul(share.div_ceil(elements).saturating_mul(outer)),
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// `UnaryOp1DInPlace` EXPONENT over `n` elements of `dtype` (`unaryOpInPlacePerfInfo`: half 4
+/// cycles per 4, float 6 per 2).
+fn exponent(t: &Target, dtype: DType, n: u64) -> Codelet {
+    let (p, width) = match dtype {
+        DType::F16 => (PopopsUnary::Exponent.half(), t.vector_f16_lanes),
+        _ => (info(6, false, 2), t.vector_f32_lanes),
+    };
+    unary_op(t, PopopsUnary::Exponent, p, width, n, true)
+}
+
+/// Tile cycles of one online-softmax step over `keys x queries` scoresᵀ, as the codelets Poplar
+/// would chain: the block's maximum per query (`StridedReduce` MAX over the keys); unless it is
+/// the first block, the running maximum merged and the old one's rescale factor (`BinaryOp1D`
+/// MAXIMUM and SUBTRACT, `BroadcastScalar1D` MULTIPLY by the scale, `UnaryOp1DInPlace` EXPONENT,
+/// over the queries' floats); then per score the scale, the maximum subtracted, the key bias and
+/// the causal mask added (element-wise at the scores' type), the cast of float scores to half
+/// (`Cast1D`; the exponent is taken of the half difference, as `numerics::softmax_block` computes),
+/// the exponential (`UnaryOp1DInPlace` EXPONENT, half), the probabilities'
+/// sum per query into floats (`StridedReduce` ADD) and, after the first block, the running sum
+/// rescaled and added (two element-wise float steps over the queries).
+pub fn softmax(t: &Target, v: &Softmax<Placed>) -> u64 {
+    let (keys, queries) = (u64::from(v.keys), u64::from(v.queries));
+    let n = keys.saturating_mul(queries);
+    let scores = v.scores.dtype;
+    let mut chain = Chain::default();
+    chain.push(strided_reduce(t, scores, Reduction::Max, keys, queries));
+    if !v.first {
+        for _ in 0..3 {
+            chain.elementwise(t, queries, DType::F32, false);
+        }
+        chain.push(exponent(t, DType::F32, queries));
+    }
+    let per_score = 2 + u64::from(v.key_bias.is_some()) + u64::from(v.mask.is_some());
+    for _ in 0..per_score {
+        chain.elementwise(t, n, scores, false);
+    }
+    if scores != DType::F16 {
+        chain.push(cast_to_half(t, n));
+    }
+    chain.push(exponent(t, DType::F16, n));
+    chain.push(strided_reduce(t, DType::F16, Reduction::Add, keys, queries));
+    if !v.first {
+        chain.elementwise(t, queries, DType::F32, false);
+        chain.elementwise(t, queries, DType::F32, false);
+    }
+    chain.total()
+}
+
+/// Tile cycles of rescaling a flash accumulator (`rows x cols` floats) and adding a block's
+/// partials: the accumulator multiplied by each query's factor and the partials added (two
+/// element-wise float steps); the first block only copies float partials into the accumulator (a
+/// `LongMemcpy` run a row) or casts half ones (`Cast1D`, half to float: one cycle per two).
+pub fn accumulate(t: &Target, v: &Accumulate<Placed>) -> u64 {
+    let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
+    let n = rows.saturating_mul(cols);
+    let workers = u64::from(t.workers.max(1));
+    let mut chain = Chain::default();
+    match (v.first, v.partials.dtype) {
+        (true, DType::F16) => {
+            let share = n.div_ceil(workers);
+            chain.push(Codelet {
+                fixed: 12 + workers * (18 + 19),
+                work: workers.saturating_mul(share / 2 + 1 + 2 * (share % 2)),
+            });
+        }
+        (true, _) => chain.push(Codelet {
+            fixed: workers * (11 + 1),
+            work: workers.saturating_mul(
+                rows.div_ceil(workers)
+                    .saturating_mul(memcpy_run(cols.saturating_mul(4))),
+            ),
+        }),
+        (false, _) => {
+            chain.elementwise(t, n, DType::F32, false);
+            chain.elementwise(t, n, DType::F32, false);
+        }
+    }
+    chain.total()
+}
+
+/// Tile cycles of merging `states` flash states into the half output (`rows` accumulator rows of
+/// `cols` queries): per state its weight per query (its maximum's distance from the largest,
+/// scaled and exponentiated, the weighted sum gathered: three element-wise float steps and an
+/// `UnaryOp1DInPlace` EXPONENT over the queries), the sum's reciprocal (`UnaryOp1DInPlace` INVERSE,
+/// float: 6 cycles per 2); then the first state weighted and each further one weighted and added
+/// (element-wise float steps over the accumulators), the result scaled by the reciprocal, cast to
+/// half (`Cast1D`) and, when the output is stored transposed, transposed.
+pub fn combine(t: &Target, v: &Combine<Placed>) -> u64 {
+    let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
+    let n = rows.saturating_mul(cols);
+    let states = v.states.len() as u64;
+    let mut chain = Chain::default();
+    for _ in 0..states {
+        for _ in 0..3 {
+            chain.elementwise(t, cols, DType::F32, false);
+        }
+        chain.push(exponent(t, DType::F32, cols));
+    }
+    chain.push(unary_op(
+        t,
+        PopopsUnary::Inverse,
+        info(6, false, 2),
+        t.vector_f32_lanes,
+        cols,
+        true,
+    ));
+    chain.elementwise(t, n, DType::F32, false);
+    for _ in 1..states {
+        chain.elementwise(t, n, DType::F32, false);
+        chain.elementwise(t, n, DType::F32, false);
+    }
+    chain.elementwise(t, n, DType::F32, false);
+    chain.push(cast_to_half(t, n));
+    if v.transpose {
+        let workers = u64::from(t.workers.max(1));
+        chain.push(Codelet {
+            fixed: 7,
+            work: transposes(workers, workers, rows.div_ceil(workers), cols).saturating_sub(7),
+        });
+    }
     chain.total()
 }

@@ -354,7 +354,7 @@ pub(super) fn attention_estimate(
     let step = |keys: u32, first: bool| {
         (
             target.amp_cycles(keys, d, bq, pt) + target.amp_cycles(d, keys, bq, pt),
-            target.softmax_cycles(keys, bq, pt, s.causal, a.mask.is_some())
+            target.softmax_cycles(keys, bq, pt, s.causal, a.mask.is_some(), first)
                 + target.accumulate_cycles(d, bq, first, pt),
         )
     };

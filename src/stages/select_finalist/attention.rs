@@ -426,6 +426,7 @@ impl FlashTile {
                     a.partials,
                     s.causal,
                     self.key_bias.is_some(),
+                    first,
                 ),
                 kind: VertexKind::Softmax(Softmax {
                     scores: Operand::whole(self.scores),
