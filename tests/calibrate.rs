@@ -192,3 +192,21 @@ fn the_assemble_vertex_is_calibrated_and_a_low_estimate_fails() {
     let problems = check(&rows);
     assert_eq!(problems.len(), cases, "{}", problems.join("\n"));
 }
+
+/// A package of empty supersteps: the device charges one sync of poplibs' 90 cycles per superstep,
+/// as the estimate does; an estimate at elk's 118 a sync fails the comparison.
+#[test]
+fn the_syncs_of_empty_supersteps_are_calibrated_and_a_wrong_sync_fails() {
+    let target = bow();
+    assert_eq!(target.sync_cycles, 90);
+    let rows = calibrate(&target).expect("calibration packages run");
+    let sync = rows.iter().find(|r| r.kind == "sync").expect("a sync case");
+    assert_eq!(sync.case, "sync 64 empty supersteps");
+    assert_eq!(sync.device_cycles, 64 * 90);
+    assert_eq!(sync.estimate_cycles, sync.device_cycles);
+    let mut elk = sync.clone();
+    elk.estimate_cycles = 64 * 118;
+    let problems = check(&[elk]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("sync 64 empty supersteps: estimate 7552 cycles, device 5760"));
+}

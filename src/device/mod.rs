@@ -170,6 +170,12 @@ impl Device {
         self.tiles[0].steps.len()
     }
 
+    /// The sync ending a superstep, once its slowest tile is done: every tile's `sync` releases
+    /// together after the target's sync latency (`Target::sync_cycles`, a cited figure).
+    fn sync(&self) -> u64 {
+        self.target.sync_cycles
+    }
+
     /// `run`: streams the inputs in, executes every superstep (each reported to `progress` as it
     /// ends), streams the outputs out: the data of every value the package's `run_outputs` names, by
     /// value id, as f32.
@@ -193,12 +199,14 @@ impl Device {
             } else {
                 self.compute(s)?
             };
-            let (kind, estimated) = package.steps.get(s).cloned().unwrap_or_default();
+            let estimate = package.steps.get(s).cloned().unwrap_or_default();
             let cycles = u64::from(busy.iter().copied().max().unwrap_or(0));
             steps.push(StepProfile {
-                kind,
-                estimated_cycles: estimated,
+                kind: estimate.kind,
+                estimated_cycles: estimate.cycles,
                 cycles,
+                sync_cycles: self.sync(),
+                estimated_sync_cycles: estimate.sync_cycles,
                 tile_busy: busy,
                 tile_estimates: package.tile_estimates.get(s).cloned().unwrap_or_default(),
             });
