@@ -5,8 +5,9 @@
 //! form, so for AMP the check that can fail is the hardware's; vector estimates can be wrong wherever
 //! the accesses a vertex actually makes on the device (row alignment, interleaving) differ from the
 //! estimate's assumptions, and [`check`] says where. Exchange patterns are scheduled by the compiler's
-//! scheduler, executed by the device and compared with the pattern's overhead-inclusive lower bound;
-//! a package of empty supersteps sets the device's syncs beside the compiler's estimate of them
+//! scheduler, lowered to exchange code, executed by the device (which times that code itself) and
+//! compared with the schedule's horizon, the compiler's estimate of the phase; a package of empty
+//! supersteps sets the device's syncs beside the compiler's estimate of them
 //! (`calibrate/exchange.rs`).
 
 mod assemble;
@@ -38,7 +39,7 @@ pub struct Calibration {
     /// Tile cycles measured on real hardware (Graphcore's published curve).
     pub hardware_cycles: Option<f64>,
     pub device_cycles: u64,
-    /// The compiler's closed-form estimate; for an exchange, the pattern's lower bound.
+    /// The compiler's closed-form estimate; for an exchange, its schedule's horizon.
     pub estimate_cycles: u64,
     /// Cycles the case's multiply-accumulates take at the tile's peak (AMP cases).
     pub peak_cycles: Option<f64>,
@@ -585,8 +586,17 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
         .collect())
 }
 
+/// Why a calibration package could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error("calibration package: {0}")]
+    Fault(#[from] Fault),
+    #[error("calibration package: {0}")]
+    Lowering(#[from] crate::lowering::Unplaceable),
+}
+
 /// Every calibration case for `target`.
-pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
+pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, CalibrateError> {
     let mut shapes: Vec<(u32, u32, u32, DType, Option<f64>)> = published_amp_curve()
         .into_iter()
         .map(|(rows, cycles)| (rows, 16, 16, DType::F16, Some(cycles)))

@@ -5,9 +5,10 @@
 //! Sources for each figure (sections of `research/ipu-hardware.md` beside the design brief; the brief's
 //! §4 table fixes the defaults but for sync, which its research notes left open and which comes from
 //! the figure its field cites): tiles, clock and peak: §1; memory map, elements, interleaving and
-//! alignment: §2; workers and barrel scheduling: §3; exchange rates, mux switch, multicast, supertile
-//! pairs, transit and sync: §4; AMP rates, the per-worker block formula (poplibs 1x1 convolution
-//! estimate), weight loads, supervisor overhead and vector-unit rates: §5; host link: §6.
+//! alignment: §2; workers and barrel scheduling: §3; exchange rates, mux switch, exchange instruction
+//! issue, multicast, supertile pairs, transit and sync: §4; AMP rates, the per-worker block formula
+//! (poplibs 1x1 convolution estimate), weight loads, supervisor overhead and vector-unit rates: §5;
+//! host link: §6.
 //!
 //! The simulated device times what it executes with its own model of the mechanisms (`device::timing`)
 //! from these parameters; the estimates here are that model in closed form, for ranking plans.
@@ -82,8 +83,17 @@ pub struct Target {
     pub interleaved_base: u32,
     pub memory_end: u32,
     pub memory_element_bytes: u32,
+    /// Bytes a tile sends, and receives, per cycle: one 32-bit word (`TEXCH_DATA_WIDTH 0x20`, §4).
     pub exchange_bytes_per_cycle: u32,
+    /// Cycles from a mux switch's issue until the incoming mux listens to its new sender (the
+    /// design brief's 1; `TEXCH_MUXPAIRWRITEDLY 1` of the Mk1 constants, §4).
     pub mux_switch_cycles: u32,
+    /// Cycles between two exchange instructions' issues on one tile: a send, a mux switch or a delay
+    /// each takes one issue slot. Assumed 1, stated rather than measured: the exchange code runs on
+    /// the supervisor alone while no worker runs, `nop` "does nothing for one cycle" (Graphcore's
+    /// ISA text, `ipu_assembly_support` `isa_doc_manual/hover/nop.md`), and a sender issuing its
+    /// sends at compiled cycles one word a cycle (§4, the patents) needs a slot a cycle.
+    pub exchange_issue_cycles: u32,
     pub exchange_transit_cycles: u32,
     /// Cycles of one internal sync, each superstep's end, charged alike by the device and by the
     /// compiler's estimate: 90, poplibs' own planner figure ("We also sync prior to each exchange
@@ -221,6 +231,7 @@ impl Target {
             memory_element_bytes: 16 * 1024,
             exchange_bytes_per_cycle: 4,
             mux_switch_cycles: 1,
+            exchange_issue_cycles: 1,
             exchange_transit_cycles: 10,
             sync_cycles: 90,
             host_link_bytes_per_second: 64_000_000_000,
@@ -636,8 +647,12 @@ impl Target {
         line(
             "exchange",
             format!(
-                "{} B/cycle send and receive per tile; mux switch {} cycle; transit {} cycles",
-                self.exchange_bytes_per_cycle, self.mux_switch_cycles, self.exchange_transit_cycles
+                "{} B/cycle send and receive per tile; mux switch {} cycle; an instruction issued \
+                 every {} cycle; transit {} cycles",
+                self.exchange_bytes_per_cycle,
+                self.mux_switch_cycles,
+                self.exchange_issue_cycles,
+                self.exchange_transit_cycles
             ),
         );
         line("sync", format!("{} cycles per superstep", self.sync_cycles));

@@ -14,8 +14,8 @@
 //! stride or count read from it whose sum or product passes its width is a fault too, never a wrap,
 //! and every index it supplies is checked.
 //!
-//! Cycles: a superstep takes its slowest tile's compute, or the exchange phase's last arrival; every
-//! superstep ends in a sync of `target.sync_cycles`. Host streaming is timed at the host-link rate,
+//! Cycles: a superstep takes its slowest tile's compute, or the exchange phase's last arrival, each tile's
+//! exchange timed by its instruction stream; every superstep ends in a sync of `target.sync_cycles`. Host streaming is timed at the host-link rate,
 //! apart from device cycles.
 //!
 //! This module holds the device itself: loading a package, the superstep loop of `run`, and the

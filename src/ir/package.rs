@@ -59,10 +59,11 @@ pub struct StepEstimate {
     pub sync_cycles: u64,
 }
 
-/// Schema 8: a sync estimate per superstep.
+/// Schema 9: tile programs in encoding format 2 (exchange code timed by its instructions); since 8, a
+/// sync estimate per superstep.
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 8;
+    const SCHEMA: u32 = 9;
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.
