@@ -194,10 +194,11 @@ impl Device {
             run,
             wide,
         } = receive;
-        let what = named(instr, &receive);
-        let into = self.tiles[t].memory.name(run.offset);
+        // Messages are made only for a fault.
+        let what = || named(instr, &receive);
+        let into = || self.tiles[t].memory.name(run.offset);
         let Some(sender) = lines.get(from.index()) else {
-            let message = format!("{what} listens to {from}, which is not on the chip");
+            let message = format!("{} listens to {from}, which is not on the chip", what());
             return Err(fault(t, step, listens, message));
         };
         let transit = self.transit();
@@ -207,27 +208,33 @@ impl Device {
             .partition_point(|s| s.end() + transit <= listens);
         let Some(s) = sender.sends.get(k) else {
             let message = format!(
-                "{what} listens to {from} from cycle {listens}, but {from} sends nothing that \
-                 arrives from then on: data meant for this tile arrives while it listens elsewhere \
-                 (receive into {into})"
+                "{} listens to {from} from cycle {listens}, but {from} sends nothing that arrives \
+                 from then on: data meant for this tile arrives while it listens elsewhere \
+                 (receive into {})",
+                what(),
+                into()
             );
             return Err(fault(t, step, listens, message));
         };
         let arrives = s.at + transit;
-        let sent = named(s.instr, &s.send);
+        let sent = || named(s.instr, &s.send);
         if arrives < listens {
             let message = format!(
-                "{what}: the mux listens to {from} from cycle {listens}, after the data of {from}'s \
-                 {sent} began arriving at cycle {arrives}: the switch comes too late (receive into \
-                 {into})"
+                "{}: the mux listens to {from} from cycle {listens}, after the data of {from}'s {} \
+                 began arriving at cycle {arrives}: the switch comes too late (receive into {})",
+                what(),
+                sent(),
+                into()
             );
             return Err(fault(t, step, a.at, message));
         }
         if (s.send.skip, s.send.bytes) != (skip, bytes) {
             let message = format!(
-                "{what} expects bytes {skip}..{} from {from}, but the first data {from} sends to \
-                 arrive once the mux listens is its {sent}, bytes {}..{}, from cycle {arrives}",
+                "{} expects bytes {skip}..{} from {from}, but the first data {from} sends to \
+                 arrive once the mux listens is its {}, bytes {}..{}, from cycle {arrives}",
+                what(),
                 u64::from(skip) + u64::from(bytes),
+                sent(),
                 s.send.skip,
                 u64::from(s.send.skip) + u64::from(s.send.bytes)
             );
@@ -235,8 +242,10 @@ impl Device {
         }
         if s.send.wide != wide {
             let message = format!(
-                "{what} receives at {} B/cycle what {from}'s {sent} sends at {} B/cycle",
+                "{} receives at {} B/cycle what {from}'s {} sends at {} B/cycle",
+                what(),
                 if wide { 8 } else { 4 },
+                sent(),
                 if s.send.wide { 8 } else { 4 }
             );
             return Err(fault(t, step, arrives, message));

@@ -171,8 +171,8 @@ fn tile_code(
         } else {
             free
         };
-        let back_to_back = event.send.is_some() && port == cycle;
-        if cycle > earliest && !back_to_back {
+        // A send whose port frees in its cycle issues then without a delay (back to back).
+        if cycle > earliest {
             // A delay issued at `free` lets the next instruction issue `issue + cycles` later.
             match (cycle - free).checked_sub(issue) {
                 Some(idle) => code.push(Instr::Delay {

@@ -165,18 +165,20 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             )
         });
     }
-    // Each receive against the sends of the bytes it names, found in the sends sorted by their whole
-    // key; every send of those bytes counts as received.
+    // Each receive against the sends of the bytes it names, found among the sends' distinct keys in
+    // order; a key received counts for every send of it.
     sends.par_sort_unstable();
+    sends.dedup();
     let mut received = vec![false; sends.len()];
     for r in &receives {
         let named = (r.phase, r.from, r.bytes);
         let at = sends.partition_point(|s| (s.phase, s.tile, s.bytes) < named);
-        let same = sends[at..]
-            .iter()
-            .take_while(|s| (s.phase, s.tile, s.bytes) == named)
-            .count();
-        if same == 0 {
+        let found = sends
+            .get(at)
+            .is_some_and(|s| (s.phase, s.tile, s.bytes) == named);
+        if found {
+            received[at] = true;
+        } else {
             v.error(format!(
                 "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
                 r.phase,
@@ -186,7 +188,6 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
                 r.from,
             ));
         }
-        received[at..at + same].fill(true);
     }
     for (s, received) in sends.iter().zip(received) {
         v.check(received, || {
@@ -238,15 +239,16 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
     for i in &p.instrs {
         // An exchange instruction: inside an exchange phase, its run in memory.
         let exchange = |v: &mut Verifier, what: &dyn std::fmt::Display, run: Option<&Run>| {
+            let what = || what.to_string().trim().to_string();
             if let Some(run) = run {
                 v.check(
                     run.end()
                         .is_some_and(|end| in_memory(target, run.offset, end - run.offset)),
-                    || format!("{tile}: `{what}`: run {run:?} outside memory"),
+                    || format!("{tile}: `{}`: run {run:?} outside memory", what()),
                 );
             }
             v.check(phase.is_some(), || {
-                format!("{tile} step{step}: `{what}` outside an exchange phase")
+                format!("{tile} step{step}: `{}` outside an exchange phase", what())
             });
         };
         let send_key = |s: &Send| SendKey {
@@ -276,7 +278,7 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
                 sends.push(send_key(s));
                 receives.push(receive_key(r));
             }
-            Instr::Delay { .. } => exchange(&mut v, &i.to_string().trim(), None),
+            Instr::Delay { .. } => exchange(&mut v, i, None),
             Instr::Vertex(vertex) => {
                 match vertices.last_mut() {
                     Some((key, names)) if *key == (step, tile) => names.push(vertex.name()),
