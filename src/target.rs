@@ -3,12 +3,12 @@
 //! recomputes everything that depends on it.
 //!
 //! Sources for each figure (sections of `research/ipu-hardware.md` beside the design brief; the brief's
-//! §4 table fixes the defaults but for sync, which its research notes left open and which comes from
-//! the figure its field cites): tiles, clock and peak: §1; memory map, elements, interleaving and
-//! alignment: §2; workers and barrel scheduling: §3; exchange rates, mux switch, exchange instruction
-//! issue, multicast, supertile pairs, transit and sync: §4; AMP rates, the per-worker block formula
-//! (poplibs 1x1 convolution estimate), weight loads, supervisor overhead and vector-unit rates: §5;
-//! host link: §6.
+//! §4 table fixes the defaults but for transit and sync, which its research notes left open and which
+//! come from the figures their fields cite): tiles, clock and peak: §1; memory map, elements,
+//! interleaving and alignment: §2; workers and barrel scheduling: §3; exchange rates, mux switch,
+//! exchange instruction issue, multicast, supertile pairs, transit and sync: §4; AMP rates, the
+//! per-worker block formula (poplibs 1x1 convolution estimate), weight loads, supervisor overhead and
+//! vector-unit rates: §5; host link: §6.
 //!
 //! The simulated device times what it executes with its own model of the mechanisms (`device::timing`)
 //! from these parameters; the estimates here are that model in closed form, for ranking plans.
@@ -94,6 +94,17 @@ pub struct Target {
     /// ISA text, `ipu_assembly_support` `isa_doc_manual/hover/nop.md`), and a sender issuing its
     /// sends at compiled cycles one word a cycle (§4, the patents) needs a slot a cycle.
     pub exchange_issue_cycles: u32,
+    /// Cycles from a word leaving its sender until the receiver can store it, the same on every
+    /// path: `BNET_SENDTOEXCHOUTDLY 8` (send to the exchange's output) + `BNET_OPPOSIDE2COLBASEDLY
+    /// 19` (across the exchange, the longer of its two crossings, `BNET_COLBASE2OPPOSIDEDLY` being
+    /// 17) + `BNET_MINEXCHIN2LDDLY 2` (exchange input to the first load) = 29: the Mk1 constants
+    /// extracted from Graphcore's SDK 3.4 libraries (Saghetti0/graphcore-ipu-research
+    /// `research/ipu1/ipu1_consts.c`, reverse engineered, their meaning read from their names, §4).
+    /// Latency depends on distance on the real chip (jia19, the patents), but no table of it was
+    /// retrievable, so one constant stands for every path: the longest those figures describe. A
+    /// phase's schedule is the same for any transit, its horizon moving with it cycle for cycle, so
+    /// a run moves by this figure's error once per exchange phase (ARCHITECTURE.md gives the
+    /// presets' cycles at 10 and at 29).
     pub exchange_transit_cycles: u32,
     /// Cycles of one internal sync, each superstep's end, charged alike by the device and by the
     /// compiler's estimate: 90, poplibs' own planner figure ("We also sync prior to each exchange
@@ -232,7 +243,7 @@ impl Target {
             exchange_bytes_per_cycle: 4,
             mux_switch_cycles: 1,
             exchange_issue_cycles: 1,
-            exchange_transit_cycles: 10,
+            exchange_transit_cycles: 29,
             sync_cycles: 90,
             host_link_bytes_per_second: 64_000_000_000,
         };
