@@ -32,9 +32,10 @@ pub struct BoundTransfer {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "ex{} {tile}: its exchange instruction `{instr}` is scheduled at cycle {cycle}, but the tile can \
-     issue it no sooner than cycle {earliest} (an instruction every {issue} cycles, a send once the \
-     previous one has left)",
-    phase.0
+     issue it only at cycle {earliest} or, after a delay, from cycle {} (an instruction every {issue} \
+     cycles, a send once the previous one has left)",
+    .phase.0,
+    .earliest + u64::from(*.issue)
 )]
 pub struct Unplaceable {
     pub phase: ExchangeId,
@@ -300,6 +301,10 @@ mod tests {
         // Two sends in one cycle cannot both issue then.
         let e = lowered([4, 4], &t).unwrap_err();
         assert_eq!((e.tile, e.cycle, e.earliest), (TileId(0), 4, 12));
-        assert!(e.to_string().contains("scheduled at cycle 4"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("scheduled at cycle 4, but the tile can issue it only at cycle 12 or"),
+            "{e}"
+        );
     }
 }
