@@ -5,23 +5,24 @@
 //! form, so for AMP the check that can fail is the hardware's; vector estimates can be wrong wherever
 //! the accesses a vertex actually makes on the device (row alignment, interleaving) differ from the
 //! estimate's assumptions, and [`check`] says where. Exchange patterns are scheduled by the compiler's
-//! scheduler, executed by the device and compared with the pattern's overhead-inclusive lower bound.
+//! scheduler, lowered to exchange code, executed by the device (which times that code itself) and
+//! compared with the schedule's horizon, the compiler's estimate of the phase; a package of empty
+//! supersteps sets the device's syncs beside the compiler's estimate of them
+//! (`calibrate/exchange.rs`).
 
 mod assemble;
+mod exchange;
 mod vector_ops;
 
 use crate::device::{Device, Execution, Fault, host_data};
-use crate::exchange::schedule::schedule;
-use crate::exchange::{Overheads, Pattern, PatternTransfer};
-use crate::ids::{ExchangeId, TileId, ValueId};
-use crate::ir::{DType, Graph, Rect, Value, ValueRole};
+use crate::ids::{TileId, ValueId};
+use crate::ir::{DType, Graph, Rect, StepEstimate, Value, ValueRole};
 use crate::ir::{Package, TileImage};
+use crate::isa::Activation;
 use crate::isa::{
     Accumulate, Amp, Combine, Epilogue, HostProgram, HostTransfer, Instr, LayerNorm, Placed,
     Softmax, TileProgram, VertexKind,
 };
-use crate::isa::{Activation, Run};
-use crate::lowering::{BoundTransfer, exchange_programs};
 use crate::store::COMPILER_VERSION;
 use crate::target::{PEAK_FLOP_PER_TILE_CYCLE, Target};
 use std::fmt::Write as _;
@@ -31,14 +32,14 @@ use std::fmt::Write as _;
 #[derive(Clone, Debug)]
 pub struct Calibration {
     pub case: String,
-    /// `amp`, `vector` or `exchange`.
+    /// `amp`, `vector`, `exchange` or `sync`.
     pub kind: &'static str,
     /// The AMP vertex's rows.
     pub rows: Option<u32>,
     /// Tile cycles measured on real hardware (Graphcore's published curve).
     pub hardware_cycles: Option<f64>,
     pub device_cycles: u64,
-    /// The compiler's closed-form estimate; for an exchange, the pattern's lower bound.
+    /// The compiler's closed-form estimate; for an exchange, its schedule's horizon.
     pub estimate_cycles: u64,
     /// Cycles the case's multiply-accumulates take at the tile's peak (AMP cases).
     pub peak_cycles: Option<f64>,
@@ -199,13 +200,14 @@ pub fn published_amp_curve() -> Vec<(u32, f64)> {
         .collect()
 }
 
-/// A package of one superstep built by hand: values the host writes, and each tile's instructions.
+/// A package built by hand: values the host writes, and each tile's instructions, one superstep (or
+/// as many as `steps` estimates; each tile's program holds a `Sync` between them) ended by a sync.
 struct Micro<'a> {
     target: &'a Target,
     values: Vec<Value>,
     writes: Vec<HostTransfer>,
     programs: Vec<Vec<Instr>>,
-    kind: &'static str,
+    steps: Vec<StepEstimate>,
 }
 
 impl<'a> Micro<'a> {
@@ -215,7 +217,11 @@ impl<'a> Micro<'a> {
             values: Vec::new(),
             writes: Vec::new(),
             programs: vec![Vec::new(); target.tiles as usize],
-            kind,
+            steps: vec![StepEstimate {
+                kind: kind.to_string(),
+                cycles: 0,
+                sync_cycles: target.sync_estimate(1),
+            }],
         }
     }
 
@@ -285,7 +291,7 @@ impl<'a> Micro<'a> {
             },
             graph,
             tiles,
-            steps: vec![(self.kind.to_string(), 0)],
+            steps: self.steps,
             tile_estimates: Vec::new(),
             estimated_cycles: 0,
         };
@@ -579,87 +585,17 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
         .collect())
 }
 
-/// Schedules `pattern`, runs it on the device (every source holds its words; every destination has a
-/// receive buffer per transfer), and compares with the pattern's lower bound, supertile pairs included.
-fn exchange_case(
-    target: &Target,
-    name: &str,
-    pattern: Pattern,
-    note: &str,
-) -> Result<Calibration, Fault> {
-    let o = Overheads::of(target);
-    let s = schedule(&pattern, o);
-    let mut m = Micro::new(target, "exchange");
-    let base = target.memory_base + DATA_OFFSET;
-    let mut next_source = vec![base; target.tiles as usize];
-    let mut next_receive = vec![target.interleaved_base; target.tiles as usize];
-    let mut bound = Vec::new();
-    for t in &pattern.transfers {
-        let bytes = t.words * target.exchange_bytes_per_cycle;
-        let at = next_source[t.source as usize];
-        next_source[t.source as usize] += bytes;
-        m.value(1, bytes / 2, t.source, at);
-        let destinations = t
-            .destinations
-            .iter()
-            .map(|&d| {
-                let at = next_receive[d as usize];
-                next_receive[d as usize] += bytes;
-                (
-                    TileId(d),
-                    Run {
-                        offset: at,
-                        bytes,
-                        count: 1,
-                        stride: 0,
-                    },
-                )
-            })
-            .collect();
-        bound.push(BoundTransfer {
-            source: TileId(t.source),
-            source_run: Run {
-                offset: at,
-                bytes,
-                count: 1,
-                stride: 0,
-            },
-            bytes,
-            destinations,
-        });
-    }
-    for (tile, program) in exchange_programs(ExchangeId(0), &s, &bound, target) {
-        m.programs[tile.index()] = program;
-    }
-    let e = m.run()?;
-    let gap = s.horizon - s.lower_bound;
-    Ok(Calibration {
-        case: format!("exchange {name}"),
-        kind: "exchange",
-        rows: None,
-        hardware_cycles: None,
-        device_cycles: e.steps[0].cycles,
-        estimate_cycles: u64::from(s.lower_bound),
-        peak_cycles: None,
-        note: if gap == 0 {
-            note.to_string()
-        } else {
-            format!("{note}; scheduler {gap} cycles above the bound")
-        },
-    })
-}
-
-fn unicast(source: u32, destination: u32, words: u32) -> PatternTransfer {
-    PatternTransfer {
-        source,
-        destinations: vec![destination],
-        words,
-    }
+/// Why a calibration package could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error("calibration package: {0}")]
+    Fault(#[from] Fault),
+    #[error("calibration package: {0}")]
+    Lowering(#[from] crate::lowering::Unplaceable),
 }
 
 /// Every calibration case for `target`.
-pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
-    let n = target.tiles;
+pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, CalibrateError> {
     let mut shapes: Vec<(u32, u32, u32, DType, Option<f64>)> = published_amp_curve()
         .into_iter()
         .map(|(rows, cycles)| (rows, 16, 16, DType::F16, Some(cycles)))
@@ -694,70 +630,7 @@ pub fn calibrate(target: &Target) -> Result<Vec<Calibration>, Fault> {
     rows.extend(kernel_cases(target)?);
     rows.extend(vector_ops::vector_op_cases(target)?);
     rows.extend(assemble::assemble_cases(target)?);
-    let bound_note = "bound: transit + the busiest tile or supertile pair, words at 2 per cycle over \
-         the pair's bus, plus switches between transfers";
-    let patterns = [
-        (
-            "one-to-one 256 words",
-            Pattern {
-                transfers: vec![unicast(0, 1, 256)],
-            },
-        ),
-        (
-            "broadcast 256 words to 1471 tiles",
-            Pattern {
-                transfers: vec![PatternTransfer {
-                    source: 0,
-                    destinations: (1..n).collect(),
-                    words: 256,
-                }],
-            },
-        ),
-        (
-            "all-to-all 16 tiles x 64 words",
-            Pattern {
-                transfers: (0..16)
-                    .flat_map(|s| {
-                        (0..16)
-                            .filter(move |&d| d != s)
-                            .map(move |d| unicast(s, d, 64))
-                    })
-                    .collect(),
-            },
-        ),
-        (
-            "supertile pairs 2k->2k+1 256 words",
-            Pattern {
-                transfers: (0..n / 2).map(|k| unicast(2 * k, 2 * k + 1, 256)).collect(),
-            },
-        ),
-        (
-            "shifted all-to-all 1472 tiles x 4 rounds x 32 words",
-            Pattern {
-                transfers: (1..=4)
-                    .flat_map(|r| (0..n).map(move |s| unicast(s, (s + r) % n, 32)))
-                    .collect(),
-            },
-        ),
-        (
-            "tile0->tile2 256 words, mates idle (wide)",
-            Pattern {
-                transfers: vec![unicast(0, 2, 256)],
-            },
-        ),
-        (
-            "tile0->tiles 2,3 256 words, mates receive the same (wide)",
-            Pattern {
-                transfers: vec![PatternTransfer {
-                    source: 0,
-                    destinations: vec![2, 3],
-                    words: 256,
-                }],
-            },
-        ),
-    ];
-    for (name, pattern) in patterns {
-        rows.push(exchange_case(target, name, pattern, bound_note)?);
-    }
+    rows.extend(exchange::exchange_cases(target)?);
+    rows.push(exchange::sync_case(target)?);
     Ok(rows)
 }

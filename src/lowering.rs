@@ -4,14 +4,17 @@
 //!
 //! Per superstep, a tile's program holds its compute vertices (each operand placed at its buffer's
 //! address plus the operand's offset, at the buffer's row stride and element type) or its part of the
-//! exchange phase (an `Exchange` marker, then its sends and receives in cycle order from the schedule's
-//! pieces), then a `Sync`. A placeholder base stays a placeholder, so sized code is never shorter than
-//! real code.
+//! exchange phase (an `Exchange` label, then its exchange code: [`exchange`]), then a `Sync`. A
+//! placeholder base stays a placeholder, so sized code is never shorter than real code; the exchange
+//! code's delays come from the schedule alone, so they are the same either way.
 
-use crate::exchange::Schedule;
-use crate::ids::{BufferId, ExchangeId, TileId};
+mod exchange;
+
+pub use exchange::{BoundTransfer, Unplaceable, exchange_programs};
+
+use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Operand, Selected, Step};
-use crate::isa::{Instr, PLACEHOLDER_ADDRESS, Placed, Receive, Run, Send, TileProgram};
+use crate::isa::{Instr, PLACEHOLDER_ADDRESS, Placed, Run, TileProgram};
 use crate::target::Target;
 use rayon::prelude::*;
 
@@ -25,6 +28,15 @@ pub struct Mismatch {
     pub program: usize,
     pub storage: usize,
     pub schedules: usize,
+}
+
+/// Why the program could not be lowered.
+#[derive(Debug, thiserror::Error)]
+pub enum LoweringError {
+    #[error(transparent)]
+    Mismatch(#[from] Mismatch),
+    #[error(transparent)]
+    Unplaceable(#[from] Unplaceable),
 }
 
 /// `operand` of the program placed with its buffer at `base` ([`PLACEHOLDER_ADDRESS`] stays one).
@@ -41,76 +53,6 @@ fn placed(sel: &Selected, operand: &Operand, base: u32) -> Placed {
     }
 }
 
-/// A transfer bound to memory: the source tile and the run it reads, each destination tile and the run
-/// it writes.
-pub struct BoundTransfer {
-    pub source: TileId,
-    pub source_run: Run,
-    pub bytes: u32,
-    pub destinations: Vec<(TileId, Run)>,
-}
-
-/// The exchange code of one phase: for every tile taking part, in tile order, an `Exchange` marker then
-/// its sends and receives in cycle order, from the schedule's pieces.
-pub fn exchange_programs(
-    phase: ExchangeId,
-    schedule: &Schedule,
-    transfers: &[BoundTransfer],
-    target: &Target,
-) -> Vec<(TileId, Vec<Instr>)> {
-    let mut per_tile: Vec<Vec<(u32, Instr)>> = vec![Vec::new(); target.tiles as usize];
-    let word = target.exchange_bytes_per_cycle;
-    for piece in &schedule.pieces {
-        let t = &transfers[piece.transfer as usize];
-        let (start, skip) = (piece.start, piece.word * word);
-        let bytes = (piece.words * word).min(t.bytes - skip);
-        per_tile[t.source.index()].push((
-            start,
-            Instr::Send(Send {
-                start,
-                skip,
-                bytes,
-                run: t.source_run,
-                wide: piece.wide,
-            }),
-        ));
-        let served = match piece.destinations {
-            None => 0..t.destinations.len(),
-            Some((a, b)) => a as usize..b as usize,
-        };
-        for &(tile, run) in &t.destinations[served] {
-            let switch = start + target.exchange_transit_cycles - target.mux_switch_cycles;
-            per_tile[tile.index()].push((
-                switch,
-                Instr::Receive(Receive {
-                    switch,
-                    from: t.source,
-                    sent: start,
-                    skip,
-                    bytes,
-                    run,
-                    wide: piece.wide,
-                }),
-            ));
-        }
-    }
-    per_tile
-        .into_iter()
-        .enumerate()
-        .filter(|(_, list)| !list.is_empty())
-        .map(|(tile, mut list)| {
-            list.sort_by_key(|(cycle, i)| (*cycle, matches!(i, Instr::Receive(_))));
-            let program = std::iter::once(Instr::Exchange {
-                phase,
-                horizon: schedule.horizon,
-            })
-            .chain(list.into_iter().map(|(_, i)| i))
-            .collect();
-            (TileId::from_index(tile), program)
-        })
-        .collect()
-}
-
 /// Every tile's program, with buffer addresses from `address`. `place_storage` calls this with
 /// [`PLACEHOLDER_ADDRESS`] to size the code.
 pub fn tile_programs(
@@ -119,7 +61,7 @@ pub fn tile_programs(
     exchanges: &Exchanges,
     target: &Target,
     address: &(dyn Fn(BufferId) -> u32 + Sync),
-) -> Result<Vec<TileProgram>, Mismatch> {
+) -> Result<Vec<TileProgram>, LoweringError> {
     let (program, storage_phases, schedules) = (
         sel.exchanges.len(),
         storage.phases.len(),
@@ -130,7 +72,8 @@ pub fn tile_programs(
             program,
             storage: storage_phases,
             schedules,
-        });
+        }
+        .into());
     }
     // A placeholder base stays a placeholder, so sized code is never shorter than real code.
     let place = |run: &Run, base: u32| {
@@ -170,16 +113,18 @@ pub fn tile_programs(
                     .collect();
                 exchange_programs(*id, sched, &bound, target)
             }
-            Step::Compute(c) => sel.compute_sets[*c as usize]
+            Step::Compute(c) => Ok(sel.compute_sets[*c as usize]
                 .vertices
                 .iter()
                 .map(|v| {
                     let vertex = v.kind.map(|o| placed(sel, o, address(o.buffer)));
                     (v.tile, vec![Instr::Vertex(vertex)])
                 })
-                .collect(),
+                .collect()),
         })
-        .collect();
+        .collect::<Vec<Result<_, Unplaceable>>>()
+        .into_iter()
+        .collect::<Result<_, _>>()?;
     let mut instrs: Vec<Vec<Instr>> = vec![Vec::new(); target.tiles as usize];
     for step in steps {
         for (tile, list) in step {

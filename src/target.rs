@@ -3,10 +3,12 @@
 //! recomputes everything that depends on it.
 //!
 //! Sources for each figure (sections of `research/ipu-hardware.md` beside the design brief; the brief's
-//! §4 table fixes the defaults): tiles, clock and peak: §1; memory map, elements, interleaving and
-//! alignment: §2; workers and barrel scheduling: §3; exchange rates, mux switch, multicast, supertile
-//! pairs, transit and sync: §4; AMP rates, the per-worker block formula (poplibs 1x1 convolution
-//! estimate), weight loads, supervisor overhead and vector-unit rates: §5; host link: §6.
+//! §4 table fixes the defaults but for transit and sync, which its research notes left open and which
+//! come from the figures their fields cite): tiles, clock and peak: §1; memory map, elements,
+//! interleaving and alignment: §2; workers and barrel scheduling: §3; exchange rates, mux switch,
+//! exchange instruction issue, multicast, supertile pairs, transit and sync: §4; AMP rates, the
+//! per-worker block formula (poplibs 1x1 convolution estimate), weight loads, supervisor overhead and
+//! vector-unit rates: §5; host link: §6.
 //!
 //! The simulated device times what it executes with its own model of the mechanisms (`device::timing`)
 //! from these parameters; the estimates here are that model in closed form, for ranking plans.
@@ -81,9 +83,36 @@ pub struct Target {
     pub interleaved_base: u32,
     pub memory_end: u32,
     pub memory_element_bytes: u32,
+    /// Bytes a tile sends, and receives, per cycle: one 32-bit word (`TEXCH_DATA_WIDTH 0x20`, §4).
     pub exchange_bytes_per_cycle: u32,
+    /// Cycles from a mux switch's issue until the incoming mux listens to its new sender (the
+    /// design brief's 1; `TEXCH_MUXPAIRWRITEDLY 1` of the Mk1 constants, §4).
     pub mux_switch_cycles: u32,
+    /// Cycles between two exchange instructions' issues on one tile: a send, a mux switch or a delay
+    /// each takes one issue slot. Assumed 1, stated rather than measured: the exchange code runs on
+    /// the supervisor alone while no worker runs, `nop` "does nothing for one cycle" (Graphcore's
+    /// ISA text, `ipu_assembly_support` `isa_doc_manual/hover/nop.md`), and a sender issuing its
+    /// sends at compiled cycles one word a cycle (§4, the patents) needs a slot a cycle.
+    pub exchange_issue_cycles: u32,
+    /// Cycles from a word leaving its sender until the receiver can store it, the same on every
+    /// path: `BNET_SENDTOEXCHOUTDLY 8` (send to the exchange's output) + `BNET_OPPOSIDE2COLBASEDLY
+    /// 19` (across the exchange, the longer of its two crossings, `BNET_COLBASE2OPPOSIDEDLY` being
+    /// 17) + `BNET_MINEXCHIN2LDDLY 2` (exchange input to the first load) = 29: the Mk1 constants
+    /// extracted from Graphcore's SDK 3.4 libraries (Saghetti0/graphcore-ipu-research
+    /// `research/ipu1/ipu1_consts.c`, reverse engineered, their meaning read from their names, §4).
+    /// Latency depends on distance on the real chip (jia19, the patents), but no table of it was
+    /// retrievable, so one constant stands for every path: the longest those figures describe. A
+    /// phase's schedule is the same for any transit, its horizon moving with it cycle for cycle, so
+    /// a run moves by this figure's error once per exchange phase (ARCHITECTURE.md gives the
+    /// presets' cycles at 10 and at 29).
     pub exchange_transit_cycles: u32,
+    /// Cycles of one internal sync, each superstep's end, charged alike by the device and by the
+    /// compiler's estimate: 90, poplibs' own planner figure ("We also sync prior to each exchange
+    /// which has approximately the same cost each time", `const auto syncCycles = 90` in
+    /// `estimateCycles`, `lib/popnn/CTCLossPlan.cpp`, graphcore/poplibs, §4). Graphcore publishes
+    /// no measured figure; platformxlab/elk's cost model script uses 118, a third party's constant
+    /// without a stated source, so the vendor's is taken. `calibrate`'s sync case runs empty
+    /// supersteps on the device against the estimate.
     pub sync_cycles: u64,
     pub host_link_bytes_per_second: u64,
 }
@@ -201,8 +230,9 @@ impl Target {
             memory_element_bytes: 16 * 1024,
             exchange_bytes_per_cycle: 4,
             mux_switch_cycles: 1,
-            exchange_transit_cycles: 10,
-            sync_cycles: 118,
+            exchange_issue_cycles: 1,
+            exchange_transit_cycles: 29,
+            sync_cycles: 90,
             host_link_bytes_per_second: 64_000_000_000,
         };
         match name {
@@ -439,6 +469,11 @@ impl Target {
         cycles
     }
 
+    /// The estimate of the syncs of `supersteps` supersteps: one internal sync ends each.
+    pub fn sync_estimate(&self, supersteps: u64) -> u64 {
+        supersteps.saturating_mul(self.sync_cycles)
+    }
+
     /// Cycles to move `bytes` over the exchange at one tile's send rate, in whole words.
     pub fn exchange_words(&self, bytes: u64) -> u64 {
         bytes.div_ceil(u64::from(self.exchange_bytes_per_cycle))
@@ -536,11 +571,15 @@ impl Target {
         line(
             "exchange",
             format!(
-                "{} B/cycle send and receive per tile; mux switch {} cycle; transit {} cycles",
-                self.exchange_bytes_per_cycle, self.mux_switch_cycles, self.exchange_transit_cycles
+                "{} B/cycle send and receive per tile; mux switch {} cycle; an instruction issued \
+                 every {} cycle; transit {} cycles",
+                self.exchange_bytes_per_cycle,
+                self.mux_switch_cycles,
+                self.exchange_issue_cycles,
+                self.exchange_transit_cycles
             ),
         );
-        line("sync", format!("{} cycles", self.sync_cycles));
+        line("sync", format!("{} cycles per superstep", self.sync_cycles));
         line(
             "host link",
             format!("{} GB/s", self.host_link_bytes_per_second / 1_000_000_000),
@@ -560,15 +599,18 @@ mod tests {
     }
 
     #[test]
-    fn a_causal_mask_costs_a_key_row_one_select_and_a_key_bias_each_score_an_add() {
+    fn a_causal_mask_and_a_key_bias_each_cost_an_element_wise_step_per_score() {
         let t = Target::preset("mk2-1500").unwrap();
-        let open = t.softmax_cycles(120, 16, DType::F16, false, false);
-        // 120 keys, 20 a worker: one bundle a row in each of the two passes over the keys.
-        let causal = t.softmax_cycles(120, 16, DType::F16, true, false);
-        assert_eq!(causal - open, 2 * 6 * 20);
-        // An add per score: 20 rows of 16 scores over 4 lanes, 80 bundles a pass.
-        let biased = t.softmax_cycles(120, 16, DType::F16, false, true);
-        assert_eq!(biased - open, 2 * 6 * 80);
+        let open = t.softmax_cycles(120, 16, DType::F16, false, false, false);
+        // 1,920 scores, 320 a worker: 80 vectors of four halves at 2 cycles each, six workers.
+        let causal = t.softmax_cycles(120, 16, DType::F16, true, false, false);
+        assert_eq!(causal - open, 6 * 80 * 2);
+        let biased = t.softmax_cycles(120, 16, DType::F16, false, true, false);
+        assert_eq!(biased - open, 6 * 80 * 2);
+        // The first block keeps no running maximum or sum: 16 queries, 3 a worker, two vectors
+        // of floats, five steps of 2 cycles a vector and an exponential of 6.
+        let first = t.softmax_cycles(120, 16, DType::F16, false, false, true);
+        assert_eq!(open - first, 6 * (5 * 2 * 2 + 2 * 6));
     }
 
     #[test]

@@ -192,3 +192,41 @@ fn the_assemble_vertex_is_calibrated_and_a_low_estimate_fails() {
     let problems = check(&rows);
     assert_eq!(problems.len(), cases, "{}", problems.join("\n"));
 }
+
+/// A package of empty supersteps: the device charges one sync of poplibs' 90 cycles per superstep,
+/// as the estimate does; an estimate at elk's 118 a sync fails the comparison.
+#[test]
+fn the_syncs_of_empty_supersteps_are_calibrated_and_a_wrong_sync_fails() {
+    let target = bow();
+    assert_eq!(target.sync_cycles, 90);
+    let rows = calibrate(&target).expect("calibration packages run");
+    let sync = rows.iter().find(|r| r.kind == "sync").expect("a sync case");
+    assert_eq!(sync.case, "sync 64 empty supersteps");
+    assert_eq!(sync.device_cycles, 64 * 90);
+    assert_eq!(sync.estimate_cycles, sync.device_cycles);
+    let mut elk = sync.clone();
+    elk.estimate_cycles = 64 * 118;
+    let problems = check(&[elk]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].starts_with("sync 64 empty supersteps: estimate 7552 cycles, device 5760"));
+}
+
+/// Every exchange pattern, lowered to exchange code and timed by the device from it, ends where its
+/// schedule's horizon (the compiler's estimate) says; an estimate ten percent low fails each.
+#[test]
+fn exchange_code_ends_at_the_schedules_horizon_and_a_low_estimate_fails() {
+    let mut rows = calibrate(&bow()).expect("calibration packages run");
+    let exchange = |r: &Calibration| r.kind == "exchange";
+    let cases = rows.iter().filter(|r| exchange(r)).count();
+    assert_eq!(cases, 7);
+    for r in rows.iter().filter(|r| exchange(r)) {
+        assert_eq!(r.estimate_cycles, r.device_cycles, "{}", r.case);
+        assert!(r.note.contains("the schedule's horizon"), "{}", r.note);
+    }
+    for r in rows.iter_mut().filter(|r| exchange(r)) {
+        r.estimate_cycles = r.estimate_cycles * 9 / 10;
+    }
+    let problems = check(&rows);
+    assert_eq!(problems.len(), cases, "{}", problems.join("\n"));
+    assert!(problems.iter().all(|p| p.starts_with("exchange ")));
+}

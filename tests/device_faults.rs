@@ -115,102 +115,29 @@ fn phases_of(prog: &TileProgram) -> Vec<Option<u32>> {
 #[test]
 fn two_senders_reaching_one_receiver_at_once() {
     let mut p = encoder_package();
-    let transit = p.target.exchange_transit_cycles;
-    let switch = p.target.mux_switch_cycles;
-    // A receiver with receives from two senders A then B in one phase; move B's send (and every
-    // receive of it) onto A's cycle, where B sends nothing else.
-    for r in 0..p.tiles.len() {
-        let prog = program(&p, r);
-        let receives: Vec<(Option<u32>, TileId, u32, u32)> = prog
-            .instrs
-            .iter()
-            .zip(phases_of(&prog))
-            .filter_map(|(i, ph)| match i {
-                Instr::Receive(Receive {
-                    from, sent, bytes, ..
-                }) => Some((ph, *from, *sent, *bytes)),
-                _ => None,
-            })
-            .collect();
-        for w in receives.windows(2) {
-            let ((ph, a, s1, _), (ph2, b, s2, b_bytes)) = (w[0], w[1]);
-            if ph != ph2 || a == b || s1 == s2 {
-                continue;
-            }
-            let mut sender = program(&p, b.index());
-            let sender_phases = phases_of(&sender);
-            let len = b_bytes.div_ceil(4);
-            let clash = sender
-                .instrs
-                .iter()
-                .zip(&sender_phases)
-                .any(|(i, sp)| match i {
-                    Instr::Send(Send { start, bytes, .. }) => {
-                        *sp == ph
-                            && *start != s2
-                            && *start < s1 + len
-                            && s1 < start + bytes.div_ceil(4)
-                    }
-                    _ => false,
-                });
-            // Nor may B's send be wide, or land on a wide send of B's pair mate.
-            let mate = program(&p, b.index() ^ 1);
-            let wide_clash = sender.instrs.iter().zip(&sender_phases).any(|(i, sp)| {
-                matches!(i, Instr::Send(Send { start, wide: true, .. }) if *sp == ph && *start == s2)
-            }) || mate
-                .instrs
-                .iter()
-                .zip(phases_of(&mate))
-                .any(|(i, sp)| match i {
-                    Instr::Send(Send {
-                        start,
-                        bytes,
-                        wide: true,
-                        ..
-                    }) => sp == ph && *start < s1 + len && s1 < start + bytes.div_ceil(8),
-                    _ => false,
-                });
-            if clash || wide_clash {
-                continue;
-            }
-            for (i, sp) in sender.instrs.iter_mut().zip(&sender_phases) {
-                if let Instr::Send(Send { start, .. }) = i
-                    && *sp == ph
-                    && *start == s2
-                {
-                    *start = s1;
-                }
-            }
-            set_program(&mut p, &sender);
-            for t in 0..p.tiles.len() {
-                let mut prog = program(&p, t);
-                let tile_phases = phases_of(&prog);
-                let mut changed = false;
-                for (i, tp) in prog.instrs.iter_mut().zip(&tile_phases) {
-                    if let Instr::Receive(Receive {
-                        from,
-                        sent,
-                        switch: sw,
-                        ..
-                    }) = i
-                        && *tp == ph
-                        && *from == b
-                        && *sent == s2
-                    {
-                        *sent = s1;
-                        *sw = s1 + transit - switch;
-                        changed = true;
-                    }
-                }
-                if changed {
-                    set_program(&mut p, &prog);
-                }
-            }
-            assert_fault(&p, "two senders reach this tile at once");
-            return;
-        }
+    // A receiver switching to a second sender after a delay: with the delay moved after the second
+    // switch, it switches while the first sender's data still arrives, and everything after issues
+    // as before.
+    for t in 0..p.tiles.len() {
+        let mut prog = program(&p, t);
+        let at = prog.instrs.windows(3).position(|w| {
+            matches!(
+                w,
+                [Instr::Receive(_), Instr::Delay { .. }, Instr::Receive(_)]
+            )
+        });
+        let Some(at) = at else { continue };
+        prog.instrs.swap(at + 1, at + 2);
+        set_program(&mut p, &prog);
+        let f = assert_fault(&p, "two senders reach this tile at once");
+        assert_eq!(f.tile.index(), t, "{f}");
+        assert!(
+            f.message.contains("instruction"),
+            "names the instruction: {f}"
+        );
+        return;
     }
-    panic!("no receiver with two senders in the small encoder");
+    panic!("no receiver with two receives a delay apart in the small encoder");
 }
 
 /// The first tile with an instruction `has` picks.
@@ -225,15 +152,45 @@ fn data_arriving_while_the_receiver_listens_elsewhere() {
     let mut p = small_package();
     let t = first_tile_with(&p, |i| matches!(i, Instr::Receive(_)));
     let mut prog = program(&p, t);
-    for i in &mut prog.instrs {
-        if let Instr::Receive(Receive { sent, .. }) = i {
-            *sent += 1;
-            break;
-        }
+    // The last tile sends nothing in the small preset: the receive listens to it instead.
+    let silent = TileId::from_index(p.tiles.len() - 1);
+    assert!(
+        !program(&p, silent.index())
+            .instrs
+            .iter()
+            .any(|i| matches!(i, Instr::Send(_) | Instr::SendReceive(..)))
+    );
+    if let Some(r) = prog.instrs.iter_mut().find_map(receive_of) {
+        r.from = silent;
     }
     set_program(&mut p, &prog);
     let f = assert_fault(&p, "arrives while it listens elsewhere");
     assert!(f.message.contains("buf"), "names the buffer: {f}");
+}
+
+#[test]
+fn a_mux_switch_one_cycle_late() {
+    let mut p = small_package();
+    // A receive whose delay before it is one cycle longer, the delay after it one shorter: its mux
+    // listens a cycle after its data begins to arrive, and everything after issues as before. Of
+    // two words' cycles at least, so its data still arrives when the mux listens.
+    let late = |w: &[Instr]| {
+        matches!(w, [Instr::Delay { .. }, Instr::Receive(r), Instr::Delay { cycles }]
+            if r.bytes >= 16 && *cycles >= 1)
+    };
+    let t = (0..p.tiles.len())
+        .find(|&t| program(&p, t).instrs.windows(3).any(late))
+        .expect("a receive between delays");
+    let mut prog = program(&p, t);
+    let at = prog.instrs.windows(3).position(late).unwrap();
+    for (i, by) in [(at, 1), (at + 2, -1)] {
+        if let Some(cycles) = delay_of(&mut prog.instrs[i]) {
+            *cycles = cycles.saturating_add_signed(by);
+        }
+    }
+    set_program(&mut p, &prog);
+    let f = assert_fault(&p, "the switch comes too late");
+    assert_eq!(f.tile.index(), t, "{f}");
 }
 
 #[test]
@@ -371,53 +328,30 @@ fn a_package_with_a_crafted_target_or_graph_is_refused_when_read() {
 #[test]
 fn a_wide_send_while_the_pair_mate_sends() {
     let mut p = small_package();
-    // An even tile and its mate both sending in one phase; make the even tile's send wide.
+    // An even tile and its mate both opening an exchange phase with a send, both at cycle 0; make
+    // the even tile's send wide.
+    let opens_with_send = |prog: &TileProgram, at: usize| {
+        matches!(prog.instrs.get(at), Some(Instr::Exchange { .. }))
+            && matches!(prog.instrs.get(at + 1), Some(Instr::Send(_)))
+    };
     for t in (0..p.tiles.len()).step_by(2) {
-        let (prog, mate) = (program(&p, t), program(&p, t + 1));
+        let (mut prog, mate) = (program(&p, t), program(&p, t + 1));
         let (phases, mate_phases) = (phases_of(&prog), phases_of(&mate));
-        let found = prog.instrs.iter().zip(&phases).find_map(|(i, ph)| match i {
-            Instr::Send(Send { start, bytes, .. }) => mate
-                .instrs
-                .iter()
-                .zip(&mate_phases)
-                .find_map(|(j, mph)| match j {
-                    Instr::Send(Send {
-                        start: s2,
-                        bytes: b2,
-                        ..
-                    }) if mph == ph
-                        && *s2 < start + bytes.div_ceil(8)
-                        && *start < s2 + b2.div_ceil(4) =>
-                    {
-                        Some((*ph, *start))
-                    }
-                    _ => None,
-                }),
-            _ => None,
+        let found = (0..prog.instrs.len()).find(|&at| {
+            opens_with_send(&prog, at)
+                && (0..mate.instrs.len())
+                    .any(|m| opens_with_send(&mate, m) && mate_phases[m] == phases[at])
         });
-        let Some((ph, start)) = found else { continue };
-        for tile in 0..p.tiles.len() {
-            let mut prog = program(&p, tile);
-            let tp = phases_of(&prog);
-            for (i, phase) in prog.instrs.iter_mut().zip(&tp) {
-                match i {
-                    Instr::Send(Send { start: s, wide, .. })
-                        if tile == t && *phase == ph && *s == start =>
-                    {
-                        *wide = true
-                    }
-                    Instr::Receive(Receive {
-                        from, sent, wide, ..
-                    }) if from.index() == t && *phase == ph && *sent == start => *wide = true,
-                    _ => {}
-                }
-            }
-            set_program(&mut p, &prog);
+        let Some(at) = found else { continue };
+        if let Some(s) = send_of(&mut prog.instrs[at + 1]) {
+            s.wide = true;
         }
-        assert_fault(&p, "while its pair mate");
+        set_program(&mut p, &prog);
+        let f = assert_fault(&p, "while its pair mate");
+        assert_eq!(f.tile.index(), t, "{f}");
         return;
     }
-    panic!("no pair of mates sending at once in the small preset");
+    panic!("no pair of mates both sending at the start of a phase in the small preset");
 }
 
 #[test]
@@ -579,22 +513,55 @@ fn a_receive_window_near_u32_max_is_named_unwrapped() {
 #[test]
 fn a_send_arriving_past_u32_cycles_is_a_fault() {
     let mut p = small_package();
-    // A tile's last send, moved to the last cycle a phase can name.
-    let t = first_tile_with(&p, |i| matches!(i, Instr::Send(_)));
+    // A tile whose code in a phase is one send, delayed to leave just before the last cycle a phase
+    // can name: its code ends within the count, its words arrive past it.
+    let lone_send =
+        |w: &[Instr]| matches!(w, [Instr::Exchange { .. }, Instr::Send(_), Instr::Sync]);
+    let t = (0..p.tiles.len())
+        .find(|&t| program(&p, t).instrs.windows(3).any(lone_send))
+        .expect("a tile sending one piece in a phase");
     let mut prog = program(&p, t);
-    let last = prog
-        .instrs
-        .iter()
-        .rposition(|i| matches!(i, Instr::Send(_)))
-        .unwrap();
-    if let Instr::Send(Send { start, .. }) = &mut prog.instrs[last] {
-        *start = u32::MAX - 1;
-    }
+    let label = prog.instrs.windows(3).position(lone_send).unwrap();
+    // Its last word leaves at cycle u32::MAX - 2, its issue slot ends at u32::MAX - words.
+    let Instr::Send(send) = prog.instrs[label + 1] else {
+        unreachable!()
+    };
+    let cycles = send.bytes.div_ceil(4).div_ceil(1 + u32::from(send.wide));
+    prog.instrs.insert(
+        label + 1,
+        Instr::Delay {
+            cycles: u32::MAX - 2 - cycles,
+        },
+    );
     set_program(&mut p, &prog);
     assert_overflow_fault(
         &p,
         t,
         &["arrives at cycle", "past the phase's 32-bit count"],
+    );
+}
+
+#[test]
+fn exchange_code_past_u32_cycles_is_a_fault_naming_the_instruction() {
+    let mut p = small_package();
+    let t = first_tile_with(&p, |i| matches!(i, Instr::Exchange { .. }));
+    let mut prog = program(&p, t);
+    let label = prog
+        .instrs
+        .iter()
+        .position(|i| matches!(i, Instr::Exchange { .. }))
+        .unwrap();
+    // Its issue slot and its cycles take the code one cycle past u32.
+    prog.instrs
+        .insert(label + 1, Instr::Delay { cycles: u32::MAX });
+    set_program(&mut p, &prog);
+    assert_overflow_fault(
+        &p,
+        t,
+        &[
+            "instruction 1 `delay 4294967295` keeps the tile's exchange code running until cycle 4294967296",
+            "past the phase's 32-bit count",
+        ],
     );
 }
 
@@ -674,8 +641,15 @@ fn receive_of(i: &mut Instr) -> Option<&mut Receive> {
     }
 }
 
-/// Every u32 field below of the first AMP, epilogue, send and receive set near u32::MAX, one at a
-/// time: the run ends or faults, never panics.
+fn delay_of(i: &mut Instr) -> Option<&mut u32> {
+    match i {
+        Instr::Delay { cycles } => Some(cycles),
+        _ => None,
+    }
+}
+
+/// Every u32 field below of the first AMP, epilogue, send, receive and delay set near u32::MAX, one
+/// at a time: the run ends or faults, never panics.
 #[test]
 fn fields_near_u32_max_never_panic_the_device() {
     let base = small_package();
@@ -695,8 +669,8 @@ fn fields_near_u32_max_never_panic_the_device() {
                 .map(|r| (r.run.count, r.run.stride) = (3, x))
                 .is_some()
         },
-        |i, x| receive_of(i).map(|r| r.sent = x).is_some(),
-        |i, x| receive_of(i).map(|r| r.switch = x).is_some(),
+        |i, x| receive_of(i).map(|r| r.from = TileId(x)).is_some(),
+        |i, x| delay_of(i).map(|d| *d = x).is_some(),
     ];
     for (f, field) in fields.iter().enumerate() {
         for x in [u32::MAX, u32::MAX - 7, 1 << 31] {

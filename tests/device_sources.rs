@@ -72,25 +72,13 @@ fn calls(root: &Path, functions: &BTreeSet<String>) -> Vec<(String, String)> {
     found
 }
 
-/// The calls still to convert to the device's own timing (the exchange's words); the list only
-/// shrinks.
-const NOT_YET: &[&str] = &["exchange_words"];
-
 #[test]
 fn the_device_calls_no_cost_function_of_the_target() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let functions = cost_functions(root);
     assert!(functions.contains("amp_cycles") && functions.contains("epilogue_cycles"));
-    let found = calls(root, &functions);
-    for f in NOT_YET {
-        assert!(
-            found.iter().any(|(_, g)| g == f),
-            "{f} is no longer called: take it off NOT_YET"
-        );
-    }
-    let offending: Vec<String> = found
+    let offending: Vec<String> = calls(root, &functions)
         .into_iter()
-        .filter(|(_, f)| !NOT_YET.contains(&f.as_str()))
         .map(|(file, f)| format!("{file} calls {f}"))
         .collect();
     assert!(offending.is_empty(), "{}", offending.join("\n"));

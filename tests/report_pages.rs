@@ -77,11 +77,18 @@ fn two_profiles_compare_step_by_step_and_a_run_against_itself_differs_nowhere() 
     assert_eq!(steps.len(), pa.steps.len());
     for (i, s) in steps.iter().enumerate() {
         let want_b = pb.steps.get(i).map(|s| s.cycles);
+        let sync_b = pb.steps.get(i).map(|s| s.sync_cycles);
         assert_eq!(s["cyclesA"].as_u64(), Some(pa.steps[i].cycles));
         assert_eq!(s["cyclesB"].as_u64(), want_b);
-        let delta = want_b.unwrap_or(0) as i64 - pa.steps[i].cycles as i64;
+        assert_eq!(s["syncA"].as_u64(), Some(pa.steps[i].sync_cycles));
+        assert_eq!(s["syncB"].as_u64(), sync_b);
+        // The step's delta counts its sync, so the steps' deltas add up to the runs'.
+        let delta = (want_b.unwrap_or(0) + sync_b.unwrap_or(0)) as i64
+            - (pa.steps[i].cycles + pa.steps[i].sync_cycles) as i64;
         assert_eq!(s["delta"], delta, "step{i}");
     }
+    let deltas: i64 = steps.iter().map(|s| s["delta"].as_i64().unwrap()).sum();
+    assert_eq!(c["delta"], deltas);
     // The table and the page.
     let page = sb.path("compare.html");
     let t = sb.run(&["report", &a, &b, "--html", page.to_str().unwrap()]);

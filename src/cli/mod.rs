@@ -662,7 +662,7 @@ fn execute(cli: Cli) -> Result<()> {
         Command::Calibrate { target, json } => {
             let t = target_preset(&target)?;
             let rows = ipu_codegen::calibrate::calibrate(&t)
-                .map_err(|f| anyhow::anyhow!("calibration package failed on the device: {f}"))?;
+                .map_err(|e| anyhow::anyhow!("calibration failed: {e}"))?;
             if json {
                 println!("{}", ipu_codegen::calibrate::json(&rows));
             } else {

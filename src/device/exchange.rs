@@ -1,300 +1,279 @@
-//! An exchange superstep, executed from what every tile's program says: its sends, its receives and
-//! the horizon of the phase.
+//! An exchange superstep, executed from what every tile's program says: its sends, its mux switches
+//! with the receives they arm, and its delays, each issuing when the tile's instruction stream reaches
+//! it ([`timeline`]). No instruction names a cycle: when a send leaves and when a receiver listens
+//! follow from the code, as on the hardware, whose exchange is compiled and time-deterministic.
 //!
 //! Contract: the phase runs in five steps, each on every tile in tile order, and the first fault found
-//! is the one reported. (1) Collect the sends: every tile names the same horizon, sends no two words in
-//! one cycle, and holds only sends and receives. (2) A wide send takes the supertile pair's shared bus:
-//! the pair mate sends nothing meanwhile. (3) Pair every receive with its send: the receiver listens to
-//! one sender at a time, to a send that exists, for the bytes and the width it sends, switches its mux
-//! before the data arrives, and the data arrives within the horizon. (4) A wide receive takes the
-//! shared bus: the mate receives no other data meanwhile. (5) Move the data: read every source, then
-//! write every destination, so no delivery sees another's bytes. Each tile is busy until its last send
-//! arrives or its last word is received; a word arrives `exchange_transit_cycles` after it leaves.
+//! is the one reported. (1) Time every tile's code: each instruction's issue cycle, each send's words
+//! and each switch's listening cycle; anything but exchange code is a fault. (2) A wide send takes the
+//! supertile pair's shared bus: the pair mate sends nothing meanwhile. (3) Pair every receive with the
+//! send it takes: packets name no destination, so a receive takes the first send of the tile its mux
+//! listens to whose words reach it once the mux listens. That send must exist, must not have begun
+//! arriving before the mux listened (the switch came too late), and must carry the bytes and the width
+//! the receive expects; and the tile listens to one sender at a time: a switch issues only once the
+//! data of the receive before it has arrived. (4) A wide receive takes the shared bus: the mate
+//! receives no other data meanwhile. (5) Move the data: read every source, then write every
+//! destination, so no delivery sees another's bytes. A word arrives `exchange_transit_cycles` after it
+//! leaves. Each tile is busy until its code ends, its last send arrives and its last word is received.
 //!
 //! Every run, window, cycle and tile a send or receive names is the package's: a run whose end or
 //! length passes u32, a window beyond its run, a cycle past u32 or a tile that does not exist is a
 //! fault naming the instruction, never a wrap or a panic.
 
+mod timeline;
+
 use super::{Device, Fault, fault};
-use crate::ids::TileId;
-use crate::isa::{Instr, Receive, Run, Send};
+use crate::isa::{Receive, Run};
 use crate::target::Target;
 use rayon::prelude::*;
-use std::collections::BTreeMap;
+use timeline::{Armed, Issued, Timeline, named, timeline};
 
 impl Device {
     /// Executes exchange superstep `step` on every tile; returns each tile's busy cycles.
     pub(super) fn exchange(&mut self, step: usize) -> Result<Vec<u32>, Fault> {
-        let mut busy = vec![0u32; self.tiles.len()];
-        let sends = self.collect_sends(step, &mut busy)?;
-        self.check_wide_sends(step, &sends)?;
-        let receives = self.collect_receives(step, &sends, &mut busy)?;
-        self.check_wide_receives(step, &receives.spans)?;
-        let payloads = self.read_payloads(step, &receives.deliveries)?;
-        self.deliver(step, &receives.deliveries, &payloads)?;
+        let lines: Vec<Timeline> = (self.tiles.par_iter().enumerate())
+            .map(|(t, tile)| timeline(&self.target, t, step, &tile.steps[step]))
+            .collect::<Vec<Result<_, _>>>()
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        self.check_wide_sends(step, &lines)?;
+        let mut busy = self.senders_busy(step, &lines)?;
+        let receives = self.receives(step, &lines)?;
+        for (t, r) in receives.iter().enumerate() {
+            busy[t] = busy[t].max(r.busy);
+        }
+        self.check_wide_receives(step, &receives)?;
+        let payloads = self.read_payloads(step, &receives)?;
+        self.deliver(step, &receives, &payloads)?;
         Ok(busy)
     }
 
-    /// Every tile's sends, checked for overlap per tile, and the phase's horizon; a sender is busy until
-    /// its last word arrives.
-    fn collect_sends(&self, step: usize, busy: &mut [u32]) -> Result<Sends, Fault> {
-        let transit = u64::from(self.target.exchange_transit_cycles);
-        let mut sends = Sends {
-            by_start: BTreeMap::new(),
-            intervals: vec![Vec::new(); self.tiles.len()],
-            horizon: None,
-        };
-        for (t, tile) in self.tiles.iter().enumerate() {
-            let mut last_end = 0u64;
-            for instr in &tile.steps[step] {
-                match instr {
-                    Instr::Exchange { horizon: h, .. } => {
-                        if *sends.horizon.get_or_insert(*h) != *h {
-                            return Err(fault(
-                                t,
-                                step,
-                                0,
-                                format!("exchange horizon {h} differs from other tiles'"),
-                            ));
-                        }
-                    }
-                    Instr::Send(Send {
-                        start,
-                        skip,
-                        bytes,
-                        run,
-                        wide,
-                    }) => {
-                        if u64::from(*start) < last_end {
-                            return Err(fault(
-                                t,
-                                step,
-                                u64::from(*start),
-                                format!(
-                                    "sends two words in one cycle: the send at cycle {start} overlaps the previous one, which lasts until {last_end}"
-                                ),
-                            ));
-                        }
-                        last_end = u64::from(*start) + transfer_cycles(&self.target, *bytes, *wide);
-                        let arrives = u32::try_from(last_end + transit).map_err(|_| {
-                            let message = format!(
-                                "the send at cycle {start} of {bytes} bytes arrives at cycle {}, past the phase's 32-bit count",
-                                last_end + transit
-                            );
-                            fault(t, step, u64::from(*start), message)
-                        })?;
-                        busy[t] = busy[t].max(arrives);
-                        sends.intervals[t].push((u64::from(*start), last_end));
-                        sends.by_start.insert(
-                            (t, *start),
-                            Sent {
-                                skip: *skip,
-                                bytes: *bytes,
-                                run: *run,
-                                wide: *wide,
-                            },
-                        );
-                    }
-                    Instr::Receive(_) => {}
-                    other => {
-                        return Err(fault(
-                            t,
-                            step,
-                            0,
-                            format!("{other:?} inside an exchange phase"),
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(sends)
+    /// Cycles a word takes from its sender to its receiver: one figure for every path
+    /// (`Target::exchange_transit_cycles` says why).
+    fn transit(&self) -> u64 {
+        u64::from(self.target.exchange_transit_cycles)
     }
 
     /// A wide send holds the supertile pair's shared bus: the pair mate must not send meanwhile.
-    fn check_wide_sends(&self, step: usize, sends: &Sends) -> Result<(), Fault> {
-        for (&(t, start), sent) in &sends.by_start {
-            if !sent.wide || mate(t) >= self.tiles.len() {
+    fn check_wide_sends(&self, step: usize, lines: &[Timeline]) -> Result<(), Fault> {
+        for (t, line) in lines.iter().enumerate() {
+            let Some(other) = lines.get(mate(t)) else {
                 continue;
-            }
-            let end = u64::from(start) + transfer_cycles(&self.target, sent.bytes, true);
-            if let Some(&(a, b)) = sends.intervals[mate(t)]
-                .iter()
-                .find(|&&(a, b)| a < end && u64::from(start) < b)
-            {
-                return Err(fault(
-                    t,
-                    step,
-                    u64::from(start),
-                    format!(
-                        "wide send over the supertile bus at cycles {start}..{end} while its pair mate tile{} sends at {a}..{b}",
-                        mate(t)
-                    ),
-                ));
+            };
+            for s in line.sends.iter().filter(|s| s.send.wide) {
+                let clash = other
+                    .sends
+                    .iter()
+                    .find(|m| m.at < s.end() && s.at < m.end());
+                if let Some(m) = clash {
+                    let message = format!(
+                        "{} sends wide over the supertile bus at cycles {}..{} while its pair mate \
+                         tile{} sends at {}..{} ({})",
+                        named(s.instr, &s.send),
+                        s.at,
+                        s.end(),
+                        mate(t),
+                        m.at,
+                        m.end(),
+                        named(m.instr, &m.send)
+                    );
+                    return Err(fault(t, step, s.at, message));
+                }
             }
         }
         Ok(())
     }
 
-    /// Receives: each must listen to a real send, one sender at a time, and end within the horizon; a
-    /// receiver is busy until its last word arrives.
-    fn collect_receives(
-        &self,
-        step: usize,
-        sends: &Sends,
-        busy: &mut [u32],
-    ) -> Result<Receives, Fault> {
-        let transit = u64::from(self.target.exchange_transit_cycles);
-        let mut receives = Receives {
-            deliveries: vec![Vec::new(); self.tiles.len()],
-            spans: vec![Vec::new(); self.tiles.len()],
-        };
-        for (t, tile) in self.tiles.iter().enumerate() {
-            let mut listening: Option<(u64, TileId)> = None;
-            let of_tile = tile.steps[step].iter().filter_map(|i| match i {
-                Instr::Receive(r) => Some(*r),
-                _ => None,
-            });
-            for r in of_tile {
-                let s = self.matching_send(t, step, &r, listening, sends)?;
-                let cycle = u64::from(r.sent) + transit;
-                let until = cycle + transfer_cycles(&self.target, r.bytes, r.wide);
-                let from = r.from;
-                listening = Some((until, from));
-                if let Some(h) = sends.horizon
-                    && until > u64::from(h)
-                {
-                    return Err(fault(
-                        t,
-                        step,
-                        until,
-                        format!("data from {from} arrives after the phase's horizon {h}"),
-                    ));
-                }
-                let arrives = u32::try_from(until).map_err(|_| {
-                    let message = format!(
-                        "the receive from {from} sent at cycle {} arrives at cycle {until}, past the phase's 32-bit count",
-                        r.sent
-                    );
+    /// Each tile busy until its code ends and its last send arrives, within the phase's 32-bit count.
+    fn senders_busy(&self, step: usize, lines: &[Timeline]) -> Result<Vec<u32>, Fault> {
+        let transit = self.transit();
+        let mut busy = vec![0u32; lines.len()];
+        for (t, line) in lines.iter().enumerate() {
+            let last = line
+                .sends
+                .iter()
+                .map(|s| (s.end() + transit, Some(s)))
+                .chain([(line.end, None)]);
+            for (until, send) in last {
+                busy[t] = busy[t].max(u32::try_from(until).map_err(|_| {
+                    let what = send.map_or("its code".to_string(), |s| named(s.instr, &s.send));
+                    let message =
+                        format!("{what} arrives at cycle {until}, past the phase's 32-bit count");
                     fault(t, step, until, message)
-                })?;
-                busy[t] = busy[t].max(arrives);
-                receives.spans[t].push((u64::from(r.switch), until, from.index(), r.sent, r.wide));
-                receives.deliveries[t].push(Delivery {
-                    from: from.index(),
-                    cycle,
-                    source: s.run,
-                    destination: r.run,
-                    skip: r.skip,
-                    bytes: r.bytes,
-                });
+                })?);
             }
         }
-        Ok(receives)
+        Ok(busy)
     }
 
-    /// The send receive `r` on tile `t` listens to, when the tile has finished listening to the sender
-    /// before (`listening`: until when, and to whom), the send exists, its bytes and width are the ones
-    /// expected, and the mux switches to it before its data arrives.
-    fn matching_send<'s>(
+    /// Every tile's receives paired with the sends they take (module docs, step 3).
+    fn receives(&self, step: usize, lines: &[Timeline]) -> Result<Vec<TileReceives>, Fault> {
+        (0..lines.len())
+            .into_par_iter()
+            .map(|t| self.tile_receives(t, step, lines))
+            .collect::<Vec<Result<_, _>>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// Tile `t`'s receives, in program order, each with the send it takes.
+    fn tile_receives(
         &self,
         t: usize,
         step: usize,
-        r: &Receive,
-        listening: Option<(u64, TileId)>,
-        sends: &'s Sends,
-    ) -> Result<&'s Sent, Fault> {
-        let tile = &self.tiles[t];
-        let switch = u64::from(self.target.mux_switch_cycles);
+        lines: &[Timeline],
+    ) -> Result<TileReceives, Fault> {
+        let mut out = TileReceives::default();
+        // Until when the tile takes the data of its previous receive, and that receive.
+        let mut listening: Option<(u64, &Armed)> = None;
+        for a in &lines[t].switches {
+            if let Some((until, previous)) = listening
+                && a.at < until
+            {
+                let message = format!(
+                    "two senders reach this tile at once: {} switches the mux to {} at cycle {} while \
+                     the data of {} from {} arrives until cycle {until} (receive into {})",
+                    named(a.instr, &a.receive),
+                    a.receive.from,
+                    a.at,
+                    named(previous.instr, &previous.receive),
+                    previous.receive.from,
+                    self.tiles[t].memory.name(a.receive.run.offset)
+                );
+                return Err(fault(t, step, a.at, message));
+            }
+            let (from, k, s) = self.taken(t, step, a, lines)?;
+            let until = s.end() + self.transit();
+            let arrives = u32::try_from(until).map_err(|_| {
+                let message = format!(
+                    "{} receives until cycle {until}, past the phase's 32-bit count",
+                    named(a.instr, &a.receive)
+                );
+                fault(t, step, until, message)
+            })?;
+            out.busy = out.busy.max(arrives);
+            listening = Some((until, a));
+            out.spans.push(Span {
+                from: a.at,
+                until,
+                sender: from,
+                send: k,
+                wide: a.receive.wide,
+            });
+            out.deliveries.push(Delivery {
+                from,
+                cycle: s.at + self.transit(),
+                source: s.send.run,
+                destination: a.receive.run,
+                skip: a.receive.skip,
+                bytes: a.receive.bytes,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The send switch `a` on tile `t` takes (module docs, step 3): its sender, its index among the
+    /// sender's sends, and the send.
+    fn taken<'l>(
+        &self,
+        t: usize,
+        step: usize,
+        a: &Armed,
+        lines: &'l [Timeline],
+    ) -> Result<(usize, usize, &'l Issued), Fault> {
+        let Armed {
+            instr,
+            listens,
+            receive,
+            ..
+        } = *a;
         let Receive {
-            switch: sw,
             from,
-            sent,
             skip,
             bytes,
             run,
             wide,
-        } = *r;
-        let cycle = u64::from(sent) + u64::from(self.target.exchange_transit_cycles);
-        if let Some((until, previous)) = listening
-            && u64::from(sw) < until
-        {
-            return Err(fault(
-                t,
-                step,
-                u64::from(sw),
-                format!(
-                    "two senders reach this tile at once: it switches to {from} at cycle {sw} while {previous}'s data arrives until cycle {until} (receive into {})",
-                    tile.memory.name(run.offset)
-                ),
-            ));
-        }
-        let Some(s) = sends.by_start.get(&(from.index(), sent)) else {
-            return Err(fault(
-                t,
-                step,
-                cycle,
-                format!(
-                    "listens to {from} for data sent at cycle {sent}, but {from} sends nothing then: data meant for this tile arrives while it listens elsewhere (receive into {})",
-                    tile.memory.name(run.offset)
-                ),
-            ));
+        } = receive;
+        // Messages are made only for a fault.
+        let what = || named(instr, &receive);
+        let into = || self.tiles[t].memory.name(run.offset);
+        let Some(sender) = lines.get(from.index()) else {
+            let message = format!("{} listens to {from}, which is not on the chip", what());
+            return Err(fault(t, step, listens, message));
         };
-        if (s.skip, s.bytes) != (skip, bytes) {
-            return Err(fault(
-                t,
-                step,
-                cycle,
-                format!(
-                    "expects bytes {skip}..{} from {from}, which sends bytes {}..{}",
-                    u64::from(skip) + u64::from(bytes),
-                    s.skip,
-                    u64::from(s.skip) + u64::from(s.bytes)
-                ),
-            ));
+        let transit = self.transit();
+        // The sender's sends leave in order, each after the one before: their last arrivals rise.
+        let k = sender
+            .sends
+            .partition_point(|s| s.end() + transit <= listens);
+        let Some(s) = sender.sends.get(k) else {
+            let message = format!(
+                "{} listens to {from} from cycle {listens}, but {from} sends nothing that arrives \
+                 from then on: data meant for this tile arrives while it listens elsewhere \
+                 (receive into {})",
+                what(),
+                into()
+            );
+            return Err(fault(t, step, listens, message));
+        };
+        let arrives = s.at + transit;
+        let sent = || named(s.instr, &s.send);
+        if arrives < listens {
+            let message = format!(
+                "{}: the mux listens to {from} from cycle {listens}, after the data of {from}'s {} \
+                 began arriving at cycle {arrives}: the switch comes too late (receive into {})",
+                what(),
+                sent(),
+                into()
+            );
+            return Err(fault(t, step, a.at, message));
         }
-        if s.wide != wide {
-            return Err(fault(
-                t,
-                step,
-                cycle,
-                format!(
-                    "receives at {} B/cycle what {from} sends at {} B/cycle",
-                    if wide { 8 } else { 4 },
-                    if s.wide { 8 } else { 4 }
-                ),
-            ));
+        if (s.send.skip, s.send.bytes) != (skip, bytes) {
+            let message = format!(
+                "{} expects bytes {skip}..{} from {from}, but the first data {from} sends to \
+                 arrive once the mux listens is its {}, bytes {}..{}, from cycle {arrives}",
+                what(),
+                u64::from(skip) + u64::from(bytes),
+                sent(),
+                s.send.skip,
+                u64::from(s.send.skip) + u64::from(s.send.bytes)
+            );
+            return Err(fault(t, step, arrives, message));
         }
-        if u64::from(sw) + switch > cycle {
-            return Err(fault(
-                t,
-                step,
-                u64::from(sw),
-                format!("mux switch to {from} at cycle {sw} comes after its data (cycle {cycle})"),
-            ));
+        if s.send.wide != wide {
+            let message = format!(
+                "{} receives at {} B/cycle what {from}'s {} sends at {} B/cycle",
+                what(),
+                if wide { 8 } else { 4 },
+                sent(),
+                if s.send.wide { 8 } else { 4 }
+            );
+            return Err(fault(t, step, arrives, message));
         }
-        Ok(s)
+        Ok((from.index(), k, s))
     }
 
     /// A wide receive takes the pair's shared bus: the mate must not receive other data meanwhile.
-    fn check_wide_receives(&self, step: usize, spans: &[Vec<ReceiveSpan>]) -> Result<(), Fault> {
-        for (t, intervals) in spans.iter().enumerate() {
-            for &(a, b, from, sent, wide) in intervals {
-                if !wide || mate(t) >= self.tiles.len() {
-                    continue;
-                }
-                let clash = spans[mate(t)]
-                    .iter()
-                    .find(|&&(c, d, f2, s2, _)| c < b && a < d && (f2, s2) != (from, sent));
-                if let Some(&(c, d, f2, _, _)) = clash {
-                    return Err(fault(
-                        t,
-                        step,
-                        a,
-                        format!(
-                            "wide receive over the supertile bus at cycles {a}..{b} while its pair mate tile{} receives other data from tile{f2} at {c}..{d}",
-                            mate(t)
-                        ),
-                    ));
+    fn check_wide_receives(&self, step: usize, receives: &[TileReceives]) -> Result<(), Fault> {
+        for (t, r) in receives.iter().enumerate() {
+            let Some(other) = receives.get(mate(t)) else {
+                continue;
+            };
+            for span in r.spans.iter().filter(|s| s.wide) {
+                let (a, b) = (span.from, span.until);
+                let clash = other.spans.iter().find(|m| {
+                    m.from < b && a < m.until && (m.sender, m.send) != (span.sender, span.send)
+                });
+                if let Some(m) = clash {
+                    let message = format!(
+                        "wide receive over the supertile bus at cycles {a}..{b} while its pair mate \
+                         tile{} receives other data from tile{} at {}..{}",
+                        mate(t),
+                        m.sender,
+                        m.from,
+                        m.until
+                    );
+                    return Err(fault(t, step, a, message));
                 }
             }
         }
@@ -305,19 +284,16 @@ impl Device {
     fn read_payloads(
         &self,
         step: usize,
-        deliveries: &[Vec<Delivery>],
+        receives: &[TileReceives],
     ) -> Result<Vec<Vec<Vec<u8>>>, Fault> {
         let tiles = &self.tiles;
-        deliveries
+        receives
             .par_iter()
-            .map(|list| {
-                list.iter()
+            .map(|r| {
+                r.deliveries
+                    .iter()
                     .map(|d| {
-                        let Some(sender) = tiles.get(d.from) else {
-                            let message = format!("exchange send: no tile{} on the chip", d.from);
-                            return Err(fault(0, step, d.cycle, message));
-                        };
-                        let memory = &sender.memory;
+                        let memory = &tiles[d.from].memory;
                         // Checked against the sender's memory piece by piece as it is read.
                         let mut out = Vec::new();
                         for (at, len) in window(&d.source, d.skip, d.bytes, "exchange send")
@@ -343,15 +319,15 @@ impl Device {
     fn deliver(
         &mut self,
         step: usize,
-        deliveries: &[Vec<Delivery>],
+        receives: &[TileReceives],
         payloads: &[Vec<Vec<u8>>],
     ) -> Result<(), Fault> {
         self.tiles
             .par_iter_mut()
-            .zip(deliveries.par_iter().zip(payloads.par_iter()))
+            .zip(receives.par_iter().zip(payloads.par_iter()))
             .enumerate()
-            .map(|(t, (tile, (list, data)))| {
-                for (d, bytes) in list.iter().zip(data) {
+            .map(|(t, (tile, (r, data)))| {
+                for (d, bytes) in r.deliveries.iter().zip(data) {
                     let mut rest = bytes.as_slice();
                     for (at, len) in window(&d.destination, d.skip, d.bytes, "exchange receive")
                         .map_err(|m| fault(t, step, d.cycle, m))?
@@ -392,34 +368,28 @@ fn mate(t: usize) -> usize {
     t ^ 1
 }
 
-/// The phase's sends: by (tile, start cycle), as receivers look them up; each tile's busy intervals
-/// (start, end) in program order; the horizon every tile's `Exchange` names.
-struct Sends {
-    by_start: BTreeMap<(usize, u32), Sent>,
-    intervals: Vec<Vec<(u64, u64)>>,
-    horizon: Option<u32>,
+/// One tile's receives: what each delivers, the cycles each keeps the tile's port, and until when the
+/// last word arrives.
+#[derive(Default)]
+struct TileReceives {
+    deliveries: Vec<Delivery>,
+    spans: Vec<Span>,
+    busy: u32,
 }
 
-/// A send as receivers look it up.
-#[derive(Clone, Copy)]
-struct Sent {
-    skip: u32,
-    bytes: u32,
-    run: Run,
+/// A receive's hold on the tile's port, from its switch to its last word, and the send it takes (its
+/// sender and its index among the sender's sends).
+struct Span {
+    from: u64,
+    until: u64,
+    sender: usize,
+    send: usize,
     wide: bool,
 }
 
-/// The phase's receives, per receiving tile: what each delivers, and when each keeps the tile busy.
-struct Receives {
-    deliveries: Vec<Vec<Delivery>>,
-    spans: Vec<Vec<ReceiveSpan>>,
-}
-
-/// A receive's busy cycles (switch to last arrival), its sender and send cycle, and whether it is wide.
-type ReceiveSpan = (u64, u64, usize, u32, bool);
-
 /// One piece of an exchange as the receiver sees it: bytes `skip..skip+bytes` of the stream read from
-/// `source` on tile `from`, written to the same bytes of the stream of `destination`.
+/// `source` on tile `from`, written to the same bytes of the stream of `destination`; `cycle` its
+/// first word's arrival.
 #[derive(Clone, Copy)]
 struct Delivery {
     from: usize,

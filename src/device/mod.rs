@@ -5,14 +5,16 @@
 //!
 //! It runs what was emitted: it loads each tile's code image into the tile's memory and decodes the
 //! program from there; streams the host's data in (`initialize`, `run`) and results out; executes each
-//! superstep on every tile (compute vertices, or the exchange phase cycle by cycle in intervals), then
-//! the sync. It refuses what real hardware would get wrong, as a [`Fault`] naming tile, superstep, cycle
-//! and buffer: an access outside memory; a misaligned AMP operand; AMP weights or partials outside
+//! superstep on every tile (compute vertices, or the exchange phase, each tile's exchange code timed
+//! by its instructions' issue, in intervals), then the sync. It refuses what real hardware would get
+//! wrong, as a [`Fault`] naming tile, superstep, cycle and buffer (and, in an exchange, the
+//! instruction): an access outside memory; a misaligned AMP operand; AMP weights or partials outside
 //! interleaved memory; an AMP whose input and output share a memory element; a read of memory never
-//! written; a write into a buffer still live; a receiver listening to two senders at once, or to a sender
-//! that sends nothing then; a tile sending two words in one cycle. A package is data: an address, length,
-//! stride or count read from it whose sum or product passes its width is a fault too, never a wrap,
-//! and every index it supplies is checked.
+//! written; a write into a buffer still live; a receiver listening to two senders at once, switching
+//! its mux after its data began to arrive, or listening to a sender that sends nothing then or other
+//! bytes; a wide send or receive while the pair mate uses the shared bus. A package is data: an
+//! address, length, stride, count or delay read from it whose sum or product passes its width is a
+//! fault too, never a wrap, and every index it supplies is checked.
 //!
 //! Cycles: a superstep takes its slowest tile's compute, or the exchange phase's last arrival; every
 //! superstep ends in a sync of `target.sync_cycles`. Host streaming is timed at the host-link rate,
@@ -170,6 +172,12 @@ impl Device {
         self.tiles[0].steps.len()
     }
 
+    /// The sync ending a superstep, once its slowest tile is done: every tile's `sync` releases
+    /// together after the target's sync latency (`Target::sync_cycles`, a cited figure).
+    fn sync(&self) -> u64 {
+        self.target.sync_cycles
+    }
+
     /// `run`: streams the inputs in, executes every superstep (each reported to `progress` as it
     /// ends), streams the outputs out: the data of every value the package's `run_outputs` names, by
     /// value id, as f32.
@@ -193,12 +201,14 @@ impl Device {
             } else {
                 self.compute(s)?
             };
-            let (kind, estimated) = package.steps.get(s).cloned().unwrap_or_default();
+            let estimate = package.steps.get(s).cloned().unwrap_or_default();
             let cycles = u64::from(busy.iter().copied().max().unwrap_or(0));
             steps.push(StepProfile {
-                kind,
-                estimated_cycles: estimated,
+                kind: estimate.kind,
+                estimated_cycles: estimate.cycles,
                 cycles,
+                sync_cycles: self.sync(),
+                estimated_sync_cycles: estimate.sync_cycles,
                 tile_busy: busy,
                 tile_estimates: package.tile_estimates.get(s).cloned().unwrap_or_default(),
             });

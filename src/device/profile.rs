@@ -1,5 +1,6 @@
 //! What one `run` reports, `execution.ipuprofile`: the package it ran; per superstep its kind, estimated
-//! and executed cycles and every tile's busy cycles; the run's cycles (every superstep and its sync),
+//! and executed cycles, the sync that ends it (executed and estimated) and every tile's busy cycles;
+//! the run's cycles (every superstep and its sync),
 //! the busiest tile's own cycles, each tile's memory in use, and the bytes the host streamed. Its file
 //! form (magic, body hash, store bytes) is [`crate::report`]'s.
 //!
@@ -16,6 +17,9 @@ pub struct StepProfile {
     pub kind: String,
     pub estimated_cycles: u64,
     pub cycles: u64,
+    /// The sync that ends the step, as the device ran it and as the compiler estimated it.
+    pub sync_cycles: u64,
+    pub estimated_sync_cycles: u64,
     /// Per tile: cycles busy in this step (its compute, or until its last send leaves or last word
     /// arrives); the rest of the step, and the sync, it waits.
     pub tile_busy: Vec<u32>,
@@ -80,9 +84,9 @@ impl Device {
             .max()
             .unwrap_or(0);
         let supersteps = steps.iter().map(|s| s.cycles).sum::<u64>();
-        let totals = u64::try_from(steps.len())
-            .ok()
-            .and_then(|n| self.target.sync_cycles.checked_mul(n))
+        let totals = steps
+            .iter()
+            .try_fold(0u64, |sum, s| sum.checked_add(s.sync_cycles))
             .and_then(|sync| {
                 let cycles = supersteps.checked_add(sync)?;
                 Some((sync, cycles, busiest_tile.checked_add(sync)?))

@@ -41,17 +41,29 @@ pub struct Package {
     pub graph: Graph,
     pub tiles: Vec<TileImage>,
     pub host: HostProgram,
-    /// Kind ("exchange" or "compute") and estimated cycles of every superstep.
-    pub steps: Vec<(String, u64)>,
+    /// The compiler's estimate of every superstep, the sync that ends it included.
+    pub steps: Vec<StepEstimate>,
     /// Per superstep, every tile's estimated compute cycles (the sum of its vertices' estimates);
     /// empty for an exchange superstep.
     pub tile_estimates: Vec<Vec<u32>>,
     pub estimated_cycles: u64,
 }
 
+/// A superstep as the compiler estimates it: its kind ("exchange" or "compute"), its cycles (an
+/// exchange phase's schedule's horizon, a compute step's busiest tile) and the cycles of the sync
+/// that ends it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepEstimate {
+    pub kind: String,
+    pub cycles: u64,
+    pub sync_cycles: u64,
+}
+
+/// Schema 9: tile programs in encoding format 2 (exchange code timed by its instructions); since 8, a
+/// sync estimate per superstep.
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 7;
+    const SCHEMA: u32 = 9;
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.
@@ -229,8 +241,12 @@ impl Package {
             code.iter().max().unwrap_or(&0),
             self.estimated_cycles
         );
-        for (i, (kind, c)) in self.steps.iter().enumerate() {
-            let _ = writeln!(s, "  step{i} {kind} estimated_cycles={c}");
+        for (i, step) in self.steps.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  step{i} {} estimated_cycles={} sync={}",
+                step.kind, step.cycles, step.sync_cycles
+            );
         }
         let _ = writeln!(
             s,

@@ -15,9 +15,10 @@ pub struct TileCode {
     pub estimated_steps: Vec<u64>,
 }
 
+/// Schema 5: programs in encoding format 2 (`crate::isa::encoding::FORMAT`).
 impl crate::store::Artifact for TileCode {
     const KIND: &'static str = "tile_code";
-    const SCHEMA: u32 = 4;
+    const SCHEMA: u32 = 5;
 }
 
 impl TileCode {
@@ -37,6 +38,8 @@ impl TileCode {
                     Instr::Exchange { .. } => "exchange",
                     Instr::Send(_) => "send",
                     Instr::Receive(_) => "receive",
+                    Instr::SendReceive(..) => "send-receive",
+                    Instr::Delay { .. } => "delay",
                     Instr::Sync => "sync",
                 };
                 *counts.entry(name).or_default() += 1;

@@ -10,16 +10,24 @@
 //! | opcode | instruction | fields |
 //! |---|---|---|
 //! | 0 | `Sync` | |
-//! | 1 | `Exchange` | phase, horizon |
-//! | 2, 3 | `Send`, wide `Send` | start, skip, bytes, run |
-//! | 4, 5 | `Receive`, wide `Receive` | switch, from, sent, skip, bytes, run |
+//! | 1 | `Exchange` | phase |
+//! | 2, 3 | `Send`, wide `Send` | skip, bytes, run |
+//! | 4, 5 | `Receive`, wide `Receive` | from, skip, bytes, run |
 //! | 6 | `Vertex` | length, then that many bytes of MessagePack [`VertexKind`] |
+//! | 7 | `SendReceive` | widths (bit 0 the send's, bit 1 the receive's), then the send's and the receive's fields |
+//! | 8 | `Delay` | cycles |
 //!
 //! A run is offset (4 bytes), bytes, count, stride. Decoding never panics: truncated bytes, an unknown
-//! opcode, an integer past `u32` or an undecodable vertex is an error naming the byte where it starts.
+//! opcode, an integer past `u32`, a width byte above 3 or an undecodable vertex is an error naming the
+//! byte where it starts. [`FORMAT`] numbers this form; an artifact that holds programs in it (tile
+//! code, the package) moves its schema with it.
 
 use super::{Instr, Placed, Receive, Run, Send, TileProgram, VertexKind};
 use crate::ids::{ExchangeId, TileId};
+
+/// The version of this form: 2 since exchange code is timed by its instructions (delays, no cycle
+/// fields).
+pub const FORMAT: u32 = 2;
 
 const SYNC: u8 = 0;
 const EXCHANGE: u8 = 1;
@@ -28,6 +36,8 @@ const SEND_WIDE: u8 = 3;
 const RECEIVE: u8 = 4;
 const RECEIVE_WIDE: u8 = 5;
 const VERTEX: u8 = 6;
+const SEND_RECEIVE: u8 = 7;
+const DELAY: u8 = 8;
 
 /// Bytes that are not a tile program, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,24 +53,27 @@ pub fn encode(program: &TileProgram) -> Vec<u8> {
     for instr in &program.instrs {
         match instr {
             Instr::Sync => out.push(SYNC),
-            Instr::Exchange { phase, horizon } => {
+            Instr::Exchange { phase } => {
                 out.push(EXCHANGE);
                 varint(&mut out, phase.0);
-                varint(&mut out, *horizon);
             }
             Instr::Send(s) => {
                 out.push(if s.wide { SEND_WIDE } else { SEND });
-                for field in [s.start, s.skip, s.bytes] {
-                    varint(&mut out, field);
-                }
-                run(&mut out, &s.run);
+                send(&mut out, s);
             }
             Instr::Receive(r) => {
                 out.push(if r.wide { RECEIVE_WIDE } else { RECEIVE });
-                for field in [r.switch, r.from.0, r.sent, r.skip, r.bytes] {
-                    varint(&mut out, field);
-                }
-                run(&mut out, &r.run);
+                receive(&mut out, r);
+            }
+            Instr::SendReceive(s, r) => {
+                out.push(SEND_RECEIVE);
+                out.push(u8::from(s.wide) | u8::from(r.wide) << 1);
+                send(&mut out, s);
+                receive(&mut out, r);
+            }
+            Instr::Delay { cycles } => {
+                out.push(DELAY);
+                varint(&mut out, *cycles);
             }
             Instr::Vertex(v) => {
                 out.push(VERTEX);
@@ -83,24 +96,22 @@ pub fn decode(bytes: &[u8]) -> Result<TileProgram, DecodeError> {
             SYNC => Instr::Sync,
             EXCHANGE => Instr::Exchange {
                 phase: ExchangeId(r.varint()?),
-                horizon: r.varint()?,
             },
-            op @ (SEND | SEND_WIDE) => Instr::Send(Send {
-                start: r.varint()?,
-                skip: r.varint()?,
-                bytes: r.varint()?,
-                run: r.run()?,
-                wide: op == SEND_WIDE,
-            }),
-            op @ (RECEIVE | RECEIVE_WIDE) => Instr::Receive(Receive {
-                switch: r.varint()?,
-                from: TileId(r.varint()?),
-                sent: r.varint()?,
-                skip: r.varint()?,
-                bytes: r.varint()?,
-                run: r.run()?,
-                wide: op == RECEIVE_WIDE,
-            }),
+            op @ (SEND | SEND_WIDE) => Instr::Send(r.send(op == SEND_WIDE)?),
+            op @ (RECEIVE | RECEIVE_WIDE) => Instr::Receive(r.receive(op == RECEIVE_WIDE)?),
+            SEND_RECEIVE => {
+                let widths = r.byte()?;
+                if widths > 3 {
+                    return Err(DecodeError {
+                        at: at + 1,
+                        what: format!("width byte {widths} of a send-receive (0 to 3)"),
+                    });
+                }
+                Instr::SendReceive(r.send(widths & 1 != 0)?, r.receive(widths & 2 != 0)?)
+            }
+            DELAY => Instr::Delay {
+                cycles: r.varint()?,
+            },
             VERTEX => {
                 let len = r.varint()? as usize;
                 let body = r.take(len)?;
@@ -136,6 +147,21 @@ fn run(out: &mut Vec<u8>, r: &Run) {
     for field in [r.bytes, r.count, r.stride] {
         varint(out, field);
     }
+}
+
+/// A send's fields after its opcode (its width is the opcode's).
+fn send(out: &mut Vec<u8>, s: &Send) {
+    varint(out, s.skip);
+    varint(out, s.bytes);
+    run(out, &s.run);
+}
+
+/// A receive's fields after its opcode (its width is the opcode's).
+fn receive(out: &mut Vec<u8>, r: &Receive) {
+    for field in [r.from.0, r.skip, r.bytes] {
+        varint(out, field);
+    }
+    run(out, &r.run);
 }
 
 struct Reader<'a> {
@@ -186,6 +212,25 @@ impl<'a> Reader<'a> {
         })
     }
 
+    fn send(&mut self, wide: bool) -> Result<Send, DecodeError> {
+        Ok(Send {
+            skip: self.varint()?,
+            bytes: self.varint()?,
+            run: self.run()?,
+            wide,
+        })
+    }
+
+    fn receive(&mut self, wide: bool) -> Result<Receive, DecodeError> {
+        Ok(Receive {
+            from: TileId(self.varint()?),
+            skip: self.varint()?,
+            bytes: self.varint()?,
+            run: self.run()?,
+            wide,
+        })
+    }
+
     fn run(&mut self) -> Result<Run, DecodeError> {
         let offset = self.take(4)?;
         Ok(Run {
@@ -218,6 +263,19 @@ mod tests {
             stride: 64,
             dtype: DType::F16,
         };
+        let send = Send {
+            skip: 0,
+            bytes: 128,
+            run: run(address),
+            wide: true,
+        };
+        let receive = Receive {
+            from: TileId(17),
+            skip: 4,
+            bytes: 8,
+            run: run(address),
+            wide: false,
+        };
         TileProgram {
             tile: TileId(1471),
             instrs: vec![
@@ -232,24 +290,22 @@ mod tests {
                 Instr::Sync,
                 Instr::Exchange {
                     phase: ExchangeId(3),
-                    horizon: 70_000,
                 },
-                Instr::Send(Send {
-                    start: 5,
-                    skip: 0,
-                    bytes: 128,
-                    run: run(address),
-                    wide: true,
-                }),
-                Instr::Receive(Receive {
-                    switch: 200,
-                    from: TileId(17),
-                    sent: 190,
-                    skip: 4,
-                    bytes: 8,
-                    run: run(address),
-                    wide: false,
-                }),
+                Instr::Delay { cycles: 70_000 },
+                Instr::Send(send),
+                Instr::SendReceive(send, receive),
+                Instr::SendReceive(
+                    Send {
+                        wide: false,
+                        ..send
+                    },
+                    Receive {
+                        wide: true,
+                        ..receive
+                    },
+                ),
+                Instr::Delay { cycles: 0 },
+                Instr::Receive(receive),
                 Instr::Sync,
             ],
         }
@@ -302,5 +358,15 @@ mod tests {
         assert_eq!(e.at, 0);
         let e = decode(&[0xff, 0xff, 0xff, 0xff, 0x7f]).unwrap_err();
         assert_eq!((e.at, e.what.as_str()), (0, "integer past u32"));
+    }
+
+    #[test]
+    fn a_send_receive_width_byte_above_three_names_its_byte() {
+        // Tile 1, a send-receive whose width byte is 4.
+        let e = decode(&[1, SEND_RECEIVE, 4]).unwrap_err();
+        assert_eq!(
+            (e.at, e.what.as_str()),
+            (2, "width byte 4 of a send-receive (0 to 3)")
+        );
     }
 }

@@ -2,6 +2,9 @@
 //! decodes and executes. Every address is absolute in the tile's memory. A program is a sequence of
 //! supersteps separated by `Sync`; every tile has the same number of syncs. Compute vertices are
 //! [`Instr::Vertex`], their kinds defined once in [`vertex`] for the program and tile code alike.
+//! An exchange phase's code holds sends, mux switches with the receives they arm, and delays: it is
+//! timed by the order and issue of its instructions (see [`Instr`]), as the hardware's compiled,
+//! time-deterministic exchange is, and no instruction names a cycle.
 //!
 //! Encoding: the binary form in [`encoding`], in which a program built with every address at `u32::MAX`
 //! ([`PLACEHOLDER_ADDRESS`]) is at least as long as the real one: `place_storage` reserves code space
@@ -69,88 +72,108 @@ impl Run {
     }
 }
 
-/// Sends bytes `skip..skip+bytes` of the stream read from `run`, one word per cycle from cycle
-/// `start` of the phase; two words per cycle when `wide`, over the supertile pair's shared bus
-/// (the pair mate must not send meanwhile).
+/// Sends bytes `skip..skip+bytes` of the stream read from `run`. It issues once the tile's outgoing
+/// port is free (the previous send's last word has left), so sends with nothing between them go back
+/// to back; its first word leaves in its issue cycle and one more each cycle after, two a cycle when
+/// `wide`, over the supertile pair's shared bus (the pair mate must not send meanwhile). The packets
+/// name no destination: every tile whose mux listens to this one when they arrive takes them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Send {
-    pub start: u32,
     pub skip: u32,
     pub bytes: u32,
     pub run: Run,
     pub wide: bool,
 }
 
-/// Switches the receive mux to `from` at cycle `switch`, then stores the bytes that `from` sends from
-/// cycle `sent` (arriving `transit` cycles later) as bytes `skip..skip+bytes` of the stream written
-/// to `run`. `wide` receives a wide send at two words per cycle: the pair mate must not receive
-/// meanwhile, unless it receives the same data.
+/// Switches the tile's incoming mux to `from` (set `mux_switch_cycles` after the instruction issues)
+/// and stores the next send of `from` whose words reach the tile once the mux is set, which must be
+/// bytes `skip..skip+bytes` of `from`'s stream, as the same bytes of the stream written to `run`.
+/// `wide` receives a wide send at two words per cycle: the pair mate must not receive other data
+/// meanwhile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receive {
-    pub switch: u32,
     pub from: TileId,
-    pub sent: u32,
     pub skip: u32,
     pub bytes: u32,
     pub run: Run,
     pub wide: bool,
 }
 
+/// An exchange phase's code is timed by its instructions alone: the tile issues them in order from the
+/// sync that opens the phase (cycle 0), one every `exchange_issue_cycles` cycles; a send (alone or with
+/// a receive) waits for the outgoing port, and a delay idles. No instruction names a cycle.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Instr {
     /// A compute vertex with its operands placed.
     Vertex(VertexKind<Placed>),
-    /// Starts exchange phase `phase`, which lasts `horizon` cycles.
-    Exchange { phase: ExchangeId, horizon: u32 },
+    /// Labels the superstep as exchange phase `phase`; not executed, it takes no cycle.
+    Exchange { phase: ExchangeId },
     /// A send of the tile's part of an exchange phase.
     Send(Send),
-    /// A receive of the tile's part of an exchange phase.
+    /// A mux switch and the receive it arms, of the tile's part of an exchange phase.
     Receive(Receive),
+    /// A send and a mux switch issued as one instruction, in one slot (an exchange instruction may
+    /// carry both the send and the switch-control function): what a tile does when its schedule
+    /// starts a send and switches its mux in one cycle.
+    SendReceive(Send, Receive),
+    /// Idles `cycles` cycles after its own issue slot (`delay 0` is a nop): the padding between
+    /// exchange instructions that makes each issue at its compiled cycle.
+    Delay { cycles: u32 },
     /// Ends a superstep: wait for every tile.
     Sync,
 }
 
-impl std::fmt::Display for Instr {
-    /// The stable text form used in dumps.
+/// The stable text form of a run: `offset+bytes`, or `offset+countxbytes/stride`.
+fn run_text(r: &Run) -> String {
+    if r.count == 1 {
+        format!("{:#x}+{}", r.offset, r.bytes)
+    } else {
+        format!("{:#x}+{}x{}/{}", r.offset, r.count, r.bytes, r.stride)
+    }
+}
+
+impl std::fmt::Display for Send {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let run = |r: &Run| {
-            if r.count == 1 {
-                format!("{:#x}+{}", r.offset, r.bytes)
-            } else {
-                format!("{:#x}+{}x{}/{}", r.offset, r.count, r.bytes, r.stride)
-            }
-        };
+        let Send {
+            skip,
+            bytes,
+            run,
+            wide,
+        } = self;
+        let wide = if *wide { " wide" } else { "" };
+        write!(f, "send {bytes}B+{skip} from {}{wide}", run_text(run))
+    }
+}
+
+impl std::fmt::Display for Receive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Receive {
+            from,
+            skip,
+            bytes,
+            run,
+            wide,
+        } = self;
+        let wide = if *wide { " wide" } else { "" };
+        write!(
+            f,
+            "receive from {from} {bytes}B+{skip} to {}{wide}",
+            run_text(run)
+        )
+    }
+}
+
+impl std::fmt::Display for Instr {
+    /// The stable text form used in dumps; an exchange phase's instructions are indented under its
+    /// label.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Instr::Vertex(v) => v.fmt(f),
-            Instr::Exchange { phase, horizon } => write!(f, "exchange {phase} horizon={horizon}"),
-            Instr::Send(Send {
-                start,
-                skip,
-                bytes,
-                run: r,
-                wide,
-            }) => {
-                write!(
-                    f,
-                    "  send @{start} {bytes}B+{skip} from {}{}",
-                    run(r),
-                    if *wide { " wide" } else { "" }
-                )
-            }
-            Instr::Receive(Receive {
-                switch,
-                from,
-                sent,
-                skip,
-                bytes,
-                run: r,
-                wide,
-            }) => write!(
-                f,
-                "  receive @{switch} from {from} sent@{sent} {bytes}B+{skip} to {}{}",
-                run(r),
-                if *wide { " wide" } else { "" }
-            ),
+            Instr::Exchange { phase } => write!(f, "exchange {phase}"),
+            Instr::Send(s) => write!(f, "  {s}"),
+            Instr::Receive(r) => write!(f, "  {r}"),
+            Instr::SendReceive(s, r) => write!(f, "  {s} | {r}"),
+            Instr::Delay { cycles } => write!(f, "  delay {cycles}"),
             Instr::Sync => write!(f, "sync"),
         }
     }

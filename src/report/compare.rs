@@ -1,5 +1,6 @@
 //! Two profiles side by side (`report A.ipuprofile B.ipuprofile`): each run's totals and, superstep by
-//! superstep, both cycle counts and their difference. One value, [`Comparison`], printed as a table,
+//! superstep, both cycle counts, both syncs that end the step, and their difference (step and sync
+//! together, so the steps' differences add up to the runs'). One value, [`Comparison`], printed as a table,
 //! as JSON with the same fields, and as a page (both BSP timelines to one scale and a bar chart of the
 //! steps). Steps pair by position; a step only one run has is shown with the other side empty.
 
@@ -35,7 +36,10 @@ pub struct StepPair {
     pub kind_b: Option<String>,
     pub cycles_a: Option<u64>,
     pub cycles_b: Option<u64>,
-    /// B's cycles less A's (a missing step counts 0).
+    /// The sync ending the step in each run.
+    pub sync_a: Option<u64>,
+    pub sync_b: Option<u64>,
+    /// B's cycles and sync less A's (a missing step counts 0).
     pub delta: i128,
 }
 
@@ -77,14 +81,19 @@ impl Comparison {
             .map(|i| {
                 let (sa, sb) = (a.steps.get(i), b.steps.get(i));
                 let cycles = |s: Option<&crate::device::StepProfile>| s.map(|s| s.cycles);
+                let sync = |s: Option<&crate::device::StepProfile>| s.map(|s| s.sync_cycles);
+                let whole = |s: Option<&crate::device::StepProfile>| {
+                    s.map_or(0, |s| i128::from(s.cycles) + i128::from(s.sync_cycles))
+                };
                 StepPair {
                     step: i,
                     kind_a: sa.map(|s| s.kind.clone()),
                     kind_b: sb.map(|s| s.kind.clone()),
                     cycles_a: cycles(sa),
                     cycles_b: cycles(sb),
-                    delta: i128::from(cycles(sb).unwrap_or(0))
-                        - i128::from(cycles(sa).unwrap_or(0)),
+                    sync_a: sync(sa),
+                    sync_b: sync(sb),
+                    delta: whole(sb) - whole(sa),
                 }
             })
             .collect();
@@ -117,8 +126,8 @@ impl Comparison {
         }
         let _ = writeln!(
             s,
-            "{:<6} {:<17} {:>10} {:>10} {:>10} {:>7}",
-            "step", "kind", "A cycles", "B cycles", "B - A", "B/A"
+            "{:<6} {:<17} {:>10} {:>10} {:>7} {:>7} {:>10} {:>7}",
+            "step", "kind", "A cycles", "B cycles", "A sync", "B sync", "B - A", "B/A"
         );
         let or_dash = |c: Option<u64>| c.map_or("-".to_string(), |c| c.to_string());
         for p in &self.steps {
@@ -136,11 +145,13 @@ impl Comparison {
             };
             let _ = writeln!(
                 s,
-                "{:<6} {:<17} {:>10} {:>10} {:>+10} {:>7}",
+                "{:<6} {:<17} {:>10} {:>10} {:>7} {:>7} {:>+10} {:>7}",
                 format!("step{}", p.step),
                 kind,
                 or_dash(p.cycles_a),
                 or_dash(p.cycles_b),
+                or_dash(p.sync_a),
+                or_dash(p.sync_b),
                 p.delta,
                 ratio
             );

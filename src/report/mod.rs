@@ -22,10 +22,11 @@ pub use trace::trace;
 use crate::device::Execution;
 use crate::store::{ContentHash, StoreError};
 
-/// The profile as the store encodes it: the body of `execution.ipuprofile`.
+/// The profile as the store encodes it: the body of `execution.ipuprofile`. Schema 5: each step's sync,
+/// executed and estimated.
 impl crate::store::Artifact for Execution {
     const KIND: &'static str = "profile";
-    const SCHEMA: u32 = 4;
+    const SCHEMA: u32 = 5;
 }
 
 /// `execution.ipuprofile`: magic, body length (u64, little-endian), body blake3, then the body.
@@ -128,7 +129,21 @@ pub fn check(e: &Execution) -> Vec<String> {
             ));
         }
     }
-    let steps: u64 = e.steps.iter().map(|s| s.cycles).sum();
+    let syncs = e
+        .steps
+        .iter()
+        .try_fold(0u64, |sum, s| sum.checked_add(s.sync_cycles));
+    if syncs != Some(e.sync_cycles) {
+        errors.push(format!(
+            "{} sync cycles are not the sum of the steps' syncs",
+            e.sync_cycles
+        ));
+    }
+    let steps = e
+        .steps
+        .iter()
+        .try_fold(0u64, |sum, s| sum.checked_add(s.cycles))
+        .unwrap_or(u64::MAX);
     if steps.checked_add(e.sync_cycles) != Some(e.cycles) {
         errors.push(format!(
             "{} cycles are not the supersteps' {steps} and the syncs' {}",

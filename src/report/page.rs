@@ -48,14 +48,15 @@ pub(super) fn svg_text(x: f64, y: f64, anchor: &str, text: &str) -> Markup {
 
 /// The BSP timeline: a bar per superstep and per sync, widths in proportion to cycles.
 pub(super) fn timeline(e: &Execution) -> Markup {
-    let sync = e.sync_cycles / e.steps.len().max(1) as u64;
     markup! {
         div.timeline {
             @for (i, st) in e.steps.iter().enumerate() {
                 div class={"bar " (st.kind)} style={"flex:" (st.cycles)}
                     title={"step" (i) " " (st.kind) ": " (st.cycles) " cycles (estimate "
                         (st.estimated_cycles) ")"} { "step" (i) }
-                div.bar.sync style={"flex:" (sync)} title={"sync: " (sync) " cycles"} {}
+                div.bar.sync style={"flex:" (st.sync_cycles)}
+                    title={"sync: " (st.sync_cycles) " cycles (estimate "
+                        (st.estimated_sync_cycles) ")"} {}
             }
         }
     }

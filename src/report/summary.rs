@@ -1,5 +1,5 @@
 //! The summary of one profile: every superstep with its cycles, its share of the run and the
-//! compiler's estimate, the totals, the memory maxima, and where the estimate is furthest off. One
+//! compiler's estimate, the sync that ends it beside its estimate, the totals, the memory maxima, and where the estimate is furthest off. One
 //! value, [`Summary`], printed as the text table ([`Summary::text`]) and as JSON (`report --json`)
 //! with the same fields. Never panics on a crafted profile.
 
@@ -41,6 +41,9 @@ pub struct StepSummary {
     pub estimate: u64,
     /// Estimate over device cycles.
     pub estimate_ratio: f64,
+    /// The sync that ends the step, on the device and as the compiler estimated it.
+    pub sync_cycles: u64,
+    pub estimated_sync_cycles: u64,
     pub busy_tiles: usize,
     pub mean_busy: u64,
     /// The tile of a compute step whose estimate is furthest from the device.
@@ -147,6 +150,8 @@ impl Summary {
                     share: share(st.cycles, e.cycles),
                     estimate: st.estimated_cycles,
                     estimate_ratio: st.estimated_cycles as f64 / st.cycles.max(1) as f64,
+                    sync_cycles: st.sync_cycles,
+                    estimated_sync_cycles: st.estimated_sync_cycles,
                     busy_tiles: busy.len(),
                     mean_busy: busy.iter().sum::<u64>() / busy.len().max(1) as u64,
                     furthest_tile: furthest_tile(i, st),
@@ -200,19 +205,30 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "{:<6} {:<9} {:>10} {:>7} {:>10} {:>9} {:>12} {:>10}  furthest tile (est/sim)",
-            "step", "kind", "cycles", "share", "estimate", "est/sim", "busy tiles", "mean busy"
+            "{:<6} {:<9} {:>10} {:>7} {:>10} {:>9} {:>6} {:>8} {:>12} {:>10}  furthest tile (est/sim)",
+            "step",
+            "kind",
+            "cycles",
+            "share",
+            "estimate",
+            "est/sim",
+            "sync",
+            "est sync",
+            "busy tiles",
+            "mean busy"
         );
         for st in &self.steps {
             let _ = writeln!(
                 s,
-                "{:<6} {:<9} {:>10} {:>6.1}% {:>10} {:>9.3} {:>12} {:>10}  {}",
+                "{:<6} {:<9} {:>10} {:>6.1}% {:>10} {:>9.3} {:>6} {:>8} {:>12} {:>10}  {}",
                 format!("step{}", st.step),
                 st.kind,
                 st.cycles,
                 st.share,
                 st.estimate,
                 st.estimate_ratio,
+                st.sync_cycles,
+                st.estimated_sync_cycles,
                 st.busy_tiles,
                 st.mean_busy,
                 st.furthest_tile.map_or("-".to_string(), |t| format!(

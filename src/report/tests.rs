@@ -12,6 +12,8 @@ fn execution(estimates: [Vec<u32>; 2]) -> Execution {
         kind: "compute".to_string(),
         estimated_cycles: 100,
         cycles: 100,
+        sync_cycles: 118,
+        estimated_sync_cycles: 90,
         tile_busy: vec![100, 90, 0],
         tile_estimates,
     };
@@ -56,7 +58,7 @@ fn the_table_names_the_tile_whose_estimate_is_furthest_off() {
 fn a_consistent_profile_passes_the_check_and_each_inconsistency_is_named() {
     let good = execution([vec![100, 90, 0], vec![104, 90, 0]]);
     assert_eq!(check(&good), Vec::<String>::new());
-    let damaged: [Damage; 7] = [
+    let damaged: [Damage; 8] = [
         ("package \"v7\" is not a blake3 hash", |e| {
             e.package = "v7".to_string()
         }),
@@ -75,6 +77,9 @@ fn a_consistent_profile_passes_the_check_and_each_inconsistency_is_named() {
             "437 cycles are not the supersteps' 200 and the syncs' 236",
             |e| e.cycles = 437,
         ),
+        ("236 sync cycles are not the sum of the steps' syncs", |e| {
+            e.steps[1].sync_cycles = 117
+        }),
     ];
     for (said, damage) in damaged {
         let mut e = good.clone();
@@ -127,11 +132,11 @@ fn a_profile_file_reads_back_and_each_damage_is_refused_by_name() {
     struct Before(Execution);
     impl crate::store::Artifact for Before {
         const KIND: &'static str = "profile";
-        const SCHEMA: u32 = 3;
+        const SCHEMA: u32 = 4;
     }
     let before = behind_header(&crate::store::encode(&Before(e)));
     let error = read_profile(&before).unwrap_err().to_string();
-    assert!(error.contains("profile schema 3"), "{error}");
+    assert!(error.contains("profile schema 4"), "{error}");
 }
 
 /// xorshift64: deterministic, so a failure reproduces.

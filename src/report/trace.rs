@@ -71,9 +71,9 @@ pub fn trace(e: &Execution, per_column: bool) -> String {
         dur: Some(us(cycles)),
         args: None,
     };
-    let sync = e.sync_cycles / e.steps.len().max(1) as u64;
     let mut start = 0u64;
     for (i, st) in e.steps.iter().enumerate() {
+        let sync = st.sync_cycles;
         for t in 0..tracks {
             let first = (t * per_track).min(st.tile_busy.len());
             let end = (first + per_track).min(st.tile_busy.len());

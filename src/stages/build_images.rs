@@ -2,14 +2,16 @@
 //!
 //! Encodes every tile's program into the bytes of its memory image at the code address, and gathers
 //! what the device and the host need: the host program, the graph (for the host's data and reference),
-//! the estimated cycles of every superstep and the compiler version. The package holds no weights.
+//! the estimated cycles of every superstep and of the sync that ends it, and the compiler version. The package holds no weights.
 //! `model.ipuexe` is the package's store bytes behind a short header (magic, format version, compiler
 //! version, blake3 of the body).
 //!
 //! Invariants (checked by [`verify`]): every image decodes back to its program; every code image fits the
 //! space `place_storage` reserved for it.
 
-use crate::ir::{BufferInfo, Package, Placement, Selected, Step, TileCode, TileImage};
+use crate::ir::{
+    BufferInfo, Package, Placement, Selected, Step, StepEstimate, TileCode, TileImage,
+};
 use crate::store::COMPILER_VERSION;
 use crate::target::Target;
 use crate::verify::Verifier;
@@ -53,23 +55,24 @@ pub fn build_images(
             buffers,
         })
         .collect();
-    let steps: Vec<(String, u64)> = sel
+    let steps: Vec<StepEstimate> = sel
         .steps
         .iter()
         .zip(&code.estimated_steps)
-        .map(|(s, c)| {
-            (
-                match s {
-                    Step::Exchange(_) => "exchange",
-                    Step::Compute(_) => "compute",
-                }
-                .to_string(),
-                *c,
-            )
+        .map(|(s, c)| StepEstimate {
+            kind: match s {
+                Step::Exchange(_) => "exchange",
+                Step::Compute(_) => "compute",
+            }
+            .to_string(),
+            cycles: *c,
+            sync_cycles: target.sync_estimate(1),
         })
         .collect();
-    let estimated_cycles =
-        steps.iter().map(|(_, c)| c).sum::<u64>() + steps.len() as u64 * target.sync_cycles;
+    let estimated_cycles = steps
+        .iter()
+        .map(|s| s.cycles.saturating_add(s.sync_cycles))
+        .fold(0u64, u64::saturating_add);
     let tile_estimates = sel
         .steps
         .iter()

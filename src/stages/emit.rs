@@ -1,17 +1,20 @@
 //! `emit`: selected + exchange_storage + exchanges + placement -> `tile_code`.
 //!
 //! Writes every tile's program with resolved addresses: per superstep, the tile's compute vertices or
-//! its part of the exchange phase (its sends and receives at their scheduled cycles), then a sync; and
-//! the host program (`initialize`, `run`).
+//! its part of the exchange phase (its exchange code, whose instructions issue at the schedule's
+//! cycles: `lowering`), then a sync; and the host program (`initialize`, `run`). Each exchange step's
+//! estimate is its schedule's horizon.
 //!
-//! Invariants (checked by [`verify`]): every tile has one sync per superstep; every send has receivers
-//! and every receive names a send of its sender at the same cycle with the same size; every address a
-//! program touches lies in tile memory.
+//! Invariants (checked by [`verify`]): every tile has one sync per superstep; exchange instructions
+//! lie only inside exchange phases; every send has a receiver and every receive names bytes its sender
+//! sends in the same phase; every address a program touches lies in tile memory. When each
+//! instruction issues, and so whether each receive listens in time, is the device's to derive.
 
 use crate::exchange::Overheads;
 use crate::exchange::check::check;
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Placement, Selected, Step, TileCode};
+use crate::isa::Run;
 use crate::isa::{HostProgram, HostTransfer, Instr, Receive, Send, TileProgram};
 use crate::lowering::tile_programs;
 use crate::target::Target;
@@ -30,7 +33,7 @@ pub enum EmitError {
     )]
     Schedule { phase: u32, errors: String },
     #[error(transparent)]
-    Mismatch(#[from] crate::lowering::Mismatch),
+    Lowering(#[from] crate::lowering::LoweringError),
     #[error(
         "the placement has {addresses} addresses for the program's {buffers} buffers: they come from \
          different builds"
@@ -162,52 +165,56 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             )
         });
     }
-    // Each receive against the send it names, found in the sends sorted by their whole key.
+    // Each receive against the sends of the bytes it names, found among the sends' distinct keys in
+    // order; a key received counts for every send of it.
     sends.par_sort_unstable();
+    sends.dedup();
     let mut received = vec![false; sends.len()];
     for r in &receives {
-        let named = (r.phase, r.from, r.sent, r.bytes);
-        let at = sends.partition_point(|s| (s.phase, s.tile, s.start, s.bytes) < named);
-        match sends.get(at) {
-            Some(s) if (s.phase, s.tile, s.start, s.bytes) == named => {
-                received[at] = true;
-            }
-            _ => v.error(format!(
-                "ex{} {}: receives bytes {}..{} from {} sent at cycle {}, which sends no such thing",
+        let named = (r.phase, r.from, r.bytes);
+        let at = sends.partition_point(|s| (s.phase, s.tile, s.bytes) < named);
+        let found = sends
+            .get(at)
+            .is_some_and(|s| (s.phase, s.tile, s.bytes) == named);
+        if found {
+            received[at] = true;
+        } else {
+            v.error(format!(
+                "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
                 r.phase,
                 r.tile,
                 r.bytes.0,
-                r.bytes.0 + r.bytes.1,
+                u64::from(r.bytes.0) + u64::from(r.bytes.1),
                 r.from,
-                r.sent
-            )),
+            ));
         }
     }
     for (s, received) in sends.iter().zip(received) {
         v.check(received, || {
             format!(
-                "ex{} {}: send at cycle {} has no receiver",
-                s.phase, s.tile, s.start
+                "ex{} {}: its send of bytes {}..{} has no receiver",
+                s.phase,
+                s.tile,
+                s.bytes.0,
+                u64::from(s.bytes.0) + u64::from(s.bytes.1)
             )
         });
     }
     v.finish()
 }
 
-/// A send as a receive names it: phase, sender, cycle, then (skip, bytes).
+/// A send as a receive names it: phase, sender, then (skip, bytes).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct SendKey {
     phase: u32,
     tile: TileId,
-    start: u32,
     bytes: (u32, u32),
 }
 
-/// A receive: the send it names (phase, sender, cycle, (skip, bytes)) and its tile.
+/// A receive: the send it names (phase, sender, (skip, bytes)) and its tile.
 struct ReceiveKey {
     phase: u32,
     from: TileId,
-    sent: u32,
     bytes: (u32, u32),
     tile: TileId,
 }
@@ -222,75 +229,66 @@ struct TileScan {
 
 fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
     let mut v = Verifier::default();
-    let in_memory = |a: u32, len: u32| {
-        a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end)
-    };
     v.check(p.syncs() == steps, || {
         format!("{}: {} syncs for {} supersteps", p.tile, p.syncs(), steps)
     });
     let (mut sends, mut receives) = (Vec::new(), Vec::new());
     let mut vertices: Vec<((usize, TileId), Vec<&'static str>)> = Vec::new();
     let (mut phase, mut step) = (None, 0);
+    let tile = p.tile;
     for i in &p.instrs {
+        // An exchange instruction: inside an exchange phase, its run in memory.
+        let exchange = |v: &mut Verifier, what: &dyn std::fmt::Display, run: Option<&Run>| {
+            let what = || what.to_string().trim().to_string();
+            if let Some(run) = run {
+                v.check(
+                    run.end()
+                        .is_some_and(|end| in_memory(target, run.offset, end - run.offset)),
+                    || format!("{tile}: `{}`: run {run:?} outside memory", what()),
+                );
+            }
+            v.check(phase.is_some(), || {
+                format!("{tile} step{step}: `{}` outside an exchange phase", what())
+            });
+        };
+        let send_key = |s: &Send| SendKey {
+            phase: phase.unwrap_or(u32::MAX),
+            tile,
+            bytes: (s.skip, s.bytes),
+        };
+        let receive_key = |r: &Receive| ReceiveKey {
+            phase: phase.unwrap_or(u32::MAX),
+            from: r.from,
+            bytes: (r.skip, r.bytes),
+            tile,
+        };
         match i {
-            Instr::Exchange { phase: id, .. } => phase = Some(id.0),
-            Instr::Send(Send {
-                start,
-                skip,
-                bytes,
-                run,
-                ..
-            }) => {
-                v.check(
-                    run.end()
-                        .is_some_and(|end| in_memory(run.offset, end - run.offset)),
-                    || format!("{}: send run {run:?} outside memory", p.tile),
-                );
-                v.check(phase.is_some(), || {
-                    format!(
-                        "{} step{step}: send at cycle {start} outside an exchange phase",
-                        p.tile
-                    )
-                });
-                sends.push(SendKey {
-                    phase: phase.unwrap_or(u32::MAX),
-                    tile: p.tile,
-                    start: *start,
-                    bytes: (*skip, *bytes),
-                });
+            Instr::Exchange { phase: id } => phase = Some(id.0),
+            Instr::Send(s) => {
+                exchange(&mut v, s, Some(&s.run));
+                sends.push(send_key(s));
             }
-            Instr::Receive(Receive {
-                from,
-                sent,
-                skip,
-                bytes,
-                run,
-                ..
-            }) => {
-                v.check(
-                    run.end()
-                        .is_some_and(|end| in_memory(run.offset, end - run.offset)),
-                    || format!("{}: receive run {run:?} outside memory", p.tile),
-                );
-                receives.push(ReceiveKey {
-                    phase: phase.unwrap_or(u32::MAX),
-                    from: *from,
-                    sent: *sent,
-                    bytes: (*skip, *bytes),
-                    tile: p.tile,
-                });
+            Instr::Receive(r) => {
+                exchange(&mut v, r, Some(&r.run));
+                receives.push(receive_key(r));
             }
+            Instr::SendReceive(s, r) => {
+                exchange(&mut v, s, Some(&s.run));
+                exchange(&mut v, r, Some(&r.run));
+                sends.push(send_key(s));
+                receives.push(receive_key(r));
+            }
+            Instr::Delay { .. } => exchange(&mut v, i, None),
             Instr::Vertex(vertex) => {
                 match vertices.last_mut() {
-                    Some((key, names)) if *key == (step, p.tile) => names.push(vertex.name()),
-                    _ => vertices.push(((step, p.tile), vec![vertex.name()])),
+                    Some((key, names)) if *key == (step, tile) => names.push(vertex.name()),
+                    _ => vertices.push(((step, tile), vec![vertex.name()])),
                 }
                 for u in vertex.operands() {
                     let len = u.rows * u.operand.stride;
-                    v.check(in_memory(u.operand.address, len), || {
+                    v.check(in_memory(target, u.operand.address, len), || {
                         format!(
-                            "{}: {} operand {} at {:#x}+{len} outside memory",
-                            p.tile,
+                            "{tile}: {} operand {} at {:#x}+{len} outside memory",
                             vertex.name(),
                             u.role,
                             u.operand.address
@@ -307,4 +305,9 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
         sends,
         receives,
     }
+}
+
+/// Whether `len` bytes from `a` lie in tile memory.
+fn in_memory(target: &Target, a: u32, len: u32) -> bool {
+    a >= target.memory_base && u64::from(a) + u64::from(len) <= u64::from(target.memory_end)
 }

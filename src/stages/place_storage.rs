@@ -63,7 +63,7 @@ pub struct PlaceStorageConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum PlaceStorageError {
     #[error(transparent)]
-    Mismatch(#[from] crate::lowering::Mismatch),
+    Lowering(#[from] crate::lowering::LoweringError),
     #[error(
         "{tile}: {buffer} ({what}, {bytes} bytes) does not fit: {live} bytes are live at {step} with code, \
          {over} bytes over the tile's {capacity} bytes; the values with the most bytes live there: {values}"

@@ -1,10 +1,11 @@
 //! `emit`'s verifier: a program per tile of the target, with a sync per superstep; each tile's vertices
-//! per superstep as the program asks; sends only inside an exchange phase; every send received and every
-//! receive naming bytes its sender sends at that cycle; every run and operand in tile memory.
+//! per superstep as the program asks; exchange instructions only inside an exchange phase; every send
+//! received and every receive naming bytes its sender sends in the phase; every run and operand in
+//! tile memory.
 //!
 //! The tests damage the tile code: a sync lost or added, a tile program or a vertex lost, a send or
-//! receive run outside memory, a receive of a cycle nothing is sent or of more bytes than sent, a send
-//! lost, a send nobody receives, a send outside its exchange phase.
+//! receive run outside memory, a receive from a tile that sends nothing or of more bytes than sent, a
+//! send lost, a send nobody receives, a send outside its exchange phase.
 
 use crate::common::pipeline::{Built, small, small_attention};
 use crate::{Located, assert_rejects, exchange_instrs};
@@ -16,21 +17,42 @@ fn code_errors(b: &Built, code: &TileCode) -> Vec<String> {
     emit::verify(code, &b.selected, &b.target)
 }
 
-/// The receives of the send at `send`: (tile, index) of each.
+/// The bytes (skip, length) of the send or receive at `at`.
+fn bytes_of(code: &TileCode, at: &Located) -> (u32, u32) {
+    match code.tiles[at.tile].instrs[at.at] {
+        Instr::Send(Send { skip, bytes, .. }) | Instr::Receive(Receive { skip, bytes, .. }) => {
+            (skip, bytes)
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// The receives of the bytes the send at `send` sends in its phase: (tile, index) of each.
 fn receivers_of(code: &TileCode, send: &Located) -> Vec<(usize, usize)> {
-    let Instr::Send(Send { start, .. }) = code.tiles[send.tile].instrs[send.at] else {
-        unreachable!()
-    };
     exchange_instrs(code, false)
         .into_iter()
         .filter(|r| {
-            let Instr::Receive(Receive { from, sent, .. }) = code.tiles[r.tile].instrs[r.at] else {
+            let Instr::Receive(Receive { from, .. }) = code.tiles[r.tile].instrs[r.at] else {
                 unreachable!()
             };
-            r.phase == send.phase && from.index() == send.tile && sent == start
+            r.phase == send.phase
+                && from.index() == send.tile
+                && bytes_of(code, r) == bytes_of(code, send)
         })
         .map(|r| (r.tile, r.at))
         .collect()
+}
+
+/// Whether the send at `send` is the only one of its tile sending its bytes in its phase.
+fn alone(code: &TileCode, send: &Located) -> bool {
+    exchange_instrs(code, true)
+        .iter()
+        .filter(|s| {
+            (s.tile, s.phase) == (send.tile, send.phase)
+                && bytes_of(code, s) == bytes_of(code, send)
+        })
+        .count()
+        == 1
 }
 
 #[test]
@@ -92,7 +114,7 @@ fn emit_verifier_rejects_a_send_run_outside_memory() {
     run.offset = b.target.memory_end;
     assert_rejects(
         &code_errors(b, &code),
-        &[&format!("tile{}: send run", s.tile), "outside memory"],
+        &[&format!("tile{}: `send", s.tile), "outside memory"],
     );
 }
 
@@ -108,25 +130,26 @@ fn emit_verifier_rejects_a_receive_run_outside_memory() {
     run.offset = b.target.memory_base - 4;
     assert_rejects(
         &code_errors(b, &code),
-        &[&format!("tile{}: receive run", r.tile), "outside memory"],
+        &[&format!("tile{}: `receive", r.tile), "outside memory"],
     );
 }
 
 #[test]
-fn emit_verifier_rejects_a_receive_of_a_cycle_nothing_is_sent() {
+fn emit_verifier_rejects_a_receive_from_a_tile_that_sends_nothing() {
     let b = small();
     let mut code = b.code.clone();
     let r = &exchange_instrs(&code, false)[30];
-    let Instr::Receive(Receive { from, sent, .. }) = &mut code.tiles[r.tile].instrs[r.at] else {
+    let Instr::Receive(Receive { from, .. }) = &mut code.tiles[r.tile].instrs[r.at] else {
         unreachable!()
     };
-    *sent += 1;
-    let (from, sent) = (*from, *sent);
+    // The last tile sends nothing in the small preset.
+    *from = ipu_codegen::ids::TileId(b.target.tiles - 1);
+    let from = *from;
     assert_rejects(
         &code_errors(b, &code),
         &[
             &format!("ex{} tile{}: receives bytes", r.phase, r.tile),
-            &format!("from {from} sent at cycle {sent}, which sends no such thing"),
+            &format!("from {from}, which sends no such thing"),
         ],
     );
 }
@@ -137,24 +160,18 @@ fn emit_verifier_rejects_a_receive_of_more_bytes_than_sent() {
     let mut code = b.code.clone();
     let r = &exchange_instrs(&code, false)[40];
     let Instr::Receive(Receive {
-        from,
-        sent,
-        skip,
-        bytes,
-        ..
+        from, skip, bytes, ..
     }) = &mut code.tiles[r.tile].instrs[r.at]
     else {
         unreachable!()
     };
     *bytes += 4;
-    let (from, sent, skip, end) = (*from, *sent, *skip, *skip + *bytes);
+    let (from, skip, end) = (*from, *skip, *skip + *bytes);
     assert_rejects(
         &code_errors(b, &code),
         &[
             &format!("ex{} tile{}: receives bytes", r.phase, r.tile),
-            &format!(
-                "bytes {skip}..{end} from {from} sent at cycle {sent}, which sends no such thing"
-            ),
+            &format!("bytes {skip}..{end} from {from}, which sends no such thing"),
         ],
     );
 }
@@ -163,10 +180,12 @@ fn emit_verifier_rejects_a_receive_of_more_bytes_than_sent() {
 fn emit_verifier_rejects_a_missing_send() {
     let b = small();
     let mut code = b.code.clone();
-    // A send with few receivers, so that every one of their problems is listed.
+    // A send with few receivers, so that every one of their problems is listed, and the only one of
+    // its tile sending its bytes in its phase.
     let (s, receivers) = exchange_instrs(&code, true)
         .into_iter()
         .skip(50)
+        .filter(|s| alone(&code, s))
         .map(|s| {
             let r = receivers_of(&code, &s);
             (s, r)
@@ -191,10 +210,12 @@ fn emit_verifier_rejects_a_missing_send() {
 fn emit_verifier_rejects_a_send_nobody_receives() {
     let b = small();
     let mut code = b.code.clone();
-    let s = exchange_instrs(&code, true).swap_remove(60);
-    let Instr::Send(Send { start, .. }) = code.tiles[s.tile].instrs[s.at] else {
-        unreachable!()
-    };
+    let s = exchange_instrs(&code, true)
+        .into_iter()
+        .skip(60)
+        .find(|s| alone(&code, s))
+        .expect("a send alone in sending its bytes");
+    let (skip, bytes) = bytes_of(&code, &s);
     let mut receivers = receivers_of(&code, &s);
     assert!(!receivers.is_empty());
     // Removed from the back, so earlier indices stay put.
@@ -205,8 +226,10 @@ fn emit_verifier_rejects_a_send_nobody_receives() {
     assert_rejects(
         &code_errors(b, &code),
         &[&format!(
-            "ex{} tile{}: send at cycle {start} has no receiver",
-            s.phase, s.tile
+            "ex{} tile{}: its send of bytes {skip}..{} has no receiver",
+            s.phase,
+            s.tile,
+            skip + bytes
         )],
     );
 }
@@ -268,7 +291,7 @@ fn emit_verifier_rejects_a_send_outside_an_exchange_phase() {
     assert_rejects(
         &code_errors(b, &code),
         &[
-            &format!("tile{t} step{step}: send at cycle"),
+            &format!("tile{t} step{step}: `send"),
             "outside an exchange phase",
         ],
     );

@@ -50,7 +50,7 @@ pub(super) fn layer_norm_estimate(
         other_bytes: rows * row_bytes + 2 * row_bytes + homes,
         interleaved_bytes: 0,
         resident: Resident::default(),
-        cycles: compute + exchange + 2 * target.sync_cycles,
+        cycles: compute + exchange + target.sync_estimate(2),
     }
 }
 
@@ -101,7 +101,7 @@ pub(super) fn vector_estimate(
         other_bytes: other_bytes + stored(rows, u64::from(op.out_cols())) + homes,
         interleaved_bytes: 0,
         resident: Resident::default(),
-        cycles: compute + exchange + 2 * target.sync_cycles,
+        cycles: compute + exchange + target.sync_estimate(2),
     }
 }
 
@@ -147,7 +147,7 @@ pub(super) fn assemble_estimate(
             other_bytes: stored(u64::from(r1 - r0), u64::from(op.cols)) + homes,
             interleaved_bytes: 0,
             resident: Resident::default(),
-            cycles: compute + exchange + 2 * target.sync_cycles,
+            cycles: compute + exchange + target.sync_estimate(2),
         };
         if busiest
             .as_ref()
@@ -165,7 +165,7 @@ pub(super) fn assemble_estimate(
         other_bytes: homes,
         interleaved_bytes: 0,
         resident: Resident::default(),
-        cycles: 2 * target.sync_cycles,
+        cycles: target.sync_estimate(2),
     })
 }
 
@@ -337,7 +337,7 @@ pub(super) fn grid_estimate(
         other_bytes: either,
         interleaved_bytes,
         resident,
-        cycles: compute + exchange + steps * target.sync_cycles,
+        cycles: compute + exchange + target.sync_estimate(steps),
     }
 }
 
@@ -452,7 +452,7 @@ pub(super) fn attention_estimate(
             + scores(d)
             + if second_interleaved { second } else { 0 },
         resident: Resident::default(),
-        cycles: compute + exchange + steps * target.sync_cycles,
+        cycles: compute + exchange + target.sync_estimate(steps),
     }
 }
 

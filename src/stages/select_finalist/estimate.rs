@@ -38,7 +38,7 @@ pub(super) fn estimate(
         };
         per_step.push(cycles);
     }
-    let sync = steps.len() as u64 * target.sync_cycles;
+    let sync = target.sync_estimate(steps.len() as u64);
     SelectedEstimate {
         cycles: compute + exchange + sync,
         compute_cycles: compute,
