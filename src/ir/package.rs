@@ -51,7 +51,7 @@ pub struct Package {
 
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 7;
+    const SCHEMA: u32 = 8;
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.

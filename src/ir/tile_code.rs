@@ -17,7 +17,7 @@ pub struct TileCode {
 
 impl crate::store::Artifact for TileCode {
     const KIND: &'static str = "tile_code";
-    const SCHEMA: u32 = 4;
+    const SCHEMA: u32 = 5;
 }
 
 impl TileCode {

@@ -89,13 +89,13 @@ fn scalar_rate(f: BinaryFn) -> Rate {
 
 impl Target {
     /// The estimate of one general vector vertex over `rows x cols` (the input's row length for a
-    /// reduction), its operands spread as `spreads` says (module docs).
+    /// reduction), its operands spread as `spreads` says, in order (module docs).
     pub fn vector_op_cycles(
         &self,
         function: VectorFn,
         rows: u32,
         cols: u32,
-        spreads: (Spread, Spread),
+        spreads: &[Spread],
     ) -> u64 {
         let workers = u64::from(self.workers.max(1));
         let (r, c) = (u64::from(rows), u64::from(cols));
@@ -121,7 +121,9 @@ impl Target {
     /// A binary function's codelet: a scalar broadcast, a broadcast of one value per row (add,
     /// subtract, multiply), or element-wise; a non-commuting function's left operand is never
     /// the broadcast one.
-    fn binary_cycles(&self, f: BinaryFn, (a, b): (Spread, Spread), r: u64, c: u64) -> u64 {
+    fn binary_cycles(&self, f: BinaryFn, spreads: &[Spread], r: u64, c: u64) -> u64 {
+        let at = |i: usize| spreads.get(i).copied().unwrap_or(Spread::Whole);
+        let (a, b) = (at(0), at(1));
         let workers = u64::from(self.workers.max(1));
         let broadcast = |s: Spread| {
             (b == s && a == Spread::Whole) || (f.commutes() && a == s && b == Spread::Whole)

@@ -314,9 +314,10 @@ fn unary(t: &Target, f: UnaryFn, n: u64) -> Codelet {
 /// for add, subtract and multiply a `BroadcastVectorOuter` vertex; everything else, a row spread over
 /// the rows included, a `BinaryOp1D` over the output's elements (poplibs' `BroadcastVectorInner`
 /// vertices for a row, whose estimates follow the slice's alignment paths, are not modelled).
-fn binary(t: &Target, f: BinaryFn, spreads: (Spread, Spread), rows: u64, cols: u64) -> Codelet {
+fn binary(t: &Target, f: BinaryFn, spreads: &[Spread], rows: u64, cols: u64) -> Codelet {
     let n = rows.saturating_mul(cols);
-    let (a, b) = spreads;
+    let at = |i: usize| spreads.get(i).copied().unwrap_or(Spread::Whole);
+    let (a, b) = (at(0), at(1));
     let other = |s: Spread| {
         if s == b { a } else { b }
     };
@@ -377,7 +378,7 @@ pub fn vector_op(target: &Target, v: &Vector<Placed>) -> u64 {
     let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
     match v.function {
         VectorFn::Unary(f) => unary(target, f, rows.saturating_mul(cols)).total(),
-        VectorFn::Binary(f) => binary(target, f, (v.a_spread, v.b_spread), rows, cols).total(),
+        VectorFn::Binary(f) => binary(target, f, &v.spreads(), rows, cols).total(),
         VectorFn::Reduce(ReduceFn::Sum | ReduceFn::Mean | ReduceFn::Max) => {
             continuous_reduce(target, v.rows, cols).total()
         }
@@ -394,12 +395,7 @@ mod tests {
         Target::preset("mk2-1500").unwrap()
     }
 
-    fn vertex(
-        function: VectorFn,
-        rows: u32,
-        cols: u32,
-        spreads: (Spread, Spread),
-    ) -> Vector<Placed> {
+    fn vertex(function: VectorFn, rows: u32, cols: u32, spreads: &[Spread]) -> Vector<Placed> {
         let p = Placed {
             address: 0,
             stride: 0,
@@ -407,10 +403,9 @@ mod tests {
         };
         Vector {
             function,
-            a: p,
-            a_spread: spreads.0,
-            b: matches!(function, VectorFn::Binary(_)).then_some(p),
-            b_spread: spreads.1,
+            operands: (spreads.iter().take(function.roles().len()))
+                .map(|&s| (p, s))
+                .collect(),
             out: p,
             rows,
             cols,
@@ -421,7 +416,7 @@ mod tests {
     #[test]
     fn poplibs_figures_by_hand() {
         let t = target();
-        let whole = (Spread::Whole, Spread::Whole);
+        let whole = &[Spread::Whole; 3];
         // UnaryOp1D EXPONENT over 96 halves: 16 a worker, 4 loops of 4 cycles; 6 * (33 + 16) + 9 + 11.
         let exp = vertex(VectorFn::Unary(UnaryFn::Exp), 4, 24, whole);
         assert_eq!(vector_op(&t, &exp), 6 * (33 + 16) + 9 + 11);
@@ -433,7 +428,7 @@ mod tests {
             VectorFn::Binary(BinaryFn::Mul),
             4,
             24,
-            (Spread::Whole, Spread::OneValue),
+            &[Spread::Whole, Spread::OneValue],
         );
         assert_eq!(vector_op(&t, &scalar), 6 * (20 + 8) + 11);
         // A scalar on the left of a subtraction is no broadcast codelet's: BinaryOp1D.
@@ -441,7 +436,7 @@ mod tests {
             VectorFn::Binary(BinaryFn::Sub),
             4,
             24,
-            (Spread::OneValue, Spread::Whole),
+            &[Spread::OneValue, Spread::Whole],
         );
         assert_eq!(vector_op(&t, &left), 6 * (26 + 12) + 11);
         // ContinuousReduce over 12 rows of 64: 2 a worker, 2 * (16 + 12) + 17 each.
@@ -455,10 +450,10 @@ mod tests {
     #[test]
     fn a_fused_softmax_costs_less_than_its_chain_and_more_than_its_reductions() {
         let t = target();
-        let whole = (Spread::Whole, Spread::Whole);
+        let whole = &[Spread::Whole; 3];
         let soft = vector_op(&t, &vertex(VectorFn::Softmax, 12, 64, whole));
         let max = vector_op(&t, &vertex(VectorFn::Reduce(ReduceFn::Max), 12, 64, whole));
-        let one_per_row = (Spread::Whole, Spread::OneColumn);
+        let one_per_row = &[Spread::Whole, Spread::OneColumn];
         let sub = vector_op(
             &t,
             &vertex(VectorFn::Binary(BinaryFn::Sub), 12, 64, one_per_row),
