@@ -1,5 +1,5 @@
 //! Element types, rectangles and the element-wise and row-wise functions of the general vector
-//! operations: the vocabulary of 2-D values that the IR, the ISA and the target share. It depends on
+//! operations (unary, binary with the comparisons, reductions): the vocabulary of 2-D values that the IR, the ISA and the target share. It depends on
 //! nothing in the crate.
 
 use serde::{Deserialize, Serialize};
@@ -106,6 +106,10 @@ pub enum UnaryFn {
     Relu,
     GeluErf,
     GeluTanh,
+    /// 1 where `x` is NaN, else 0.
+    IsNan,
+    /// 1 where `x` is an infinity of either sign, else 0.
+    IsInf,
     /// `x^exponent`.
     Pow {
         exponent: f32,
@@ -128,7 +132,7 @@ impl Eq for UnaryFn {}
 
 impl UnaryFn {
     /// Every function but `pow`, whose exponent is an attribute.
-    pub const PLAIN: [UnaryFn; 11] = [
+    pub const PLAIN: [UnaryFn; 13] = [
         UnaryFn::Neg,
         UnaryFn::Abs,
         UnaryFn::Sqrt,
@@ -140,6 +144,8 @@ impl UnaryFn {
         UnaryFn::Relu,
         UnaryFn::GeluErf,
         UnaryFn::GeluTanh,
+        UnaryFn::IsNan,
+        UnaryFn::IsInf,
     ];
 
     /// The name in dumps and graph specs: `gelu_erf`.
@@ -156,12 +162,15 @@ impl UnaryFn {
             UnaryFn::Relu => "relu",
             UnaryFn::GeluErf => "gelu_erf",
             UnaryFn::GeluTanh => "gelu_tanh",
+            UnaryFn::IsNan => "is_nan",
+            UnaryFn::IsInf => "is_inf",
             UnaryFn::Pow { .. } => "pow",
         }
     }
 }
 
-/// A function of two elements ([`crate::ir::OpKind::Binary`]).
+/// A function of two elements ([`crate::ir::OpKind::Binary`]). The comparisons give 1 where they
+/// hold and 0 where not (a NaN compares unequal to everything, itself included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BinaryFn {
@@ -172,10 +181,16 @@ pub enum BinaryFn {
     Pow,
     Max,
     Min,
+    Equal,
+    NotEqual,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
 }
 
 impl BinaryFn {
-    pub const ALL: [BinaryFn; 7] = [
+    pub const ALL: [BinaryFn; 13] = [
         BinaryFn::Add,
         BinaryFn::Sub,
         BinaryFn::Mul,
@@ -183,9 +198,15 @@ impl BinaryFn {
         BinaryFn::Pow,
         BinaryFn::Max,
         BinaryFn::Min,
+        BinaryFn::Equal,
+        BinaryFn::NotEqual,
+        BinaryFn::Less,
+        BinaryFn::LessEqual,
+        BinaryFn::Greater,
+        BinaryFn::GreaterEqual,
     ];
 
-    /// The name in dumps and graph specs: `sub`.
+    /// The name in dumps and graph specs: `sub`, `less_equal`.
     pub fn name(self) -> &'static str {
         match self {
             BinaryFn::Add => "add",
@@ -195,6 +216,12 @@ impl BinaryFn {
             BinaryFn::Pow => "pow",
             BinaryFn::Max => "max",
             BinaryFn::Min => "min",
+            BinaryFn::Equal => "equal",
+            BinaryFn::NotEqual => "not_equal",
+            BinaryFn::Less => "less",
+            BinaryFn::LessEqual => "less_equal",
+            BinaryFn::Greater => "greater",
+            BinaryFn::GreaterEqual => "greater_equal",
         }
     }
 
@@ -202,7 +229,25 @@ impl BinaryFn {
     pub fn commutes(self) -> bool {
         matches!(
             self,
-            BinaryFn::Add | BinaryFn::Mul | BinaryFn::Max | BinaryFn::Min
+            BinaryFn::Add
+                | BinaryFn::Mul
+                | BinaryFn::Max
+                | BinaryFn::Min
+                | BinaryFn::Equal
+                | BinaryFn::NotEqual
+        )
+    }
+
+    /// Whether it is a comparison, whose result is 1 or 0.
+    pub fn compares(self) -> bool {
+        matches!(
+            self,
+            BinaryFn::Equal
+                | BinaryFn::NotEqual
+                | BinaryFn::Less
+                | BinaryFn::LessEqual
+                | BinaryFn::Greater
+                | BinaryFn::GreaterEqual
         )
     }
 }

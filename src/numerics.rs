@@ -20,8 +20,8 @@ mod vector;
 pub use reference::{Reference, reference};
 pub use tolerance::tolerance;
 pub use vector::{
-    binary_f32, binary_f64, reduce_row_f32, reduce_row_f64, softmax_row_f32, softmax_row_f64,
-    unary_f32, unary_f64,
+    binary_f32, binary_f64, reduce_row_f32, reduce_row_f64, select, softmax_row_f32,
+    softmax_row_f64, unary_f32, unary_f64,
 };
 
 pub const GELU_SQRT_2_OVER_PI: f32 = 0.797_884_6;

@@ -1,5 +1,7 @@
 //! Calibration cases of the general vector vertex: every unary function, every binary function
-//! with each way an operand spreads, each reduction and the softmax, one vertex per tile in one
+//! (the comparisons included) with each way an operand spreads, the select in each of the codelets
+//! Poplar picks for it (`Select`, `BroadcastSelect`, `BroadcastSelectorSelect`), each reduction
+//! and the softmax, one vertex per tile in one
 //! package, the device's cycles (poplibs' estimators) beside the compiler's estimate
 //! (`Target::vector_op_cycles`).
 
@@ -34,8 +36,29 @@ fn cases() -> Vec<Case> {
         (BinaryFn::Mul, 23, 9, (Spread::Whole, Spread::OneColumn)),
         (BinaryFn::Div, 23, 96, (Spread::Whole, Spread::OneColumn)),
         (BinaryFn::Add, 23, 96, (Spread::Whole, Spread::OneRow)),
+        (BinaryFn::Less, 23, 96, (Spread::Whole, Spread::OneValue)),
+        (BinaryFn::Equal, 23, 96, (Spread::OneValue, Spread::Whole)),
+        (BinaryFn::Greater, 23, 96, (Spread::OneValue, Spread::Whole)),
+        (
+            BinaryFn::NotEqual,
+            23,
+            96,
+            (Spread::Whole, Spread::OneColumn),
+        ),
     ] {
         cases.push((VectorFn::Binary(f), rows, cols, vec![spreads.0, spreads.1]));
+    }
+    use Spread::{OneColumn, OneRow, OneValue, Whole};
+    for (rows, cols, spreads) in [
+        (23, 96, [Whole, Whole, Whole]),
+        (23, 9, [Whole, Whole, Whole]),
+        (23, 96, [OneColumn, OneRow, Whole]),
+        (23, 96, [Whole, OneValue, OneValue]),
+        (7, 33, [Whole, OneValue, OneValue]),
+        (23, 96, [OneValue, Whole, Whole]),
+        (7, 33, [OneValue, OneRow, Whole]),
+    ] {
+        cases.push((VectorFn::Select, rows, cols, spreads.to_vec()));
     }
     for f in ReduceFn::ALL {
         cases.push((VectorFn::Reduce(f), 23, 384, whole.clone()));

@@ -119,6 +119,15 @@ pub enum OpKind {
         b: ValueId,
         function: BinaryFn,
     },
+    /// `out = condition ≠ 0 ? x : y` element by element (ONNX `Where`): `x` or `y` as it is, in f16.
+    /// Each operand is `[rows, cols]` or broadcasts to the output as a binary operation's do; the
+    /// output is `[max rows, max cols]`. A boolean condition holds 1 or 0 (`DType::Bool`); any other
+    /// holds where it is not 0.
+    Select {
+        condition: ValueId,
+        x: ValueId,
+        y: ValueId,
+    },
     /// Per row, over the columns: `out[r, 0] = f(x[r, :])`; `out: [rows, 1]`. Accumulated in f32.
     Reduce { x: ValueId, function: ReduceFn },
     /// Per row: `out[r, :] = softmax(x[r, :])` (max subtracted, exp, sum, divide), in f32, rounded to
@@ -162,6 +171,7 @@ impl OpKind {
                 vec![*a, *b]
             }
             OpKind::Unary { x, .. } | OpKind::Reduce { x, .. } | OpKind::Softmax { x } => vec![*x],
+            OpKind::Select { condition, x, y } => vec![*condition, *x, *y],
             OpKind::AddBias { x, bias } => vec![*x, *bias],
             OpKind::GeluTanh { x } | OpKind::GeluErf { x } => vec![*x],
             OpKind::LayerNorm { x, gamma, beta, .. } => vec![*x, *gamma, *beta],
@@ -197,6 +207,7 @@ impl OpKind {
             OpKind::Attention { .. } => "attention",
             OpKind::Unary { .. } => "unary",
             OpKind::Binary { .. } => "binary",
+            OpKind::Select { .. } => "select",
             OpKind::Reduce { .. } => "reduce",
             OpKind::Softmax { .. } => "softmax",
             OpKind::Assemble { .. } => "assemble",

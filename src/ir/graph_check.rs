@@ -161,6 +161,22 @@ fn shapes(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
             ))
         }
     };
+    // Element-wise operands broadcast to `out`, `[max rows, max cols]`.
+    let broadcast = |operands: &[ValueId]| {
+        let rows = operands.iter().map(|&id| v(id).rows).max().unwrap_or(1);
+        let cols = operands.iter().map(|&id| v(id).cols).max().unwrap_or(1);
+        for &id in operands {
+            let (r, c) = dims(id);
+            if !(r == rows || r == 1) || !(c == cols || c == 1) {
+                return Err(format!(
+                    "`{}` is [{r}, {c}], which does not broadcast to [{rows}, {cols}] \
+                     (operands are [rows, cols], [1, cols], [rows, 1] or [1, 1])",
+                    v(id).name
+                ));
+            }
+        }
+        want(out, rows, cols)
+    };
     if !kind.on_host() {
         for id in kind.inputs().into_iter().chain([out]) {
             float(id)?;
@@ -187,20 +203,8 @@ fn shapes(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
         }
         OpKind::Unary { x, .. } | OpKind::Softmax { x } => want(out, v(x).rows, v(x).cols),
         OpKind::Reduce { x, .. } => want(out, v(x).rows, 1),
-        OpKind::Binary { a, b, .. } => {
-            let (rows, cols) = (v(a).rows.max(v(b).rows), v(a).cols.max(v(b).cols));
-            for id in [a, b] {
-                let (r, c) = dims(id);
-                if !(r == rows || r == 1) || !(c == cols || c == 1) {
-                    return Err(format!(
-                        "`{}` is [{r}, {c}], which does not broadcast to [{rows}, {cols}] \
-                         (operands are [rows, cols], [1, cols], [rows, 1] or [1, 1])",
-                        v(id).name
-                    ));
-                }
-            }
-            want(out, rows, cols)
-        }
+        OpKind::Binary { a, b, .. } => broadcast(&[a, b]),
+        OpKind::Select { condition, x, y } => broadcast(&[condition, x, y]),
         OpKind::Attention {
             q,
             k,

@@ -145,6 +145,9 @@ pub enum VectorFn {
     Reduce(ReduceFn),
     /// `out[r, :] = softmax(x[r, :])`.
     Softmax,
+    /// `out = condition ≠ 0 ? x : y` element by element, each operand spread over the output as it
+    /// says (ONNX `Where`, popops' `Select`).
+    Select,
 }
 
 impl VectorFn {
@@ -156,6 +159,7 @@ impl VectorFn {
             VectorFn::Binary(f) => format!("binary {}", f.name()),
             VectorFn::Reduce(f) => format!("reduce {}", f.name()),
             VectorFn::Softmax => "softmax".to_string(),
+            VectorFn::Select => "select".to_string(),
         }
     }
 
@@ -164,6 +168,7 @@ impl VectorFn {
         match self {
             VectorFn::Unary(_) | VectorFn::Reduce(_) | VectorFn::Softmax => &["x"],
             VectorFn::Binary(_) => &["a", "b"],
+            VectorFn::Select => &["condition", "x", "y"],
         }
     }
 

@@ -592,8 +592,8 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     Ok(operators)
 }
 
-/// The vector operator of one graph operation that no other operator covers: an element-wise,
-/// row-wise or softmax operation, or a bias add, GELU or add outside a matmul's epilogue.
+/// The vector operator of one graph operation that no other operator covers: an element-wise
+/// (select included), row-wise or softmax operation, or a bias add, GELU or add outside a matmul's epilogue.
 fn vector_operator(graph: &Graph, op: &Op, id: OpId) -> Result<VectorOp, LowerMidError> {
     let dims = |v: ValueId| (graph.value(v).rows, graph.value(v).cols);
     let out = dims(op.out);
@@ -602,6 +602,7 @@ fn vector_operator(graph: &Graph, op: &Op, id: OpId) -> Result<VectorOp, LowerMi
         OpKind::GeluTanh { x } => (VectorFn::Unary(crate::ir::UnaryFn::GeluTanh), vec![x]),
         OpKind::GeluErf { x } => (VectorFn::Unary(crate::ir::UnaryFn::GeluErf), vec![x]),
         OpKind::Binary { a, b, function } => (VectorFn::Binary(function), vec![a, b]),
+        OpKind::Select { condition, x, y } => (VectorFn::Select, vec![condition, x, y]),
         OpKind::Add { a, b } => (VectorFn::Binary(crate::ir::BinaryFn::Add), vec![a, b]),
         OpKind::AddBias { x, bias } => (VectorFn::Binary(crate::ir::BinaryFn::Add), vec![x, bias]),
         OpKind::Reduce { x, function } => (VectorFn::Reduce(function), vec![x]),

@@ -1,6 +1,7 @@
 //! The compiler's estimate of a general vector vertex (`isa::Vector`): per codelet Poplar would run
 //! for the work, a launch, a fixed cost per worker and a rate per loop over each worker's share of
-//! the elements (or rows), in closed form; `device::timing` times the same vertex from poplibs'
+//! the elements (or rows), in closed form (a select's workers each run a vertex of their own, so it
+//! has no launch); `device::timing` times the same vertex from poplibs'
 //! estimators and `calibrate` holds the two within ±5 %.
 
 use super::Target;
@@ -52,6 +53,8 @@ fn unary_rate(f: UnaryFn) -> Rate {
         UnaryFn::Tanh => rate(9, 20 + 7 + 2, 2, 4),
         UnaryFn::GeluTanh => rate(9, 20 + 7 + 2 * 5, 5, 4),
         UnaryFn::GeluErf => rate(9, 20 + 7 + 2 * 15, 15, 4),
+        UnaryFn::IsNan => rate(20, 17, 7, 4),
+        UnaryFn::IsInf => rate(20, 17, 9, 4),
         UnaryFn::Pow { exponent } => match exponent {
             0.5 => unary_rate(UnaryFn::Sqrt),
             -0.5 => rate(20, 17, 19, 4),
@@ -74,6 +77,12 @@ fn elementwise_rate(f: BinaryFn) -> Rate {
         BinaryFn::Div => rate(11, 26, 21, 4),
         BinaryFn::Max | BinaryFn::Min => rate(11, 26, 4, 4),
         BinaryFn::Pow => rate(11, 26, 325, 1),
+        BinaryFn::NotEqual => rate(11, 26, 11, 4),
+        BinaryFn::Equal
+        | BinaryFn::Less
+        | BinaryFn::LessEqual
+        | BinaryFn::Greater
+        | BinaryFn::GreaterEqual => rate(11, 26, 9, 4),
     }
 }
 
@@ -84,6 +93,29 @@ fn scalar_rate(f: BinaryFn) -> Rate {
         BinaryFn::Div => rate(11, 20, 8, 2),
         BinaryFn::Max | BinaryFn::Min => rate(11, 20, 3, 4),
         BinaryFn::Pow => POWER,
+        BinaryFn::NotEqual => rate(11, 20, 10, 4),
+        BinaryFn::Equal
+        | BinaryFn::Less
+        | BinaryFn::LessEqual
+        | BinaryFn::Greater
+        | BinaryFn::GreaterEqual => rate(11, 20, 8, 4),
+    }
+}
+
+/// A select of `n` elements, by its operands' spreads (condition, x, y): `x` and `y` one value each
+/// (the condition not) broadcast into the output, 40 a worker and 4 cycles an element; the
+/// condition one value, a copy of the chosen operand, 47 a worker (10 more when `n` is odd, as
+/// some worker then copies an odd count) and a cycle per two elements; otherwise 11 a worker and 5
+/// cycles an element. No launch: each worker runs a vertex of its own.
+fn select_rate(spreads: &[Spread], n: u64) -> Rate {
+    let at = |i: usize| spreads.get(i).copied().unwrap_or(Spread::Whole);
+    let (condition, x, y) = (at(0), at(1), at(2));
+    if x == Spread::OneValue && y == Spread::OneValue && condition != Spread::OneValue {
+        rate(0, 40, 4, 1)
+    } else if condition == Spread::OneValue {
+        rate(0, 47 + 10 * (n % 2), 1, 2)
+    } else {
+        rate(0, 11, 5, 1)
     }
 }
 
@@ -104,6 +136,11 @@ impl Target {
         match function {
             VectorFn::Unary(f) => unary_rate(f).cycles(workers, share),
             VectorFn::Binary(f) => self.binary_cycles(f, spreads, r, c),
+            VectorFn::Select => {
+                // Each worker's share in whole vectors.
+                let lanes = self.vector_f16_lanes.max(1);
+                select_rate(spreads, n).cycles(workers, share.next_multiple_of(lanes).min(n))
+            }
             VectorFn::Reduce(_) => self.row_reduction(rows, cols) + workers * 17,
             VectorFn::Softmax => {
                 // Max and sum reductions, the max subtracted and the sum's reciprocal multiplied

@@ -16,10 +16,11 @@
 //! An op's `inputs` follow [`OpKind::inputs`] (an embedding's `(table, indices)` pairs in turn, an
 //! attention's `q, k, v` then its mask); its attributes are `batch`, `heads`, `causal`, `scale`
 //! (attention), `epsilon` (layer_norm), `fill` (mask_bias), `min_count` (mean_pool), `function`
-//! (unary: neg, abs, sqrt, reciprocal, exp, erf, tanh, sigmoid, relu, gelu_erf, gelu_tanh or pow;
-//! binary: add, sub, mul, div, pow, max or min; reduce: sum, mean or max) and `exponent` (unary
-//! pow only): `name = "cube"; kind = "unary"; function = "pow"; exponent = 3.0; inputs = ["x"];
-//! output = "y"`. `softmax` takes no attribute. `assemble` (data movement, `OpKind::Assemble`) takes
+//! (unary: neg, abs, sqrt, reciprocal, exp, erf, tanh, sigmoid, relu, gelu_erf, gelu_tanh, is_nan,
+//! is_inf or pow; binary: add, sub, mul, div, pow, max, min, equal, not_equal, less, less_equal,
+//! greater or greater_equal; reduce: sum, mean or max) and `exponent` (unary pow only): `name =
+//! "cube"; kind = "unary"; function = "pow"; exponent = 3.0; inputs = ["x"]; output = "y"`.
+//! `softmax` and `select` (`inputs = ["condition", "x", "y"]`) take no attribute. `assemble` (data movement, `OpKind::Assemble`) takes
 //! `pieces`, each an inline table naming one of its `inputs` (the distinct `x`s in first-use order):
 //! `pieces = [{ x = "x", shape = [2, 8, 6], from = { offset = 0, strides = [48, 1, 8] }, to = {
 //! offset = 0, strides = [48, 6, 1] } }]`.
@@ -148,7 +149,7 @@ mod short_float {
 }
 
 /// The kinds, their names as [`OpKind::name`] gives them.
-const KINDS: [&str; 15] = [
+const KINDS: [&str; 16] = [
     "matmul",
     "add_bias",
     "gelu_tanh",
@@ -161,6 +162,7 @@ const KINDS: [&str; 15] = [
     "mean_pool",
     "unary",
     "binary",
+    "select",
     "reduce",
     "softmax",
     "assemble",
@@ -617,6 +619,11 @@ fn op_kind(e: &OpEntry, i: &[ValueId], pieces: Vec<Piece>) -> Result<OpKind, Str
                 function: one_of(name, &ReduceFn::ALL, |f| f.name())?,
             }
         }
+        "select" => arity(3).map(|_| OpKind::Select {
+            condition: i[0],
+            x: i[1],
+            y: i[2],
+        })?,
         "softmax" => arity(1).map(|_| OpKind::Softmax { x: i[0] })?,
         "assemble" => {
             given("pieces", e.pieces.as_ref())?;

@@ -1,7 +1,7 @@
 //! The semantics of the general vector vertex (`isa::Vector`): its operands loaded as f16, each
 //! spread over the `rows x cols` output as its `Spread` says, the function computed in f32
 //! ([`crate::numerics::unary_f32`] and siblings; a reduction and a softmax row by row in column
-//! order), each result rounded once to f16 and stored (transposed when asked). A function takes as
+//! order; a select moves `x`'s or `y`'s f16 as it is), each result rounded once to f16 and stored (transposed when asked). A function takes as
 //! many operands as `VectorFn::roles` names; only a function of several operands may spread them.
 //! Timed by `timing::vector_op`.
 
@@ -10,7 +10,7 @@ use super::super::timing;
 use super::{expect, stored_form};
 use crate::ir::DType;
 use crate::isa::{Placed, Spread, Vector, VectorFn};
-use crate::numerics::{binary_f32, reduce_row_f32, round_to, softmax_row_f32, unary_f32};
+use crate::numerics::{binary_f32, reduce_row_f32, round_to, select, softmax_row_f32, unary_f32};
 use crate::target::Target;
 
 /// Executes a vector vertex; returns its cycles.
@@ -60,6 +60,9 @@ pub(super) fn vector(
         VectorFn::Unary(f) => x.iter().map(|&x| half(unary_f32(f, x))).collect(),
         VectorFn::Binary(f) => (0..r * c)
             .map(|i| half(binary_f32(f, at(0, i), at(1, i))))
+            .collect(),
+        VectorFn::Select => (0..r * c)
+            .map(|i| select(at(0, i), at(1, i), at(2, i)))
             .collect(),
         VectorFn::Reduce(f) => x
             .chunks(c.max(1))

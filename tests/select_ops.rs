@@ -1,0 +1,229 @@
+//! Select and the comparisons end to end: a graph-spec workload using every comparison, `is_nan`
+//! and `is_inf`, and a select in each of the codelets Poplar picks for it (every operand whole or
+//! spread as a row, a column or a value; both values single; the condition single), built and run
+//! on the device with its numerical check passing; a corrupted output, and a reference computed
+//! with a comparison turned round or a select's values swapped, failing it; the graph checks and
+//! the graph spec refusing a select of the wrong arity or shape, naming the op.
+
+mod common;
+use common::{Sandbox, assert_pass};
+use ipu_codegen::device::{Device, host_data};
+use ipu_codegen::ids::ValueId;
+use ipu_codegen::ir::{BinaryFn, Graph, OpKind, Package, UnaryFn, ValueRole, read_ipuexe};
+use ipu_codegen::numerics::{self, Reference};
+use ipu_codegen::progress::Silent;
+use ipu_codegen::workload::{GraphSpec, graph_spec};
+use std::collections::BTreeMap;
+
+const WORKLOAD: &str = include_str!("workloads/select-ops.toml");
+
+/// A sandbox holding the workload and its weights (deterministic values).
+fn sandbox() -> (Sandbox, GraphSpec) {
+    common::graph_workload(WORKLOAD, "select-ops")
+}
+
+/// The package built in a sandbox, the seeded host data, and the device's outputs.
+fn device_outputs() -> (Package, Vec<Vec<f32>>, BTreeMap<ValueId, Vec<f32>>) {
+    let (sb, spec) = sandbox();
+    sb.run(&["build", "select-ops.toml"]).assert_ok();
+    let bytes = std::fs::read(sb.stages().join(spec.id()).join("model.ipuexe")).unwrap();
+    let (_, package) = read_ipuexe(&bytes).unwrap();
+    let host = host_data(&package.graph, 5);
+    let mut device = Device::load(&package).unwrap();
+    device.initialize(&package, &host).unwrap();
+    let (_, outputs) = device.run(&package, &host, &Silent).unwrap();
+    (package, host, outputs)
+}
+
+fn outputs(graph: &Graph) -> Vec<(ValueId, String)> {
+    (graph.values.iter())
+        .filter(|v| v.role == ValueRole::Output)
+        .map(|v| (v.id, v.name.clone()))
+        .collect()
+}
+
+/// Whether every output of the device passes the check against `reference`.
+fn all_pass(graph: &Graph, reference: &Reference, out: &BTreeMap<ValueId, Vec<f32>>) -> bool {
+    outputs(graph)
+        .iter()
+        .all(|(id, _)| numerics::check(&out[id], reference, *id).pass)
+}
+
+#[test]
+fn the_workload_uses_every_comparison_and_each_select_codelet() {
+    let spec = GraphSpec::parse(WORKLOAD, "select-ops.toml").unwrap();
+    let g = &spec.graph;
+    let functions: Vec<String> = (g.ops.iter())
+        .filter_map(|op| match &op.kind {
+            OpKind::Binary { function, .. } => Some(function.name().to_string()),
+            OpKind::Unary { function, .. } => Some(function.name().to_string()),
+            _ => None,
+        })
+        .collect();
+    for f in BinaryFn::ALL.into_iter().filter(|f| f.compares()) {
+        assert!(functions.iter().any(|n| n == f.name()), "{f:?}");
+    }
+    for f in [UnaryFn::IsNan, UnaryFn::IsInf] {
+        assert!(functions.iter().any(|n| n == f.name()), "{f:?}");
+    }
+    // Each select's operands as (rows, cols): every operand whole or spread, both values single,
+    // the condition single.
+    let shapes: Vec<Vec<(u32, u32)>> = (g.ops.iter())
+        .filter(|op| matches!(op.kind, OpKind::Select { .. }))
+        .map(|op| {
+            (op.kind.inputs().iter())
+                .map(|&v| (g.value(v).rows, g.value(v).cols))
+                .collect()
+        })
+        .collect();
+    for want in [
+        vec![(24, 40), (24, 40), (1, 40)],
+        vec![(24, 40), (1, 1), (1, 1)],
+        vec![(1, 1), (24, 40), (24, 40)],
+        vec![(24, 1), (1, 40), (24, 40)],
+    ] {
+        assert!(shapes.contains(&want), "{want:?} in {shapes:?}");
+    }
+    let text = graph_spec::to_toml(g, "select-ops.safetensors");
+    assert_eq!(
+        GraphSpec::parse(&text, "select-ops.toml").unwrap().graph,
+        *g
+    );
+}
+
+#[test]
+fn selects_and_comparisons_run_on_the_device_and_pass_their_check() {
+    let (sb, _) = sandbox();
+    let out = assert_pass(&sb, &["run", "select-ops.toml"]);
+    assert!(out.contains("workload=select-ops"), "{out}");
+    let r = sb.run(&["plans", "select-ops.toml"]);
+    r.assert_ok();
+    for line in ["vector select 24x40", "vector binary greater 24x40"] {
+        assert!(r.stdout.contains(line), "{line}: {}", r.stdout);
+    }
+}
+
+#[test]
+fn a_corrupted_output_fails_the_check() {
+    let (package, host, mut out) = device_outputs();
+    let reference = numerics::reference(&package.graph, &host, &Silent);
+    assert!(all_pass(&package.graph, &reference, &out));
+    for (id, name) in outputs(&package.graph) {
+        let output = out.get_mut(&id).unwrap();
+        let check = numerics::check(output, &reference, id);
+        let i = output.len() / 3;
+        let kept = output[i];
+        output[i] = half::f16::from_f64(f64::from(kept) + 1.5 * check.tolerance + 0.01).to_f32();
+        assert!(!numerics::check(output, &reference, id).pass, "{name}");
+        output[i] = kept;
+    }
+}
+
+/// The graph with one op's kind changed by `f`.
+fn mutated(graph: &Graph, op: &str, f: impl Fn(&OpKind) -> OpKind) -> Graph {
+    let mut g = graph.clone();
+    let op = g.ops.iter_mut().find(|o| o.name == op).unwrap();
+    op.kind = f(&op.kind);
+    g
+}
+
+#[test]
+fn a_comparison_turned_round_or_a_select_mirrored_fails_the_check() {
+    let (package, host, out) = device_outputs();
+    let graph = &package.graph;
+    let turned = |to: BinaryFn| {
+        move |k: &OpKind| match *k {
+            OpKind::Binary { a, b, .. } => OpKind::Binary { a, b, function: to },
+            _ => panic!("{k:?}"),
+        }
+    };
+    let mirrored = |k: &OpKind| match *k {
+        OpKind::Select { condition, x, y } => OpKind::Select {
+            condition,
+            x: y,
+            y: x,
+        },
+        _ => panic!("{k:?}"),
+    };
+    let cases = [
+        mutated(graph, "greater_row", turned(BinaryFn::Less)),
+        mutated(graph, "less_left_value", turned(BinaryFn::Greater)),
+        mutated(graph, "less_equal_value", turned(BinaryFn::Greater)),
+        mutated(graph, "greater_equal_column", turned(BinaryFn::Less)),
+        mutated(graph, "equal", turned(BinaryFn::NotEqual)),
+        mutated(graph, "not_equal", turned(BinaryFn::Equal)),
+        mutated(graph, "select_whole", mirrored),
+        mutated(graph, "select_values", mirrored),
+        mutated(graph, "select_by_column", mirrored),
+    ];
+    for (k, g) in cases.iter().enumerate() {
+        let reference = numerics::reference(g, &host, &Silent);
+        assert!(!all_pass(g, &reference, &out), "mutation {k} passes");
+    }
+}
+
+/// The spec with `from` replaced by `to` (which must occur).
+fn damaged(from: &str, to: &str) -> String {
+    assert!(WORKLOAD.contains(from), "{from}");
+    WORKLOAD.replacen(from, to, 1)
+}
+
+#[test]
+fn a_select_of_the_wrong_arity_or_shape_is_refused_naming_the_op() {
+    let cases = [
+        (
+            damaged(
+                "inputs = [\"gt\", \"x\", \"t\"]",
+                "inputs = [\"gt\", \"x\"]",
+            ),
+            "op `select_whole` (select): takes 3 inputs, got 2",
+        ),
+        (
+            damaged(
+                "kind = \"select\"\ninputs = [\"le\", \"s\", \"x\"]\noutput = \"s2\"",
+                "kind = \"select\"\ninputs = [\"le\", \"s\", \"x\"]\noutput = \"s2\"\nfunction = \"min\"",
+            ),
+            "op `select_value_x` (select): attribute function does not apply to select",
+        ),
+        (
+            damaged(
+                "name = \"rc\"\ndtype = \"f16\"\nrole = \"intermediate\"\nrows = 24\ncols = 1",
+                "name = \"rc\"\ndtype = \"f16\"\nrole = \"intermediate\"\nrows = 24\ncols = 2",
+            ),
+            "op `column_condition` (binary): `rc` is [24, 2], expected [24, 1]",
+        ),
+        (
+            damaged("function = \"greater\"", "function = \"greater_than\""),
+            "op `greater_row` (binary): unknown function \"greater_than\"",
+        ),
+    ];
+    for (text, said) in cases {
+        let error = GraphSpec::parse(&text, "select-ops.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(said), "{said}: {error}");
+        assert!(error.contains("select-ops.toml"), "{error}");
+    }
+    // A condition of [2, 1] broadcasts neither as every row nor as one.
+    let mut spec = GraphSpec::parse(WORKLOAD, "select-ops.toml").unwrap();
+    let g = &mut spec.graph;
+    let rc = g.values.iter().position(|v| v.name == "rc").unwrap();
+    g.values[rc].rows = 2;
+    let at = g
+        .ops
+        .iter()
+        .position(|o| o.name == "column_condition")
+        .unwrap();
+    g.ops.remove(at);
+    for (i, op) in g.ops.iter_mut().enumerate() {
+        op.id = ipu_codegen::ids::OpId::from_index(i);
+    }
+    g.values[rc].role = ValueRole::Input;
+    let error = g.check().unwrap_err();
+    assert!(
+        error.contains(
+            "op `select_by_column` (select): `rc` is [2, 1], which does not broadcast to [24, 40]"
+        ),
+        "{error}"
+    );
+}
