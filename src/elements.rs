@@ -12,15 +12,30 @@ pub enum DType {
     F32,
     /// Integers (token ids, masks): host values only, never on the device.
     I64,
+    /// Booleans (ONNX `bool`: a boolean graph input, a comparison's result), held as f16 0.0 and
+    /// 1.0 wherever the device holds them, so every device operation takes them as f16; only what
+    /// the user binds and reads differs: `.npy` files of `|b1`.
+    Bool,
 }
 
 impl DType {
+    /// Bytes per element as the device holds it.
     pub fn bytes(self) -> u32 {
         match self {
-            DType::F16 => 2,
+            DType::F16 | DType::Bool => 2,
             DType::F32 => 4,
             DType::I64 => 8,
         }
+    }
+
+    /// Whether the device holds it as f16: f16 itself and booleans.
+    pub fn held_as_f16(self) -> bool {
+        matches!(self, DType::F16 | DType::Bool)
+    }
+
+    /// Whether the AMP may accumulate in it: f16 or f32.
+    pub fn is_partials(self) -> bool {
+        matches!(self, DType::F16 | DType::F32)
     }
 }
 
@@ -30,6 +45,7 @@ impl fmt::Display for DType {
             DType::F16 => "f16",
             DType::F32 => "f32",
             DType::I64 => "i64",
+            DType::Bool => "bool",
         })
     }
 }

@@ -172,7 +172,7 @@ impl EpilogueCost {
 /// scores are subtracted at f32 width and take a cast to f16 for the exp.
 pub fn softmax_probability_ops(scores: DType) -> u64 {
     match scores {
-        DType::F16 => 2,
+        DType::F16 | DType::Bool => 2,
         DType::F32 | DType::I64 => 3,
     }
 }
@@ -272,7 +272,7 @@ impl Target {
     /// Passes over the rows per weight block: the block's output channels over the AMP's units.
     pub fn amp_passes(&self, partials: DType) -> u32 {
         let units = match partials {
-            DType::F16 => self.amp_units_f16_partials,
+            DType::F16 | DType::Bool => self.amp_units_f16_partials,
             DType::F32 | DType::I64 => self.amp_units_f32_partials,
         };
         self.amp_block_width.div_ceil(units.max(1))
@@ -308,7 +308,7 @@ impl Target {
         let bundles = |worker_rows: u64| {
             let elements = worker_rows * u64::from(cols);
             let lanes = match work.dtype {
-                DType::F16 => self.vector_f16_lanes,
+                DType::F16 | DType::Bool => self.vector_f16_lanes,
                 DType::F32 | DType::I64 => self.vector_f32_lanes,
             };
             let compute = (elements * work.ops).div_ceil(lanes)

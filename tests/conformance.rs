@@ -63,6 +63,7 @@ fn values(t: &Tensor) -> Vec<f64> {
         Elements::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
         Elements::I64(v) => v.iter().map(|&x| x as f64).collect(),
         Elements::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+        Elements::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
     }
 }
 

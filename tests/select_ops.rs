@@ -227,3 +227,106 @@ fn a_select_of_the_wrong_arity_or_shape_is_refused_naming_the_op() {
         "{error}"
     );
 }
+
+#[test]
+fn a_boolean_input_binds_from_a_bool_npy_and_a_boolean_output_is_written_as_one() {
+    use ipu_codegen::tensors::{Elements, Tensor, npy};
+    let (sb, spec) = sandbox();
+    let g = &spec.graph;
+    let m = g.values.iter().find(|v| v.name == "m").unwrap();
+    assert_eq!(m.dtype, ipu_codegen::ir::DType::Bool);
+    // The seed draws ones and zeros for it.
+    let seeded = &host_data(g, 5)[m.id.index()];
+    assert!(seeded.iter().all(|&b| b == 0.0 || b == 1.0));
+    assert!(seeded.contains(&0.0) && seeded.contains(&1.0));
+
+    // x as f32 from a pattern; m true on the even columns.
+    let x: Vec<f32> = (0..960)
+        .map(|i| ((i * 29 % 97) as f32 - 48.0) / 50.0)
+        .collect();
+    let write = |name: &str, elements: Elements| {
+        let path = sb.path(&format!("{name}.npy"));
+        let t = Tensor {
+            shape: vec![24, 40],
+            elements,
+        };
+        std::fs::write(&path, npy::write(&t)).unwrap();
+        format!("{name}={}", path.display())
+    };
+    let x_arg = write("x", Elements::F32(x.clone()));
+    let m_arg = write("m", Elements::Bool((0..960).map(|i| i % 2 == 0).collect()));
+    let out_dir = sb.path("out");
+    let out = assert_pass(
+        &sb,
+        &[
+            "run",
+            "select-ops.toml",
+            "--input",
+            &x_arg,
+            "--input",
+            &m_arg,
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("numericalTest=PASS"), "{out}");
+    // `gt = x > t`, t the row graph_workload writes, as a bool array.
+    let gt = npy::read(&std::fs::read(out_dir.join("gt.npy")).unwrap()).unwrap();
+    assert_eq!(gt.shape, vec![24, 40]);
+    let Elements::Bool(gt) = gt.elements else {
+        panic!(
+            "a boolean output is written as |b1: {:?}",
+            gt.elements.type_name()
+        )
+    };
+    let t = |c: usize| ((c * 37 % 101) as f32 - 50.0) / 64.0;
+    for (i, &got) in gt.iter().enumerate() {
+        let xi = half::f16::from_f32(x[i]).to_f32();
+        let ti = half::f16::from_f32(t(i % 40)).to_f32();
+        assert_eq!(got, xi > ti, "element {i}: {xi} > {ti}");
+    }
+    assert!(gt.contains(&true) && gt.contains(&false));
+
+    // The same input as floats is refused, naming the tensor, the file and the type it takes.
+    let floats = write("m_floats", Elements::F32(vec![1.0; 960]));
+    let r = sb.run(&[
+        "run",
+        "select-ops.toml",
+        "--input",
+        &x_arg,
+        "--input",
+        &floats.replacen("m_floats=", "m=", 1),
+    ]);
+    r.assert_clean_failure();
+    for said in [
+        "\"m\"",
+        "m_floats.npy",
+        "holds f32",
+        "[24, 40] bool",
+        "bool data",
+    ] {
+        assert!(r.stderr.contains(said), "{said}: {}", r.stderr);
+    }
+}
+
+#[test]
+fn a_boolean_weight_or_boolean_partials_are_refused() {
+    let weight = damaged(
+        "name = \"s\"\ndtype = \"f16\"\nrole = \"weight\"",
+        "name = \"s\"\ndtype = \"bool\"\nrole = \"weight\"",
+    );
+    let error = GraphSpec::parse(&weight, "select-ops.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(
+            "value `s`: a weight is f16, f32 or i64; a boolean constant is an f16 weight"
+        ),
+        "{error}"
+    );
+    let partials = damaged("partials = \"f32\"", "partials = \"bool\"");
+    let error = GraphSpec::parse(&partials, "select-ops.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("partials must be f16 or f32"), "{error}");
+}

@@ -13,7 +13,7 @@
 
 use super::{Device, Fault, fault};
 use crate::ids::ValueId;
-use crate::ir::{DType, Graph, OpKind, Package, Value, ValueRole};
+use crate::ir::{Graph, OpKind, Package, Value, ValueRole};
 use crate::isa::HostTransfer;
 use crate::numerics;
 use half::f16;
@@ -105,14 +105,14 @@ impl Device {
         for t in transfers {
             let (tile, v) = self.transfer(t, graph, 0, "host write")?;
             let data = host.get(t.value.index()).map_or(&[][..], Vec::as_slice);
-            if v.dtype != DType::F16 || data.len() as u64 != v.elements() {
+            if !v.dtype.held_as_f16() || data.len() as u64 != v.elements() {
                 return Err(fault(
                     tile,
                     0,
                     0,
                     format!(
                         "host write of {} ({}, {} elements): the host holds {} elements for it, \
-                         and streams f16 values only",
+                         and streams f16 values (and booleans as f16) only",
                         v.name,
                         v.dtype,
                         v.elements(),
@@ -154,13 +154,13 @@ impl Device {
         let step = self.supersteps();
         for t in &package.host.run_outputs {
             let (tile, v) = self.transfer(t, graph, step, "host read")?;
-            if v.dtype != DType::F16 {
+            if !v.dtype.held_as_f16() {
                 return Err(fault(
                     tile,
                     step,
                     0,
                     format!(
-                        "host read of {} ({}): streams f16 values only",
+                        "host read of {} ({}): streams f16 values (and booleans as f16) only",
                         v.name, v.dtype
                     ),
                 ));

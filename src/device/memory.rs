@@ -232,7 +232,7 @@ impl TileMemory {
         for at in m.rows() {
             let row = self.read(at, row_bytes, what)?;
             match m.dtype {
-                DType::F16 => out.extend(
+                DType::F16 | DType::Bool => out.extend(
                     row.chunks_exact(2)
                         .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
                 ),
@@ -262,7 +262,7 @@ impl TileMemory {
                 ));
             };
             match m.dtype {
-                DType::F16 => vals
+                DType::F16 | DType::Bool => vals
                     .iter()
                     .for_each(|v| row.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
                 DType::F32 => vals

@@ -25,6 +25,12 @@ impl Graph {
                     v.rows, v.cols
                 ));
             }
+            if v.dtype == DType::Bool && v.role == ValueRole::Weight {
+                return Err(format!(
+                    "{what}: a weight is f16, f32 or i64; a boolean constant is an f16 weight of 1 \
+                     and 0"
+                ));
+            }
             let product = v
                 .shape
                 .iter()
@@ -36,7 +42,7 @@ impl Graph {
                 ));
             }
         }
-        if self.partials == DType::I64 {
+        if !self.partials.is_partials() {
             return Err("partials must be f16 or f32".to_string());
         }
         let mut produced = vec![false; self.values.len()];

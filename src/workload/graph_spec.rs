@@ -365,7 +365,7 @@ impl GraphSpec {
         }
         self.seed = o.seed.unwrap_or(self.seed);
         if let Some(p) = o.partials {
-            if p == DType::I64 {
+            if !p.is_partials() {
                 return Err(WorkloadError::DType {
                     id: self.id(),
                     dtype: p,
@@ -405,7 +405,7 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
             file.weights
         ));
     }
-    if file.partials == DType::I64 {
+    if !file.partials.is_partials() {
         return Err("partials must be f16 or f32".to_string());
     }
     let mut by_name = BTreeMap::new();
