@@ -239,10 +239,11 @@ impl OpGraph {
             let code = tensor_type.map_or(0, |t| t.elem_type);
             let elem = match code {
                 data_type::INT64 | data_type::INT32 => Elem::Int,
+                data_type::BOOL => Elem::Bool,
                 c if tensor::is_float_type(c) => Elem::Float,
                 c => {
                     return Err(OnnxError::Model(format!(
-                        "graph input `{}` has element type {}; int64, int32 and float inputs are supported",
+                        "graph input `{}` has element type {}; int64, int32, float and bool inputs are supported",
                         input.name,
                         tensor::element_name(c)
                     )));

@@ -398,6 +398,11 @@ impl Ctx {
                 self.op(name, OpKind::Embed { lookups: pairs }, out);
                 Ok((out, shape.clone()))
             }
+            Sym::Host { id, .. } => Err(format!(
+                "`{}` is an integer graph input, which the device never holds (it computes floats \
+                 and booleans): integers reach it only as an embedding's ids or an attention mask",
+                self.values[id.index()].name
+            )),
             other => Err(format!("{} cannot be used as a tensor here", other.what())),
         }
     }
@@ -426,6 +431,11 @@ impl Ctx {
                     || (op == "And" && matches!(ins.get(1), Some(Some(Sym::Host { .. })))) =>
             {
                 self.host_view(node, ins)
+            }
+            "Not" | "And" | "Or" | "Xor" | "Where" | "Cast" | "IsNaN" | "IsInf" => self.logic(node, ins),
+            op if comparison_fn(op).is_some() => {
+                let f = comparison_fn(op).expect("matched");
+                self.binary(name, tensor, input(0)?, input(1)?, f)
             }
             "Gather" if matches!(input(0), Ok(Sym::Const(..))) => match (input(0)?, input(1)?) {
                 (Sym::Const(n, t), idx) if t.is_float() && t.shape.len() == 2 && attrs.i("axis").unwrap_or(0) == 0 => {
@@ -646,6 +656,18 @@ fn binary_fn(op: &str) -> Option<BinaryFn> {
         "Pow" => BinaryFn::Pow,
         "Max" => BinaryFn::Max,
         "Min" => BinaryFn::Min,
+        _ => return None,
+    })
+}
+
+/// The comparison of an ONNX comparison operator (its result boolean: [`super::logic`]).
+fn comparison_fn(op: &str) -> Option<BinaryFn> {
+    Some(match op {
+        "Equal" => BinaryFn::Equal,
+        "Less" => BinaryFn::Less,
+        "LessOrEqual" => BinaryFn::LessEqual,
+        "Greater" => BinaryFn::Greater,
+        "GreaterOrEqual" => BinaryFn::GreaterEqual,
         _ => return None,
     })
 }
