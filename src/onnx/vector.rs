@@ -81,18 +81,14 @@ impl Ctx {
     fn operand(&mut self, s: &Sym, out: &[usize]) -> Result<ValueId, String> {
         match s {
             Sym::Const(n, t) => {
-                let t = if view(&t.shape, out).is_some() {
-                    t.as_ref().clone()
+                // A constant keeps its name unless it is expanded to the output's shape.
+                let (t, name) = if view(&t.shape, out).is_some() {
+                    (t.as_ref().clone(), n.clone())
                 } else {
-                    t.expand(out)?
+                    (t.expand(out)?, format!("{n}/expanded"))
                 };
                 let (r, c) = view(&t.shape, out)
                     .ok_or_else(|| format!("constant `{n}` does not broadcast to {out:?}"))?;
-                let name = if t.shape == self.const_shape(n) {
-                    n.clone()
-                } else {
-                    format!("{n}/expanded")
-                };
                 let t = Tensor {
                     shape: vec![r, c],
                     data: tensor::Data::F32(t.floats()),
@@ -117,20 +113,6 @@ impl Ctx {
                 Ok(id)
             }
         }
-    }
-
-    /// The shape a constant was given (its own, before any expansion).
-    fn const_shape(&self, name: &str) -> Vec<usize> {
-        self.weight_ids
-            .get(name)
-            .map(|id| {
-                self.values[id.index()]
-                    .shape
-                    .iter()
-                    .map(|&d| d as usize)
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     /// `out = f(a, b)` with ONNX broadcasting; a comparison's result is boolean.
