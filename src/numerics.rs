@@ -1,7 +1,8 @@
 //! Arithmetic shared by the device and the host: f16 rounding, the AMP's block accumulation, the epilogue,
 //! the online softmax, how a vertex's rows are dealt to the workers (which fixes the order sums are
-//! formed in), the seeded generator of inputs and weights, the float64 host reference and the
-//! numerical check.
+//! formed in), the seeded generator of inputs and weights (booleans 1 or 0), the float64 host
+//! reference and the numerical check. A boolean is rounded, and its unit roundoff taken, as the f16
+//! the device holds it as.
 //!
 //! The AMP sums the products of each 16-deep block in f32 (products of f16 values are exact in f32), in
 //! order, then adds the block sum to the partial and rounds the partial to the partials type. The epilogue

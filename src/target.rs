@@ -8,6 +8,8 @@
 //! pairs, transit and sync: §4; AMP rates, the per-worker block formula (poplibs 1x1 convolution
 //! estimate), weight loads, supervisor overhead and vector-unit rates: §5; host link: §6.
 //!
+//! A boolean is costed as the f16 the device holds it as.
+//!
 //! The simulated device times what it executes with its own model of the mechanisms (`device::timing`)
 //! from these parameters; the estimates here are that model in closed form, for ranking plans.
 //! `ipu-codegen calibrate` sets the device beside Graphcore's measured AMP curve and beside the

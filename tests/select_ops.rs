@@ -2,8 +2,10 @@
 //! and `is_inf`, and a select in each of the codelets Poplar picks for it (every operand whole or
 //! spread as a row, a column or a value; both values single; the condition single), built and run
 //! on the device with its numerical check passing; a corrupted output, and a reference computed
-//! with a comparison turned round or a select's values swapped, failing it; the graph checks and
-//! the graph spec refusing a select of the wrong arity or shape, naming the op.
+//! with a comparison turned round or a select's values swapped, failing it; `select_finalist`'s
+//! verifier refusing a select vertex whose values are swapped or one short; the graph checks and
+//! the graph spec refusing a select of the wrong arity or shape, naming the op; booleans bound from
+//! and written to `.npy` as bool.
 
 mod common;
 use common::{Sandbox, assert_pass};
@@ -329,4 +331,54 @@ fn a_boolean_weight_or_boolean_partials_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("partials must be f16 or f32"), "{error}");
+}
+
+#[test]
+fn select_finalist_verifier_rejects_a_select_vertex_with_its_values_swapped_or_one_short() {
+    use ipu_codegen::driver::PhaseConfigs;
+    use ipu_codegen::isa::VertexKind;
+    use ipu_codegen::stages::{lower_mid, select_finalist};
+    use ipu_codegen::target::Target;
+    let spec = GraphSpec::parse(WORKLOAD, "select-ops.toml").unwrap();
+    let target = Target::preset("mk2-1500").unwrap();
+    let c = PhaseConfigs::default();
+    let mid = lower_mid::lower_mid(&spec.graph, &target, &c.lower_mid).unwrap();
+    let sel =
+        select_finalist::select_finalist(&spec.graph, &mid, &target, &c.select_finalist).unwrap();
+    assert_eq!(select_finalist::verify(&sel, &target), Vec::<String>::new());
+    // The first select vertex, by compute set and position.
+    let (cs, at) = (sel.compute_sets.iter().enumerate())
+        .find_map(|(i, cs)| {
+            (cs.vertices.iter())
+                .position(|v| matches!(&v.kind, VertexKind::Vector(v) if v.operands.len() == 3))
+                .map(|k| (i, k))
+        })
+        .expect("a select vertex");
+    type Operands = Vec<(ipu_codegen::ir::Operand, ipu_codegen::isa::Spread)>;
+    let damaged = |f: &dyn Fn(&mut Operands)| {
+        let mut sel = sel.clone();
+        let VertexKind::Vector(v) = &mut sel.compute_sets[cs].vertices[at].kind else {
+            unreachable!()
+        };
+        f(&mut v.operands);
+        select_finalist::verify(&sel, &target)
+    };
+    let step = sel.compute_sets[cs].step.to_string();
+    let tile = sel.compute_sets[cs].vertices[at].tile.to_string();
+    let swapped = damaged(&|o| o.swap(1, 2));
+    assert!(
+        swapped
+            .iter()
+            .any(|e| e.contains(&step) && e.contains(&tile) && e.contains("as its x")),
+        "{swapped:?}"
+    );
+    let short = damaged(&|o| {
+        o.pop();
+    });
+    assert!(
+        short
+            .iter()
+            .any(|e| e.contains("computes select of 2 operands") && e.contains(&tile)),
+        "{short:?}"
+    );
 }

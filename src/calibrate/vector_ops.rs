@@ -1,9 +1,8 @@
 //! Calibration cases of the general vector vertex: every unary function, every binary function
 //! (the comparisons included) with each way an operand spreads, the select in each of the codelets
 //! Poplar picks for it (`Select`, `BroadcastSelect`, `BroadcastSelectorSelect`), each reduction
-//! and the softmax, one vertex per tile in one
-//! package, the device's cycles (poplibs' estimators) beside the compiler's estimate
-//! (`Target::vector_op_cycles`).
+//! and the softmax, one vertex per tile in one package, the device's cycles (poplibs' estimators)
+//! beside the compiler's estimate (`Target::vector_op_cycles`).
 
 use super::{Calibration, DATA_OFFSET, Micro, Operands};
 use crate::device::Fault;

@@ -5,7 +5,8 @@
 //! product of them wraps: a buffer whose end passes u32 is refused when the memory is made, and a
 //! matrix is checked whole ([`TileMemory::extent`]) before a byte of it moves: its rows' addresses and
 //! ends fit in u32, lie in tile memory, and hold no more bytes than the tile has, so nothing read or
-//! written for it outgrows the tile.
+//! written for it outgrows the tile. A matrix of booleans is read and written as the f16 1 and 0 they
+//! are held as; i64 is no tile's type.
 
 use crate::ir::BufferInfo;
 use crate::ir::DType;

@@ -1,5 +1,8 @@
 //! The graph: values and operations with dtypes and shapes, as imported from a workload spec. Every
-//! value is a 2-D row-major tensor `[rows, cols]` (a bias is `[1, cols]`).
+//! value is a 2-D row-major tensor `[rows, cols]` (a bias is `[1, cols]`). Device values are f16 or
+//! booleans (`DType::Bool`, held as f16 1 and 0, so every device operation takes either); the
+//! element-wise operations (`Unary`, `Binary` with its comparisons, `Select`) broadcast their
+//! operands over `[rows, cols]` as whole, one row, one column or one value.
 
 pub use crate::elements::{BinaryFn, DType, Rect, ReduceFn, Strided, UnaryFn, for_each_pair};
 use crate::ids::{OpId, ValueId};

@@ -1,6 +1,7 @@
 //! [`Graph::check`]: what every graph must be before a phase, the device or the host reference reads
 //! it — ids in range and in order, each value made once and before use, shapes, dtypes and attributes
-//! that fit each operation's semantics (`OpKind`'s docs), and a size the host can hold. A workload
+//! that fit each operation's semantics (`OpKind`'s docs: element-wise operands that broadcast, no
+//! i64 on the device, no boolean weight, partials f16 or f32), and a size the host can hold. A workload
 //! spec is checked once it is resolved; a package's graph is checked when the package is read, since a
 //! package is data and may have been crafted behind a valid hash.
 

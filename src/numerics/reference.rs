@@ -8,7 +8,8 @@
 //! probabilities to f16 (the online softmax's) and the running sums of its weighted values to the
 //! partials' type after every 16 keys. How far `rounded` lies from `data` is what precision
 //! alone moves the result by; the tolerance builds on it ([`super::tolerance`]). Host operations are
-//! evaluated alike in both, their f16 results rounded in `rounded`.
+//! evaluated alike in both, their f16 results rounded in `rounded`. Element-wise operations (a select
+//! and the comparisons among them) broadcast each operand over the output as the device does.
 
 use super::{
     binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_to, saturate, select,

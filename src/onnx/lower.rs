@@ -10,8 +10,9 @@
 //! Contract: values are 2-D `[rows, cols]` with the ONNX shape in `shape` (leading dimensions flattened
 //! into rows); device float values are f16, boolean ones bool (f16 1 and 0 on the device; a device
 //! output takes the element type the model declares for it), weights f16 (their data kept as f32),
-//! embedding tables f32, ids and masks i64, mean pooling's output f32; host operations are `Embed`, `MaskBias` and `MeanPool`.
-//! Graph outputs that are integer graph inputs passed through are skipped, with a warning.
+//! embedding tables f32, ids and masks i64, mean pooling's output f32; host operations are `Embed`,
+//! `MaskBias` and `MeanPool`. Graph outputs that are integer graph inputs passed through are
+//! skipped, with a warning.
 
 use super::OnnxError;
 use super::imported::{ImportConfig, Imported};

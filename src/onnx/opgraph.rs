@@ -5,7 +5,8 @@
 //! Contract: [`OpGraph::load`] takes a decoded model and the import's fixed input shapes; every node
 //! keeps the index it had in the model's node list, which errors name (a node a pass writes takes the
 //! index of the node it replaces). Passes keep the node list topological; a tensor is produced by at
-//! most one node.
+//! most one node. Graph inputs are float, int64, int32 or bool; any other element type is refused
+//! naming the input.
 
 use super::OnnxError;
 use super::imported::ImportConfig;

@@ -12,6 +12,10 @@
 //! - `LayerNormalization` over the last axis (every LayerNorm spelling) → `LayerNorm`.
 //! - `MaskedMeanPool` (masked mean pooling after canonicalisation) → host `MeanPool`.
 //!
+//! What no pattern takes lowers op by op: element-wise operators, reductions and Softmax by
+//! [`super::vector`]; comparisons, logic, `Where`, `Cast`, `IsNaN` and `IsInf` of computed tensors by
+//! [`super::logic`]; data movement by [`super::movement`].
+//!
 //! The graph it reads is canonical ([`super::canonical`]): constants folded, one spelling of each
 //! computation. A node that fits none, or fits one but for a detail (a head split that does not
 //! divide), is an error; the caller names the node.

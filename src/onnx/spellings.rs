@@ -1,5 +1,6 @@
 //! The canonicalisation passes that recognise a computation spelt over several nodes: a split
-//! LayerNorm, the GELUs, and boolean attention masks (see the table in [`super::canonical`]). Each
+//! LayerNorm, the GELUs, and boolean attention masks made from an integer graph input (see the table
+//! in [`super::canonical`]; a `Where` on any other condition is left to the lowering, a select). Each
 //! matches from the chain's last node, checks every intermediate is read only inside the chain, and
 //! replaces the last node by the canonical one; the rest is left to pruning.
 

@@ -2,8 +2,9 @@
 //!
 //! Lowers the graph's device operations to tileable operators (a matmul with its bias, GELU and
 //! residual add fused into the epilogue; an attention as a flash attention; a layer norm over row
-//! blocks; a unary, binary, reduce or softmax operation, and a bias add, GELU or add that no matmul
-//! fuses, as a general vector operator over row blocks); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate
+//! blocks; a unary, binary, select, reduce or softmax operation, and a bias add, GELU or add that no
+//! matmul fuses, as a general vector operator over row blocks, its operands listed with their
+//! spreads); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate
 //! partitions of every operator over the tiles (`partitions`): a matmul into row blocks x column
 //! blocks of its output x depth blocks of its reduction (a multiple of the AMP block depth), in the
 //! normal or the transposed operand form (the AMP's stationary dimension in blocks of a multiple of

@@ -1,8 +1,8 @@
 //! The compiler's estimate of a general vector vertex (`isa::Vector`): per codelet Poplar would run
 //! for the work, a launch, a fixed cost per worker and a rate per loop over each worker's share of
 //! the elements (or rows), in closed form (a select's workers each run a vertex of their own, so it
-//! has no launch); `device::timing` times the same vertex from poplibs'
-//! estimators and `calibrate` holds the two within ±5 %.
+//! has no launch; a comparison is costed as the binary function it is); `device::timing` times the
+//! same vertex from poplibs' estimators and `calibrate` holds the two within ±5 %.
 
 use super::Target;
 use crate::elements::{BinaryFn, UnaryFn};

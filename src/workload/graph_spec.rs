@@ -13,17 +13,19 @@
 //! name = "fc"; kind = "matmul"; inputs = ["x", "w"]; output = "y"
 //! ```
 //!
-//! An op's `inputs` follow [`OpKind::inputs`] (an embedding's `(table, indices)` pairs in turn, an
-//! attention's `q, k, v` then its mask); its attributes are `batch`, `heads`, `causal`, `scale`
-//! (attention), `epsilon` (layer_norm), `fill` (mask_bias), `min_count` (mean_pool), `function`
-//! (unary: neg, abs, sqrt, reciprocal, exp, erf, tanh, sigmoid, relu, gelu_erf, gelu_tanh, is_nan,
-//! is_inf or pow; binary: add, sub, mul, div, pow, max, min, equal, not_equal, less, less_equal,
-//! greater or greater_equal; reduce: sum, mean or max) and `exponent` (unary pow only): `name =
-//! "cube"; kind = "unary"; function = "pow"; exponent = 3.0; inputs = ["x"]; output = "y"`.
-//! `softmax` and `select` (`inputs = ["condition", "x", "y"]`) take no attribute. `assemble` (data movement, `OpKind::Assemble`) takes
-//! `pieces`, each an inline table naming one of its `inputs` (the distinct `x`s in first-use order):
-//! `pieces = [{ x = "x", shape = [2, 8, 6], from = { offset = 0, strides = [48, 1, 8] }, to = {
-//! offset = 0, strides = [48, 6, 1] } }]`.
+//! A value's `dtype` is `f16`, `f32`, `i64` or `bool` (a boolean, held as f16 1 and 0 on the
+//! device; an input or output of it is bound and written as bool). An op's `inputs` follow
+//! [`OpKind::inputs`] (an embedding's `(table, indices)` pairs in turn, an attention's `q, k, v`
+//! then its mask); its attributes are `batch`, `heads`, `causal`, `scale` (attention), `epsilon`
+//! (layer_norm), `fill` (mask_bias), `min_count` (mean_pool), `function` (unary: neg, abs, sqrt,
+//! reciprocal, exp, erf, tanh, sigmoid, relu, gelu_erf, gelu_tanh, is_nan, is_inf or pow; binary:
+//! add, sub, mul, div, pow, max, min, equal, not_equal, less, less_equal, greater or greater_equal;
+//! reduce: sum, mean or max) and `exponent` (unary pow only): `name = "cube"; kind = "unary";
+//! function = "pow"; exponent = 3.0; inputs = ["x"]; output = "y"`. `softmax` and `select` (`inputs
+//! = ["condition", "x", "y"]`) take no attribute. `assemble` (data movement, `OpKind::Assemble`)
+//! takes `pieces`, each an inline table naming one of its `inputs` (the distinct `x`s in first-use
+//! order): `pieces = [{ x = "x", shape = [2, 8, 6], from = { offset = 0, strides = [48, 1, 8] }, to
+//! = { offset = 0, strides = [48, 6, 1] } }]`.
 //!
 //! Loading validates everything: names unique, references resolved, values produced once and before
 //! use, each op's shapes and dtypes consistent with its semantics, sizes below 2^31 elements; every

@@ -10,7 +10,10 @@
 //! only (`workers`, the f16 and f32 vector widths); it never calls the compiler's estimate
 //! (`Target::vector_op_cycles`). Each codelet's estimate is split into its fixed part (supervisor
 //! and per-worker entry overheads) and its work, so that a fused vertex (the softmax) can drop the
-//! fixed parts of the codelets it fuses. Arithmetic saturates.
+//! fixed parts of the codelets it fuses. A select is Poplar's ternary `select` (`Select`,
+//! `BroadcastSelect` or `BroadcastSelectorSelect` by which operands are single values), whose worker
+//! vertices share the elements as poputil splits regions; the comparisons are popops' binary
+//! operators of the same names. Arithmetic saturates.
 
 use crate::ir::{BinaryFn, ReduceFn, UnaryFn};
 use crate::isa::{Placed, Spread, Vector, VectorFn};
