@@ -89,11 +89,17 @@ impl Ctx {
                 };
                 let (r, c) = view(&t.shape, out)
                     .ok_or_else(|| format!("constant `{n}` does not broadcast to {out:?}"))?;
+                // The user binds it by its own (or expanded) ONNX shape, whose flattened view it is.
+                let shape = if flat(&t.shape) == (r, c) {
+                    t.shape.clone()
+                } else {
+                    vec![r, c]
+                };
                 let t = Tensor {
                     shape: vec![r, c],
                     data: tensor::Data::F32(t.floats()),
                 };
-                self.weight(&name, &t, &[r, c], DType::F16, 1)
+                self.weight(&name, &t, &shape, DType::F16, 1)
             }
             other => {
                 if view(&other.shape(), out).is_none() {
