@@ -1,5 +1,5 @@
 //! Element types, rectangles and the element-wise and row-wise functions of the general vector
-//! operations: the vocabulary of 2-D values that the IR, the ISA and the target share. It depends on
+//! operations (unary, binary with the comparisons, reductions): the vocabulary of 2-D values that the IR, the ISA and the target share. It depends on
 //! nothing in the crate.
 
 use serde::{Deserialize, Serialize};
@@ -12,15 +12,30 @@ pub enum DType {
     F32,
     /// Integers (token ids, masks): host values only, never on the device.
     I64,
+    /// Booleans (ONNX `bool`: a boolean graph input, a comparison's result), held as f16 0.0 and
+    /// 1.0 wherever the device holds them, so every device operation takes them as f16; only what
+    /// the user binds and reads differs: `.npy` files of `|b1`.
+    Bool,
 }
 
 impl DType {
+    /// Bytes per element as the device holds it.
     pub fn bytes(self) -> u32 {
         match self {
-            DType::F16 => 2,
+            DType::F16 | DType::Bool => 2,
             DType::F32 => 4,
             DType::I64 => 8,
         }
+    }
+
+    /// Whether the device holds it as f16: f16 itself and booleans.
+    pub fn held_as_f16(self) -> bool {
+        matches!(self, DType::F16 | DType::Bool)
+    }
+
+    /// Whether the AMP may accumulate in it: f16 or f32.
+    pub fn is_partials(self) -> bool {
+        matches!(self, DType::F16 | DType::F32)
     }
 }
 
@@ -30,6 +45,7 @@ impl fmt::Display for DType {
             DType::F16 => "f16",
             DType::F32 => "f32",
             DType::I64 => "i64",
+            DType::Bool => "bool",
         })
     }
 }
@@ -106,6 +122,10 @@ pub enum UnaryFn {
     Relu,
     GeluErf,
     GeluTanh,
+    /// 1 where `x` is NaN, else 0.
+    IsNan,
+    /// 1 where `x` is an infinity of either sign, else 0.
+    IsInf,
     /// `x^exponent`.
     Pow {
         exponent: f32,
@@ -128,7 +148,7 @@ impl Eq for UnaryFn {}
 
 impl UnaryFn {
     /// Every function but `pow`, whose exponent is an attribute.
-    pub const PLAIN: [UnaryFn; 11] = [
+    pub const PLAIN: [UnaryFn; 13] = [
         UnaryFn::Neg,
         UnaryFn::Abs,
         UnaryFn::Sqrt,
@@ -140,6 +160,8 @@ impl UnaryFn {
         UnaryFn::Relu,
         UnaryFn::GeluErf,
         UnaryFn::GeluTanh,
+        UnaryFn::IsNan,
+        UnaryFn::IsInf,
     ];
 
     /// The name in dumps and graph specs: `gelu_erf`.
@@ -156,12 +178,15 @@ impl UnaryFn {
             UnaryFn::Relu => "relu",
             UnaryFn::GeluErf => "gelu_erf",
             UnaryFn::GeluTanh => "gelu_tanh",
+            UnaryFn::IsNan => "is_nan",
+            UnaryFn::IsInf => "is_inf",
             UnaryFn::Pow { .. } => "pow",
         }
     }
 }
 
-/// A function of two elements ([`crate::ir::OpKind::Binary`]).
+/// A function of two elements ([`crate::ir::OpKind::Binary`]). The comparisons give 1 where they
+/// hold and 0 where not (a NaN compares unequal to everything, itself included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BinaryFn {
@@ -172,10 +197,16 @@ pub enum BinaryFn {
     Pow,
     Max,
     Min,
+    Equal,
+    NotEqual,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
 }
 
 impl BinaryFn {
-    pub const ALL: [BinaryFn; 7] = [
+    pub const ALL: [BinaryFn; 13] = [
         BinaryFn::Add,
         BinaryFn::Sub,
         BinaryFn::Mul,
@@ -183,9 +214,15 @@ impl BinaryFn {
         BinaryFn::Pow,
         BinaryFn::Max,
         BinaryFn::Min,
+        BinaryFn::Equal,
+        BinaryFn::NotEqual,
+        BinaryFn::Less,
+        BinaryFn::LessEqual,
+        BinaryFn::Greater,
+        BinaryFn::GreaterEqual,
     ];
 
-    /// The name in dumps and graph specs: `sub`.
+    /// The name in dumps and graph specs: `sub`, `less_equal`.
     pub fn name(self) -> &'static str {
         match self {
             BinaryFn::Add => "add",
@@ -195,6 +232,12 @@ impl BinaryFn {
             BinaryFn::Pow => "pow",
             BinaryFn::Max => "max",
             BinaryFn::Min => "min",
+            BinaryFn::Equal => "equal",
+            BinaryFn::NotEqual => "not_equal",
+            BinaryFn::Less => "less",
+            BinaryFn::LessEqual => "less_equal",
+            BinaryFn::Greater => "greater",
+            BinaryFn::GreaterEqual => "greater_equal",
         }
     }
 
@@ -202,7 +245,25 @@ impl BinaryFn {
     pub fn commutes(self) -> bool {
         matches!(
             self,
-            BinaryFn::Add | BinaryFn::Mul | BinaryFn::Max | BinaryFn::Min
+            BinaryFn::Add
+                | BinaryFn::Mul
+                | BinaryFn::Max
+                | BinaryFn::Min
+                | BinaryFn::Equal
+                | BinaryFn::NotEqual
+        )
+    }
+
+    /// Whether it is a comparison, whose result is 1 or 0.
+    pub fn compares(self) -> bool {
+        matches!(
+            self,
+            BinaryFn::Equal
+                | BinaryFn::NotEqual
+                | BinaryFn::Less
+                | BinaryFn::LessEqual
+                | BinaryFn::Greater
+                | BinaryFn::GreaterEqual
         )
     }
 }

@@ -1,7 +1,8 @@
 //! Arithmetic shared by the device and the host: f16 rounding, the AMP's block accumulation, the epilogue,
 //! the online softmax, how a vertex's rows are dealt to the workers (which fixes the order sums are
-//! formed in), the seeded generator of inputs and weights, the float64 host reference and the
-//! numerical check.
+//! formed in), the seeded generator of inputs and weights (booleans 1 or 0), the float64 host
+//! reference and the numerical check. A boolean is rounded, and its unit roundoff taken, as the f16
+//! the device holds it as.
 //!
 //! The AMP sums the products of each 16-deep block in f32 (products of f16 values are exact in f32), in
 //! order, then adds the block sum to the partial and rounds the partial to the partials type. The epilogue
@@ -20,27 +21,27 @@ mod vector;
 pub use reference::{Reference, reference};
 pub use tolerance::tolerance;
 pub use vector::{
-    binary_f32, binary_f64, reduce_row_f32, reduce_row_f64, softmax_row_f32, softmax_row_f64,
-    unary_f32, unary_f64,
+    binary_f32, binary_f64, reduce_row_f32, reduce_row_f64, select, softmax_row_f32,
+    softmax_row_f64, unary_f32, unary_f64,
 };
 
 pub const GELU_SQRT_2_OVER_PI: f32 = 0.797_884_6;
 pub const GELU_CUBIC: f32 = 0.044_715;
 
-/// Unit roundoff of a type (half an ulp at 1).
+/// Unit roundoff of a type (half an ulp at 1; a boolean's is f16's, as the device holds it).
 pub fn unit_roundoff(dtype: DType) -> f64 {
     match dtype {
-        DType::F16 => 2f64.powi(-11),
+        DType::F16 | DType::Bool => 2f64.powi(-11),
         DType::F32 => 2f64.powi(-24),
         DType::I64 => 0.0,
     }
 }
 
-/// Rounds an f32 to the partials type, returned as f32.
+/// Rounds an f32 to a type as the device or the host holds it (a boolean as f16), returned as f32.
 #[inline]
 pub fn round_to(dtype: DType, v: f32) -> f32 {
     match dtype {
-        DType::F16 => f16::from_f32(v).to_f32(),
+        DType::F16 | DType::Bool => f16::from_f32(v).to_f32(),
         DType::F32 => v,
         DType::I64 => v.round(),
     }
@@ -280,7 +281,8 @@ pub fn combine(states: &[Vec<f32>], rows: usize, cols: usize, scale: f32) -> Vec
 /// float value uniform numbers in [-1, 1) rounded to the value's type (to f16 for f16), weights scaled
 /// by 1/sqrt(fan_in); for an integer (i64) value, integers uniform in `0..entries` (the rows of the
 /// table it indexes), or, when `entries` is 0 (no table: a key-padding mask), 1 over the first three
-/// quarters of each row and 0 after (real tokens, then padding). f32 holds every number exactly.
+/// quarters of each row and 0 after (real tokens, then padding); for a boolean value, 1 or 0 with
+/// even odds. f32 holds every number exactly.
 pub fn generate(value: &Value, seed: u64, entries: u32) -> Vec<f32> {
     let name_hash = blake3::hash(value.name.as_bytes());
     let salt = u64::from_le_bytes(name_hash.as_bytes()[..8].try_into().expect("8 bytes"));
@@ -289,6 +291,11 @@ pub fn generate(value: &Value, seed: u64, entries: u32) -> Vec<f32> {
         let kept = (value.cols * 3).div_ceil(4) as u64;
         return (0..value.elements())
             .map(|i| f32::from(u8::from(i % u64::from(value.cols.max(1)) < kept)))
+            .collect();
+    }
+    if value.dtype == DType::Bool {
+        return (0..value.elements())
+            .map(|_| f32::from(u8::from(rng.uniform() >= 0.0)))
             .collect();
     }
     if value.dtype == DType::I64 {
@@ -318,7 +325,7 @@ pub fn generate(value: &Value, seed: u64, entries: u32) -> Vec<f32> {
 /// `x` within the largest finite magnitude of `dtype` (65504 for f16), as a mask bias is rounded.
 pub fn saturate(dtype: DType, x: f64) -> f64 {
     match dtype {
-        DType::F16 => x.clamp(-65504.0, 65504.0),
+        DType::F16 | DType::Bool => x.clamp(-65504.0, 65504.0),
         DType::F32 => x.clamp(f64::from(f32::MIN), f64::from(f32::MAX)),
         DType::I64 => x,
     }

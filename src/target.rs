@@ -10,6 +10,8 @@
 //! per-worker block formula (poplibs 1x1 convolution estimate), weight loads, supervisor overhead and
 //! vector-unit rates: §5; host link: §6.
 //!
+//! A boolean is costed as the f16 the device holds it as.
+//!
 //! The simulated device times what it executes with its own model of the mechanisms (`device::timing`)
 //! from these parameters; the estimates here are that model in closed form, for ranking plans.
 //! `ipu-codegen calibrate` sets the device beside Graphcore's measured AMP curve and beside the
@@ -290,7 +292,7 @@ impl Target {
     /// Passes over the rows per weight block: the block's output channels over the AMP's units.
     pub fn amp_passes(&self, partials: DType) -> u32 {
         let units = match partials {
-            DType::F16 => self.amp_units_f16_partials,
+            DType::F16 | DType::Bool => self.amp_units_f16_partials,
             DType::F32 | DType::I64 => self.amp_units_f32_partials,
         };
         self.amp_block_width.div_ceil(units.max(1))

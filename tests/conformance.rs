@@ -25,6 +25,7 @@ const PASSING: &[&str] = &[
     "test_gemm_default_vector_bias",
     "test_layer_normalization_2d_axis1",
     "test_layer_normalization_3d_axis_negative_1_epsilon",
+    "test_less_bcast",
     "test_matmul_2d",
     "test_matmul_3d",
     "test_mul_example",
@@ -37,6 +38,8 @@ const PASSING: &[&str] = &[
     "test_sqrt_example",
     "test_tanh_example",
     "test_transpose_default",
+    "test_where_example",
+    "test_xor_bcast4v4d",
 ];
 
 /// Cases the importer or the build refuses today: run and reported, not required to pass.
@@ -63,6 +66,7 @@ fn values(t: &Tensor) -> Vec<f64> {
         Elements::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
         Elements::I64(v) => v.iter().map(|&x| x as f64).collect(),
         Elements::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+        Elements::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
     }
 }
 
@@ -390,4 +394,37 @@ fn an_expected_output_altered_beyond_tolerance_fails() {
         elements: expected.elements.clone(),
     };
     assert!(compare(&device, &reshaped, rtol, atol).is_err());
+}
+
+/// A boolean output is compared exactly: the device's output of the committed Xor case is written
+/// as bool, passes against ONNX's expected file, and fails with any one element flipped.
+#[test]
+fn a_boolean_expected_output_with_one_element_flipped_fails() {
+    let case = "test_xor_bcast4v4d";
+    let sb = Sandbox::new();
+    let (out, refused) = import_and_run(&sb, case);
+    assert!(refused.is_none(), "{case}: {refused:?}");
+    let meta = case_json(case);
+    let o = &meta["outputs"][0];
+    assert_eq!(
+        (o["rtol"].as_f64(), o["atol"].as_f64()),
+        (Some(0.0), Some(0.0))
+    );
+    let device = read_npy(&out.join(o["device_file"].as_str().unwrap()));
+    assert_eq!(device.elements.type_name(), "bool", "written as |b1");
+    let expected = read_npy(&cases_dir().join(case).join(o["file"].as_str().unwrap()));
+    compare(&device, &expected, 0.0, 0.0).expect("the unaltered expected output passes");
+    let Elements::Bool(original) = &expected.elements else {
+        panic!("{case}: expected a bool output")
+    };
+    for i in [0, original.len() / 2, original.len() - 1] {
+        let mut v = original.clone();
+        v[i] = !v[i];
+        let flipped = Tensor {
+            shape: expected.shape.clone(),
+            elements: Elements::Bool(v),
+        };
+        let err = compare(&device, &flipped, 0.0, 0.0).expect_err("a flipped element must fail");
+        assert!(err.starts_with("1 of "), "{err}");
+    }
 }

@@ -86,7 +86,7 @@ fn lower_mid_makes_an_add_no_matmul_fuses_a_vector_operator() {
     };
     assert_eq!(v.name, "doubled");
     assert_eq!(v.function, VectorFn::Binary(BinaryFn::Add));
-    assert_eq!((v.a, v.b, v.b_spread), (x, Some(x), Spread::Whole));
+    assert_eq!(v.operands, vec![(x, Spread::Whole), (x, Spread::Whole)]);
 }
 
 /// The encoder's mid and graph as `lower_mid` makes them by default.

@@ -2,7 +2,10 @@
 //! `make_spellings.py` with onnxruntime's outputs for fixed inputs beside each) and a ViT with a Conv
 //! patch embedding, class token and split LayerNorm at opset 14 (`vit_tiny.onnx`): each imports, runs
 //! on the device with the model's own inputs and weights, and matches onnxruntime within 1 % relative
-//! RMS error on every float output. A changed weight makes the comparison fail.
+//! RMS error on every float output. A changed weight makes the comparison fail. So does
+//! `select_activations.onnx` (`make_select.py`: `Where(Greater(h, t), h, g)` and logic on
+//! activations, a boolean input), whose boolean output must equal onnxruntime's exactly; a changed
+//! threshold fails both.
 
 mod common;
 use common::Sandbox;
@@ -57,6 +60,15 @@ fn floats(v: &serde_json::Value) -> Vec<f64> {
         .collect()
 }
 
+fn bools(v: &serde_json::Value) -> Vec<bool> {
+    v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_bool().unwrap())
+        .collect()
+}
+
 /// Relative RMS error of `got` against `want`.
 fn relative_rms(got: &[f64], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len());
@@ -85,6 +97,7 @@ fn import(sb: &Sandbox, stem: &str, dir: &str) -> Vec<String> {
         import.extend(["--shape".to_string(), format!("{name}={}", dims.join("x"))]);
         let elements = match t["dtype"].as_str().unwrap() {
             "int64" => Elements::I64(floats(t).iter().map(|&x| x as i64).collect()),
+            "bool" => Elements::Bool(bools(t)),
             _ => Elements::F32(floats(t).iter().map(|&x| x as f32).collect()),
         };
         let path = sb.path(&format!("{dir}/{name}.npy"));
@@ -102,7 +115,8 @@ fn import(sb: &Sandbox, stem: &str, dir: &str) -> Vec<String> {
 }
 
 /// Runs the imported `stem` with `weights` and returns `(output, relative RMS error)` for every
-/// float output the model has.
+/// float output the model has, and `(output, fraction of elements that differ)` for every boolean
+/// one.
 fn compare(
     sb: &Sandbox,
     stem: &str,
@@ -125,10 +139,21 @@ fn compare(
     let want = expected(stem);
     let mut errors = Vec::new();
     for (name, t) in want["outputs"].as_object().unwrap() {
+        let read = || npy::read(&std::fs::read(out.join(format!("{name}.npy"))).unwrap()).unwrap();
+        if t["dtype"].as_str() == Some("bool") {
+            let Elements::Bool(got) = read().elements else {
+                panic!("{stem} {name}: a boolean output is written as bool")
+            };
+            let want = bools(t);
+            assert_eq!(got.len(), want.len(), "{stem} {name}");
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            errors.push((name.clone(), differ as f64 / want.len() as f64));
+            continue;
+        }
         if t["dtype"].as_str() != Some("float32") {
             continue;
         }
-        let t_got = npy::read(&std::fs::read(out.join(format!("{name}.npy"))).unwrap()).unwrap();
+        let t_got = read();
         let got: Vec<f64> = match t_got.elements {
             Elements::F16(x) => x.iter().map(|v| v.to_f64()).collect(),
             Elements::F32(x) => x.iter().map(|&v| f64::from(v)).collect(),
@@ -180,4 +205,38 @@ fn changed_weights_fail_the_comparison() {
     .unwrap();
     let errors = compare(&sb, stem, "m", &inputs, "changed.safetensors");
     assert!(errors.iter().all(|(_, e)| *e > 0.01), "{errors:?}");
+}
+
+/// Where on a comparison of activations, And/Not of comparisons, and Where on a boolean input: the
+/// float outputs within 1 % of onnxruntime's, the boolean one equal to it; the threshold `t` made
+/// larger by 0.5 changes both beyond that.
+#[test]
+fn where_on_activations_matches_onnxruntime_and_a_changed_threshold_does_not() {
+    let sb = Sandbox::new();
+    let stem = "select_activations";
+    let inputs = import(&sb, stem, "m");
+    let errors = compare(&sb, stem, "m", &inputs, &format!("{stem}.safetensors"));
+    let error =
+        |errors: &[(String, f64)], name: &str| errors.iter().find(|(n, _)| n == name).unwrap().1;
+    assert_eq!(error(&errors, "both"), 0.0, "{errors:?}");
+    for name in ["z", "out"] {
+        assert!(error(&errors, name) < 0.01, "{errors:?}");
+    }
+    let path = sb.path(&format!("m/{stem}.safetensors"));
+    let mut tensors = st::read(&std::fs::read(&path).unwrap()).unwrap();
+    let (_, t) = tensors.iter_mut().find(|(n, _)| n == "t").unwrap();
+    let Elements::F32(v) = &mut t.elements else {
+        panic!("the threshold is f32")
+    };
+    v.iter_mut().for_each(|x| *x += 0.5);
+    std::fs::write(
+        sb.path("m/changed.safetensors"),
+        st::write(&tensors).unwrap(),
+    )
+    .unwrap();
+    let changed = compare(&sb, stem, "m", &inputs, "changed.safetensors");
+    assert!(error(&changed, "both") > 0.0, "{changed:?}");
+    for name in ["z", "out"] {
+        assert!(error(&changed, name) > 0.01, "{changed:?}");
+    }
 }

@@ -45,8 +45,8 @@ an operand stays a graph input bound at run time unless a real model would hold 
     axes (an input from opset 18); Gather's indices (when the data is not a table).
   * any 0-d operand (Pow's scalar exponent, Gemm's scalar bias): a scalar operand of a real model is a
     constant, and `--shape` cannot spell a 0-d shape.
-  * everything else (both operands of Add/Sub/Mul/Div/Pow, Where's three, Concat's, the unary
-    operators' input) stays a graph input. A zero-size input (a 0 in its shape) stays one too, and
+  * everything else (both operands of Add/Sub/Mul/Div/Pow and of the comparisons and logic, Where's
+    three, Concat's, the unary operators' input) stays a graph input. A zero-size input (a 0 in its shape) stays one too, and
     `import` is asked for it as written (`--shape x=2x0x4`), so the CLI gives the reason.
   A case whose every operand became an initializer has constant outputs; case.json says so
   (`constant_outputs`) and the markdown marks it. None of the operators above gives one today.
@@ -85,13 +85,15 @@ import numpy as np
 
 OPERATORS = [
     "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Exp", "Erf", "Tanh", "Sigmoid", "Relu",
-    "Neg", "Abs", "Where", "ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "Transpose", "Reshape",
-    "Concat", "Slice", "Gather", "MatMul", "Gemm", "LayerNormalization", "Gelu", "Conv",
+    "Neg", "Abs", "Where", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And",
+    "Or", "Xor", "IsNaN", "IsInf", "ReduceMean", "ReduceSum", "ReduceMax", "Softmax", "Transpose",
+    "Reshape", "Concat", "Slice", "Gather", "MatMul", "Gemm", "LayerNormalization", "Gelu", "Conv",
 ]
 
 # f16's unit roundoff is u = 2^-11 ~ 4.9e-4: one rounding moves a value by at most u relative (or 3e-8
 # absolute among subnormals, below 6.1e-5). Every f32 input is rounded once and every output once.
 EXACT_AFTER_CAST = (1e-3, 1e-7, "moves or selects data: the cast to f16 (<= 2^-11 relative) is the only rounding")
+PREDICATE = (0.0, 0.0, "a predicate: its bool output must be exact (a comparison of inputs that the cast to f16 made equal or swapped would show here)")
 TOLERANCES = {
     # operator: (rtol, atol, why)
     "default": (1e-2, 1e-3, "input and output each rounded to f16 (~3 roundings, 1.5e-3 relative) with headroom for the vector unit's own arithmetic"),
@@ -111,6 +113,7 @@ TOLERANCES = {
     "Neg": EXACT_AFTER_CAST,
     "Abs": EXACT_AFTER_CAST,
     "Where": EXACT_AFTER_CAST,
+    **{op: PREDICATE for op in ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "IsNaN", "IsInf")},
     "Transpose": EXACT_AFTER_CAST,
     "Reshape": EXACT_AFTER_CAST,
     "Concat": EXACT_AFTER_CAST,
@@ -125,7 +128,7 @@ TOLERANCES = {
     "Conv": (1e-2, 1e-2, "as MatMul: 9 products per output, summed"),
     "LayerNormalization": (2e-2, 1e-2, "mean and variance of rounded inputs, then (x - mean)/std amplifies the input's rounding by 1/std, times a rounded scale"),
 }
-INTEGER_TOLERANCE = (0.0, 0.0, "integer output: must be exact")
+INTEGER_TOLERANCE = (0.0, 0.0, "integer or bool output: must be exact")
 
 
 def tolerance(operator, dtype):

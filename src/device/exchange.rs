@@ -356,11 +356,11 @@ impl Device {
     }
 }
 
-/// Cycles to move `bytes`: a word per cycle, two over a supertile pair's shared bus.
+/// Cycles to move `bytes`: the exchange's bytes a cycle (a word), twice that over a supertile pair's
+/// shared bus.
 fn transfer_cycles(target: &Target, bytes: u32, wide: bool) -> u64 {
-    target
-        .exchange_words(u64::from(bytes))
-        .div_ceil(1 + u64::from(wide))
+    let per_cycle = u64::from(target.exchange_bytes_per_cycle.max(1)) * (1 + u64::from(wide));
+    u64::from(bytes).div_ceil(per_cycle)
 }
 
 /// The other tile of tile `t`'s supertile pair.

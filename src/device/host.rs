@@ -1,11 +1,11 @@
 //! The host's side of the device: its seeded data for the graph's inputs and weights, and its streams.
 //!
 //! Contract: host data is one `Vec<f32>` per value, indexed by value id (f16 values hold f16 numbers,
-//! i64 values integers); a value the host does not hold is empty. A package's host transfers are
+//! booleans 1 and 0, i64 values integers); a value the host does not hold is empty. A package's host transfers are
 //! checked when it loads ([`validate_host`]): each names a real tile, value and rectangle, at most a
 //! tile's memory of bytes, in rows far enough apart to hold theirs. `initialize`
 //! streams the weights in and `run` the values its host program names, each stored row converted to
-//! the value's type (f16) and written as host data (no superstep, so no liveness check); host data of
+//! f16 (a boolean's 1 and 0 included) and written as host data (no superstep, so no liveness check); host data of
 //! the wrong length is a fault, not a panic; so is a stored row whose address passes u32. After the
 //! last superstep every value of `run_outputs` is read back, every byte of it written before, a value
 //! no larger than the chip's memory. Streams are timed at the host-link rate, apart from
@@ -13,7 +13,7 @@
 
 use super::{Device, Fault, fault};
 use crate::ids::ValueId;
-use crate::ir::{DType, Graph, OpKind, Package, Value, ValueRole};
+use crate::ir::{Graph, OpKind, Package, Value, ValueRole};
 use crate::isa::HostTransfer;
 use crate::numerics;
 use half::f16;
@@ -105,14 +105,14 @@ impl Device {
         for t in transfers {
             let (tile, v) = self.transfer(t, graph, 0, "host write")?;
             let data = host.get(t.value.index()).map_or(&[][..], Vec::as_slice);
-            if v.dtype != DType::F16 || data.len() as u64 != v.elements() {
+            if !v.dtype.held_as_f16() || data.len() as u64 != v.elements() {
                 return Err(fault(
                     tile,
                     0,
                     0,
                     format!(
                         "host write of {} ({}, {} elements): the host holds {} elements for it, \
-                         and streams f16 values only",
+                         and streams f16 values (and booleans as f16) only",
                         v.name,
                         v.dtype,
                         v.elements(),
@@ -154,13 +154,13 @@ impl Device {
         let step = self.supersteps();
         for t in &package.host.run_outputs {
             let (tile, v) = self.transfer(t, graph, step, "host read")?;
-            if v.dtype != DType::F16 {
+            if !v.dtype.held_as_f16() {
                 return Err(fault(
                     tile,
                     step,
                     0,
                     format!(
-                        "host read of {} ({}): streams f16 values only",
+                        "host read of {} ({}): streams f16 values (and booleans as f16) only",
                         v.name, v.dtype
                     ),
                 ));

@@ -5,7 +5,8 @@
 //! product of them wraps: a buffer whose end passes u32 is refused when the memory is made, and a
 //! matrix is checked whole ([`TileMemory::extent`]) before a byte of it moves: its rows' addresses and
 //! ends fit in u32, lie in tile memory, and hold no more bytes than the tile has, so nothing read or
-//! written for it outgrows the tile.
+//! written for it outgrows the tile. A matrix of booleans is read and written as the f16 1 and 0 they
+//! are held as; i64 is no tile's type.
 
 use crate::ir::BufferInfo;
 use crate::ir::DType;
@@ -216,7 +217,7 @@ impl TileMemory {
         for at in m.rows() {
             let row = self.read(at, row_bytes, what)?;
             match m.dtype {
-                DType::F16 => out.extend(
+                DType::F16 | DType::Bool => out.extend(
                     row.chunks_exact(2)
                         .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
                 ),
@@ -245,7 +246,7 @@ impl TileMemory {
                 ));
             };
             match m.dtype {
-                DType::F16 => vals
+                DType::F16 | DType::Bool => vals
                     .iter()
                     .for_each(|v| row.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
                 DType::F32 => vals

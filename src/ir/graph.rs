@@ -1,5 +1,8 @@
 //! The graph: values and operations with dtypes and shapes, as imported from a workload spec. Every
-//! value is a 2-D row-major tensor `[rows, cols]` (a bias is `[1, cols]`).
+//! value is a 2-D row-major tensor `[rows, cols]` (a bias is `[1, cols]`). Device values are f16 or
+//! booleans (`DType::Bool`, held as f16 1 and 0, so every device operation takes either); the
+//! element-wise operations (`Unary`, `Binary` with its comparisons, `Select`) broadcast their
+//! operands over `[rows, cols]` as whole, one row, one column or one value.
 
 pub use crate::elements::{BinaryFn, DType, Rect, ReduceFn, Strided, UnaryFn, for_each_pair};
 use crate::ids::{OpId, ValueId};
@@ -119,6 +122,15 @@ pub enum OpKind {
         b: ValueId,
         function: BinaryFn,
     },
+    /// `out = condition ≠ 0 ? x : y` element by element (ONNX `Where`): `x` or `y` as it is, in f16.
+    /// Each operand is `[rows, cols]` or broadcasts to the output as a binary operation's do; the
+    /// output is `[max rows, max cols]`. A boolean condition holds 1 or 0 (`DType::Bool`); any other
+    /// holds where it is not 0.
+    Select {
+        condition: ValueId,
+        x: ValueId,
+        y: ValueId,
+    },
     /// Per row, over the columns: `out[r, 0] = f(x[r, :])`; `out: [rows, 1]`. Accumulated in f32.
     Reduce { x: ValueId, function: ReduceFn },
     /// Per row: `out[r, :] = softmax(x[r, :])` (max subtracted, exp, sum, divide), in f32, rounded to
@@ -162,6 +174,7 @@ impl OpKind {
                 vec![*a, *b]
             }
             OpKind::Unary { x, .. } | OpKind::Reduce { x, .. } | OpKind::Softmax { x } => vec![*x],
+            OpKind::Select { condition, x, y } => vec![*condition, *x, *y],
             OpKind::AddBias { x, bias } => vec![*x, *bias],
             OpKind::GeluTanh { x } | OpKind::GeluErf { x } => vec![*x],
             OpKind::LayerNorm { x, gamma, beta, .. } => vec![*x, *gamma, *beta],
@@ -197,6 +210,7 @@ impl OpKind {
             OpKind::Attention { .. } => "attention",
             OpKind::Unary { .. } => "unary",
             OpKind::Binary { .. } => "binary",
+            OpKind::Select { .. } => "select",
             OpKind::Reduce { .. } => "reduce",
             OpKind::Softmax { .. } => "softmax",
             OpKind::Assemble { .. } => "assemble",

@@ -1,6 +1,7 @@
 //! [`Graph::check`]: what every graph must be before a phase, the device or the host reference reads
 //! it — ids in range and in order, each value made once and before use, shapes, dtypes and attributes
-//! that fit each operation's semantics (`OpKind`'s docs), and a size the host can hold. A workload
+//! that fit each operation's semantics (`OpKind`'s docs: element-wise operands that broadcast, no
+//! i64 on the device, no boolean weight, partials f16 or f32), and a size the host can hold. A workload
 //! spec is checked once it is resolved; a package's graph is checked when the package is read, since a
 //! package is data and may have been crafted behind a valid hash.
 
@@ -25,6 +26,12 @@ impl Graph {
                     v.rows, v.cols
                 ));
             }
+            if v.dtype == DType::Bool && v.role == ValueRole::Weight {
+                return Err(format!(
+                    "{what}: a weight is f16, f32 or i64; a boolean constant is an f16 weight of 1 \
+                     and 0"
+                ));
+            }
             let product = v
                 .shape
                 .iter()
@@ -36,7 +43,7 @@ impl Graph {
                 ));
             }
         }
-        if self.partials == DType::I64 {
+        if !self.partials.is_partials() {
             return Err("partials must be f16 or f32".to_string());
         }
         let mut produced = vec![false; self.values.len()];
@@ -161,6 +168,22 @@ fn shapes(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
             ))
         }
     };
+    // Element-wise operands broadcast to `out`, `[max rows, max cols]`.
+    let broadcast = |operands: &[ValueId]| {
+        let rows = operands.iter().map(|&id| v(id).rows).max().unwrap_or(1);
+        let cols = operands.iter().map(|&id| v(id).cols).max().unwrap_or(1);
+        for &id in operands {
+            let (r, c) = dims(id);
+            if !(r == rows || r == 1) || !(c == cols || c == 1) {
+                return Err(format!(
+                    "`{}` is [{r}, {c}], which does not broadcast to [{rows}, {cols}] \
+                     (operands are [rows, cols], [1, cols], [rows, 1] or [1, 1])",
+                    v(id).name
+                ));
+            }
+        }
+        want(out, rows, cols)
+    };
     if !kind.on_host() {
         for id in kind.inputs().into_iter().chain([out]) {
             float(id)?;
@@ -187,20 +210,8 @@ fn shapes(kind: &OpKind, out: ValueId, values: &[Value]) -> Result<(), String> {
         }
         OpKind::Unary { x, .. } | OpKind::Softmax { x } => want(out, v(x).rows, v(x).cols),
         OpKind::Reduce { x, .. } => want(out, v(x).rows, 1),
-        OpKind::Binary { a, b, .. } => {
-            let (rows, cols) = (v(a).rows.max(v(b).rows), v(a).cols.max(v(b).cols));
-            for id in [a, b] {
-                let (r, c) = dims(id);
-                if !(r == rows || r == 1) || !(c == cols || c == 1) {
-                    return Err(format!(
-                        "`{}` is [{r}, {c}], which does not broadcast to [{rows}, {cols}] \
-                         (operands are [rows, cols], [1, cols], [rows, 1] or [1, 1])",
-                        v(id).name
-                    ));
-                }
-            }
-            want(out, rows, cols)
-        }
+        OpKind::Binary { a, b, .. } => broadcast(&[a, b]),
+        OpKind::Select { condition, x, y } => broadcast(&[condition, x, y]),
         OpKind::Attention {
             q,
             k,

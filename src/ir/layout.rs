@@ -143,7 +143,7 @@ pub fn reads(op: &Operator, transposed_form: bool) -> Vec<(ValueId, bool)> {
             .chain(a.mask.map(|m| (m, false)))
             .collect(),
         Operator::LayerNorm(l) => vec![(l.x, false), (l.gamma, false), (l.beta, false)],
-        Operator::Vector(v) => v.operands().into_iter().map(|(x, _)| (x, false)).collect(),
+        Operator::Vector(v) => v.operands.iter().map(|&(x, _)| (x, false)).collect(),
         Operator::Assemble(a) => a.sources().into_iter().map(|x| (x, false)).collect(),
     }
 }

@@ -1,6 +1,6 @@
 //! The mid-level program (`mid`): the graph's device operations lowered to tileable operators (a
-//! matmul with its fused epilogue, a flash attention, a layer norm, a general vector operation, a
-//! data movement), their candidate partitions over the tiles and the best whole-program
+//! matmul with its fused epilogue, a flash attention, a layer norm, a general vector operation (its
+//! operands a list, as many as its function takes: a select's three included), a data movement), their candidate partitions over the tiles and the best whole-program
 //! plans with their estimates. Written by `lower_mid`, read by `select_finalist`.
 
 mod assemble;
@@ -439,7 +439,7 @@ pub struct Mid {
 
 impl crate::store::Artifact for Mid {
     const KIND: &'static str = "mid";
-    const SCHEMA: u32 = 4;
+    const SCHEMA: u32 = 5;
 }
 
 impl Mid {

@@ -63,7 +63,7 @@ pub struct StepEstimate {
 /// sync estimate per superstep.
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 9;
+    const SCHEMA: u32 = 10;
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.

@@ -356,7 +356,7 @@ pub struct Selected {
 
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
-    const SCHEMA: u32 = 5;
+    const SCHEMA: u32 = 6;
 }
 
 impl ExchangePhase {

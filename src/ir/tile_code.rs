@@ -18,7 +18,7 @@ pub struct TileCode {
 /// Schema 5: programs in encoding format 2 (`crate::isa::encoding::FORMAT`).
 impl crate::store::Artifact for TileCode {
     const KIND: &'static str = "tile_code";
-    const SCHEMA: u32 = 5;
+    const SCHEMA: u32 = 6;
 }
 
 impl TileCode {

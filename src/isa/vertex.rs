@@ -137,14 +137,17 @@ pub struct Combine<O> {
 /// What a [`Vector`] vertex computes over its rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VectorFn {
-    /// `out = f(a)` element by element.
+    /// `out = f(x)` element by element.
     Unary(UnaryFn),
     /// `out = f(a, b)` element by element, each operand spread over the output as it says.
     Binary(BinaryFn),
-    /// `out[r] = f(a[r, :])`: one value per row.
+    /// `out[r] = f(x[r, :])`: one value per row.
     Reduce(ReduceFn),
-    /// `out[r, :] = softmax(a[r, :])`.
+    /// `out[r, :] = softmax(x[r, :])`.
     Softmax,
+    /// `out = condition ≠ 0 ? x : y` element by element, each operand spread over the output as it
+    /// says (ONNX `Where`, popops' `Select`).
+    Select,
 }
 
 impl VectorFn {
@@ -156,7 +159,23 @@ impl VectorFn {
             VectorFn::Binary(f) => format!("binary {}", f.name()),
             VectorFn::Reduce(f) => format!("reduce {}", f.name()),
             VectorFn::Softmax => "softmax".to_string(),
+            VectorFn::Select => "select".to_string(),
         }
+    }
+
+    /// Its operands' roles, in order: as many as it takes.
+    pub fn roles(&self) -> &'static [&'static str] {
+        match self {
+            VectorFn::Unary(_) | VectorFn::Reduce(_) | VectorFn::Softmax => &["x"],
+            VectorFn::Binary(_) => &["a", "b"],
+            VectorFn::Select => &["condition", "x", "y"],
+        }
+    }
+
+    /// Whether its operands may be spread over the output (element-wise functions of several
+    /// operands); a function of one operand takes it whole.
+    pub fn spreads(&self) -> bool {
+        self.roles().len() > 1
     }
 }
 
@@ -219,16 +238,13 @@ impl Spread {
 
 /// A general vector operation over `rows` rows of `cols` f16 elements (vector unit,
 /// [`crate::numerics::unary_f32`] and siblings): computed in f32, each result rounded once to f16.
-/// `a` spreads over the rows as `a_spread` says (always `Whole` but for a binary function), `b`
-/// (binary functions only) as `b_spread`. The output is `rows x cols`, or `rows x 1` for a
-/// reduction; stored transposed when `transpose`.
+/// `operands` are the function's, in the order [`VectorFn::roles`] names them, each with the way it
+/// spreads over the rows (always `Whole` for a function of one operand). The output is
+/// `rows x cols`, or `rows x 1` for a reduction; stored transposed when `transpose`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vector<O> {
     pub function: VectorFn,
-    pub a: O,
-    pub a_spread: Spread,
-    pub b: Option<O>,
-    pub b_spread: Spread,
+    pub operands: Vec<(O, Spread)>,
     pub out: O,
     pub rows: u32,
     pub cols: u32,
@@ -242,6 +258,11 @@ impl<O> Vector<O> {
             VectorFn::Reduce(_) => (self.rows, 1),
             _ => (self.rows, self.cols),
         }
+    }
+
+    /// The operands' spreads, in order.
+    pub fn spreads(&self) -> Vec<Spread> {
+        self.operands.iter().map(|&(_, s)| s).collect()
     }
 }
 
@@ -371,11 +392,12 @@ impl<O> VertexKind<O> {
             ],
             VertexKind::Vector(v) => {
                 let (out_rows, out_cols) = v.out_shape();
-                [at("a", Read, v.a_spread.extent(v.rows, v.cols), &v.a)]
-                    .into_iter()
-                    .chain(
-                        (v.b.iter()).map(|b| at("b", Read, v.b_spread.extent(v.rows, v.cols), b)),
-                    )
+                let roles = v.function.roles();
+                (v.operands.iter().enumerate())
+                    .map(|(i, (o, spread))| {
+                        let role = roles.get(i).copied().unwrap_or("operand");
+                        at(role, Read, spread.extent(v.rows, v.cols), o)
+                    })
                     .chain([at(
                         "out",
                         Write,
@@ -453,10 +475,7 @@ impl<O> VertexKind<O> {
             }),
             VertexKind::Vector(v) => VertexKind::Vector(Vector {
                 function: v.function,
-                a: f(&v.a),
-                a_spread: v.a_spread,
-                b: v.b.as_ref().map(&mut f),
-                b_spread: v.b_spread,
+                operands: (v.operands.iter()).map(|(o, s)| (f(o), *s)).collect(),
                 out: f(&v.out),
                 rows: v.rows,
                 cols: v.cols,
@@ -602,17 +621,11 @@ impl fmt::Display for VertexKind<Placed> {
                 f32::from_bits(v.epsilon_bits)
             ),
             VertexKind::Vector(v) => {
-                write!(
-                    f,
-                    "vector {} {}x{} a={} {}",
-                    v.function.name(),
-                    v.rows,
-                    v.cols,
-                    At(&v.a),
-                    v.a_spread.name()
-                )?;
-                if let Some(b) = &v.b {
-                    write!(f, " b={} {}", At(b), v.b_spread.name())?;
+                write!(f, "vector {} {}x{}", v.function.name(), v.rows, v.cols)?;
+                let roles = v.function.roles();
+                for (i, (o, spread)) in v.operands.iter().enumerate() {
+                    let role = roles.get(i).copied().unwrap_or("operand");
+                    write!(f, " {role}={} {}", At(o), spread.name())?;
                 }
                 write!(f, " out={}", At(&v.out))?;
                 if v.transpose {

@@ -8,11 +8,12 @@
 //! probabilities to f16 (the online softmax's) and the running sums of its weighted values to the
 //! partials' type after every 16 keys. How far `rounded` lies from `data` is what precision
 //! alone moves the result by; the tolerance builds on it ([`super::tolerance`]). Host operations are
-//! evaluated alike in both, their f16 results rounded in `rounded`.
+//! evaluated alike in both, their f16 results rounded in `rounded`. Element-wise operations (a select
+//! and the comparisons among them) broadcast each operand over the output as the device does.
 
 use super::{
-    binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_to, saturate, softmax_row_f64,
-    unary_f64,
+    binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_to, saturate, select,
+    softmax_row_f64, unary_f64,
 };
 use crate::ir::{AttentionShape, DType, Graph, OpKind};
 use crate::progress::Progress;
@@ -69,6 +70,14 @@ fn evaluate(
     for op in &graph.ops {
         let out = graph.value(op.out);
         let n = out.cols as usize;
+        // Value `id`'s element for element `i` of the output, `id` broadcast over it.
+        let at = |data: &[Vec<f64>], id: crate::ids::ValueId, i: usize| {
+            let v = graph.value(id);
+            let (r, c) = (i / n, i % n);
+            let r = if v.rows == 1 { 0 } else { r };
+            let c = if v.cols == 1 { 0 } else { c };
+            data[id.index()][r * v.cols as usize + c]
+        };
         let result: Vec<f64> = match op.kind {
             OpKind::MatMul { a, b } => {
                 let k = graph.value(a).cols as usize;
@@ -135,18 +144,12 @@ fn evaluate(
                 .iter()
                 .map(|&v| unary_f64(function, v))
                 .collect(),
-            OpKind::Binary { a, b, function } => {
-                let at = |id: crate::ids::ValueId, i: usize| {
-                    let v = graph.value(id);
-                    let (r, c) = (i / n, i % n);
-                    let r = if v.rows == 1 { 0 } else { r };
-                    let c = if v.cols == 1 { 0 } else { c };
-                    data[id.index()][r * v.cols as usize + c]
-                };
-                (0..out.elements() as usize)
-                    .map(|i| binary_f64(function, at(a, i), at(b, i)))
-                    .collect()
-            }
+            OpKind::Binary { a, b, function } => (0..out.elements() as usize)
+                .map(|i| binary_f64(function, at(&data, a, i), at(&data, b, i)))
+                .collect(),
+            OpKind::Select { condition, x, y } => (0..out.elements() as usize)
+                .map(|i| select(at(&data, condition, i), at(&data, x, i), at(&data, y, i)))
+                .collect(),
             OpKind::Reduce { x, function } => {
                 let cols = graph.value(x).cols as usize;
                 data[x.index()]

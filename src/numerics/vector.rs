@@ -1,10 +1,13 @@
-//! The arithmetic of the general vector operations (`Unary`, `Binary`, `Reduce`, `Softmax`), in f32
-//! as the device's `Vector` vertex computes it and in float64 for the host reference.
+//! The arithmetic of the general vector operations (`Unary`, `Binary`, `Select`, `Reduce`,
+//! `Softmax`), in f32 as the device's `Vector` vertex computes it and in float64 for the host
+//! reference.
 //!
 //! Contract: the f32 functions take f16 values widened to f32 and return the f32 result the vertex
 //! rounds once to f16; a reduction and a softmax run over one row in column order (one worker owns a
 //! row). Transcendentals come from `libm`, so results are bit-identical on every platform. The
-//! float64 functions are the same definitions in float64.
+//! float64 functions are the same definitions in float64. A comparison, `is_nan` and `is_inf` give
+//! exactly 1 or 0 (a NaN compares unequal to everything, so only `not_equal` holds for it); a select
+//! takes `x` where its condition is not 0 (a NaN condition included, as ONNX casts NaN to true).
 
 use super::{gelu_erf_f32, gelu_erf_f64, gelu_tanh_f32, gelu_tanh_f64};
 use crate::elements::{BinaryFn, ReduceFn, UnaryFn};
@@ -23,6 +26,8 @@ pub fn unary_f32(f: UnaryFn, x: f32) -> f32 {
         UnaryFn::Relu => x.max(0.0),
         UnaryFn::GeluErf => gelu_erf_f32(x),
         UnaryFn::GeluTanh => gelu_tanh_f32(x),
+        UnaryFn::IsNan => truth(x.is_nan()),
+        UnaryFn::IsInf => truth(x.is_infinite()),
         UnaryFn::Pow { exponent } => libm::powf(x, exponent),
     }
 }
@@ -41,6 +46,8 @@ pub fn unary_f64(f: UnaryFn, x: f64) -> f64 {
         UnaryFn::Relu => x.max(0.0),
         UnaryFn::GeluErf => gelu_erf_f64(x),
         UnaryFn::GeluTanh => gelu_tanh_f64(x),
+        UnaryFn::IsNan => f64::from(truth(x.is_nan())),
+        UnaryFn::IsInf => f64::from(truth(x.is_infinite())),
         UnaryFn::Pow { exponent } => libm::pow(x, f64::from(exponent)),
     }
 }
@@ -55,6 +62,12 @@ pub fn binary_f32(f: BinaryFn, a: f32, b: f32) -> f32 {
         BinaryFn::Pow => libm::powf(a, b),
         BinaryFn::Max => a.max(b),
         BinaryFn::Min => a.min(b),
+        BinaryFn::Equal => truth(a == b),
+        BinaryFn::NotEqual => truth(a != b),
+        BinaryFn::Less => truth(a < b),
+        BinaryFn::LessEqual => truth(a <= b),
+        BinaryFn::Greater => truth(a > b),
+        BinaryFn::GreaterEqual => truth(a >= b),
     }
 }
 
@@ -68,7 +81,23 @@ pub fn binary_f64(f: BinaryFn, a: f64, b: f64) -> f64 {
         BinaryFn::Pow => libm::pow(a, b),
         BinaryFn::Max => a.max(b),
         BinaryFn::Min => a.min(b),
+        BinaryFn::Equal => f64::from(truth(a == b)),
+        BinaryFn::NotEqual => f64::from(truth(a != b)),
+        BinaryFn::Less => f64::from(truth(a < b)),
+        BinaryFn::LessEqual => f64::from(truth(a <= b)),
+        BinaryFn::Greater => f64::from(truth(a > b)),
+        BinaryFn::GreaterEqual => f64::from(truth(a >= b)),
     }
+}
+
+/// 1 for true, 0 for false: what a comparison stores.
+fn truth(holds: bool) -> f32 {
+    f32::from(u8::from(holds))
+}
+
+/// `condition ≠ 0 ? x : y`, in f32 and float64 alike (it selects, it computes nothing).
+pub fn select<T: PartialEq + From<u8>>(condition: T, x: T, y: T) -> T {
+    if condition != T::from(0) { x } else { y }
 }
 
 /// One row reduced in f32, in column order: the sum, the sum over the row's length, or the largest.
@@ -133,5 +162,49 @@ mod tests {
         assert_eq!(reduce_row_f32(ReduceFn::Max, &row), 3.0);
         assert_eq!(reduce_row_f32(ReduceFn::Mean, &row), 0.625);
         assert_eq!(binary_f32(BinaryFn::Min, 2.0, -1.0), -1.0);
+    }
+
+    #[test]
+    fn comparisons_give_one_or_zero_as_ieee_compares() {
+        let nan = f32::NAN;
+        let table = [
+            (BinaryFn::Equal, [1.0, 0.0, 0.0, 0.0]),
+            (BinaryFn::NotEqual, [0.0, 1.0, 1.0, 1.0]),
+            (BinaryFn::Less, [0.0, 1.0, 0.0, 0.0]),
+            (BinaryFn::LessEqual, [1.0, 1.0, 0.0, 0.0]),
+            (BinaryFn::Greater, [0.0, 0.0, 1.0, 0.0]),
+            (BinaryFn::GreaterEqual, [1.0, 0.0, 1.0, 0.0]),
+        ];
+        // (2, 2), (1, 2), (3, 2) and (NaN, NaN): equal, less, greater, unordered.
+        let pairs = [(2.0, 2.0), (1.0, 2.0), (3.0, 2.0), (nan, nan)];
+        for (f, want) in table {
+            for ((a, b), w) in pairs.into_iter().zip(want) {
+                assert_eq!(binary_f32(f, a, b), w, "{f:?}({a}, {b})");
+                assert_eq!(binary_f64(f, f64::from(a), f64::from(b)), f64::from(w));
+            }
+        }
+        // -0 equals +0.
+        assert_eq!(binary_f32(BinaryFn::Equal, -0.0, 0.0), 1.0);
+        for (x, nan_, inf) in [
+            (nan, 1.0, 0.0),
+            (f32::NEG_INFINITY, 0.0, 1.0),
+            (65504.0, 0.0, 0.0),
+        ] {
+            assert_eq!(unary_f32(UnaryFn::IsNan, x), nan_, "{x}");
+            assert_eq!(unary_f32(UnaryFn::IsInf, x), inf, "{x}");
+            assert_eq!(unary_f64(UnaryFn::IsInf, f64::from(x)), f64::from(inf));
+        }
+    }
+
+    #[test]
+    fn select_takes_x_where_the_condition_is_not_zero() {
+        assert_eq!(select(1.0f32, 2.0, 3.0), 2.0);
+        assert_eq!(select(0.0f32, 2.0, 3.0), 3.0);
+        assert_eq!(select(-0.0f32, 2.0, 3.0), 3.0);
+        assert_eq!(select(-0.5f64, 2.0, 3.0), 2.0);
+        assert_eq!(select(f32::NAN, 2.0, 3.0), 2.0);
+        // It moves the value bits: a NaN or an infinity passes as it is.
+        assert!(select(1.0f32, f32::NAN, 3.0).is_nan());
+        assert_eq!(select(0.0f32, 2.0, f32::NEG_INFINITY), f32::NEG_INFINITY);
     }
 }

@@ -13,7 +13,7 @@
 //! | `split_slices` | a `Split` of a computed tensor no weight slice took | one `Slice` per output |
 //! | `scalar_scale` | a scalar `Mul`/`Div` on an operand of a `MatMul` of two computed tensors, through `Reshape`/`Transpose` | the product of the scalars applied to the `MatMul`'s result |
 //! | `movement_chains` | a chain of `Reshape`/`Transpose` of a computed tensor that moves its elements as one `Transpose` would (the dynamo exporter's `kᵀ` through `[b·h, s, d]`), or leaves them in order | that `Transpose`, or one `Reshape` |
-//! | `bool_mask` | `Where(c, 0, f)`, `Where(c, scores, f)`, `Where(Not(c), f, 0)` | `(1 − Cast(c)) · f` added to the scores |
+//! | `bool_mask` | `Where(c, 0, f)`, `Where(c, scores, f)`, `Where(Not(c), f, 0)`, `c` a mask from an integer graph input | `(1 − Cast(c)) · f` added to the scores |
 //! | `mean_pool` | `ReduceSum(x·m, 1) / Clip(ReduceSum(m, 1), min)` (or `Max`, or no bound) | `MaskedMeanPool(x, m)`, the front end's own operator, a host `MeanPool` |
 //! | `layer_norm_axes` | LayerNormalization over axes `[a..]` other than the last alone, or with its `Mean` and `InvStdDev` read | Reshape to `[lead, trailing]`, LayerNormalization over the last axis, the statistics by ReduceMean/Sub/Mul/Add/Sqrt/Reciprocal, Reshape back |
 //! | `reduce_axes` | ReduceSum, ReduceMean, ReduceMax over any axes | Transpose those axes last, Reshape them into one, the reduction over the last axis, Reshape to the result's shape |

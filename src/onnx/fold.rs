@@ -95,7 +95,7 @@ fn is_lookup(op: &str, inputs: &[Option<&Tensor>]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::onnx::imported::ImportConfig;
     use crate::onnx::proto::*;
@@ -141,7 +141,7 @@ mod tests {
         }
     }
 
-    fn n(op: &str, inputs: &[&str], output: &str) -> NodeProto {
+    pub(crate) fn n(op: &str, inputs: &[&str], output: &str) -> NodeProto {
         NodeProto {
             input: inputs.iter().map(|s| s.to_string()).collect(),
             output: vec![output.to_string()],

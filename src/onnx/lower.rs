@@ -8,9 +8,11 @@
 //! The patterns are in [`super::patterns`].
 //!
 //! Contract: values are 2-D `[rows, cols]` with the ONNX shape in `shape` (leading dimensions flattened
-//! into rows); device float values are f16, weights f16 (their data kept as f32), embedding tables f32,
-//! ids and masks i64, mean pooling's output f32; host operations are `Embed`, `MaskBias` and `MeanPool`.
-//! Graph outputs that are integer graph inputs passed through are skipped, with a warning.
+//! into rows); device float values are f16, boolean ones bool (f16 1 and 0 on the device; a device
+//! output takes the element type the model declares for it), weights f16 (their data kept as f32),
+//! embedding tables f32, ids and masks i64, mean pooling's output f32; host operations are `Embed`,
+//! `MaskBias` and `MeanPool`. Graph outputs that are integer graph inputs passed through are
+//! skipped, with a warning.
 
 use super::OnnxError;
 use super::imported::{ImportConfig, Imported};
@@ -72,7 +74,7 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
     for name in &g.outputs {
         let o = Output { name: name.clone() };
         // A view of moved elements is assembled to be streamed out.
-        // An input passed through as a float output is copied, so that the device writes it.
+        // An input passed through as a float or boolean output is copied, so that the device writes it.
         if let Some(Sym::Value { id, shape }) = syms.get(name).cloned()
             && cx.values[id.index()].role == ValueRole::Input
         {
@@ -107,6 +109,11 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
                 }
                 v.role = ValueRole::Output;
                 v.name = o.name.clone();
+                // A device output is written as the model declares it: a boolean or a float.
+                if v.dtype.held_as_f16() {
+                    let boolean = g.infos.get(name).is_some_and(|i| i.elem == Elem::Bool);
+                    v.dtype = if boolean { DType::Bool } else { DType::F16 };
+                }
                 if shape.iter().product::<usize>() as u64 == v.elements() {
                     v.shape = shape.iter().map(|&d| d as u32).collect();
                 }
@@ -145,15 +152,19 @@ pub fn lower(model: &ModelProto, config: &ImportConfig) -> Result<Imported, Onnx
     })
 }
 
-/// The graph inputs at their fixed shapes: integer inputs as i64 host values, float ones as f16.
+/// The graph inputs at their fixed shapes: integer inputs as i64 host values, float ones as f16,
+/// boolean ones as booleans (on the device, f16 1 and 0).
 fn inputs(g: &OpGraph, cx: &mut Ctx, syms: &mut BTreeMap<String, Sym>) -> Result<(), OnnxError> {
     for (name, shape, _) in &g.inputs {
-        let float = g.infos.get(name).is_some_and(|i| i.elem == Elem::Float);
-        let dtype = if float { DType::F16 } else { DType::I64 };
+        let dtype = match g.infos.get(name).map(|i| i.elem) {
+            Some(Elem::Float) => DType::F16,
+            Some(Elem::Bool) => DType::Bool,
+            _ => DType::I64,
+        };
         let id: ValueId = cx
             .value(name, shape, dtype, ValueRole::Input, 0)
             .map_err(|m| OnnxError::Model(format!("graph input `{name}`: {m}")))?;
-        let sym = if float {
+        let sym = if dtype != DType::I64 {
             Sym::Value {
                 id,
                 shape: shape.clone(),

@@ -16,7 +16,9 @@
 //!    operator over an axis other than the last), folding again after each that rewrote.
 //! 4. `lower`, `patterns` and `blocks`: each remaining node onto the graph IR, by the patterns a
 //!    transformer's export has; `vector`: what no pattern fuses, op by op onto general vector operations;
-//!    `movement`: data movement of computed tensors, composed lazily and assembled where read.
+//!    `logic`: comparisons, logic, `Where` and `Cast` of computed tensors onto the same (booleans as
+//!    f16 1 and 0); `movement`: data movement of computed tensors, composed lazily and assembled where
+//!    read.
 //!
 //! Other modules: `imported` (what goes in and comes out), `proto` (the messages of onnx.proto the
 //! importer reads, as prost structs), `tensor` (constants, their decoding and the shape rules).
@@ -28,6 +30,7 @@ pub mod eval;
 mod fold;
 mod imported;
 mod infer;
+mod logic;
 mod lower;
 mod movement;
 mod opgraph;

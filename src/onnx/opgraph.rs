@@ -5,7 +5,8 @@
 //! Contract: [`OpGraph::load`] takes a decoded model and the import's fixed input shapes; every node
 //! keeps the index it had in the model's node list, which errors name (a node a pass writes takes the
 //! index of the node it replaces). Passes keep the node list topological; a tensor is produced by at
-//! most one node.
+//! most one node. Graph inputs are float, int64, int32 or bool; any other element type is refused
+//! naming the input.
 
 use super::OnnxError;
 use super::imported::ImportConfig;
@@ -239,10 +240,11 @@ impl OpGraph {
             let code = tensor_type.map_or(0, |t| t.elem_type);
             let elem = match code {
                 data_type::INT64 | data_type::INT32 => Elem::Int,
+                data_type::BOOL => Elem::Bool,
                 c if tensor::is_float_type(c) => Elem::Float,
                 c => {
                     return Err(OnnxError::Model(format!(
-                        "graph input `{}` has element type {}; int64, int32 and float inputs are supported",
+                        "graph input `{}` has element type {}; int64, int32, float and bool inputs are supported",
                         input.name,
                         tensor::element_name(c)
                     )));

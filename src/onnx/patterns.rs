@@ -12,6 +12,10 @@
 //! - `LayerNormalization` over the last axis (every LayerNorm spelling) → `LayerNorm`.
 //! - `MaskedMeanPool` (masked mean pooling after canonicalisation) → host `MeanPool`.
 //!
+//! What no pattern takes lowers op by op: element-wise operators, reductions and Softmax by
+//! [`super::vector`]; comparisons, logic, `Where`, `Cast`, `IsNaN` and `IsInf` of computed tensors by
+//! [`super::logic`]; data movement by [`super::movement`].
+//!
 //! The graph it reads is canonical ([`super::canonical`]): constants folded, one spelling of each
 //! computation. A node that fits none, or fits one but for a detail (a head split that does not
 //! divide), is an error; the caller names the node.
@@ -398,6 +402,11 @@ impl Ctx {
                 self.op(name, OpKind::Embed { lookups: pairs }, out);
                 Ok((out, shape.clone()))
             }
+            Sym::Host { id, .. } => Err(format!(
+                "`{}` is an integer graph input, which the device never holds (it computes floats \
+                 and booleans): integers reach it only as an embedding's ids or an attention mask",
+                self.values[id.index()].name
+            )),
             other => Err(format!("{} cannot be used as a tensor here", other.what())),
         }
     }
@@ -426,6 +435,11 @@ impl Ctx {
                     || (op == "And" && matches!(ins.get(1), Some(Some(Sym::Host { .. })))) =>
             {
                 self.host_view(node, ins)
+            }
+            "Not" | "And" | "Or" | "Xor" | "Where" | "Cast" | "IsNaN" | "IsInf" => self.logic(node, ins),
+            op if comparison_fn(op).is_some() => {
+                let f = comparison_fn(op).expect("matched");
+                self.binary(name, tensor, input(0)?, input(1)?, f)
             }
             "Gather" if matches!(input(0), Ok(Sym::Const(..))) => match (input(0)?, input(1)?) {
                 (Sym::Const(n, t), idx) if t.is_float() && t.shape.len() == 2 && attrs.i("axis").unwrap_or(0) == 0 => {
@@ -646,6 +660,18 @@ fn binary_fn(op: &str) -> Option<BinaryFn> {
         "Pow" => BinaryFn::Pow,
         "Max" => BinaryFn::Max,
         "Min" => BinaryFn::Min,
+        _ => return None,
+    })
+}
+
+/// The comparison of an ONNX comparison operator (its result boolean: [`super::logic`]).
+fn comparison_fn(op: &str) -> Option<BinaryFn> {
+    Some(match op {
+        "Equal" => BinaryFn::Equal,
+        "Less" => BinaryFn::Less,
+        "LessOrEqual" => BinaryFn::LessEqual,
+        "Greater" => BinaryFn::Greater,
+        "GreaterOrEqual" => BinaryFn::GreaterEqual,
         _ => return None,
     })
 }

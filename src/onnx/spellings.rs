@@ -1,5 +1,6 @@
 //! The canonicalisation passes that recognise a computation spelt over several nodes: a split
-//! LayerNorm, the GELUs, and boolean attention masks (see the table in [`super::canonical`]). Each
+//! LayerNorm, the GELUs, and boolean attention masks made from an integer graph input (see the table
+//! in [`super::canonical`]; a `Where` on any other condition is left to the lowering, a select). Each
 //! matches from the chain's last node, checks every intermediate is read only inside the chain, and
 //! replaces the last node by the canonical one; the rest is left to pruning.
 
@@ -263,9 +264,38 @@ pub fn gelu(g: &mut OpGraph) -> Result<usize, OnnxError> {
     Ok(count)
 }
 
+/// Whether `t` is an integer graph input (a mask) seen through the operators the lowering follows a
+/// mask's elements by ([`super::patterns`]' host views: Cast, the movements, And with a constant).
+fn from_integer_input(g: &OpGraph, t: &str) -> bool {
+    let mut t = t.to_string();
+    loop {
+        if g.inputs.iter().any(|(n, _, _)| *n == t) {
+            return g.infos.get(&t).is_some_and(|i| i.elem == Elem::Int);
+        }
+        let Some(node) = g.producer(&t).map(|i| &g.nodes[i]) else {
+            return false;
+        };
+        let next = match node.op.as_str() {
+            "Cast" | "Unsqueeze" | "Expand" | "Reshape" | "Squeeze" | "Transpose" | "Flatten"
+            | "Slice" | "GatherND" | "Identity" => node.input(0),
+            "And" => node
+                .inputs
+                .iter()
+                .find(|i| !g.consts.contains_key(*i))
+                .map(String::as_str),
+            _ => None,
+        };
+        match next {
+            Some(n) => t = n.to_string(),
+            None => return false,
+        }
+    }
+}
+
 /// Boolean masks as the arithmetic mask chain: `Where(c, scores, f)` → `scores + Where(c, 0, f)`;
 /// `Where(Not(c), f, 0)` → `Where(c, 0, f)`; `Where(c, 0, f)` → `(1 − Cast(c)) · f`, where `c` is a
-/// computed boolean and `f` a constant scalar.
+/// mask made from an integer graph input and `f` a constant scalar (so that the lowering takes it
+/// to the host's mask bias). A `Where` on any other condition is a select.
 pub fn bool_mask(g: &mut OpGraph) -> Result<usize, OnnxError> {
     let mut count = 0;
     let mut at = 0;
@@ -302,6 +332,9 @@ pub fn bool_mask(g: &mut OpGraph) -> Result<usize, OnnxError> {
             }
             _ => continue,
         };
+        if !from_integer_input(g, &cond) {
+            continue;
+        }
         // −∞ (or any fill past the float range) is the most negative finite float: a softmax over a
         // row whose keys are all padding then stays defined, and the mask bias saturates to its type.
         let fill = fill.max(f32::MIN);

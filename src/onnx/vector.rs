@@ -1,13 +1,15 @@
 //! Op-by-op lowering of what no pattern fuses onto the graph's general vector operations: element-wise
-//! unary operators (and `Pow` by a constant), binary operators with ONNX broadcasting, reductions and
-//! Softmax over the last axis. Fusion (a bias, GELU or residual into a matmul's epilogue) stays the
-//! business of the patterns and of `lower_mid`; this is the way in for everything else.
+//! unary operators (and `Pow` by a constant), binary operators and select with ONNX broadcasting,
+//! reductions and Softmax over the last axis. Fusion (a bias, GELU or residual into a matmul's
+//! epilogue) stays the business of the patterns and of `lower_mid`; this is the way in for everything
+//! else ([`super::logic`] lowers comparisons, logic, `Where` and `Cast` onto these).
 //!
 //! A value is `[rows, cols]`: its ONNX shape's leading dimensions flattened into rows and its last
 //! dimension as columns. An operand broadcasts in that view when it is the whole `[rows, cols]`, one row
-//! `[1, cols]`, one column `[rows, 1]` or one value `[1, 1]`; a constant that broadcasts otherwise
-//! (over a batch, say) is expanded to the output's shape when it becomes a weight. A computed operand
-//! that does not is refused, naming its shape.
+//! `[1, cols]`, one column `[rows, 1]` or one value `[1, 1]`; one that broadcasts otherwise (over a
+//! batch, say) is expanded to the output's shape: a constant when it becomes a weight, a computed
+//! tensor as a view assembled once ([`super::movement`]). A predicate's result (`is_nan`, `is_inf`,
+//! a comparison) is a boolean value.
 
 use super::patterns::{Ctx, Sym};
 use super::tensor::{self, Tensor};
@@ -64,41 +66,50 @@ impl Ctx {
         function: UnaryFn,
     ) -> Result<Sym, String> {
         let (x, shape) = self.materialize(x)?;
-        let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
+        let dtype = match function {
+            UnaryFn::IsNan | UnaryFn::IsInf => DType::Bool,
+            _ => DType::F16,
+        };
+        let out = self.value(tensor, &shape, dtype, ValueRole::Intermediate, 0)?;
         self.op(name, OpKind::Unary { x, function }, out);
         Ok(Sym::Value { id: out, shape })
     }
 
-    /// An operand of a binary operation as a value: computed values as they are (when they sit in
-    /// the output as whole, row, column or value), constants as f16 weights of the same view (or
-    /// expanded to the output's shape when they broadcast otherwise).
+    /// An operand of an element-wise operation as a value: computed values as they are when they sit
+    /// in the output as whole, row, column or value (else expanded to the output's shape by an
+    /// assembled view), constants as f16 weights of the same view (or expanded likewise).
     fn operand(&mut self, s: &Sym, out: &[usize]) -> Result<ValueId, String> {
         match s {
             Sym::Const(n, t) => {
-                let t = if view(&t.shape, out).is_some() {
-                    t.as_ref().clone()
+                // A constant keeps its name unless it is expanded to the output's shape.
+                let (t, name) = if view(&t.shape, out).is_some() {
+                    (t.as_ref().clone(), n.clone())
                 } else {
-                    t.expand(out)?
+                    (t.expand(out)?, format!("{n}/expanded"))
                 };
                 let (r, c) = view(&t.shape, out)
                     .ok_or_else(|| format!("constant `{n}` does not broadcast to {out:?}"))?;
-                let name = if t.shape == self.const_shape(n) {
-                    n.clone()
+                // The user binds it by its own (or expanded) ONNX shape, whose flattened view it is.
+                let shape = if flat(&t.shape) == (r, c) {
+                    t.shape.clone()
                 } else {
-                    format!("{n}/expanded")
+                    vec![r, c]
                 };
                 let t = Tensor {
                     shape: vec![r, c],
                     data: tensor::Data::F32(t.floats()),
                 };
-                self.weight(&name, &t, &[r, c], DType::F16, 1)
+                self.weight(&name, &t, &shape, DType::F16, 1)
             }
             other => {
+                if view(&other.shape(), out).is_none() {
+                    let (sources, index) = self.as_view(other)?;
+                    let index = std::rc::Rc::new(index.expand(out)?);
+                    return self.operand(&Sym::View { sources, index }, out);
+                }
                 let (id, shape) = self.materialize(other)?;
                 let v = &self.values[id.index()];
-                let (r, c) = view(&shape, out).ok_or_else(|| {
-                    format!("a computed operand of shape {shape:?} broadcasts to {out:?} only as a whole tensor, one row, one column or one value")
-                })?;
+                let (r, c) = view(&shape, out).ok_or("unreachable: the view was checked")?;
                 if (v.rows as usize, v.cols as usize) != flat(&shape) || (r, c) == (0, 0) {
                     return Err(format!(
                         "the operand `{}` is not stored as {shape:?}",
@@ -110,21 +121,7 @@ impl Ctx {
         }
     }
 
-    /// The shape a constant was given (its own, before any expansion).
-    fn const_shape(&self, name: &str) -> Vec<usize> {
-        self.weight_ids
-            .get(name)
-            .map(|id| {
-                self.values[id.index()]
-                    .shape
-                    .iter()
-                    .map(|&d| d as usize)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// `out = f(a, b)` with ONNX broadcasting.
+    /// `out = f(a, b)` with ONNX broadcasting; a comparison's result is boolean.
     pub(super) fn binary(
         &mut self,
         name: &str,
@@ -133,21 +130,42 @@ impl Ctx {
         b: &Sym,
         function: BinaryFn,
     ) -> Result<Sym, String> {
-        if matches!((a, b), (Sym::Const(..), Sym::Const(..))) {
-            return Err("a binary operation of two constants folds; this one did not".to_string());
+        let dtype = if function.compares() {
+            DType::Bool
+        } else {
+            DType::F16
+        };
+        self.elementwise(name, tensor, &[a, b], dtype, |v| OpKind::Binary {
+            a: v[0],
+            b: v[1],
+            function,
+        })
+    }
+
+    /// An element-wise operation `kind` makes of its `operands`' values, with ONNX broadcasting, its
+    /// result of `dtype`.
+    pub(super) fn elementwise(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        operands: &[&Sym],
+        dtype: DType,
+        kind: impl FnOnce(&[ValueId]) -> OpKind,
+    ) -> Result<Sym, String> {
+        if operands.iter().all(|s| matches!(s, Sym::Const(..))) {
+            return Err(
+                "an element-wise operation of constants folds; this one did not".to_string(),
+            );
         }
-        let shape = tensor::broadcast(&a.shape(), &b.shape())?;
-        let (x, y) = (self.operand(a, &shape)?, self.operand(b, &shape)?);
-        let out = self.value(tensor, &shape, DType::F16, ValueRole::Intermediate, 0)?;
-        self.op(
-            name,
-            OpKind::Binary {
-                a: x,
-                b: y,
-                function,
-            },
-            out,
-        );
+        let mut shape = Vec::new();
+        for s in operands {
+            shape = tensor::broadcast(&shape, &s.shape())?;
+        }
+        let values = (operands.iter())
+            .map(|s| self.operand(s, &shape))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = self.value(tensor, &shape, dtype, ValueRole::Intermediate, 0)?;
+        self.op(name, kind(&values), out);
         Ok(Sym::Value { id: out, shape })
     }
 

@@ -2,8 +2,9 @@
 //!
 //! Lowers the graph's device operations to tileable operators (a matmul with its bias, GELU and
 //! residual add fused into the epilogue; an attention as a flash attention; a layer norm over row
-//! blocks; a unary, binary, reduce or softmax operation, and a bias add, GELU or add that no matmul
-//! fuses, as a general vector operator over row blocks); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate
+//! blocks; a unary, binary, select, reduce or softmax operation, and a bias add, GELU or add that no
+//! matmul fuses, as a general vector operator over row blocks, its operands listed with their
+//! spreads); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate
 //! partitions of every operator over the tiles (`partitions`): a matmul into row blocks x column
 //! blocks of its output x depth blocks of its reduction (a multiple of the AMP block depth), in the
 //! normal or the transposed operand form (the AMP's stationary dimension in blocks of a multiple of
@@ -236,9 +237,8 @@ pub fn shortlists(
                 Operator::Attention(_) => Vec::new(),
                 // A vector operator's and a data movement's constants: its operands that are
                 // weights.
-                Operator::Vector(v) => [Some(v.a), v.b]
-                    .into_iter()
-                    .flatten()
+                Operator::Vector(v) => (v.operands.iter())
+                    .map(|&(x, _)| x)
                     .filter(weight)
                     .collect::<Vec<_>>(),
                 Operator::Assemble(a) => a.sources().into_iter().filter(weight).collect(),
@@ -376,7 +376,7 @@ fn does_not_fit(
         Operator::Vector(o) => (
             format!("{} rows of {}", o.rows, o.cols),
             Oversize::Vector,
-            [Some(o.a), o.b, Some(o.out)].to_vec(),
+            (o.operands.iter().map(|&(x, _)| x).chain([o.out]).map(Some)).collect(),
         ),
         Operator::Assemble(o) => (
             format!("{} rows of {}", o.rows, o.cols),
@@ -593,20 +593,21 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     Ok(operators)
 }
 
-/// The vector operator of one graph operation that no other operator covers: an element-wise,
-/// row-wise or softmax operation, or a bias add, GELU or add outside a matmul's epilogue.
+/// The vector operator of one graph operation that no other operator covers: an element-wise
+/// (select included), row-wise or softmax operation, or a bias add, GELU or add outside a matmul's epilogue.
 fn vector_operator(graph: &Graph, op: &Op, id: OpId) -> Result<VectorOp, LowerMidError> {
     let dims = |v: ValueId| (graph.value(v).rows, graph.value(v).cols);
     let out = dims(op.out);
-    let (function, a, b) = match op.kind {
-        OpKind::Unary { x, function } => (VectorFn::Unary(function), x, None),
-        OpKind::GeluTanh { x } => (VectorFn::Unary(crate::ir::UnaryFn::GeluTanh), x, None),
-        OpKind::GeluErf { x } => (VectorFn::Unary(crate::ir::UnaryFn::GeluErf), x, None),
-        OpKind::Binary { a, b, function } => (VectorFn::Binary(function), a, Some(b)),
-        OpKind::Add { a, b } => (VectorFn::Binary(crate::ir::BinaryFn::Add), a, Some(b)),
-        OpKind::AddBias { x, bias } => (VectorFn::Binary(crate::ir::BinaryFn::Add), x, Some(bias)),
-        OpKind::Reduce { x, function } => (VectorFn::Reduce(function), x, None),
-        OpKind::Softmax { x } => (VectorFn::Softmax, x, None),
+    let (function, inputs) = match op.kind {
+        OpKind::Unary { x, function } => (VectorFn::Unary(function), vec![x]),
+        OpKind::GeluTanh { x } => (VectorFn::Unary(crate::ir::UnaryFn::GeluTanh), vec![x]),
+        OpKind::GeluErf { x } => (VectorFn::Unary(crate::ir::UnaryFn::GeluErf), vec![x]),
+        OpKind::Binary { a, b, function } => (VectorFn::Binary(function), vec![a, b]),
+        OpKind::Select { condition, x, y } => (VectorFn::Select, vec![condition, x, y]),
+        OpKind::Add { a, b } => (VectorFn::Binary(crate::ir::BinaryFn::Add), vec![a, b]),
+        OpKind::AddBias { x, bias } => (VectorFn::Binary(crate::ir::BinaryFn::Add), vec![x, bias]),
+        OpKind::Reduce { x, function } => (VectorFn::Reduce(function), vec![x]),
+        OpKind::Softmax { x } => (VectorFn::Softmax, vec![x]),
         _ => {
             return Err(LowerMidError::Invalid(format!(
                 "{} ({}): operation {} has no vector operator",
@@ -618,7 +619,7 @@ fn vector_operator(graph: &Graph, op: &Op, id: OpId) -> Result<VectorOp, LowerMi
     };
     // A reduction runs over its input's rows; everything else over its output's.
     let (rows, cols) = match function {
-        VectorFn::Reduce(_) => dims(a),
+        VectorFn::Reduce(_) => dims(inputs[0]),
         _ => out,
     };
     let spread = |v: ValueId| {
@@ -635,10 +636,9 @@ fn vector_operator(graph: &Graph, op: &Op, id: OpId) -> Result<VectorOp, LowerMi
         id,
         name: op.name.clone(),
         function,
-        a,
-        a_spread: spread(a)?,
-        b,
-        b_spread: b.map_or(Ok(Spread::Whole), spread)?,
+        operands: (inputs.into_iter())
+            .map(|v| Ok((v, spread(v)?)))
+            .collect::<Result<_, LowerMidError>>()?,
         out: op.out,
         rows,
         cols,

@@ -1,7 +1,8 @@
 //! The compiler's estimate of a general vector vertex (`isa::Vector`): per codelet Poplar would run
 //! for the work, a launch, a fixed cost per worker and a rate per loop over each worker's share of
-//! the elements (or rows), in closed form; `device::timing` times the same vertex from poplibs'
-//! estimators and `calibrate` holds the two within ±5 %.
+//! the elements (or rows), in closed form (a select's workers each run a vertex of their own, so it
+//! has no launch; a comparison is costed as the binary function it is); `device::timing` times the
+//! same vertex from poplibs' estimators and `calibrate` holds the two within ±5 %.
 
 use super::Target;
 use crate::elements::{BinaryFn, UnaryFn};
@@ -52,6 +53,8 @@ fn unary_rate(f: UnaryFn) -> Rate {
         UnaryFn::Tanh => rate(9, 20 + 7 + 2, 2, 4),
         UnaryFn::GeluTanh => rate(9, 20 + 7 + 2 * 5, 5, 4),
         UnaryFn::GeluErf => rate(9, 20 + 7 + 2 * 15, 15, 4),
+        UnaryFn::IsNan => rate(20, 17, 7, 4),
+        UnaryFn::IsInf => rate(20, 17, 9, 4),
         UnaryFn::Pow { exponent } => match exponent {
             0.5 => unary_rate(UnaryFn::Sqrt),
             -0.5 => rate(20, 17, 19, 4),
@@ -74,6 +77,12 @@ fn elementwise_rate(f: BinaryFn) -> Rate {
         BinaryFn::Div => rate(11, 26, 21, 4),
         BinaryFn::Max | BinaryFn::Min => rate(11, 26, 4, 4),
         BinaryFn::Pow => rate(11, 26, 325, 1),
+        BinaryFn::NotEqual => rate(11, 26, 11, 4),
+        BinaryFn::Equal
+        | BinaryFn::Less
+        | BinaryFn::LessEqual
+        | BinaryFn::Greater
+        | BinaryFn::GreaterEqual => rate(11, 26, 9, 4),
     }
 }
 
@@ -84,18 +93,41 @@ fn scalar_rate(f: BinaryFn) -> Rate {
         BinaryFn::Div => rate(11, 20, 8, 2),
         BinaryFn::Max | BinaryFn::Min => rate(11, 20, 3, 4),
         BinaryFn::Pow => POWER,
+        BinaryFn::NotEqual => rate(11, 20, 10, 4),
+        BinaryFn::Equal
+        | BinaryFn::Less
+        | BinaryFn::LessEqual
+        | BinaryFn::Greater
+        | BinaryFn::GreaterEqual => rate(11, 20, 8, 4),
+    }
+}
+
+/// A select of `n` elements, by its operands' spreads (condition, x, y): `x` and `y` one value each
+/// (the condition not) broadcast into the output, 40 a worker and 4 cycles an element; the
+/// condition one value, a copy of the chosen operand, 47 a worker (10 more when `n` is odd, as
+/// some worker then copies an odd count) and a cycle per two elements; otherwise 11 a worker and 5
+/// cycles an element. No launch: each worker runs a vertex of its own.
+fn select_rate(spreads: &[Spread], n: u64) -> Rate {
+    let at = |i: usize| spreads.get(i).copied().unwrap_or(Spread::Whole);
+    let (condition, x, y) = (at(0), at(1), at(2));
+    if x == Spread::OneValue && y == Spread::OneValue && condition != Spread::OneValue {
+        rate(0, 40, 4, 1)
+    } else if condition == Spread::OneValue {
+        rate(0, 47 + 10 * (n % 2), 1, 2)
+    } else {
+        rate(0, 11, 5, 1)
     }
 }
 
 impl Target {
     /// The estimate of one general vector vertex over `rows x cols` (the input's row length for a
-    /// reduction), its operands spread as `spreads` says (module docs).
+    /// reduction), its operands spread as `spreads` says, in order (module docs).
     pub fn vector_op_cycles(
         &self,
         function: VectorFn,
         rows: u32,
         cols: u32,
-        spreads: (Spread, Spread),
+        spreads: &[Spread],
     ) -> u64 {
         let workers = u64::from(self.workers.max(1));
         let (r, c) = (u64::from(rows), u64::from(cols));
@@ -104,6 +136,11 @@ impl Target {
         match function {
             VectorFn::Unary(f) => unary_rate(f).cycles(workers, share),
             VectorFn::Binary(f) => self.binary_cycles(f, spreads, r, c),
+            VectorFn::Select => {
+                // Each worker's share in whole vectors.
+                let lanes = self.vector_f16_lanes.max(1);
+                select_rate(spreads, n).cycles(workers, share.next_multiple_of(lanes).min(n))
+            }
             VectorFn::Reduce(_) => self.row_reduction(rows, cols) + workers * 17,
             VectorFn::Softmax => {
                 // Max and sum reductions, the max subtracted and the sum's reciprocal multiplied
@@ -121,7 +158,9 @@ impl Target {
     /// A binary function's codelet: a scalar broadcast, a broadcast of one value per row (add,
     /// subtract, multiply), or element-wise; a non-commuting function's left operand is never
     /// the broadcast one.
-    fn binary_cycles(&self, f: BinaryFn, (a, b): (Spread, Spread), r: u64, c: u64) -> u64 {
+    fn binary_cycles(&self, f: BinaryFn, spreads: &[Spread], r: u64, c: u64) -> u64 {
+        let at = |i: usize| spreads.get(i).copied().unwrap_or(Spread::Whole);
+        let (a, b) = (at(0), at(1));
         let workers = u64::from(self.workers.max(1));
         let broadcast = |s: Spread| {
             (b == s && a == Spread::Whole) || (f.commutes() && a == s && b == Spread::Whole)

@@ -6,8 +6,9 @@
 //! binds comes from the seeded generator. A bound tensor has exactly its value's user shape
 //! ([`crate::ir::Value::user_shape`]) and an accepted type: f16 or f32 for an f16 value (f32 rounds to
 //! the nearest f16), f32 for f32, i64 or i32 for i64 (integers below 2^24 in magnitude, which f32
-//! holds exactly). Every error names the tensor, the file and what was expected.
-//! [`output_files`] gives each output's `.npy` file name and bytes in the value's type and user shape.
+//! holds exactly), bool for bool (held as 1 and 0). Every error names the tensor, the file and what
+//! was expected. [`output_files`] gives each output's `.npy` file name and bytes in the value's type
+//! and user shape (a boolean output is true where the device's value is not 0).
 
 use super::{Elements, Tensor, npy};
 use crate::device::host_data;
@@ -145,6 +146,7 @@ fn convert(
         (DType::F32, Elements::F32(v)) => Ok(v.clone()),
         (DType::I64, Elements::I64(v)) => integers(&mut v.iter().copied()),
         (DType::I64, Elements::I32(v)) => integers(&mut v.iter().map(|&x| i64::from(x))),
+        (DType::Bool, Elements::Bool(v)) => Ok(v.iter().map(|&x| f32::from(u8::from(x))).collect()),
         (dtype, elements) => Err(BindError::Type {
             file: file.to_string(),
             name: name.to_string(),
@@ -154,6 +156,7 @@ fn convert(
                 DType::F16 => "f16 or f32 data",
                 DType::F32 => "f32 data",
                 DType::I64 => "i64 or i32 data",
+                DType::Bool => "bool data",
             },
         }),
     }
@@ -247,6 +250,7 @@ pub fn value_tensor(value: &Value, data: &[f32]) -> Tensor {
             DType::F16 => Elements::F16(data.iter().map(|&x| f16::from_f32(x)).collect()),
             DType::F32 => Elements::F32(data.to_vec()),
             DType::I64 => Elements::I64(data.iter().map(|&x| x as i64).collect()),
+            DType::Bool => Elements::Bool(data.iter().map(|&x| x != 0.0).collect()),
         },
     }
 }

@@ -6,7 +6,8 @@
 //! allocated. [`bind`] binds tensors to a graph's values by name and fills the host data (one `Vec<f32>`
 //! per value, indexed by value id; the seeded generator gives what no file binds), runs the host
 //! operations ([`crate::ir::OpKind::on_host`]) before and after the device, and makes the `.npy`
-//! files of the outputs. Accepted element types: f16, f32, i64, i32, little-endian, C order.
+//! files of the outputs. Accepted element types: f16, f32, i64, i32, little-endian, and bool (one
+//! byte, nonzero true, as numpy reads it), C order.
 //! Deterministic: tensors are kept in name order.
 
 pub mod bind;
@@ -23,16 +24,18 @@ pub enum Elements {
     F32(Vec<f32>),
     I64(Vec<i64>),
     I32(Vec<i32>),
+    Bool(Vec<bool>),
 }
 
 impl Elements {
-    /// The element type's name: `f16`, `f32`, `i64` or `i32`.
+    /// The element type's name: `f16`, `f32`, `i64`, `i32` or `bool`.
     pub fn type_name(&self) -> &'static str {
         match self {
             Elements::F16(_) => "f16",
             Elements::F32(_) => "f32",
             Elements::I64(_) => "i64",
             Elements::I32(_) => "i32",
+            Elements::Bool(_) => "bool",
         }
     }
 
@@ -42,6 +45,7 @@ impl Elements {
             Elements::F32(v) => v.len(),
             Elements::I64(v) => v.len(),
             Elements::I32(v) => v.len(),
+            Elements::Bool(v) => v.len(),
         }
     }
 
@@ -52,6 +56,7 @@ impl Elements {
     /// Bytes per element.
     pub fn element_bytes(&self) -> usize {
         match self {
+            Elements::Bool(_) => 1,
             Elements::F16(_) => 2,
             Elements::F32(_) | Elements::I32(_) => 4,
             Elements::I64(_) => 8,
@@ -65,6 +70,7 @@ impl Elements {
             Elements::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Elements::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             Elements::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Elements::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
         }
     }
 }
@@ -76,11 +82,13 @@ pub enum ElementType {
     F32,
     I64,
     I32,
+    Bool,
 }
 
 impl ElementType {
     pub fn bytes(self) -> usize {
         match self {
+            ElementType::Bool => 1,
             ElementType::F16 => 2,
             ElementType::F32 | ElementType::I32 => 4,
             ElementType::I64 => 8,
@@ -108,6 +116,7 @@ impl ElementType {
                     .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                     .collect(),
             ),
+            ElementType::Bool => Elements::Bool(bytes.iter().map(|&b| b != 0).collect()),
             ElementType::I64 => Elements::I64(
                 bytes
                     .chunks_exact(8)

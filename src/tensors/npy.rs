@@ -1,7 +1,7 @@
-//! `.npy` files, format versions 1.0 to 3.0: little-endian `<f2`, `<f4`, `<i8` and `<i4` arrays in C
-//! order. Reading checks the magic, the version, the header (a Python dict literal with `descr`,
-//! `fortran_order` and `shape`, nothing else), and that the data is exactly as long as the shape says,
-//! before decoding; Fortran order and big-endian data are refused by name. Writing gives version 1.0
+//! `.npy` files, format versions 1.0 to 3.0: little-endian `<f2`, `<f4`, `<i8` and `<i4` arrays and
+//! `|b1` (bool, a byte each, nonzero true as numpy reads it) in C order. Reading checks the magic,
+//! the version, the header (a Python dict literal with `descr`, `fortran_order` and `shape`, nothing
+//! else), and that the data is exactly as long as the shape says, before decoding; Fortran order and big-endian data are refused by name. Writing gives version 1.0
 //! (2.0 when the header needs more than 65535 bytes), the header padded so the data starts at a
 //! multiple of 64 bytes, as numpy writes it.
 
@@ -19,7 +19,7 @@ pub enum NpyError {
     Version(u8, u8),
     #[error("its header is not a valid dict literal: {0}")]
     Header(String),
-    #[error("element type {0:?} is not supported: use little-endian <f2, <f4, <i8 or <i4")]
+    #[error("element type {0:?} is not supported: use little-endian <f2, <f4, <i8 or <i4, or |b1")]
     DType(String),
     #[error("element type {0:?} is big-endian: save the array little-endian (<f2, <f4, <i8, <i4)")]
     BigEndian(String),
@@ -164,6 +164,7 @@ fn element_type(descr: &str) -> Result<ElementType, NpyError> {
         "<f4" => Ok(ElementType::F32),
         "<i8" => Ok(ElementType::I64),
         "<i4" => Ok(ElementType::I32),
+        "|b1" => Ok(ElementType::Bool),
         ">f2" | ">f4" | ">i8" | ">i4" => Err(NpyError::BigEndian(descr.to_string())),
         _ => Err(NpyError::DType(descr.to_string())),
     }
@@ -175,6 +176,7 @@ fn descr(elements: &Elements) -> &'static str {
         Elements::F32(_) => "<f4",
         Elements::I64(_) => "<i8",
         Elements::I32(_) => "<i4",
+        Elements::Bool(_) => "|b1",
     }
 }
 
@@ -300,6 +302,7 @@ mod tests {
             (vec![], Elements::I64(vec![-(1 << 40)])),
             (vec![1, 0, 4], Elements::I32(vec![])),
             (vec![2, 1, 2], Elements::I32(vec![1, -2, 3, i32::MAX])),
+            (vec![2, 2], Elements::Bool(vec![true, false, false, true])),
         ] {
             let t = Tensor { shape, elements };
             let bytes = write(&t);
@@ -319,6 +322,19 @@ mod tests {
         ]);
         let t = read(&file).unwrap();
         assert_eq!((t.shape, t.elements), (vec![2], Elements::I64(vec![7, -1])));
+    }
+
+    #[test]
+    fn numpy_bool_arrays_read_nonzero_bytes_as_true() {
+        let mut file = b"\x93NUMPY\x01\x00".to_vec();
+        let header = b"{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }\n";
+        file.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        file.extend_from_slice(header);
+        file.extend_from_slice(&[1, 0, 2]);
+        let t = read(&file).unwrap();
+        assert_eq!(t.elements, Elements::Bool(vec![true, false, true]));
+        file.pop();
+        assert!(matches!(read(&file), Err(NpyError::Length { .. })));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `.safetensors` files, through the `safetensors` crate, which checks the header's length, its JSON and
-//! every tensor's offsets against the bytes present. Tensors of types F16, F32, I64 and I32 are read,
+//! every tensor's offsets against the bytes present. Tensors of types F16, F32, I64, I32 and BOOL are read,
 //! in name order; any other type is an error naming the tensor.
 
 use super::{ElementType, Elements, Tensor};
@@ -9,7 +9,7 @@ use ::safetensors::tensor::{Dtype, SafeTensors, TensorView};
 pub enum SafetensorsError {
     #[error("not a valid safetensors file: {0}")]
     Format(String),
-    #[error("tensor {name:?} has element type {dtype}: use F16, F32, I64 or I32")]
+    #[error("tensor {name:?} has element type {dtype}: use F16, F32, I64, I32 or BOOL")]
     DType { name: String, dtype: String },
 }
 
@@ -19,6 +19,7 @@ fn element_type(dtype: Dtype) -> Option<ElementType> {
         Dtype::F32 => Some(ElementType::F32),
         Dtype::I64 => Some(ElementType::I64),
         Dtype::I32 => Some(ElementType::I32),
+        Dtype::BOOL => Some(ElementType::Bool),
         _ => None,
     }
 }
@@ -63,6 +64,7 @@ pub fn write(tensors: &[(String, Tensor)]) -> Result<Vec<u8>, SafetensorsError> 
                 Elements::F32(_) => Dtype::F32,
                 Elements::I64(_) => Dtype::I64,
                 Elements::I32(_) => Dtype::I32,
+                Elements::Bool(_) => Dtype::BOOL,
             };
             let shape = t.shape.iter().map(|&d| d as usize).collect();
             (name.as_str(), dtype, shape, t.elements.to_le_bytes())

@@ -13,16 +13,19 @@
 //! name = "fc"; kind = "matmul"; inputs = ["x", "w"]; output = "y"
 //! ```
 //!
-//! An op's `inputs` follow [`OpKind::inputs`] (an embedding's `(table, indices)` pairs in turn, an
-//! attention's `q, k, v` then its mask); its attributes are `batch`, `heads`, `causal`, `scale`
-//! (attention), `epsilon` (layer_norm), `fill` (mask_bias), `min_count` (mean_pool), `function`
-//! (unary: neg, abs, sqrt, reciprocal, exp, erf, tanh, sigmoid, relu, gelu_erf, gelu_tanh or pow;
-//! binary: add, sub, mul, div, pow, max or min; reduce: sum, mean or max) and `exponent` (unary
-//! pow only): `name = "cube"; kind = "unary"; function = "pow"; exponent = 3.0; inputs = ["x"];
-//! output = "y"`. `softmax` takes no attribute. `assemble` (data movement, `OpKind::Assemble`) takes
-//! `pieces`, each an inline table naming one of its `inputs` (the distinct `x`s in first-use order):
-//! `pieces = [{ x = "x", shape = [2, 8, 6], from = { offset = 0, strides = [48, 1, 8] }, to = {
-//! offset = 0, strides = [48, 6, 1] } }]`.
+//! A value's `dtype` is `f16`, `f32`, `i64` or `bool` (a boolean, held as f16 1 and 0 on the
+//! device; an input or output of it is bound and written as bool). An op's `inputs` follow
+//! [`OpKind::inputs`] (an embedding's `(table, indices)` pairs in turn, an attention's `q, k, v`
+//! then its mask); its attributes are `batch`, `heads`, `causal`, `scale` (attention), `epsilon`
+//! (layer_norm), `fill` (mask_bias), `min_count` (mean_pool), `function` (unary: neg, abs, sqrt,
+//! reciprocal, exp, erf, tanh, sigmoid, relu, gelu_erf, gelu_tanh, is_nan, is_inf or pow; binary:
+//! add, sub, mul, div, pow, max, min, equal, not_equal, less, less_equal, greater or greater_equal;
+//! reduce: sum, mean or max) and `exponent` (unary pow only): `name = "cube"; kind = "unary";
+//! function = "pow"; exponent = 3.0; inputs = ["x"]; output = "y"`. `softmax` and `select` (`inputs
+//! = ["condition", "x", "y"]`) take no attribute. `assemble` (data movement, `OpKind::Assemble`)
+//! takes `pieces`, each an inline table naming one of its `inputs` (the distinct `x`s in first-use
+//! order): `pieces = [{ x = "x", shape = [2, 8, 6], from = { offset = 0, strides = [48, 1, 8] }, to
+//! = { offset = 0, strides = [48, 6, 1] } }]`.
 //!
 //! Loading validates everything: names unique, references resolved, values produced once and before
 //! use, each op's shapes and dtypes consistent with its semantics, sizes below 2^31 elements; every
@@ -148,7 +151,7 @@ mod short_float {
 }
 
 /// The kinds, their names as [`OpKind::name`] gives them.
-const KINDS: [&str; 15] = [
+const KINDS: [&str; 16] = [
     "matmul",
     "add_bias",
     "gelu_tanh",
@@ -161,6 +164,7 @@ const KINDS: [&str; 15] = [
     "mean_pool",
     "unary",
     "binary",
+    "select",
     "reduce",
     "softmax",
     "assemble",
@@ -363,7 +367,7 @@ impl GraphSpec {
         }
         self.seed = o.seed.unwrap_or(self.seed);
         if let Some(p) = o.partials {
-            if p == DType::I64 {
+            if !p.is_partials() {
                 return Err(WorkloadError::DType {
                     id: self.id(),
                     dtype: p,
@@ -403,7 +407,7 @@ fn build(file: &GraphFile) -> Result<Graph, String> {
             file.weights
         ));
     }
-    if file.partials == DType::I64 {
+    if !file.partials.is_partials() {
         return Err("partials must be f16 or f32".to_string());
     }
     let mut by_name = BTreeMap::new();
@@ -617,6 +621,11 @@ fn op_kind(e: &OpEntry, i: &[ValueId], pieces: Vec<Piece>) -> Result<OpKind, Str
                 function: one_of(name, &ReduceFn::ALL, |f| f.name())?,
             }
         }
+        "select" => arity(3).map(|_| OpKind::Select {
+            condition: i[0],
+            x: i[1],
+            y: i[2],
+        })?,
         "softmax" => arity(1).map(|_| OpKind::Softmax { x: i[0] })?,
         "assemble" => {
             given("pieces", e.pieces.as_ref())?;

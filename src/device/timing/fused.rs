@@ -83,7 +83,7 @@ impl Chain {
 
 fn lanes(t: &Target, dtype: DType) -> u64 {
     match dtype {
-        DType::F16 => t.vector_f16_lanes,
+        DType::F16 | DType::Bool => t.vector_f16_lanes,
         DType::F32 | DType::I64 => t.vector_f32_lanes,
     }
     .max(1)

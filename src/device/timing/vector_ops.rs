@@ -3,14 +3,17 @@
 //! Every formula names its file and function in poplibs (`lib/popops/popopsCycleEstimators.cpp` and
 //! `.hpp`, `lib/popops/PerformanceEstimation.cpp`, `lib/popnn/popnnCycleEstimators.cpp`,
 //! `lib/popnn/PerformanceEstimation.hpp`, `lib/popops/reduction/CycleEstimationFunctions.cpp`,
-//! `lib/popops/ElementWise.cpp`, `lib/popops/ElementWiseInternal.cpp`, `lib/popnn/NonLinearity.cpp`);
-//! the figures carry over, the code is ours.
+//! `lib/popops/ElementWise.cpp`, `lib/popops/ElementWiseInternal.cpp`, `lib/popnn/NonLinearity.cpp`,
+//! `lib/poputil/Util.cpp`); the figures carry over, the code is ours.
 //!
 //! Contract: [`vector_op`] is a function of the decoded vertex and the target's hardware parameters
 //! only (`workers`, the f16 and f32 vector widths); it never calls the compiler's estimate
 //! (`Target::vector_op_cycles`). Each codelet's estimate is split into its fixed part (supervisor
 //! and per-worker entry overheads) and its work, so that a fused vertex (the softmax) can drop the
-//! fixed parts of the codelets it fuses. Arithmetic saturates.
+//! fixed parts of the codelets it fuses. A select is Poplar's ternary `select` (`Select`,
+//! `BroadcastSelect` or `BroadcastSelectorSelect` by which operands are single values), whose worker
+//! vertices share the elements as poputil splits regions; the comparisons are popops' binary
+//! operators of the same names. Arithmetic saturates.
 
 use crate::ir::{BinaryFn, ReduceFn, UnaryFn};
 use crate::isa::{Placed, Spread, Vector, VectorFn};
@@ -52,7 +55,7 @@ pub(super) const fn info(cycles: u64, natural: bool, unroll: u64) -> PerfInfo {
 
 /// The unary functions popops runs (`unaryOpPerfInfo`, HALF rows; INVERSE also FLOAT from
 /// `unaryOpInPlacePerfInfo` for the softmax's sums): NEGATE, ABSOLUTE, SQRT, INVERSE, EXPONENT,
-/// ERF, SQUARE, RSQRT.
+/// ERF, SQUARE, RSQRT, IS_NAN, IS_INF.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum PopopsUnary {
     Negate,
@@ -63,6 +66,8 @@ pub(super) enum PopopsUnary {
     Erf,
     Square,
     Rsqrt,
+    IsNan,
+    IsInf,
 }
 
 impl PopopsUnary {
@@ -76,6 +81,8 @@ impl PopopsUnary {
             PopopsUnary::Erf => info(13, false, 1),
             PopopsUnary::Square => info(2, false, 4),
             PopopsUnary::Rsqrt => info(19, false, 4),
+            PopopsUnary::IsNan => info(3, true, 0),
+            PopopsUnary::IsInf => info(5, true, 0),
         }
     }
 }
@@ -104,13 +111,20 @@ impl NonLinearity {
     }
 }
 
-/// `binaryOpPerfInfo` (HALF) for the binary functions.
+/// `binaryOpPerfInfo` (HALF) for the binary functions; the comparisons are EQUAL, NOT_EQUAL,
+/// LESS_THAN, LESS_THAN_EQUAL, GREATER_THAN and GREATER_THAN_EQUAL.
 pub(super) fn binary_half(f: BinaryFn) -> PerfInfo {
     match f {
         BinaryFn::Add | BinaryFn::Sub | BinaryFn::Mul => info(1, true, 0),
         BinaryFn::Div => info(21, false, 4),
         BinaryFn::Max | BinaryFn::Min => info(4, false, 4),
         BinaryFn::Pow => info(325, false, 1),
+        BinaryFn::NotEqual => info(11, false, 4),
+        BinaryFn::Equal
+        | BinaryFn::Less
+        | BinaryFn::LessEqual
+        | BinaryFn::Greater
+        | BinaryFn::GreaterEqual => info(9, false, 4),
     }
 }
 
@@ -121,6 +135,12 @@ fn broadcast_half(f: BinaryFn) -> PerfInfo {
         BinaryFn::Div => info(8, false, 2),
         BinaryFn::Max | BinaryFn::Min => info(3, false, 4),
         BinaryFn::Pow => info(325, false, 1),
+        BinaryFn::NotEqual => info(10, false, 4),
+        BinaryFn::Equal
+        | BinaryFn::Less
+        | BinaryFn::LessEqual
+        | BinaryFn::Greater
+        | BinaryFn::GreaterEqual => info(8, false, 4),
     }
 }
 
@@ -294,6 +314,8 @@ fn unary(t: &Target, f: UnaryFn, n: u64) -> Codelet {
         UnaryFn::Reciprocal => popops(PopopsUnary::Inverse),
         UnaryFn::Exp => popops(PopopsUnary::Exponent),
         UnaryFn::Erf => popops(PopopsUnary::Erf),
+        UnaryFn::IsNan => popops(PopopsUnary::IsNan),
+        UnaryFn::IsInf => popops(PopopsUnary::IsInf),
         UnaryFn::Sigmoid => popnn(NonLinearity::Sigmoid),
         UnaryFn::Relu => popnn(NonLinearity::Relu),
         UnaryFn::Tanh => popnn(NonLinearity::Tanh),
@@ -310,13 +332,15 @@ fn unary(t: &Target, f: UnaryFn, n: u64) -> Codelet {
 }
 
 /// The codelet Poplar runs for a binary function over `rows x cols`: a scalar operand (on the right,
-/// or on either side of a commuting function) a `BroadcastScalar1D`; one value per row (likewise)
+/// or on either side of a commuting function: popops `ElementWise.cpp`, `isBinaryOpCommutative`,
+/// equality among the comparisons) a `BroadcastScalar1D`; one value per row (likewise)
 /// for add, subtract and multiply a `BroadcastVectorOuter` vertex; everything else, a row spread over
 /// the rows included, a `BinaryOp1D` over the output's elements (poplibs' `BroadcastVectorInner`
 /// vertices for a row, whose estimates follow the slice's alignment paths, are not modelled).
-fn binary(t: &Target, f: BinaryFn, spreads: (Spread, Spread), rows: u64, cols: u64) -> Codelet {
+fn binary(t: &Target, f: BinaryFn, spreads: &[Spread], rows: u64, cols: u64) -> Codelet {
     let n = rows.saturating_mul(cols);
-    let (a, b) = spreads;
+    let at = |i: usize| spreads.get(i).copied().unwrap_or(Spread::Whole);
+    let (a, b) = (at(0), at(1));
     let other = |s: Spread| {
         if s == b { a } else { b }
     };
@@ -330,6 +354,67 @@ fn binary(t: &Target, f: BinaryFn, spreads: (Spread, Spread), rows: u64, cols: u
         broadcast_outer(t, f, rows, cols)
     } else {
         binary_op(t, f, n)
+    }
+}
+
+/// How `splitRegionsBetweenWorkers` (poputil `Util.cpp`, `splitRegionsAux`) shares one region of
+/// `n` elements among the worker vertices of an element-wise ternary operation (popops
+/// `ElementWise.cpp`, `ternaryOp`: grains of the half vector width, at least two grains a vertex,
+/// at most one vertex a worker): each vertex's elements, in order.
+fn split_regions(n: u64, grain: u64, workers: u64) -> Vec<u64> {
+    let grain = grain.max(1);
+    let grains = n.div_ceil(grain);
+    if grains == 0 {
+        return Vec::new();
+    }
+    let mut most = grains.div_ceil(workers.max(1));
+    let vertices_at_least_two = (grains / 2).max(1);
+    most = most.max(grains.div_ceil(vertices_at_least_two));
+    let vertices = grains.div_ceil(most);
+    (0..vertices)
+        .map(|v| {
+            let (first, end) = (v * grains / vertices, (v + 1) * grains / vertices);
+            (end * grain).min(n) - first * grain
+        })
+        .collect()
+}
+
+/// The codelet Poplar's `select` runs over `rows x cols` (popops `ElementWise.cpp`, `ternaryOp`),
+/// whose worker vertices share the elements as [`split_regions`] says; the tile waits for the
+/// slowest vertex, `workers` cycles each (popops `popopsCycleEstimators.cpp`):
+/// - `x` and `y` one value each, the condition not: `BroadcastSelect` (HALF), 9 + 1 a vertex and
+///   per region 4 cycles an element and 23 (an odd count) or 30 (an even one, the pointer
+///   possibly misaligned);
+/// - the condition one value: `BroadcastSelectorSelect` (`BroadcastSelectorSelectCycles`, a
+///   `LongMemcpy` of the chosen operand), 11 + 1 a vertex and per region 12 + 23, a cycle per 4
+///   bytes and 5 per byte left over;
+/// - otherwise every operand broadcast to the output: `Select`, 5 a vertex and per region
+///   `selectCycles`: 6 and 5 cycles an element (`basicOpLoopCycles` over single elements: three
+///   loads, a `movnz`, a store).
+fn select(t: &Target, spreads: &[Spread], rows: u64, cols: u64) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    let at = |i: usize| spreads.get(i).copied().unwrap_or(Spread::Whole);
+    let (condition, x, y) = (at(0), at(1), at(2));
+    let n = rows.saturating_mul(cols);
+    let (fixed, per_region): (u64, fn(u64) -> u64) =
+        if x == Spread::OneValue && y == Spread::OneValue && condition != Spread::OneValue {
+            (9 + 1, |n| (if n & 1 == 1 { 23 } else { 30 }) + 4 * n)
+        } else if condition == Spread::OneValue {
+            (11 + 1, |n| {
+                let bytes = 2 * n;
+                12 + 23 + bytes / 4 + (bytes % 4) * 5
+            })
+        } else {
+            (5, |n| 6 + basic_loop(n, 1, 5))
+        };
+    let slowest = split_regions(n, t.vector_f16_lanes, workers)
+        .into_iter()
+        .map(per_region)
+        .max()
+        .unwrap_or(0);
+    Codelet {
+        fixed: workers * fixed,
+        work: workers.saturating_mul(slowest),
     }
 }
 
@@ -377,11 +462,12 @@ pub fn vector_op(target: &Target, v: &Vector<Placed>) -> u64 {
     let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
     match v.function {
         VectorFn::Unary(f) => unary(target, f, rows.saturating_mul(cols)).total(),
-        VectorFn::Binary(f) => binary(target, f, (v.a_spread, v.b_spread), rows, cols).total(),
+        VectorFn::Binary(f) => binary(target, f, &v.spreads(), rows, cols).total(),
         VectorFn::Reduce(ReduceFn::Sum | ReduceFn::Mean | ReduceFn::Max) => {
             continuous_reduce(target, v.rows, cols).total()
         }
         VectorFn::Softmax => softmax(target, v.rows, cols),
+        VectorFn::Select => select(target, &v.spreads(), rows, cols).total(),
     }
 }
 
@@ -394,12 +480,7 @@ mod tests {
         Target::preset("mk2-1500").unwrap()
     }
 
-    fn vertex(
-        function: VectorFn,
-        rows: u32,
-        cols: u32,
-        spreads: (Spread, Spread),
-    ) -> Vector<Placed> {
+    fn vertex(function: VectorFn, rows: u32, cols: u32, spreads: &[Spread]) -> Vector<Placed> {
         let p = Placed {
             address: 0,
             stride: 0,
@@ -407,10 +488,9 @@ mod tests {
         };
         Vector {
             function,
-            a: p,
-            a_spread: spreads.0,
-            b: matches!(function, VectorFn::Binary(_)).then_some(p),
-            b_spread: spreads.1,
+            operands: (spreads.iter().take(function.roles().len()))
+                .map(|&s| (p, s))
+                .collect(),
             out: p,
             rows,
             cols,
@@ -421,7 +501,7 @@ mod tests {
     #[test]
     fn poplibs_figures_by_hand() {
         let t = target();
-        let whole = (Spread::Whole, Spread::Whole);
+        let whole = &[Spread::Whole; 3];
         // UnaryOp1D EXPONENT over 96 halves: 16 a worker, 4 loops of 4 cycles; 6 * (33 + 16) + 9 + 11.
         let exp = vertex(VectorFn::Unary(UnaryFn::Exp), 4, 24, whole);
         assert_eq!(vector_op(&t, &exp), 6 * (33 + 16) + 9 + 11);
@@ -433,7 +513,7 @@ mod tests {
             VectorFn::Binary(BinaryFn::Mul),
             4,
             24,
-            (Spread::Whole, Spread::OneValue),
+            &[Spread::Whole, Spread::OneValue],
         );
         assert_eq!(vector_op(&t, &scalar), 6 * (20 + 8) + 11);
         // A scalar on the left of a subtraction is no broadcast codelet's: BinaryOp1D.
@@ -441,7 +521,7 @@ mod tests {
             VectorFn::Binary(BinaryFn::Sub),
             4,
             24,
-            (Spread::OneValue, Spread::Whole),
+            &[Spread::OneValue, Spread::Whole],
         );
         assert_eq!(vector_op(&t, &left), 6 * (26 + 12) + 11);
         // ContinuousReduce over 12 rows of 64: 2 a worker, 2 * (16 + 12) + 17 each.
@@ -453,12 +533,80 @@ mod tests {
     }
 
     #[test]
+    fn comparisons_by_hand() {
+        let t = target();
+        let f = |g, spreads: &[Spread]| vector_op(&t, &vertex(VectorFn::Binary(g), 4, 24, spreads));
+        let (whole, value) = (Spread::Whole, Spread::OneValue);
+        // BinaryOp1D LESS_THAN over 96 halves: 16 a worker, 4 loops of 9; 6 * (26 + 36) + 11.
+        assert_eq!(f(BinaryFn::Less, &[whole, whole]), 6 * (26 + 36) + 11);
+        // NOT_EQUAL: loops of 11.
+        assert_eq!(f(BinaryFn::NotEqual, &[whole, whole]), 6 * (26 + 44) + 11);
+        // EQUAL commutes: a value on the left is a BroadcastScalar1D, 4 loops of 8.
+        assert_eq!(f(BinaryFn::Equal, &[value, whole]), 6 * (20 + 32) + 11);
+        // GREATER_THAN does not: BinaryOp1D.
+        assert_eq!(f(BinaryFn::Greater, &[value, whole]), 6 * (26 + 36) + 11);
+        assert_eq!(f(BinaryFn::Greater, &[whole, value]), 6 * (20 + 32) + 11);
+        // UnaryOp1D IS_NAN: a natural vector a loop at 3 + 4 cycles, 7 · (16 + 3) / 4 = 33.
+        let nan = vertex(VectorFn::Unary(UnaryFn::IsNan), 4, 24, &[whole]);
+        assert_eq!(vector_op(&t, &nan), 6 * (17 + 33) + 9 + 11);
+    }
+
+    #[test]
+    fn regions_split_between_workers_as_poputil_splits_them() {
+        assert_eq!(split_regions(231, 4, 6), vec![36, 40, 40, 36, 40, 39]);
+        assert_eq!(split_regions(2208, 4, 6), vec![368; 6]);
+        // At least two grains a vertex.
+        assert_eq!(split_regions(16, 4, 6), vec![8, 8]);
+        assert_eq!(split_regions(9, 4, 6), vec![9]);
+        assert_eq!(split_regions(0, 4, 6), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn selects_by_hand() {
+        let t = target();
+        let select = |rows, cols, spreads: &[Spread]| {
+            vector_op(&t, &vertex(VectorFn::Select, rows, cols, spreads))
+        };
+        use Spread::{OneColumn, OneRow, OneValue, Whole};
+        // Select over 2208 halves, 368 a worker: 5 + 6 + 5 · 368, six workers.
+        assert_eq!(
+            select(23, 96, &[Whole, Whole, Whole]),
+            6 * (5 + 6 + 5 * 368)
+        );
+        // Spread operands are broadcast to the output first: the same codelet.
+        assert_eq!(
+            select(23, 96, &[OneColumn, OneRow, Whole]),
+            6 * (5 + 6 + 5 * 368)
+        );
+        // BroadcastSelect of 231: the slowest vertex has 40 (even) elements: 10 + 30 + 4 · 40.
+        assert_eq!(
+            select(7, 33, &[Whole, OneValue, OneValue]),
+            6 * (10 + 30 + 160)
+        );
+        // One vertex of 9 (odd) elements: 10 + 23 + 4 · 9.
+        assert_eq!(
+            select(1, 9, &[OneRow, OneValue, OneValue]),
+            6 * (10 + 23 + 36)
+        );
+        // BroadcastSelectorSelect copies 368 halves a worker: 12 + 12 + 23 + 736 / 4.
+        assert_eq!(
+            select(23, 96, &[OneValue, Whole, Whole]),
+            6 * (12 + 35 + 184)
+        );
+        // An odd count copies its last two bytes at 5 cycles each: 39 halves, 78 bytes.
+        assert_eq!(
+            select(7, 33, &[OneValue, OneRow, Whole]),
+            6 * (12 + 35 + 19 + 10)
+        );
+    }
+
+    #[test]
     fn a_fused_softmax_costs_less_than_its_chain_and_more_than_its_reductions() {
         let t = target();
-        let whole = (Spread::Whole, Spread::Whole);
+        let whole = &[Spread::Whole; 3];
         let soft = vector_op(&t, &vertex(VectorFn::Softmax, 12, 64, whole));
         let max = vector_op(&t, &vertex(VectorFn::Reduce(ReduceFn::Max), 12, 64, whole));
-        let one_per_row = (Spread::Whole, Spread::OneColumn);
+        let one_per_row = &[Spread::Whole, Spread::OneColumn];
         let sub = vector_op(
             &t,
             &vertex(VectorFn::Binary(BinaryFn::Sub), 12, 64, one_per_row),

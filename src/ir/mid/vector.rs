@@ -1,24 +1,21 @@
-//! The mid's general vector operator: one unary, binary, reduce or softmax graph operation (or a
-//! bias add, GELU or add that no matmul fuses) over row blocks of whole rows, a
-//! `Vector` vertex per tile. Its partition is a [`super::Grid`] of row blocks of the output, one
-//! column block of the output's whole row, one depth block.
+//! The mid's general vector operator: one unary, binary, select, reduce or softmax graph operation
+//! (or a bias add, GELU or add that no matmul fuses) over row blocks of whole rows, a `Vector`
+//! vertex per tile. Its partition is a [`super::Grid`] of row blocks of the output, one column
+//! block of the output's whole row, one depth block.
 
 use crate::ids::{OpId, ValueId};
 use crate::isa::{Spread, VectorFn};
 use serde::{Deserialize, Serialize};
 
-/// A general vector operator: `out = function(a, b?)` over `rows` rows of `cols` (the input's row
-/// length for a reduction, whose output is `rows x 1`), `a` and `b` spread over the rows as they
-/// say.
+/// A general vector operator: `out = function(operands…)` over `rows` rows of `cols` (the input's
+/// row length for a reduction, whose output is `rows x 1`), each operand spread over the rows as it
+/// says, in the order [`VectorFn::roles`] names them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VectorOp {
     pub id: OpId,
     pub name: String,
     pub function: VectorFn,
-    pub a: ValueId,
-    pub a_spread: Spread,
-    pub b: Option<ValueId>,
-    pub b_spread: Spread,
+    pub operands: Vec<(ValueId, Spread)>,
     pub out: ValueId,
     pub rows: u32,
     pub cols: u32,
@@ -35,16 +32,14 @@ impl VectorOp {
         }
     }
 
-    /// The values it reads, each with its spread.
-    pub fn operands(&self) -> Vec<(ValueId, Spread)> {
-        std::iter::once((self.a, self.a_spread))
-            .chain(self.b.map(|b| (b, self.b_spread)))
-            .collect()
+    /// The operands' spreads, in order.
+    pub fn spreads(&self) -> Vec<Spread> {
+        self.operands.iter().map(|&(_, s)| s).collect()
     }
 
     /// The dump's line: `op3 name: v7 = vector binary sub(v5 whole, v6 column) [24x40] covers=op3`.
     pub fn dump(&self, covers: &str) -> String {
-        let operands: Vec<String> = (self.operands().iter())
+        let operands: Vec<String> = (self.operands.iter())
             .map(|(v, s)| format!("{v} {}", s.name()))
             .collect();
         format!(

@@ -70,7 +70,8 @@ pub(super) fn vector_estimate(
         u64::from(target.exchange_transit_cycles),
     );
     let (mut receive_bytes, mut pieces, mut panel_bytes, mut other_bytes) = (0, 0, 0, 0);
-    for (v, spread) in op.operands() {
+    let first = op.operands.first().map(|&(v, _)| v);
+    for &(v, spread) in &op.operands {
         let (r, c) = spread.extent(p.block_rows, op.cols);
         let (r, c) = (u64::from(r), u64::from(c));
         receive_bytes += r * c * 2;
@@ -79,19 +80,14 @@ pub(super) fn vector_estimate(
         } else {
             1
         };
-        if v == op.a && spread == Spread::Whole {
+        if Some(v) == first && spread == Spread::Whole {
             panel_bytes = stored(r, c);
         } else {
             other_bytes += stored(r, c);
         }
     }
     let exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
-    let compute = target.vector_op_cycles(
-        op.function,
-        p.block_rows,
-        op.cols,
-        (op.a_spread, op.b_spread),
-    );
+    let compute = target.vector_op_cycles(op.function, p.block_rows, op.cols, &op.spreads());
     OperatorEstimate {
         compute_cycles: compute,
         vector_cycles: compute,

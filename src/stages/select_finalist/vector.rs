@@ -7,7 +7,9 @@
 //! its row block of each whole operand, the whole row of a `[1, cols]` operand, its rows of a
 //! `[rows, 1]` operand and the one value of a `[1, 1]` operand; then one `Vector` vertex per tile,
 //! writing its row block of the output in the order the output's device readers read it (row by
-//! row when only the host reads it). Buffers are made per row block: `a`, `b`, the output.
+//! row when only the host reads it). Buffers are made per row block: each operand (the first one's
+//! row block the tile's panel, the others' whole blocks residual-like, spread ones small panels),
+//! the output.
 
 use super::builder::{Builder, Work};
 use crate::ids::ValueId;
@@ -17,7 +19,7 @@ use crate::isa::{Spread, VertexKind};
 impl Builder<'_> {
     /// Home pieces of a vector operator's weights and host-supplied operands, on its grid.
     pub(super) fn vector_homes(&mut self, op: &VectorOp, p: &Grid) {
-        for (i, (value, spread)) in op.operands().into_iter().enumerate() {
+        for (i, &(value, spread)) in op.operands.iter().enumerate() {
             let streamed = self.graph.value(value).role == ValueRole::Weight
                 || self.graph.host_provides(value);
             if !streamed || self.is_held(value) {
@@ -53,27 +55,17 @@ impl Builder<'_> {
                 b.gather(value, rect, id, steps.gather, &mut work.groups);
                 id
             };
-            let class = |spread, whole| {
-                if spread == Spread::Whole {
-                    whole
-                } else {
-                    BufferClass::BiasPanel
-                }
-            };
-            let a = gathered(
-                self,
-                op.a,
-                op.a_spread,
-                class(op.a_spread, BufferClass::APanel),
-            );
-            let b = op.b.map(|value| {
-                gathered(
-                    self,
-                    value,
-                    op.b_spread,
-                    class(op.b_spread, BufferClass::Residual),
-                )
-            });
+            // The first operand's row block is the tile's panel; a spread operand is a small panel.
+            let operands: Vec<(Operand, Spread)> = (op.operands.iter().enumerate())
+                .map(|(i, &(value, spread))| {
+                    let class = match (spread, i) {
+                        (Spread::Whole, 0) => BufferClass::APanel,
+                        (Spread::Whole, _) => BufferClass::Residual,
+                        _ => BufferClass::BiasPanel,
+                    };
+                    (Operand::whole(gathered(self, value, spread, class)), spread)
+                })
+                .collect();
             let rect = operand_rect(op, p, rb, Spread::Whole);
             let rect = Rect::new(rect.row0, rect.row1, 0, op.out_cols());
             let out = self.buffer(
@@ -85,21 +77,17 @@ impl Builder<'_> {
                 transpose,
                 [steps.compute, steps.compute],
             );
-            let spreads = (op.a_spread, op.b_spread);
             work.vertices.push(Vertex {
                 tile,
                 estimated_cycles: self.target.vector_op_cycles(
                     op.function,
                     rect.rows(),
                     op.cols,
-                    spreads,
+                    &op.spreads(),
                 ),
                 kind: VertexKind::Vector(crate::isa::Vector {
                     function: op.function,
-                    a: Operand::whole(a),
-                    a_spread: op.a_spread,
-                    b: b.map(Operand::whole),
-                    b_spread: op.b_spread,
+                    operands,
                     out: Operand::whole(out),
                     rows: rect.rows(),
                     cols: op.cols,

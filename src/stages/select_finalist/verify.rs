@@ -8,7 +8,9 @@
 //! written before and live at the phase, every destination born in it); coverage (every panel and
 //! partials share covered exactly once by its incoming transfers); vertices (every operand on the
 //! vertex's tile, live at its step and inside its buffer's storage; AMP partials and weight panels in
-//! interleaved memory); host streams (every home buffer written once by its stream with its own
+//! interleaved memory); assembles (every copy derived again from the graph's pieces); vectors (each
+//! vertex its operator's function of its operator's operands, in order, with their spreads); host
+//! streams (every home buffer written once by its stream with its own
 //! rectangle, the output read whole and once, every buffer the host reads written on the device). The
 //! later families read no step list, so they run whatever the steps hold. It reads only the selection
 //! and the target.
@@ -32,6 +34,7 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     check_coverage(&mut v, s, &incoming);
     check_vertices(&mut v, s);
     check_assembles(&mut v, s);
+    check_vectors(&mut v, s);
     check_host_streams(&mut v, s);
     v.finish()
 }
@@ -280,6 +283,80 @@ fn check_vertices(v: &mut Verifier, s: &Selected) {
                         )
                     },
                 );
+            }
+        }
+    }
+}
+
+/// Every vertex of a vector operator computes the operator's function of the operator's operands in
+/// the operator's order: as many as the function's roles, each a buffer of the value the operator
+/// names at that place, spread as the operator spreads it.
+fn check_vectors(v: &mut Verifier, s: &Selected) {
+    for cs in &s.compute_sets {
+        let Some(crate::ir::Operator::Vector(op)) =
+            s.operators.iter().find(|o| o.id() == cs.operator)
+        else {
+            continue;
+        };
+        let roles = op.function.roles();
+        v.check(op.operands.len() == roles.len(), || {
+            format!(
+                "{}: vector operator {} ({}) takes {} operands; its function takes {}",
+                cs.step,
+                op.id,
+                op.function.name(),
+                op.operands.len(),
+                roles.len()
+            )
+        });
+        for vx in &cs.vertices {
+            let VertexKind::Vector(vector) = &vx.kind else {
+                v.check(false, || {
+                    format!(
+                        "{}: vector operator {} has a {} vertex on {}",
+                        cs.step,
+                        op.id,
+                        vx.kind.name(),
+                        vx.tile
+                    )
+                });
+                continue;
+            };
+            v.check(
+                vector.function == op.function && vector.operands.len() == op.operands.len(),
+                || {
+                    format!(
+                        "{}: vector vertex on {} computes {} of {} operands; its operator {} \
+                         computes {} of {}",
+                        cs.step,
+                        vx.tile,
+                        vector.function.name(),
+                        vector.operands.len(),
+                        op.id,
+                        op.function.name(),
+                        op.operands.len()
+                    )
+                },
+            );
+            for (k, ((o, spread), &(value, want))) in
+                vector.operands.iter().zip(&op.operands).enumerate()
+            {
+                let buf = &s.buffers[o.buffer.index()];
+                let role = roles.get(k).copied().unwrap_or("operand");
+                v.check(buf.value == value && *spread == want, || {
+                    format!(
+                        "{}: vector {} on {} takes {} of {} ({}) as its {role}; operator {} names \
+                         {value} ({})",
+                        cs.step,
+                        vector.function.name(),
+                        vx.tile,
+                        buf.id,
+                        buf.value,
+                        spread.name(),
+                        op.id,
+                        want.name()
+                    )
+                });
             }
         }
     }
