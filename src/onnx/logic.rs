@@ -155,14 +155,9 @@ mod tests {
         }
     }
 
-    /// The graph of `nodes` over `inputs` (each `[2, 3]`), or the import's error.
-    fn lowered(
-        nodes: Vec<NodeProto>,
-        inputs: &[(&str, i32)],
-        outputs: &[&str],
-        inits: Vec<TensorProto>,
-    ) -> Result<Graph, String> {
-        let config = ImportConfig {
+    /// An import of `inputs`, each `[2, 3]`.
+    fn config(inputs: &[(&str, i32)]) -> ImportConfig {
+        ImportConfig {
             name: "t".into(),
             model: "t".into(),
             shapes: inputs
@@ -170,7 +165,17 @@ mod tests {
                 .map(|(n, _)| (n.to_string(), vec![2, 3]))
                 .collect(),
             external: Default::default(),
-        };
+        }
+    }
+
+    /// The graph of `nodes` over `inputs` (each `[2, 3]`), or the import's error.
+    fn lowered(
+        nodes: Vec<NodeProto>,
+        inputs: &[(&str, i32)],
+        outputs: &[&str],
+        inits: Vec<TensorProto>,
+    ) -> Result<Graph, String> {
+        let config = config(inputs);
         let m = model(nodes, inputs, outputs, inits);
         super::super::lower::lower(&m, &config)
             .map(|i| i.graph)
@@ -311,15 +316,7 @@ mod tests {
             let nodes = vec![c, n("Where", &["c", "zero", "fill"], "bias")];
             let inits = vec![scalar("zero", 0.0), scalar("fill", -1e4)];
             let m = model(nodes, inputs, &["bias"], inits);
-            let config = ImportConfig {
-                name: "t".into(),
-                model: "t".into(),
-                shapes: inputs
-                    .iter()
-                    .map(|(n, _)| (n.to_string(), vec![2, 3]))
-                    .collect(),
-                external: Default::default(),
-            };
+            let config = config(inputs);
             let mut g = OpGraph::load(&m, &config).unwrap();
             super::super::fold::fold(&mut g).unwrap();
             super::super::spellings::bool_mask(&mut g).unwrap()

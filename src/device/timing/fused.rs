@@ -104,6 +104,16 @@ fn cast_to_half(t: &Target, n: u64) -> Codelet {
     }
 }
 
+/// `rows` rows of `row_bytes` copied, a `LongMemcpy` run a row (`BroadcastSelectorSelectCycles`, as
+/// `timing/assemble.rs` charges runs: 11 + 1 cycles a worker), whole rows dealt to the workers.
+fn copy_rows(t: &Target, rows: u64, row_bytes: u64) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    Codelet {
+        fixed: workers * (11 + 1),
+        work: workers.saturating_mul(rows.div_ceil(workers).saturating_mul(memcpy_run(row_bytes))),
+    }
+}
+
 /// `broadcastArithmetic1DCycleEstimate` (popops `popopsCycleEstimators.cpp`, `BroadcastScalar1D`)
 /// over `n` floats with `VARIANCE_TO_INV_STD_DEV` (`broadcastOpPerfInfo`, FLOAT: 12 cycles per 2
 /// elements): per worker 20 and its loops; `basicOpSupervisorOverhead`.
@@ -148,16 +158,8 @@ pub fn epilogue(t: &Target, v: &Epilogue<Placed>) -> u64 {
     }
     let workers = u64::from(t.workers.max(1));
     if chain.fixed.is_none() && !v.transpose {
-        // One f16 part and nothing to apply: the partials copied, a `LongMemcpy` run a row
-        // (`BroadcastSelectorSelectCycles`, as `timing/assemble.rs` charges runs), dealt to the
-        // workers.
-        chain.push(Codelet {
-            fixed: workers * (11 + 1),
-            work: workers.saturating_mul(
-                rows.div_ceil(workers)
-                    .saturating_mul(memcpy_run(cols.saturating_mul(2))),
-            ),
-        });
+        // One f16 part and nothing to apply: the partials copied.
+        chain.push(copy_rows(t, rows, cols.saturating_mul(2)));
     }
     if v.transpose {
         let each = rows.div_ceil(workers);
@@ -300,13 +302,7 @@ pub fn accumulate(t: &Target, v: &Accumulate<Placed>) -> u64 {
                 work: workers.saturating_mul(share / 2 + 1 + 2 * (share % 2)),
             });
         }
-        (true, _) => chain.push(Codelet {
-            fixed: workers * (11 + 1),
-            work: workers.saturating_mul(
-                rows.div_ceil(workers)
-                    .saturating_mul(memcpy_run(cols.saturating_mul(4))),
-            ),
-        }),
+        (true, _) => chain.push(copy_rows(t, rows, cols.saturating_mul(4))),
         (false, _) => {
             chain.elementwise(t, n, DType::F32, false);
             chain.elementwise(t, n, DType::F32, false);
