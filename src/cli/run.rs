@@ -395,6 +395,11 @@ pub fn run(
     } else if let Some(line) = figures.check_line(&check) {
         lines.push(line);
     }
+    if let Some(warning) =
+        ipu_codegen::driver::estimate_warning(package.estimated_cycles, execution.cycles)
+    {
+        tracing::warn!("{warning}");
+    }
     lines.push(figures.summary_line(&package, &execution, &check, seed));
     lines.push(summary_head.with("hardwareTest", verdict(check.pass)));
     print_lines(json, &lines);

@@ -37,7 +37,7 @@ pub use phases::{
 pub use records::{
     RecordError, StageRecord, read as read_record, record_continues, write_if_changed,
 };
-pub use summary::{Fields, RunFigures, output_check_line, verdict, worst_check};
+pub use summary::{Fields, RunFigures, estimate_warning, output_check_line, verdict, worst_check};
 use writer::{Write, Writer};
 
 use crate::ir::{Graph, Selected};

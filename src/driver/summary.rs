@@ -204,6 +204,38 @@ pub fn worst_check(checks: &[Check]) -> Check {
 }
 
 /// `PASS` or `FAIL`.
+/// How far the compiler's estimate of the whole run may be from the device's cycles before `run`
+/// warns: 5 %.
+pub const ESTIMATE_TOLERANCE: f64 = 0.05;
+
+/// A warning when the estimate of the whole run is more than [`ESTIMATE_TOLERANCE`] from the
+/// device's cycles: the plans were ranked on a model the device does not bear out.
+pub fn estimate_warning(estimated: u64, cycles: u64) -> Option<String> {
+    let off = (estimated as f64 - cycles as f64) / (cycles.max(1) as f64);
+    (off.abs() > ESTIMATE_TOLERANCE).then(|| {
+        format!(
+            "the compiler estimated {estimated} cycles and the device took {cycles} ({:+.1} %): plans are ranked on the estimate; `ipu-codegen report` shows the steps furthest off",
+            100.0 * off
+        )
+    })
+}
+
 pub fn verdict(pass: bool) -> &'static str {
     if pass { "PASS" } else { "FAIL" }
+}
+
+#[cfg(test)]
+mod estimate_tests {
+    use super::estimate_warning;
+
+    #[test]
+    fn an_estimate_more_than_five_percent_off_is_warned_of() {
+        assert_eq!(estimate_warning(104, 100), None);
+        assert_eq!(estimate_warning(96, 100), None);
+        let high = estimate_warning(106, 100).expect("6 % high");
+        assert!(high.contains("+6.0 %"), "{high}");
+        let low = estimate_warning(90, 100).expect("10 % low");
+        assert!(low.contains("-10.0 %"), "{low}");
+        assert!(estimate_warning(1, 0).is_some());
+    }
 }
