@@ -613,6 +613,19 @@ fn tiles_exactly(blocks: u32, size: u32, len: u32) -> bool {
     blocks > 0 && blocks * size >= len && (blocks - 1) * size < len
 }
 
+/// Whether `p` tiles `rows` rows of `cols` in row blocks of whole rows: one column block, one depth
+/// block, the normal form, nothing resident and no interleaved shares (a layer norm's, a vector
+/// operator's and a data movement's partitions).
+fn whole_rows(p: &Grid, rows: u32, cols: u32) -> bool {
+    tiles_exactly(p.row_blocks, p.block_rows, rows)
+        && p.col_blocks == 1
+        && p.block_cols == cols
+        && p.depth_blocks == 1
+        && !p.transposed
+        && !p.resident
+        && !p.interleaved_shares
+}
+
 impl Mid {
     /// Checks the mid against its graph and target; returns every problem found: every device
     /// operation of the graph covered by exactly one operator and no host operation by any, every finalist with a partition per operator that
@@ -696,40 +709,19 @@ impl Mid {
                         });
                     }
                     (Operator::LayerNorm(o), Partition::Grid(p)) => {
-                        v.check(
-                            tiles_exactly(p.row_blocks, p.block_rows, o.rows)
-                                && p.col_blocks == 1
-                                && p.block_cols == o.cols
-                                && p.depth_blocks == 1
-                                && !p.transposed
-                                && !p.resident
-                                && !p.interleaved_shares,
-                            || format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols),
-                        );
+                        v.check(whole_rows(p, o.rows, o.cols), || {
+                            format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols)
+                        });
                     }
                     (Operator::Vector(o), Partition::Grid(p)) => {
-                        v.check(
-                            tiles_exactly(p.row_blocks, p.block_rows, o.rows)
-                                && p.col_blocks == 1
-                                && p.block_cols == o.out_cols()
-                                && p.depth_blocks == 1
-                                && !p.transposed
-                                && !p.resident
-                                && !p.interleaved_shares,
-                            || format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols),
-                        );
+                        v.check(whole_rows(p, o.rows, o.out_cols()), || {
+                            format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols)
+                        });
                     }
                     (Operator::Assemble(o), Partition::Grid(p)) => {
-                        v.check(
-                            tiles_exactly(p.row_blocks, p.block_rows, o.rows)
-                                && p.col_blocks == 1
-                                && p.block_cols == o.cols
-                                && p.depth_blocks == 1
-                                && !p.transposed
-                                && !p.resident
-                                && !p.interleaved_shares,
-                            || format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols),
-                        );
+                        v.check(whole_rows(p, o.rows, o.cols), || {
+                            format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols)
+                        });
                     }
                     (Operator::Attention(a), Partition::Attention(p)) => {
                         let s = a.shape;

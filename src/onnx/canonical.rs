@@ -253,14 +253,9 @@ fn weight_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
                 );
             }
             y.outputs = vec![node.outputs[k].clone()];
-            y.index = node.index;
             steps.push(y);
         }
-        let pos = at - 1;
-        g.nodes.remove(pos);
-        let added = steps.len();
-        g.nodes.splice(pos..pos, steps);
-        at = pos + added;
+        at = at - 1 + g.replace_each(at - 1, steps);
         count += 1;
     }
     Ok(count)
@@ -537,15 +532,10 @@ fn split_slices(g: &mut OpGraph) -> Result<usize, OnnxError> {
                 info,
             );
             slice.outputs = vec![o.clone()];
-            slice.index = node.index;
             steps.push(slice);
             start = end;
         }
-        let pos = at - 1;
-        g.nodes.remove(pos);
-        let added = steps.len();
-        g.nodes.splice(pos..pos, steps);
-        at = pos + added;
+        at = at - 1 + g.replace_each(at - 1, steps);
         count += 1;
     }
     Ok(count)

@@ -359,15 +359,23 @@ impl OpGraph {
     /// output under its name and takes its node name; the nodes the old one read are left to
     /// [`OpGraph::prune`].
     pub fn replace(&mut self, at: usize, mut nodes: Vec<Node>) {
-        let old = self.nodes.remove(at);
         if let Some(last) = nodes.last_mut() {
-            last.outputs = old.outputs.clone();
-            last.name = old.name.clone();
+            last.outputs = self.nodes[at].outputs.clone();
+            last.name = self.nodes[at].name.clone();
         }
+        self.replace_each(at, nodes);
+    }
+
+    /// Replaces the node at `at` by `nodes`, each giving the outputs it names (a node of several
+    /// outputs made one node a part), all with the old node's index; returns how many went in.
+    pub fn replace_each(&mut self, at: usize, mut nodes: Vec<Node>) -> usize {
+        let old = self.nodes.remove(at);
         for n in &mut nodes {
             n.index = old.index;
         }
+        let added = nodes.len();
         self.nodes.splice(at..at, nodes);
+        added
     }
 
     /// A node of `op` over `inputs` giving a fresh tensor named after `base`, with the computed
