@@ -43,6 +43,9 @@ pub struct Calibration {
     pub estimate_cycles: u64,
     /// Cycles the case's multiply-accumulates take at the tile's peak (AMP cases).
     pub peak_cycles: Option<f64>,
+    /// Elements the case's vertex works over, its rows by its columns (vector and data-movement
+    /// cases).
+    pub elements: Option<u64>,
     pub note: String,
 }
 
@@ -63,10 +66,10 @@ impl Calibration {
 /// How far the device may be from the hardware: in cycles for every published point, and in points of
 /// peak for those of at least [`HARDWARE_MIN_ROWS_FOR_POINTS`] rows; how far the estimate may be from
 /// the device.
-pub const HARDWARE_CYCLES_TOLERANCE: f64 = 15.0;
+pub const HARDWARE_CYCLES_TOLERANCE: f64 = 8.0;
 pub const HARDWARE_POINTS_TOLERANCE: f64 = 3.0;
 pub const HARDWARE_MIN_ROWS_FOR_POINTS: u32 = 64;
-pub const ESTIMATE_TOLERANCE: f64 = 0.05;
+pub const ESTIMATE_TOLERANCE: f64 = 0.03;
 
 /// Every case outside its tolerance, named with its figures.
 pub fn check(rows: &[Calibration]) -> Vec<String> {
@@ -170,8 +173,8 @@ pub fn table(rows: &[Calibration]) -> String {
 }
 
 /// `ipu-codegen calibrate --json`: `{"cases":[{"name", "kind", "rows", "hardware_cycles",
-/// "hardware_fraction", "device_fraction", "device_cycles", "estimate_cycles"}]}`, fractions of the
-/// tile's peak (0-1), null where they do not apply.
+/// "hardware_fraction", "device_fraction", "device_cycles", "estimate_cycles", "elements"}]}`,
+/// fractions of the tile's peak (0-1), null where they do not apply.
 pub fn json(rows: &[Calibration]) -> serde_json::Value {
     serde_json::json!({
         "cases": rows.iter().map(|r| serde_json::json!({
@@ -183,6 +186,7 @@ pub fn json(rows: &[Calibration]) -> serde_json::Value {
             "device_fraction": r.device_fraction(),
             "device_cycles": r.device_cycles,
             "estimate_cycles": r.estimate_cycles,
+            "elements": r.elements,
         })).collect::<Vec<_>>()
     })
 }
@@ -349,6 +353,7 @@ fn amp_cases(
                 device_cycles: u64::from(busy[tile]),
                 estimate_cycles: target.amp_cycles(rows, depth, cols, partials),
                 peak_cycles: Some(2.0 * macs / PEAK_FLOP_PER_TILE_CYCLE as f64),
+                elements: None,
                 note: if hardware.is_some() {
                     "Graphcore tessellate-ipu, Bow".to_string()
                 } else {
@@ -437,6 +442,7 @@ fn vector_case(
             },
         ),
         peak_cycles: None,
+        elements: Some(u64::from(rows) * u64::from(cols)),
         note: String::new(),
     })
 }
@@ -491,7 +497,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
             standard: target.memory_base + DATA_OFFSET,
             interleaved: target.interleaved_base,
         };
-        let (case, vertex, estimate) = match tile {
+        let (case, vertex, estimate, elements) = match tile {
             0 => (
                 format!("layer norm {rows}x{cols}"),
                 VertexKind::LayerNorm(LayerNorm {
@@ -504,6 +510,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                     epsilon_bits: 1e-5f32.to_bits(),
                 }),
                 target.layer_norm_cycles(rows, cols),
+                rows * cols,
             ),
             1 | 4 => {
                 let scores = if tile == 1 { DType::F16 } else { DType::F32 };
@@ -526,6 +533,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                         scale_bits: 0.125f32.to_bits(),
                     }),
                     target.softmax_cycles(keys, queries, scores, false, false, true),
+                    keys * queries,
                 )
             }
             2 => (
@@ -539,6 +547,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                     first: false,
                 }),
                 target.accumulate_cycles(head_dim, queries, false, DType::F32),
+                head_dim * queries,
             ),
             _ => {
                 let transpose = tile == 5;
@@ -562,17 +571,18 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                         transpose,
                     }),
                     target.combine_cycles(parts, head_dim, queries, transpose),
+                    head_dim * queries,
                 )
             }
         };
         m.programs[tile as usize].push(Instr::Vertex(vertex));
-        vertices.push((case, estimate));
+        vertices.push((case, estimate, elements));
     }
     let e = m.run()?;
     Ok(vertices
         .into_iter()
         .enumerate()
-        .map(|(tile, (case, estimate))| Calibration {
+        .map(|(tile, (case, estimate, elements))| Calibration {
             case,
             kind: "vector",
             rows: None,
@@ -580,6 +590,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
             device_cycles: u64::from(e.steps[0].tile_busy[tile]),
             estimate_cycles: estimate,
             peak_cycles: None,
+            elements: Some(u64::from(elements)),
             note: String::new(),
         })
         .collect())

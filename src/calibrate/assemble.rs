@@ -121,6 +121,7 @@ pub(super) fn assemble_cases(target: &Target) -> Result<Vec<Calibration>, Fault>
             device_cycles: u64::from(e.steps[0].tile_busy[tile]),
             estimate_cycles: target.assemble_cycles(&case.pieces),
             peak_cycles: None,
+            elements: Some(u64::from(case.out.0) * u64::from(case.out.1)),
             note: "device: poplibs' memcpy and transpose estimators".to_string(),
         })
         .collect())

@@ -35,6 +35,7 @@ fn exchange_case(
         device_cycles: e.steps[0].cycles,
         estimate_cycles: u64::from(s.horizon),
         peak_cycles: None,
+        elements: None,
         note: format!(
             "estimate: the schedule's horizon, {gap} cycles above the bound {} (transit + the \
              busiest tile or supertile pair, words at 2 per cycle over the pair's bus, plus \
@@ -199,6 +200,7 @@ pub(super) fn sync_case(target: &Target) -> Result<Calibration, CalibrateError> 
         device_cycles: e.cycles,
         estimate_cycles: target.sync_estimate(steps),
         peak_cycles: None,
+        elements: None,
         note: format!(
             "{} cycles a sync: poplibs' figure (lib/popnn/CTCLossPlan.cpp)",
             target.sync_cycles

@@ -120,6 +120,7 @@ pub(super) fn vector_op_cases(target: &Target) -> Result<Vec<Calibration>, Fault
                 device_cycles: u64::from(e.steps[0].tile_busy[tile]),
                 estimate_cycles: target.vector_op_cycles(function, rows, cols, spreads),
                 peak_cycles: None,
+                elements: Some(u64::from(rows) * u64::from(cols)),
                 note: "device: poplibs' estimators".to_string(),
             }
         })

@@ -10,6 +10,7 @@ mod plans;
 mod progress;
 mod report;
 mod run;
+mod sensitivity;
 mod sweep;
 
 use anyhow::{Context, Result, bail};
@@ -171,6 +172,16 @@ enum Command {
         /// Write the cases as JSON on stdout instead of the table.
         #[arg(long)]
         json: bool,
+        /// Instead of the cases: the headline workloads' cycles with each constant no published
+        /// measurement pins (sync, transit, launch) at 80 % and 120 % of its figure, each point
+        /// built for the target so changed and run on the device.
+        #[arg(long)]
+        sensitivity: bool,
+        /// With --sensitivity: a workload (preset or TOML file) to measure instead of the headline
+        /// ones (siglip-mlp, attention-flash, minilm-encoder, attention-flash at 197 causal
+        /// tokens); repeatable.
+        #[arg(long, requires = "sensitivity")]
+        workload: Vec<String>,
     },
     /// Benchmarks.
     Bench {
@@ -659,7 +670,22 @@ fn execute(cli: Cli) -> Result<()> {
             }
         }
         Command::Report(args) => report::report(&args)?,
-        Command::Calibrate { target, json } => {
+        Command::Calibrate {
+            target,
+            json,
+            sensitivity: true,
+            workload,
+        } => {
+            let store = Store::open(&g.cache)?;
+            let rows = sensitivity::sensitivity(&store, &workload, &target, &bars)?;
+            let t = target_preset(&target)?;
+            if json {
+                println!("{}", sensitivity::json(&t, &rows));
+            } else {
+                print!("{}", sensitivity::table(&t, &rows));
+            }
+        }
+        Command::Calibrate { target, json, .. } => {
             let t = target_preset(&target)?;
             let rows = ipu_codegen::calibrate::calibrate(&t)
                 .map_err(|e| anyhow::anyhow!("calibration failed: {e}"))?;

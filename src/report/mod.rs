@@ -16,7 +16,7 @@ pub mod trace;
 
 pub use compare::Comparison;
 pub use page::{MemoryMap, html};
-pub use summary::{Summary, worst_step};
+pub use summary::{FURTHEST, Summary, steps_furthest_off};
 pub use trace::trace;
 
 use crate::device::Execution;

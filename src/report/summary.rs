@@ -1,5 +1,7 @@
 //! The summary of one profile: every superstep with its cycles, its share of the run and the
-//! compiler's estimate, the sync that ends it beside its estimate, the totals, the memory maxima, and where the estimate is furthest off. One
+//! compiler's estimate, the sync that ends it beside its estimate, the totals, the memory maxima, and
+//! where the estimate is furthest off: the [`FURTHEST`] supersteps (each with its sync) and the
+//! [`FURTHEST`] tiles of compute steps whose estimates are furthest from the device. One
 //! value, [`Summary`], printed as the text table ([`Summary::text`]) and as JSON (`report --json`)
 //! with the same fields. Never panics on a crafted profile.
 
@@ -50,10 +52,17 @@ pub struct StepSummary {
     pub furthest_tile: Option<TileEstimate>,
 }
 
-/// The superstep whose estimate is furthest from the device.
+/// How many supersteps, and how many tiles, the summary lists as furthest off.
+pub const FURTHEST: usize = 5;
+
+/// A superstep and its sync, as estimated and on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct WorstStep {
+pub struct StepEstimate {
     pub step: usize,
+    /// The step's cycles and the sync that ends it, as the compiler estimated them.
+    pub estimate: u64,
+    /// The same on the device.
+    pub device: u64,
     /// Relative to the device's cycles.
     pub error: f64,
 }
@@ -73,58 +82,76 @@ pub struct Summary {
     pub exchange_cycles: u64,
     pub most_standard_bytes: u32,
     pub most_interleaved_bytes: u32,
-    pub worst_step: Option<WorstStep>,
-    /// Over all compute steps, the tile whose estimate is furthest from the device.
-    pub furthest_tile: Option<TileEstimate>,
+    /// The supersteps whose estimates, sync included, are furthest from the device, furthest first.
+    pub steps_furthest_off: Vec<StepEstimate>,
+    /// Over all compute steps, the tiles whose estimates are furthest from the device, furthest
+    /// first, those of one step with the same figures as one entry.
+    pub tiles_furthest_off: Vec<TilesOff>,
 }
 
-/// The tile of a compute step whose estimate is furthest from the device, if the step has estimates.
-fn furthest_tile(step: usize, st: &StepProfile) -> Option<TileEstimate> {
-    st.tile_estimates
-        .iter()
-        .zip(&st.tile_busy)
-        .enumerate()
+/// Tiles of one compute step with the same estimate and device cycles: the first of them, and how
+/// many they are.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TilesOff {
+    #[serde(flatten)]
+    pub first: TileEstimate,
+    pub tiles: usize,
+}
+
+/// A compute step's tiles with an estimate or busy cycles, each beside the device.
+fn tile_estimates(step: usize, st: &StepProfile) -> impl Iterator<Item = TileEstimate> + '_ {
+    (st.tile_estimates.iter().zip(&st.tile_busy).enumerate())
         .filter(|(_, (e, b))| **e > 0 || **b > 0)
-        .map(|(tile, (&estimate, &device))| TileEstimate {
+        .map(move |(tile, (&estimate, &device))| TileEstimate {
             step,
             tile,
             estimate,
             device,
         })
-        .max_by(|a, b| a.error().abs().total_cmp(&b.error().abs()))
 }
 
-/// The superstep whose estimate is furthest from the device, with the estimate's relative error.
-pub fn worst_step(e: &Execution) -> Option<(usize, f64)> {
-    e.steps
-        .iter()
-        .enumerate()
-        .map(|(i, st)| {
-            let error = (st.estimated_cycles as f64 - st.cycles as f64) / st.cycles.max(1) as f64;
-            (i, error)
+/// The tile of a compute step whose estimate is furthest from the device, if the step has estimates
+/// (the first of equals).
+fn furthest_tile(step: usize, st: &StepProfile) -> Option<TileEstimate> {
+    tile_estimates(step, st).reduce(|f, t| {
+        if t.error().abs() > f.error().abs() {
+            t
+        } else {
+            f
+        }
+    })
+}
+
+/// The `n` supersteps whose estimates, each with the sync that ends it, are furthest from the
+/// device, furthest first (the first of equals first).
+pub fn steps_furthest_off(e: &Execution, n: usize) -> Vec<StepEstimate> {
+    let mut steps: Vec<StepEstimate> = (e.steps.iter().enumerate())
+        .map(|(step, st)| {
+            let estimate = st.estimated_cycles.saturating_add(st.estimated_sync_cycles);
+            let device = st.cycles.saturating_add(st.sync_cycles);
+            let error = (estimate as f64 - device as f64) / device.max(1) as f64;
+            StepEstimate {
+                step,
+                estimate,
+                device,
+                error,
+            }
         })
-        .rev() // the first of equals
-        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+        .collect();
+    steps.sort_by(|a, b| b.error.abs().total_cmp(&a.error.abs()));
+    steps.truncate(n);
+    steps
 }
 
 /// Per tile, the estimate's largest relative error over the compute steps, in percent.
 pub(super) fn tile_errors(e: &Execution) -> Vec<f64> {
     let mut worst = vec![0f64; e.memory.len()];
-    for (step, st) in e.steps.iter().enumerate() {
-        for (tile, (&estimate, &device)) in st.tile_estimates.iter().zip(&st.tile_busy).enumerate()
+    for t in (e.steps.iter().enumerate()).flat_map(|(step, st)| tile_estimates(step, st)) {
+        let err = 100.0 * t.error();
+        if let Some(w) = worst.get_mut(t.tile)
+            && err.abs() > w.abs()
         {
-            if (estimate > 0 || device > 0) && tile < worst.len() {
-                let t = TileEstimate {
-                    step,
-                    tile,
-                    estimate,
-                    device,
-                };
-                let err = 100.0 * t.error();
-                if err.abs() > worst[tile].abs() {
-                    worst[tile] = err;
-                }
-            }
+            *w = err;
         }
     }
     worst
@@ -164,13 +191,27 @@ impl Summary {
                 .filter(|s| s.kind == kind)
                 .fold(0u64, |sum, s| sum.saturating_add(s.cycles))
         };
-        let furthest = steps.iter().filter_map(|s| s.furthest_tile).reduce(|f, t| {
-            if t.error().abs() > f.error().abs() {
-                t
-            } else {
-                f
-            }
+        let mut tiles: Vec<TileEstimate> = (e.steps.iter().enumerate())
+            .flat_map(|(step, st)| tile_estimates(step, st))
+            .collect();
+        tiles.sort_by(|a, b| {
+            (b.error().abs().total_cmp(&a.error().abs())).then(
+                (a.step, a.estimate, a.device, a.tile).cmp(&(b.step, b.estimate, b.device, b.tile)),
+            )
         });
+        let mut groups: Vec<TilesOff> = Vec::new();
+        for t in tiles {
+            let figures = |t: &TileEstimate| (t.step, t.estimate, t.device);
+            if let Some(g) = groups.last_mut()
+                && figures(&g.first) == figures(&t)
+            {
+                g.tiles += 1;
+            } else if groups.len() == FURTHEST {
+                break;
+            } else {
+                groups.push(TilesOff { first: t, tiles: 1 });
+            }
+        }
         Summary {
             workload: e.workload.clone(),
             target: e.target.clone(),
@@ -183,8 +224,8 @@ impl Summary {
             exchange_cycles: total("exchange"),
             most_standard_bytes: e.memory.iter().map(|m| m.0).max().unwrap_or(0),
             most_interleaved_bytes: e.memory.iter().map(|m| m.1).max().unwrap_or(0),
-            worst_step: worst_step(e).map(|(step, error)| WorstStep { step, error }),
-            furthest_tile: furthest,
+            steps_furthest_off: steps_furthest_off(e, FURTHEST),
+            tiles_furthest_off: groups,
             steps,
         }
     }
@@ -253,18 +294,31 @@ impl Summary {
             "memory: most standard bytes on a tile {}, most interleaved bytes on a tile {}",
             self.most_standard_bytes, self.most_interleaved_bytes
         );
-        if let Some(w) = self.worst_step {
+        if !self.steps_furthest_off.is_empty() {
+            let _ = writeln!(s, "estimate furthest off by superstep, sync included:");
+        }
+        for w in &self.steps_furthest_off {
             let _ = writeln!(
                 s,
-                "estimate furthest off by superstep: step{} ({:+.1} %)",
+                "  step{} estimate {} device {} ({:+.1} %)",
                 w.step,
+                w.estimate,
+                w.device,
                 100.0 * w.error
             );
         }
-        if let Some(t) = self.furthest_tile {
+        if !self.tiles_furthest_off.is_empty() {
+            let _ = writeln!(s, "estimate furthest off by tile:");
+        }
+        for TilesOff { first: t, tiles } in &self.tiles_furthest_off {
+            let others = match tiles {
+                1 => String::new(),
+                2 => " and 1 other".to_string(),
+                n => format!(" and {} others", n - 1),
+            };
             let _ = writeln!(
                 s,
-                "estimate furthest off: step{} tile{} estimate {} device {} ({:+.1} %)",
+                "  step{} tile{}{others} estimate {} device {} ({:+.1} %)",
                 t.step,
                 t.tile,
                 t.estimate,

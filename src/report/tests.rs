@@ -36,22 +36,38 @@ fn execution(estimates: [Vec<u32>; 2]) -> Execution {
 }
 
 #[test]
-fn the_table_names_the_tile_whose_estimate_is_furthest_off() {
+fn the_table_lists_the_tiles_and_steps_whose_estimates_are_furthest_off() {
     let e = execution([vec![100, 90, 0], vec![104, 90, 0]]);
     let t = Summary::of(&e).text();
     assert!(
-        t.contains("estimate furthest off: step1 tile0 estimate 104 device 100 (+4.0 %)"),
+        t.contains(
+            "estimate furthest off by tile:\n  step1 tile0 estimate 104 device 100 (+4.0 %)\n"
+        ),
         "{t}"
     );
-    // One tile's estimate moved: the table follows it.
+    // One tile's estimate moved: the list follows it, the others after it.
     let e = execution([vec![100, 81, 0], vec![104, 90, 0]]);
     let t = Summary::of(&e).text();
     assert!(
-        t.contains("estimate furthest off: step0 tile1 estimate 81 device 90 (-10.0 %)"),
+        t.contains(
+            "estimate furthest off by tile:\n  step0 tile1 estimate 81 device 90 (-10.0 %)\n  \
+             step1 tile0 estimate 104 device 100 (+4.0 %)\n"
+        ),
         "{t}"
     );
     assert_eq!(tile_errors(&e), [4.0, -10.0, 0.0]);
-    assert_eq!(worst_step(&e), Some((0, 0.0)));
+    // The steps' syncs count: 100 + 90 estimated against 100 + 118 on the device.
+    let steps = steps_furthest_off(&e, 5);
+    assert_eq!(steps.len(), 2);
+    assert_eq!(
+        (steps[0].step, steps[0].estimate, steps[0].device),
+        (0, 190, 218)
+    );
+    assert!(t.contains("estimate furthest off by superstep, sync included:\n  step0 estimate 190 device 218 (-12.8 %)\n"), "{t}");
+    let mut e = e;
+    e.steps[1].estimated_cycles = 50;
+    let steps = steps_furthest_off(&e, 1);
+    assert_eq!((steps.len(), steps[0].step), (1, 1));
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! piece order, so a worker's share is one piece's runs but for the few that straddle two), each piece of 2-D transposes as one
 //! supervisor vertex (a launch, then per worker its share of the transposes at a cost per grain
 //! row of 4x4 grains). `device::timing` times the same vertex from poplibs' estimators and
-//! `calibrate` holds the two within ±5 %.
+//! `calibrate` holds the two within ±3 %.
 
 use super::Target;
 use crate::isa::{CopyForm, CopyPiece};

@@ -2,7 +2,7 @@
 //! for the work, a launch, a fixed cost per worker and a rate per loop over each worker's share of
 //! the elements (or rows), in closed form (a select's workers each run a vertex of their own, so it
 //! has no launch; a comparison is costed as the binary function it is); `device::timing` times the
-//! same vertex from poplibs' estimators and `calibrate` holds the two within ±5 %.
+//! same vertex from poplibs' estimators and `calibrate` holds the two within ±3 %.
 
 use super::Target;
 use crate::elements::{BinaryFn, UnaryFn};
