@@ -215,9 +215,6 @@ impl std::fmt::Display for Partition {
                 if p.resident {
                     write!(f, ", weights resident")?;
                 }
-                if p.interleaved_shares {
-                    write!(f, ", shares interleaved")?;
-                }
                 Ok(())
             }
             Partition::Attention(p) => {
@@ -263,10 +260,6 @@ pub struct Grid {
     /// streamed at `initialize`, instead of being gathered at every run from home pieces spread over
     /// the grid.
     pub resident: bool,
-    /// With a split depth, the shares of the other depth blocks' partials a tile receives lie in
-    /// interleaved memory, where its epilogue loads them 128 bits at a time, rather than in either
-    /// region at 64 bits. Always `false` without a split depth.
-    pub interleaved_shares: bool,
 }
 
 impl Grid {
@@ -439,7 +432,7 @@ pub struct Mid {
 
 impl crate::store::Artifact for Mid {
     const KIND: &'static str = "mid";
-    const SCHEMA: u32 = 5;
+    const SCHEMA: u32 = 6;
 }
 
 impl Mid {
@@ -614,8 +607,8 @@ fn tiles_exactly(blocks: u32, size: u32, len: u32) -> bool {
 }
 
 /// Whether `p` tiles `rows` rows of `cols` in row blocks of whole rows: one column block, one depth
-/// block, the normal form, nothing resident and no interleaved shares (a layer norm's, a vector
-/// operator's and a data movement's partitions).
+/// block, the normal form and nothing resident (a layer norm's, a vector operator's and a data
+/// movement's partitions).
 fn whole_rows(p: &Grid, rows: u32, cols: u32) -> bool {
     tiles_exactly(p.row_blocks, p.block_rows, rows)
         && p.col_blocks == 1
@@ -623,7 +616,6 @@ fn whole_rows(p: &Grid, rows: u32, cols: u32) -> bool {
         && p.depth_blocks == 1
         && !p.transposed
         && !p.resident
-        && !p.interleaved_shares
 }
 
 impl Mid {
@@ -704,9 +696,6 @@ impl Mid {
                                     || p.block_depth % target.amp_block_depth == 0),
                             || format!("finalist {f} {id}: depth blocks {p:?} do not tile {}", o.k),
                         );
-                        v.check(!p.interleaved_shares || p.depth_blocks > 1, || {
-                            format!("finalist {f} {id}: interleaved shares without a split depth")
-                        });
                     }
                     (Operator::LayerNorm(o), Partition::Grid(p)) => {
                         v.check(whole_rows(p, o.rows, o.cols), || {

@@ -131,9 +131,8 @@ pub enum BufferClass {
     Residual,
     /// AMP partials.
     Partials,
-    /// A share of the rows of another depth block's partials, to be summed by the epilogue: in
-    /// interleaved memory, where the epilogue loads it 128 bits at a time, when the grid's
-    /// `interleaved_shares` is set, else in either region.
+    /// A share of the rows of another depth block's partials, to be summed by the epilogue, in
+    /// either region.
     PartialsShare,
     /// Attention: f16 probabilitiesᵀ of a key sub-block, the AMP's weights.
     Probabilities,
@@ -356,7 +355,7 @@ pub struct Selected {
 
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
-    const SCHEMA: u32 = 6;
+    const SCHEMA: u32 = 7;
 }
 
 impl ExchangePhase {

@@ -8,13 +8,11 @@
 //! partitions of every operator over the tiles (`partitions`): a matmul into row blocks x column
 //! blocks of its output x depth blocks of its reduction (a multiple of the AMP block depth), in the
 //! normal or the transposed operand form (the AMP's stationary dimension in blocks of a multiple of
-//! its width), with its weights resident or gathered and, with a split depth, the partials' shares
-//! in interleaved memory where that is faster; an attention into batch-and-head groups of query
-//! blocks x key blocks, with the key sub-block its online softmax steps by and its columns paired
-//! where they fit. It costs each
-//! analytically with the target model (`estimate`: compute, exchange, memory by region, resident
-//! bytes), shortlists each operator's candidates and searches the whole program jointly (`search`),
-//! keeping the best `finalists` plans.
+//! its width), with its weights resident or gathered; an attention into batch-and-head groups of
+//! query blocks x key blocks, with the key sub-block its online softmax steps by and its columns
+//! paired where they fit. It costs each analytically with the target model (`estimate`: compute,
+//! exchange, memory by region, resident bytes), shortlists each operator's candidates and searches
+//! the whole program jointly (`search`), keeping the best `finalists` plans.
 //!
 //! Invariants (checked by [`crate::ir::verify_mid`], which `select_finalist` runs on its input too):
 //! every device operation of the graph is covered by exactly one operator, no host operation by any;
@@ -29,9 +27,9 @@ mod partitions;
 mod search;
 
 use crate::ir::{
-    AssembleOp, Attention, CODE_RESERVE_BYTES, Graph, Grid, LayerNorm, MatMul, Mid, Op, OpKind,
-    Operator, OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole,
-    VectorOp, largest_values, verify_mid,
+    AssembleOp, Attention, CODE_RESERVE_BYTES, Graph, LayerNorm, MatMul, Mid, Op, OpKind, Operator,
+    OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole, VectorOp,
+    largest_values, verify_mid,
 };
 use crate::isa::{Activation, Spread, VectorFn};
 use crate::target::Target;
@@ -272,31 +270,17 @@ pub fn shortlists(
         let all: Vec<Candidate> = match op {
             Operator::MatMul(o) => {
                 let weights = graph.value(o.b).role == ValueRole::Weight;
-                let estimates =
-                    |p: &Grid| [false, true].map(|t| grid_estimate(o, p, target, homes, t));
                 grid_partitions(o, weights, target)
                     .into_iter()
                     .filter(|p| cfg.form.allows(p.transposed) && cfg.weights.allows(p.resident))
-                    .flat_map(|p| {
-                        let standard = estimates(&p);
-                        // With a split depth, the partials' shares in interleaved memory too, where
-                        // that makes the grid faster; elsewhere it would only take interleaved memory.
-                        let shares = Grid {
-                            interleaved_shares: true,
-                            ..p
-                        };
-                        let interleaved = (p.depth_blocks > 1)
-                            .then(|| estimates(&shares))
-                            .filter(|e| {
-                                e[0].cycles < standard[0].cycles || e[1].cycles < standard[1].cycles
-                            })
-                            .map(|e| (shares, e));
-                        std::iter::once((p, standard)).chain(interleaved)
-                    })
-                    .map(|(p, [estimate, transposing])| Candidate {
-                        partition: Partition::Grid(p),
-                        estimate,
-                        transposing: Some(transposing),
+                    .map(|p| {
+                        let [estimate, transposing] =
+                            [false, true].map(|t| grid_estimate(o, &p, target, homes, t));
+                        Candidate {
+                            partition: Partition::Grid(p),
+                            estimate,
+                            transposing: Some(transposing),
+                        }
                     })
                     .collect()
             }

@@ -2,10 +2,11 @@
 //!
 //! Gives every buffer of every tile an address. Each tile's code sits at the base of memory, sized by
 //! encoding its program with placeholder addresses (never shorter than the real code). Buffers are placed
-//! first-fit: weight panels, AMP partials and, when the grid says so, the shares of others' partials
-//! an epilogue sums in interleaved memory (16-byte aligned; partials own whole memory elements so an
-//! AMP's input and output never share one), placed first; everything else in
-//! standard memory when it fits, else interleaved. Buffers whose lifetimes are disjoint share memory.
+//! first-fit: the AMP's stationary operands and partials and an attention's probabilities in
+//! interleaved memory (16-byte aligned; partials own whole memory elements so an AMP's input and
+//! output never share one), placed first; everything else, the shares of others' partials an
+//! epilogue sums among them, in standard memory when it fits, else interleaved. Buffers whose
+//! lifetimes are disjoint share memory.
 //! Buffers go in the configured order; a tile whose memory that order fragments goes in the other.
 //!
 //! Invariants (checked by [`verify`]): every buffer lies in tile memory, in interleaved memory when it
@@ -341,7 +342,7 @@ fn no_fit(
             bytes: b.bytes(),
             free: capacity - live + u64::from(b.bytes()),
             regions: if b.needs_interleaved() {
-                "interleaved memory only, as the AMP's stationary operand, partials, partial shares or probabilities"
+                "interleaved memory only, as the AMP's stationary operand, partials or probabilities"
             } else {
                 "either region"
             },

@@ -134,19 +134,6 @@ fn lower_mid_verifier_rejects_depth_blocks_short_of_the_reduction() {
 }
 
 #[test]
-fn lower_mid_verifier_rejects_interleaved_shares_without_a_split_depth() {
-    let b = small();
-    let mut mid = b.mid.clone();
-    let (_, k, _) = matmul_shape(&mid, 0);
-    let g = grid(&mut mid, 0);
-    (g.depth_blocks, g.block_depth, g.interleaved_shares) = (1, k, true);
-    assert_rejects(
-        &lower_mid_errors(b, &mid),
-        &["finalist 0 op0: interleaved shares without a split depth"],
-    );
-}
-
-#[test]
 fn lower_mid_verifier_rejects_a_block_width_off_the_amp_block() {
     let b = small();
     let mut mid = b.mid.clone();

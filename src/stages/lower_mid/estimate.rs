@@ -249,9 +249,9 @@ pub(super) fn grid_estimate(
     // With a split depth, each tile receives a share of the others' partials.
     let split = p.depth_blocks > 1;
     let copies = u64::from(p.depth_blocks - 1);
-    // Sent exactly, stored in rows of 8 bytes, or 16 when interleaved.
+    // Sent exactly, stored in rows of 8 bytes.
     let shares = copies * share * amp_cols * partials_bytes;
-    let share_bytes = stored(share, amp_cols, partials_bytes, p.interleaved_shares);
+    let share_bytes = stored(share, amp_cols, partials_bytes, false);
     if split {
         exchange += target.exchange_words(shares) + copies * switch + transit;
     }
@@ -305,12 +305,8 @@ pub(super) fn grid_estimate(
     let mut at_gather = sum(&[activation, bias_gathered, residual]);
     let mut at_compute = sum(&[if split { 0 } else { out }, bias_gathered, residual]);
     let mut at_reduce = sum(&[out, bias_gathered, residual]);
-    // The others' shares of the partials at the reduction, interleaved or where they fit.
-    let [a, b] = if p.interleaved_shares {
-        [share_bytes, 0]
-    } else {
-        place(share_bytes)
-    };
+    // The others' shares of the partials at the reduction, where they fit.
+    let [a, b] = place(share_bytes);
     (at_reduce[0], at_reduce[1]) = (at_reduce[0] + copies * a, at_reduce[1] + copies * b);
     // The interleaved-only panels from the gather to the compute step, the partials from the
     // compute step on.
@@ -493,8 +489,8 @@ mod tests {
     use crate::target::Target;
 
     /// A 96x256x192 matmul in the transposed form: six blocks of 16 tokens, `col_blocks` blocks of
-    /// the output's columns, `depth_blocks` blocks of the depth; the weights resident.
-    fn matmul_on(col_blocks: u32, depth_blocks: u32, interleaved_shares: bool) -> (MatMul, Grid) {
+    /// the output's columns, the whole depth; the weights resident.
+    fn matmul_on(col_blocks: u32) -> (MatMul, Grid) {
         let v = ValueId::from_index;
         let op = MatMul {
             id: OpId(0),
@@ -516,11 +512,10 @@ mod tests {
             block_rows: 16,
             col_blocks,
             block_cols: 192 / col_blocks,
-            depth_blocks,
-            block_depth: 256 / depth_blocks,
+            depth_blocks: 1,
+            block_depth: 256,
             transposed: true,
             resident: true,
-            interleaved_shares,
         };
         (op, grid)
     }
@@ -531,7 +526,7 @@ mod tests {
     fn an_odd_count_of_column_blocks_gathers_its_panel_narrow() {
         let t = Target::preset("mk2-1500").unwrap();
         let exchange = |col_blocks| {
-            let (op, grid) = matmul_on(col_blocks, 1, false);
+            let (op, grid) = matmul_on(col_blocks);
             grid_estimate(&op, &grid, &t, 0, false).exchange_cycles
         };
         // A panel of 16 tokens by 256 depth: 2,048 words, 1,024 cycles shared by a pair; three
@@ -539,26 +534,6 @@ mod tests {
         let (even, odd) = (exchange(4), exchange(3));
         let switch = u64::from(t.mux_switch_cycles);
         assert_eq!(odd - even, 1024 - switch, "3 blocks {odd}, 4 blocks {even}");
-    }
-
-    /// Shares in interleaved memory count as interleaved bytes; the epilogue's codelets take as long
-    /// from either region.
-    #[test]
-    fn interleaved_shares_take_interleaved_memory_and_no_fewer_cycles() {
-        let t = Target::preset("mk2-1500").unwrap();
-        let estimate = |interleaved| {
-            let (op, grid) = matmul_on(4, 16, interleaved);
-            grid_estimate(&op, &grid, &t, 0, false)
-        };
-        let (wide, narrow) = (estimate(true), estimate(false));
-        assert_eq!(
-            wide.vector_cycles, narrow.vector_cycles,
-            "{wide:?} {narrow:?}"
-        );
-        assert!(
-            wide.interleaved_bytes > narrow.interleaved_bytes,
-            "{wide:?} {narrow:?}"
-        );
     }
 
     fn partition(query_blocks: u32, key_blocks: u32, paired_columns: bool) -> AttentionPartition {

@@ -23,7 +23,6 @@ pub(super) fn row_partitions(rows: u32, cols: u32, target: &Target) -> Vec<Grid>
                 block_depth: cols,
                 transposed: false,
                 resident: false,
-                interleaved_shares: false,
             })
         })
         .collect()
@@ -33,8 +32,7 @@ pub(super) fn row_partitions(rows: u32, cols: u32, target: &Target) -> Vec<Grid>
 /// columns in the normal form, its rows in the transposed form) of a multiple of the AMP width, the
 /// narrowest of each block count; every block count of the other output dimension; every split of
 /// the depth into blocks of a multiple of the AMP block depth; and, when `b` is a weight, with the
-/// weights resident or gathered. The partials' shares lie in either region (`lower_mid` judges
-/// their interleaved variant).
+/// weights resident or gathered.
 pub(super) fn grid_partitions(op: &MatMul, weights: bool, target: &Target) -> Vec<Grid> {
     let (width, depth, tiles) = (target.amp_block_width, target.amp_block_depth, target.tiles);
     let (m, k, n) = (op.m, op.k, op.n);
@@ -87,7 +85,6 @@ pub(super) fn grid_partitions(op: &MatMul, weights: bool, target: &Target) -> Ve
                             block_depth,
                             transposed,
                             resident,
-                            interleaved_shares: false,
                         });
                     }
                 }

@@ -38,8 +38,7 @@ impl Candidate {
     }
 }
 
-/// The fastest candidates of each (operand form, residency, region of the partials' shares) class and
-/// the leanest, fastest first.
+/// The fastest candidates of each (operand form, residency) class and the leanest, fastest first.
 pub(super) fn shortlist(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
     candidates.sort_by_key(|c| {
         (
@@ -50,11 +49,11 @@ pub(super) fn shortlist(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
         )
     });
     let class = |p: &Partition| match p {
-        Partition::Grid(g) => (g.transposed, g.resident, g.interleaved_shares),
-        Partition::Attention(_) => (false, false, false),
+        Partition::Grid(g) => (g.transposed, g.resident),
+        Partition::Attention(_) => (false, false),
     };
     let mut keep = vec![false; candidates.len()];
-    let mut counts: BTreeMap<(bool, bool, bool), usize> = BTreeMap::new();
+    let mut counts: BTreeMap<(bool, bool), usize> = BTreeMap::new();
     for (k, c) in keep.iter_mut().zip(&candidates) {
         let n = counts.entry(class(&c.partition)).or_default();
         if *n < PER_CLASS {

@@ -106,8 +106,8 @@ impl Work {
 }
 
 impl Builder<'_> {
-    /// A buffer of `class`, in interleaved memory if the class must be: the AMP's partials, its
-    /// stationary operand and the attention's probabilities.
+    /// A buffer of `class` live over the steps `[first, last]`, in interleaved memory if the class
+    /// must be: the AMP's partials, its stationary operand and the attention's probabilities.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn buffer(
         &mut self,
@@ -117,31 +117,12 @@ impl Builder<'_> {
         rect: Rect,
         dtype: DType,
         transposed: bool,
-        steps: [u32; 2],
+        [first, last]: [u32; 2],
     ) -> BufferId {
         let interleaved = matches!(
             class,
             BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
         );
-        let b = (tile, value, class, rect, dtype, transposed);
-        self.buffer_in(b, interleaved, steps)
-    }
-
-    /// A buffer of (tile, value, class, rect, dtype, transposed), in interleaved memory if
-    /// `interleaved`, live over `steps`.
-    pub(super) fn buffer_in(
-        &mut self,
-        (tile, value, class, rect, dtype, transposed): (
-            TileId,
-            ValueId,
-            BufferClass,
-            Rect,
-            DType,
-            bool,
-        ),
-        interleaved: bool,
-        [first, last]: [u32; 2],
-    ) -> BufferId {
         self.add(Buffer {
             id: BufferId::from_index(0),
             tile,

@@ -275,16 +275,13 @@ impl Builder<'_> {
                 if other == tile {
                     continue;
                 }
-                let copy = self.buffer_in(
-                    (
-                        tile,
-                        op.out,
-                        BufferClass::PartialsShare,
-                        share,
-                        op.partials,
-                        t,
-                    ),
-                    p.interleaved_shares,
+                let copy = self.buffer(
+                    tile,
+                    op.out,
+                    BufferClass::PartialsShare,
+                    share,
+                    op.partials,
+                    t,
                     [steps.reduce_exchange, steps.reduce],
                 );
                 work.reductions
