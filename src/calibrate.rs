@@ -366,7 +366,8 @@ fn amp_cases(
 
 /// An epilogue of `parts` f16 parts over `rows x cols`: the AMP's own partials and, with
 /// `interleaved`, the other parts in interleaved memory, rows at 16 bytes; the other parts otherwise,
-/// the bias and the output rows at 8 in standard memory, as select_finalist lays them out.
+/// the bias and the output rows at 8 in standard memory. The two layouts show that the device times
+/// the epilogue alike from either region.
 fn vector_case(
     target: &Target,
     (rows, cols, parts, interleaved): (u32, u32, u32, bool),
