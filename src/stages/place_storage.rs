@@ -212,6 +212,7 @@ fn place_tile(
     let code_address = target.memory_base;
     let code_end = code_address + code_bytes;
     let mut placed: Vec<(&Buffer, u32)> = Vec::with_capacity(sorted.len());
+    let mut live = LiveIndex::default();
     for b in sorted {
         let regions: &[(u32, u32)] = if b.needs_interleaved() {
             &[(target.interleaved_base, target.memory_end)]
@@ -226,30 +227,56 @@ fn place_tile(
         } else {
             b.alignment()
         };
+        // The memory of every placed buffer live with `b`, by start, with the furthest end so far.
+        let mut conflicts: Vec<(u32, u32)> = live
+            .overlapping(b, &placed)
+            .map(|i| footprint(placed[i].0, placed[i].1, target))
+            .collect();
+        conflicts.sort_unstable();
+        let furthest: Vec<u32> = (conflicts.iter())
+            .scan(0, |end, c| {
+                *end = c.1.max(*end);
+                Some(*end)
+            })
+            .collect();
+        // Whether [s, e) meets a conflict: one starting before e ends after s.
+        let meets = |s: u32, e: u32| {
+            let before = conflicts.partition_point(|c| c.0 < e);
+            before > 0 && furthest[before - 1] > s
+        };
+        // First fit: the lowest of the region's start and the conflicts' ends where `b` fits. An end
+        // below the furthest end so far lies inside memory a conflict holds, unless aligning it
+        // lifts it past that furthest end, where trying that end gives the same address: so for a
+        // buffer of any bytes the furthest ends, already in rising order, are every candidate that
+        // can fit first. A buffer of no bytes fits between two conflicts that meet: it tries every end.
+        let mut every_end: Vec<u32> = Vec::new();
+        let ends: &[u32] = if b.bytes() == 0 {
+            every_end.extend(conflicts.iter().map(|c| c.1));
+            every_end.sort_unstable();
+            &every_end
+        } else {
+            &furthest
+        };
         let mut found = None;
         'regions: for &(lo, hi) in regions {
             let lo = lo.max(code_end);
-            // Candidates: the region start and the end of every conflicting buffer.
-            let conflicts: Vec<(u32, u32)> = placed
-                .iter()
-                .filter(|(p, _)| lifetimes_overlap(p, b))
-                .map(|(p, a)| footprint(p, *a, target))
-                .collect();
-            let mut candidates: Vec<u32> = std::iter::once(lo)
-                .chain(conflicts.iter().map(|c| c.1))
-                .collect();
-            candidates.sort_unstable();
-            for c in candidates {
-                let addr = aligned(c.max(lo), align, target.memory_base);
+            for c in std::iter::once(lo).chain(ends.iter().copied().filter(|&c| c > lo)) {
+                let addr = aligned(c, align, target.memory_base);
                 let (s, e) = footprint(b, addr, target);
-                if e <= hi && conflicts.iter().all(|&(cs, ce)| e <= cs || s >= ce) {
+                if e > hi {
+                    break;
+                }
+                if !meets(s, e) {
                     found = Some(addr);
                     break 'regions;
                 }
             }
         }
         match found {
-            Some(addr) => placed.push((b, addr)),
+            Some(addr) => {
+                live.insert(b, placed.len());
+                placed.push((b, addr));
+            }
             None => return Err(no_fit(graph, tile, b, &placed, code_bytes, target)),
         }
     }
@@ -262,18 +289,24 @@ fn place_tile(
             interleaved_end = interleaved_end.max(end);
         }
     }
-    let peak = placed
-        .iter()
-        .map(|(b, _)| {
-            placed
-                .iter()
-                .filter(|(o, _)| o.first_step <= b.first_step && o.last_step >= b.first_step)
-                .map(|(o, _)| u64::from(o.bytes()))
-                .sum::<u64>()
-        })
-        .max()
-        .unwrap_or(0)
-        + u64::from(code_bytes);
+    // The most bytes live at once, at some buffer's first step: every buffer's bytes added at its
+    // first step and taken off after its last, in step order.
+    let mut changes: BTreeMap<u32, i64> = BTreeMap::new();
+    for (b, _) in &placed {
+        *changes.entry(b.first_step.0).or_default() += i64::from(b.bytes());
+        *changes.entry(b.last_step.0.saturating_add(1)).or_default() -= i64::from(b.bytes());
+    }
+    let firsts: std::collections::BTreeSet<u32> =
+        placed.iter().map(|(b, _)| b.first_step.0).collect();
+    let mut bytes = 0i64;
+    let mut most = 0i64;
+    for (step, change) in changes {
+        bytes += change;
+        if firsts.contains(&step) {
+            most = most.max(bytes);
+        }
+    }
+    let peak = most.unsigned_abs() + u64::from(code_bytes);
     let usage = TileUsage {
         code_address,
         code_bytes,
@@ -282,6 +315,39 @@ fn place_tile(
         peak_bytes: peak as u32,
     };
     Ok((placed.into_iter().map(|(b, a)| (b.id, a)).collect(), usage))
+}
+
+/// The placed buffers of a tile by lifetime, to find those live with a buffer without visiting every
+/// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step, the others in a list.
+#[derive(Default)]
+struct LiveIndex {
+    short: BTreeMap<u32, Vec<usize>>,
+    long: Vec<usize>,
+}
+
+impl LiveIndex {
+    const SHORT: u32 = 32;
+
+    fn insert(&mut self, b: &Buffer, index: usize) {
+        if b.last_step.0 - b.first_step.0 <= Self::SHORT {
+            self.short.entry(b.first_step.0).or_default().push(index);
+        } else {
+            self.long.push(index);
+        }
+    }
+
+    /// The indices in `placed` of the buffers whose lifetimes overlap `b`'s.
+    fn overlapping<'a>(
+        &'a self,
+        b: &'a Buffer,
+        placed: &'a [(&Buffer, u32)],
+    ) -> impl Iterator<Item = usize> + 'a {
+        let from = b.first_step.0.saturating_sub(Self::SHORT);
+        (self.short.range(from..=b.last_step.0))
+            .flat_map(|(_, list)| list.iter().copied())
+            .chain(self.long.iter().copied())
+            .filter(move |&i| lifetimes_overlap(placed[i].0, b))
+    }
 }
 
 fn aligned(addr: u32, align: u32, base: u32) -> u32 {
@@ -389,18 +455,20 @@ pub fn verify(p: &Placement, sel: &Selected, target: &Target) -> Vec<String> {
             )
         });
     }
-    for (t, list) in by_tile.iter().enumerate() {
-        for (i, (a, aa)) in list.iter().enumerate() {
-            for (b, ba) in &list[i + 1..] {
-                if !lifetimes_overlap(a, b) {
-                    continue;
-                }
-                let (s1, e1) = footprint(a, *aa, target);
-                let (s2, e2) = footprint(b, *ba, target);
-                v.check(e1 <= s2 || e2 <= s1, || {
+    // Every two buffers of a tile live at once, met as their lifetimes begin in order: each against
+    // those begun before it and not yet ended.
+    for (t, list) in by_tile.iter_mut().enumerate() {
+        list.sort_by_key(|(b, _)| (b.first_step, b.id));
+        let mut live: Vec<(&Buffer, (u32, u32))> = Vec::new();
+        for &(b, address) in list.iter() {
+            live.retain(|(a, _)| a.last_step >= b.first_step);
+            let (s2, e2) = footprint(b, address, target);
+            for (a, (s1, e1)) in &live {
+                v.check(*e1 <= s2 || e2 <= *s1, || {
                     format!("tile{t}: {} and {} overlap while both live", a.id, b.id)
                 });
             }
+            live.push((b, (s2, e2)));
         }
     }
     v.finish()
