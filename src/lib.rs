@@ -7,6 +7,7 @@ pub mod driver;
 pub mod elements;
 pub mod exchange;
 pub mod files;
+pub mod host_memory;
 pub mod ids;
 pub mod ir;
 pub mod isa;

@@ -319,6 +319,14 @@ fn bench_build_times_cold_builds_and_leaves_the_store_alone() {
                 "{phase} missing: {line}"
             );
         }
+        // The run's own peak: more than nothing, less than the machine.
+        let peak: f64 = line
+            .split(" peakRssMiB=")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|mib| mib.parse().ok())
+            .unwrap_or_else(|| panic!("no peakRssMiB: {line}"));
+        assert!(peak > 1.0 && peak < 4096.0, "{line}");
     }
     assert!(lines[2].contains("runs=2 fastestMs="), "{}", lines[2]);
     // Every run was cold, in its own scratch store: the user's store holds nothing.

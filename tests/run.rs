@@ -10,6 +10,12 @@ fn small_preset_passes_and_writes_package_and_profile() {
     // The summary names the workload with the seed its data came from, as builds did before.
     assert!(out.contains(&format!("workload={SMALL_ID}-s7 ")), "{out}");
     assert!(out.contains("peakTflops=282.624"), "{out}");
+    // The host's peak memory, on the last line: the process held at least its own code and data.
+    let last = out.lines().last().unwrap_or_default();
+    let peak: f64 = (last.split(" hostPeakMiB=").nth(1))
+        .and_then(|mib| mib.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no hostPeakMiB: {last}"));
+    assert!(peak > 1.0, "{last}");
     for file in ["model.ipuexe", "execution.ipuprofile"] {
         assert!(
             sb.stages().join(SMALL_ID).join(file).exists(),

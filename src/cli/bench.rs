@@ -108,8 +108,9 @@ pub fn synthetic(o: Overheads, tiles: u32) -> Result<()> {
 }
 
 /// `runs` cold builds of the workload, each into a fresh store and stages folder in the system's temp
-/// folder (removed afterwards). Prints each run's phase times (from the stage records) and its wall
-/// time, then the fastest, median and slowest wall times.
+/// folder (removed afterwards). Prints each run's phase times (from the stage records), its wall
+/// time and the process's peak resident memory during it (where the system reports it), then the
+/// fastest, median and slowest wall times.
 pub fn cold_builds(args: &super::BuildArgs, runs: u32) -> Result<()> {
     let scratch = std::env::temp_dir().join(format!("ipu-codegen-bench-{}", std::process::id()));
     let result = cold_builds_in(&scratch, args, runs);
@@ -132,10 +133,18 @@ fn cold_builds_in(scratch: &std::path::Path, args: &super::BuildArgs, runs: u32)
             &scratch.join("stages"),
             &ipu_codegen::progress::Silent,
         )?;
+        let peak_from_here = ipu_codegen::host_memory::reset_peak();
         let started = Instant::now();
         b.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?;
         let wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let mut line = format!("run={run} wallMs={wall_ms:.0}");
+        // Only a peak reset before the run is the run's own.
+        if let Some(peak) = ipu_codegen::host_memory::peak_bytes().filter(|_| peak_from_here) {
+            line.push_str(&format!(
+                " peakRssMiB={}",
+                ipu_codegen::host_memory::mebibytes(peak)
+            ));
+        }
         for phase in PIPELINE {
             let ms = b.read_record(phase)?.elapsed_ms;
             line.push_str(&format!(" {phase}={ms}"));

@@ -401,7 +401,11 @@ pub fn run(
         tracing::warn!("{warning}");
     }
     lines.push(figures.summary_line(&package, &execution, &check, seed));
-    lines.push(summary_head.with("hardwareTest", verdict(check.pass)));
+    let mut last = summary_head.with("hardwareTest", verdict(check.pass));
+    if let Some(peak) = ipu_codegen::host_memory::peak_bytes() {
+        last = last.with("hostPeakMiB", ipu_codegen::host_memory::mebibytes(peak));
+    }
+    lines.push(last);
     print_lines(json, &lines);
     if !check.pass {
         bail!("{}", check_failure(&check));
