@@ -15,15 +15,18 @@ use super::{
     binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_to, saturate, select,
     softmax_row_f64, unary_f64,
 };
+use crate::ids::ValueId;
 use crate::ir::{AttentionShape, DType, Graph, OpKind};
+use std::collections::BTreeMap;
 use crate::progress::Progress;
 use rayon::prelude::*;
 
 /// What the float64 host reference computed.
 #[derive(Clone, Debug, Default)]
 pub struct Reference {
-    /// Every value's data in exact (float64) arithmetic, indexed by value id (empty for values never
-    /// computed).
+    /// Every computed value's data in exact (float64) arithmetic, indexed by value id (empty for the
+    /// host's inputs and weights, which are widened from its data only while an operation reads them,
+    /// and for values never computed).
     pub data: Vec<Vec<f64>>,
     /// The same with the device's storage precision modelled (module docs).
     pub rounded: Vec<Vec<f64>>,
@@ -62,26 +65,37 @@ fn evaluate(
     precision: Option<DType>,
     progress: &dyn Progress,
 ) -> Vec<Vec<f64>> {
-    let mut data: Vec<Vec<f64>> = host
-        .iter()
-        .map(|v| v.iter().map(|&x| f64::from(x)).collect())
-        .collect();
-    data.resize(graph.values.len(), Vec::new());
+    // Computed values only: an operation's operand the host holds (an input, a weight) is widened
+    // for that operation alone, so the weights are never held twice over in float64.
+    let mut data: Vec<Vec<f64>> = vec![Vec::new(); graph.values.len()];
     for op in &graph.ops {
         let out = graph.value(op.out);
         let n = out.cols as usize;
+        let held = |id: ValueId| -> Vec<f64> {
+            (host.get(id.index()).map(Vec::as_slice).unwrap_or_default().iter())
+                .map(|&x| f64::from(x))
+                .collect()
+        };
+        let mut widened: BTreeMap<ValueId, Vec<f64>> = BTreeMap::new();
+        for id in op.kind.inputs() {
+            if data[id.index()].is_empty() && !widened.contains_key(&id) {
+                widened.insert(id, held(id));
+            }
+        }
+        let (computed, widened) = (&data, &widened);
+        let data_of = move |id: ValueId| operand(computed, widened, id);
         // Value `id`'s element for element `i` of the output, `id` broadcast over it.
-        let at = |data: &[Vec<f64>], id: crate::ids::ValueId, i: usize| {
+        let at = |id: ValueId, i: usize| {
             let v = graph.value(id);
             let (r, c) = (i / n, i % n);
             let r = if v.rows == 1 { 0 } else { r };
             let c = if v.cols == 1 { 0 } else { c };
-            data[id.index()][r * v.cols as usize + c]
+            data_of(id)[r * v.cols as usize + c]
         };
         let result: Vec<f64> = match op.kind {
             OpKind::MatMul { a, b } => {
                 let k = graph.value(a).cols as usize;
-                let (av, bv) = (&data[a.index()], &data[b.index()]);
+                let (av, bv) = (data_of(a), data_of(b));
                 av.par_chunks(k)
                     .flat_map_iter(|arow| {
                         let mut row = vec![0f64; n];
@@ -106,18 +120,18 @@ fn evaluate(
                     .collect()
             }
             OpKind::AddBias { x, bias } => {
-                let bv = &data[bias.index()];
-                data[x.index()]
+                let bv = data_of(bias);
+                data_of(x)
                     .iter()
                     .enumerate()
                     .map(|(i, &v)| v + bv[i % n])
                     .collect()
             }
-            OpKind::GeluTanh { x } => data[x.index()].iter().map(|&v| gelu_tanh_f64(v)).collect(),
-            OpKind::GeluErf { x } => data[x.index()].iter().map(|&v| gelu_erf_f64(v)).collect(),
-            OpKind::Add { a, b } => data[a.index()]
+            OpKind::GeluTanh { x } => data_of(x).iter().map(|&v| gelu_tanh_f64(v)).collect(),
+            OpKind::GeluErf { x } => data_of(x).iter().map(|&v| gelu_erf_f64(v)).collect(),
+            OpKind::Add { a, b } => data_of(a)
                 .iter()
-                .zip(&data[b.index()])
+                .zip(data_of(b))
                 .map(|(x, y)| x + y)
                 .collect(),
             OpKind::LayerNorm {
@@ -126,8 +140,8 @@ fn evaluate(
                 beta,
                 epsilon,
             } => {
-                let (g, b) = (&data[gamma.index()], &data[beta.index()]);
-                data[x.index()]
+                let (g, b) = (data_of(gamma), data_of(beta));
+                data_of(x)
                     .chunks(n)
                     .flat_map(|row| {
                         let mean = row.iter().sum::<f64>() / n as f64;
@@ -140,24 +154,24 @@ fn evaluate(
                     })
                     .collect()
             }
-            OpKind::Unary { x, function } => data[x.index()]
+            OpKind::Unary { x, function } => data_of(x)
                 .iter()
                 .map(|&v| unary_f64(function, v))
                 .collect(),
             OpKind::Binary { a, b, function } => (0..out.elements() as usize)
-                .map(|i| binary_f64(function, at(&data, a, i), at(&data, b, i)))
+                .map(|i| binary_f64(function, at(a, i), at(b, i)))
                 .collect(),
             OpKind::Select { condition, x, y } => (0..out.elements() as usize)
-                .map(|i| select(at(&data, condition, i), at(&data, x, i), at(&data, y, i)))
+                .map(|i| select(at(condition, i), at(x, i), at(y, i)))
                 .collect(),
             OpKind::Reduce { x, function } => {
                 let cols = graph.value(x).cols as usize;
-                data[x.index()]
+                data_of(x)
                     .chunks(cols)
                     .map(|row| reduce_row_f64(function, row))
                     .collect()
             }
-            OpKind::Softmax { x } => data[x.index()]
+            OpKind::Softmax { x } => data_of(x)
                 .chunks(n)
                 .flat_map(softmax_row_f64)
                 .collect(),
@@ -170,8 +184,8 @@ fn evaluate(
                 ..
             } => {
                 let shape = graph.attention_shape(op).expect("an attention has a shape");
-                let mask = mask.map(|m| data[m.index()].as_slice());
-                let operands = [q, k, v].map(|x| data[x.index()].as_slice());
+                let mask = mask.map(|m| data_of(m));
+                let operands = [q, k, v].map(|x| data_of(x));
                 attention_f64(
                     &shape,
                     f64::from(scale),
@@ -184,8 +198,8 @@ fn evaluate(
             OpKind::Embed { ref lookups } => {
                 let mut out = vec![0f64; out.elements() as usize];
                 for &(table, indices) in lookups {
-                    let table = &data[table.index()];
-                    for (o, &i) in out.chunks_mut(n).zip(&data[indices.index()]) {
+                    let table = data_of(table);
+                    for (o, &i) in out.chunks_mut(n).zip(data_of(indices)) {
                         let row = &table[i as usize * n..(i as usize + 1) * n];
                         o.iter_mut().zip(row).for_each(|(o, t)| *o += t);
                     }
@@ -195,7 +209,7 @@ fn evaluate(
             OpKind::Assemble { ref pieces } => {
                 let mut out = vec![0f64; out.elements() as usize];
                 for p in pieces {
-                    let x = &data[p.x.index()];
+                    let x = data_of(p.x);
                     // Graph::check keeps every index inside its value.
                     crate::elements::for_each_pair(&p.shape, &p.from, &p.to, |f, t| {
                         out[t as usize] = x[f as usize];
@@ -204,17 +218,17 @@ fn evaluate(
                 }
                 out
             }
-            OpKind::MaskBias { mask, fill } => data[mask.index()]
+            OpKind::MaskBias { mask, fill } => data_of(mask)
                 .iter()
                 .map(|m| saturate(out.dtype, (1.0 - m) * f64::from(fill)))
                 .collect(),
             OpKind::MeanPool { x, mask, min_count } => {
-                let mask = &data[mask.index()];
+                let mask = data_of(mask);
                 let tokens = mask.len() / out.rows.max(1) as usize;
                 let mut out = vec![0f64; out.elements() as usize];
                 for (b, o) in out.chunks_mut(n).enumerate() {
                     let keep = &mask[b * tokens..(b + 1) * tokens];
-                    let rows = data[x.index()][b * tokens * n..(b + 1) * tokens * n].chunks(n);
+                    let rows = data_of(x)[b * tokens * n..(b + 1) * tokens * n].chunks(n);
                     for (row, m) in rows.zip(keep) {
                         o.iter_mut().zip(row).for_each(|(o, v)| *o += m * v);
                     }
@@ -233,6 +247,18 @@ fn evaluate(
             .collect();
     }
     data
+}
+
+/// Value `id`'s data: computed, or widened from the host's for the operation at hand.
+fn operand<'a>(
+    computed: &'a [Vec<f64>],
+    widened: &'a BTreeMap<ValueId, Vec<f64>>,
+    id: ValueId,
+) -> &'a [f64] {
+    match widened.get(&id) {
+        Some(w) => w,
+        None => &computed[id.index()],
+    }
 }
 
 /// Attention in float64: per batch, head and query, `softmax(q · kᵀ · scale + mask) · v` over the
