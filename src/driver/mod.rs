@@ -163,11 +163,8 @@ pub enum BuildError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("writing {}", .path.display())]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A phase's own error, or one of its adapters'.
@@ -282,7 +279,8 @@ impl Build<'_> {
         {
             return Err(BuildError::BuildName(name.clone()));
         }
-        records::remove_dead_temps(&self.dir());
+        crate::files::remove_dead_temps(&self.dir());
+        self.store.remove_dead_temps();
         std::thread::scope(|scope| {
             let writer = Writer::spawn(scope, self.store);
             let outcome = self.run_finalists(from, to, &writer);

@@ -5,8 +5,8 @@
 //! other record is damaged. A build rewrites a record whenever its identity (phase, build, workload,
 //! output, key, inputs, config, target) differs from what the build computed, or it is damaged.
 //! [`verify`] finds every damaged record under a stages folder. Files are written through a temp
-//! file and a rename ([`write_if_changed`]); temp files of writers that died are removed by the next
-//! build of their folder.
+//! file and a rename ([`write_if_changed`], through [`crate::files::write_atomic`]); temp files of
+//! writers that died are removed by the next build of their folder.
 
 use crate::store::{ArtifactKind, ContentHash, Damage};
 use serde::{Deserialize, Serialize};
@@ -80,7 +80,7 @@ pub enum RecordError {
 
 /// Reads a record, refusing one that does not parse or whose check does not match.
 pub fn read(path: &Path) -> Result<StageRecord, RecordError> {
-    let bytes = match crate::files::read(path, "stage record", RECORD_LIMIT) {
+    let bytes = match crate::files::read(path, &crate::files::STAGE_RECORD) {
         Ok(bytes) => bytes,
         Err(crate::files::FileError::Io { source, .. }) => {
             return Err(RecordError::Missing {
@@ -105,9 +105,6 @@ pub fn read(path: &Path) -> Result<StageRecord, RecordError> {
     }
     Ok(record)
 }
-
-/// The largest record read: records are a few KiB.
-const RECORD_LIMIT: u64 = 16 << 20;
 
 /// Every damaged stage record under `stages` (files named after a phase, one folder per build), and
 /// every folder or file that could not be read; how many records it read.
@@ -172,20 +169,11 @@ pub fn record_continues(
             .all(|k| record.inputs.get(k.name()) == outputs.get(k))
 }
 
-/// The temp file a writer with process id `pid` uses for `path`.
-fn temp_path(path: &Path, pid: u32) -> PathBuf {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    dir.join(format!(
-        ".{}.{pid}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
-    ))
-}
-
-/// Writes `bytes` to `path` through a temp file and a rename, unless the file holds them already;
-/// whether it wrote.
+/// Writes `bytes` to `path` ([`crate::files::write_atomic`]: a temp file, `fsync`, a rename), unless
+/// the file holds them already; whether it wrote.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, super::BuildError> {
     use super::BuildError;
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+    if holds(path, bytes) {
         return Ok(false);
     }
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -193,53 +181,16 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, super::BuildE
         path: dir.to_path_buf(),
         source,
     })?;
-    let tmp = temp_path(path, std::process::id());
-    if let Err(source) = std::fs::write(&tmp, bytes) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(BuildError::Write { path: tmp, source });
-    }
-    std::fs::rename(&tmp, path).map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        BuildError::Write {
-            path: path.to_path_buf(),
-            source,
-        }
-    })?;
+    crate::files::write_atomic(path, "build file", bytes)?;
     Ok(true)
 }
 
-/// Removes the temp files in `dir` whose writer is no longer running (a process killed between its
-/// write and its rename); how many.
-pub fn remove_dead_temps(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let pid = name
-            .strip_prefix('.')
-            .and_then(|n| n.strip_suffix(".tmp"))
-            .and_then(|n| n.rsplit('.').next())
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(pid) = pid
-            && pid != std::process::id()
-            && !alive(pid)
-            && std::fs::remove_file(entry.path()).is_ok()
-        {
-            removed += 1;
-        }
-    }
-    removed
-}
-
-/// Whether a process with this id runs (on this machine).
-fn alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
+/// Whether the regular file at `path` holds exactly `bytes` (read only when its size matches).
+fn holds(path: &Path, bytes: &[u8]) -> bool {
+    use std::io::Read as _;
+    let Ok((file, len)) = crate::files::open(path, "build file") else {
         return false;
     };
-    // SAFETY: signal 0 only asks whether the process exists; it sends nothing.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    let mut old = Vec::new();
+    len == bytes.len() as u64 && file.take(len).read_to_end(&mut old).is_ok() && old == bytes
 }
