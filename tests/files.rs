@@ -321,3 +321,50 @@ fn a_build_removes_the_temp_files_of_dead_writers_and_keeps_a_live_ones() {
     assert!(live.exists(), "a live writer's temp file stays");
     drop(writer);
 }
+
+#[test]
+fn cache_verify_reports_entries_naming_missing_objects_and_records_or_packages_of_other_builds() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    sb.run(&["build", "attention-flash-small"]).assert_ok();
+    let other = std::fs::read_dir(sb.stages())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir() && !p.ends_with(common::SMALL_ID))
+        .unwrap();
+    let small = sb.stages().join(common::SMALL_ID);
+    // An object an action entry names, deleted.
+    let mid = sb.record(common::SMALL_ID, "lower_mid")["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::remove_file(sb.object_path(&mid)).unwrap();
+    // A record and the package of another build, copied in.
+    std::fs::copy(other.join("emit.json"), small.join("emit.json")).unwrap();
+    std::fs::copy(other.join("model.ipuexe"), small.join("model.ipuexe")).unwrap();
+
+    let r = sb.run(&["cache", "verify"]);
+    r.assert_clean_failure();
+    assert!(r.stdout.contains("damaged=3"), "{}", r.stdout);
+    for says in [
+        "which the store does not hold".to_string(),
+        format!(
+            "{}: it is a record of build",
+            small.join("emit.json").display()
+        ),
+        format!("{}: it holds package", small.join("model.ipuexe").display()),
+    ] {
+        assert!(r.stdout.contains(&says), "{says}: {}", r.stdout);
+    }
+    let repaired = sb.run(&["cache", "verify", "--repair"]);
+    repaired.assert_ok();
+    assert!(repaired.stdout.contains("removed=3"), "{}", repaired.stdout);
+    let clean = sb.run(&["cache", "verify"]);
+    clean.assert_ok();
+    assert!(clean.stdout.contains("damaged=0"), "{}", clean.stdout);
+    // The next build puts back what was removed, and the store verifies clean again.
+    let ran = sb.run(&["build", SMALL]).assert_ok().phases_run();
+    assert_eq!(ran, ["lower_mid"], "only the phase whose entry went runs");
+    assert!(is_regular(&small.join("model.ipuexe")));
+    sb.assert_intact_and_warm();
+}

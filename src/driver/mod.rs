@@ -237,11 +237,13 @@ pub fn action_key(
     )
 }
 
-/// Every damaged stage record under `stages` and every file or folder there that could not be read;
-/// how many records it read.
+/// Every damaged stage record under `stages` (one another build's or another phase's among them),
+/// every `model.ipuexe` that is not the package its build's record names, and every file or folder
+/// there that could not be read; how many records it read.
 pub fn verify_records(stages: &Path) -> (u64, Vec<store::Damage>, Vec<store::Damage>) {
     let names: Vec<&str> = PIPELINE.iter().map(|p| p.name()).collect();
-    records::verify(stages, &names)
+    let package = producer(PACKAGE).expect("a phase makes the package");
+    records::verify(stages, &names, package.name())
 }
 
 /// The phase that writes `kind` (none for the imported graph).

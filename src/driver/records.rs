@@ -106,13 +106,21 @@ pub fn read(path: &Path) -> Result<StageRecord, RecordError> {
     Ok(record)
 }
 
-/// Every damaged stage record under `stages` (files named after a phase, one folder per build), and
-/// every folder or file that could not be read; how many records it read.
-pub fn verify(stages: &Path, phases: &[&str]) -> (u64, Vec<Damage>, Vec<Damage>) {
+/// Every damaged stage record under `stages` (files named after a phase, one folder per build): one
+/// that does not read, or that is another phase's or another build's (copied from another folder);
+/// every `model.ipuexe` that is not the package its folder's `package_phase` record names; and
+/// every folder or file that could not be read. How many records it read.
+pub fn verify(
+    stages: &Path,
+    phases: &[&str],
+    package_phase: &str,
+) -> (u64, Vec<Damage>, Vec<Damage>) {
     let (mut read_count, mut damaged, mut unreadable) = (0, Vec::new(), Vec::new());
     if !stages.exists() {
         return (0, damaged, unreadable);
     }
+    // Per build folder: the package its record names, and its `model.ipuexe`.
+    let mut packages: BTreeMap<PathBuf, (Option<ContentHash>, Option<PathBuf>)> = BTreeMap::new();
     for entry in walkdir::WalkDir::new(stages)
         .min_depth(2)
         .max_depth(2)
@@ -129,28 +137,91 @@ pub fn verify(stages: &Path, phases: &[&str]) -> (u64, Vec<Damage>, Vec<Damage>)
             }
         };
         let path = entry.path();
-        let is_record = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".json"))
-            .is_some_and(|n| phases.contains(&n));
-        if !is_record {
+        let folder = path.parent().unwrap_or(stages).to_path_buf();
+        let build = folder.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if file == "model.ipuexe" {
+            packages.entry(folder).or_default().1 = Some(path.to_path_buf());
             continue;
         }
+        let Some(phase) = file.strip_suffix(".json").filter(|n| phases.contains(n)) else {
+            continue;
+        };
         read_count += 1;
-        match read(path) {
-            Ok(_) => {}
-            Err(RecordError::Missing { source, .. }) => unreadable.push(Damage {
+        let why = match read(path) {
+            Ok(record) if record.build != build => Some(format!(
+                "it is a record of build {}, in the folder of build {build}",
+                record.build
+            )),
+            Ok(record) if record.phase != phase => Some(format!(
+                "it is a record of phase {}, under the name of {phase}",
+                record.phase
+            )),
+            Ok(record) => {
+                if phase == package_phase {
+                    packages.entry(folder).or_default().0 = Some(record.output);
+                }
+                None
+            }
+            Err(RecordError::Missing { source, .. }) => {
+                unreadable.push(Damage {
+                    path: path.to_path_buf(),
+                    what: source.to_string(),
+                });
+                None
+            }
+            Err(RecordError::Damaged { why, .. }) => Some(why),
+        };
+        if let Some(what) = why {
+            damaged.push(Damage {
                 path: path.to_path_buf(),
-                what: source.to_string(),
-            }),
-            Err(RecordError::Damaged { why, .. }) => damaged.push(Damage {
-                path: path.to_path_buf(),
-                what: why,
-            }),
+                what,
+            });
         }
     }
+    for (recorded, package) in packages.into_values() {
+        let Some(path) = package else { continue };
+        let why = match (package_body_hash(&path), recorded) {
+            (Err(why), _) => why,
+            (Ok(_), None) => format!("no intact {package_phase} record in its folder names it"),
+            (Ok(found), Some(recorded)) if found != recorded => format!(
+                "it holds package {}, and its build's {package_phase} record names {}",
+                found.short(),
+                recorded.short()
+            ),
+            (Ok(_), Some(_)) => continue,
+        };
+        damaged.push(Damage { path, what: why });
+    }
     (read_count, damaged, unreadable)
+}
+
+/// The hash of the body of the `model.ipuexe` at `path` (which names its package), read in pieces;
+/// why not, when its header does not check.
+fn package_body_hash(path: &Path) -> Result<ContentHash, String> {
+    use std::io::Read as _;
+    let (mut file, _) =
+        crate::files::open(path, "application package").map_err(|e| e.to_string())?;
+    let mut head = [0u8; 12];
+    file.read_exact(&mut head)
+        .map_err(|_| "it is cut short in its header".to_string())?;
+    if head[..8] != crate::ir::IPUEXE_MAGIC[..] {
+        return Err("it is not an application package (bad magic)".to_string());
+    }
+    let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+    if len > 4096 {
+        return Err("its header names a compiler version of more than 4096 bytes".to_string());
+    }
+    let mut version_and_hash = vec![0u8; len as usize + 32];
+    file.read_exact(&mut version_and_hash)
+        .map_err(|_| "it is cut short in its header".to_string())?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(&mut file).map_err(|e| e.to_string())?;
+    let body = ContentHash(*hasher.finalize().as_bytes());
+    if body.0[..] != version_and_hash[len as usize..] {
+        return Err("its body does not match the hash in its header".to_string());
+    }
+    Ok(body)
 }
 
 /// The staleness rule: a stage record continues a build when it was made for the same workload and
