@@ -50,7 +50,7 @@ pub fn preset_path(name: &str) -> Option<std::path::PathBuf> {
 
 /// The text of preset `name`, if there is one.
 pub fn preset_text(name: &str) -> Option<String> {
-    std::fs::read_to_string(preset_path(name)?).ok()
+    crate::files::read_text(&preset_path(name)?, &crate::files::WORKLOAD).ok()
 }
 
 /// The preset names closest to a misspelled `name` (at most three edits away), closest first.
@@ -80,6 +80,14 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// A spec's weights file: where it is and, when the spec records it, the blake3 it must hash to
+/// (an imported pair of spec and weights is checked to be one pair).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WeightsFile {
+    pub path: std::path::PathBuf,
+    pub blake3: Option<blake3::Hash>,
 }
 
 /// A workload spec; the TOML's `kind` key says which.
@@ -396,10 +404,13 @@ impl WorkloadSpec {
     }
 
     /// The weights file `run` binds when `--weights` is not given (a path relative to the spec's own
-    /// file); `None` when the spec names none, as no preset does.
-    pub fn default_weights(&self) -> Option<std::path::PathBuf> {
+    /// file) and the hash it must have; `None` when the spec names none, as no preset does.
+    pub fn default_weights(&self) -> Option<WeightsFile> {
         match self {
-            WorkloadSpec::Graph(g) => Some(g.weights_path()),
+            WorkloadSpec::Graph(g) => Some(WeightsFile {
+                path: g.weights_path(),
+                blake3: g.weights_blake3,
+            }),
             WorkloadSpec::Mlp(_) | WorkloadSpec::Attention(_) | WorkloadSpec::Encoder(_) => None,
         }
     }

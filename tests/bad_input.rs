@@ -249,7 +249,7 @@ fn workload_files_that_are_devices_folders_or_too_large_are_refused_before_any_w
     let big = sb.path("big.toml");
     std::fs::File::create(&big)
         .unwrap()
-        .set_len(ipu_codegen::files::WORKLOAD_LIMIT + 1)
+        .set_len(ipu_codegen::files::WORKLOAD.limit + 1)
         .unwrap();
     let r = sb.run(&["build", big.to_str().unwrap()]);
     r.assert_clean_failure();

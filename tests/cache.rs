@@ -138,7 +138,9 @@ fn cache_verify_reports_damage_and_removes_nothing() {
     std::fs::write(sb.object_path(&mid), b"garbage").unwrap();
     let r = sb.run(&["cache", "verify"]);
     r.assert_clean_failure();
-    assert!(r.stdout.contains("damaged=1"), "{}", r.stdout);
+    // The object, and the action entry naming it.
+    assert!(r.stdout.contains("damaged=2"), "{}", r.stdout);
+    assert!(r.stdout.contains("which is damaged"), "{}", r.stdout);
     assert!(
         r.stdout
             .contains(&format!("damaged {}", sb.object_path(&mid).display())),

@@ -65,12 +65,21 @@ fn the_encoder_imports_to_the_expected_graph_spec() {
         r.stderr
     );
     let text = std::fs::read_to_string(sb.path("out/encoder.toml")).unwrap();
-    insta::assert_snapshot!("encoder_graph_spec", text);
+    // The spec records its weights' hash, which the snapshot leaves out.
+    let hash = blake3::hash(&std::fs::read(sb.path("out/encoder.safetensors")).unwrap());
+    let recorded = format!("weights_blake3 = \"{}\"\n", hash.to_hex());
+    assert!(text.contains(&recorded), "{text}");
+    insta::assert_snapshot!(
+        "encoder_graph_spec",
+        text.replace(&recorded, "weights_blake3 = \"(the weights' blake3)\"\n")
+    );
 
     // The weights file holds every weight value by name: f32 floats, i64 indices.
     let spec =
         WorkloadSpec::parse(&text, &sb.path("out/encoder.toml").display().to_string()).unwrap();
     let weights = spec.default_weights().unwrap();
+    assert_eq!(weights.blake3, Some(hash));
+    let weights = weights.path;
     assert_eq!(weights, sb.path("out/encoder.safetensors"));
     let bytes = std::fs::read(&weights).unwrap();
     let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();

@@ -85,12 +85,14 @@ fn verify_repair_removes_damaged_entries_records_and_objects_and_the_build_recom
         .unwrap()
         .to_string();
     std::fs::write(sb.object_path(&mid), b"garbage").unwrap();
+    // The entry, the record, the object and the action entry naming the object.
     let v = sb.run(&["cache", "verify"]);
     v.assert_clean_failure();
-    assert!(v.stdout.contains("damaged=3"), "{}", v.stdout);
+    assert!(v.stdout.contains("damaged=4"), "{}", v.stdout);
+    assert!(v.stdout.contains("which is damaged"), "{}", v.stdout);
     let r = sb.run(&["cache", "verify", "--repair"]);
     r.assert_ok();
-    assert!(r.stdout.contains("removed=3"), "{}", r.stdout);
+    assert!(r.stdout.contains("removed=4"), "{}", r.stdout);
     assert!(!record.exists() && !sb.object_path(&mid).exists());
     sb.run(&["cache", "verify"]).assert_ok();
     run_t30_passes(&sb);

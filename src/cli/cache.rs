@@ -16,7 +16,8 @@ pub enum CacheAction {
     Ls,
     /// Count objects, bytes, action entries and temp files.
     Stats,
-    /// Re-hash every object and check every action entry and every stage record under --stages;
+    /// Re-hash every object and check every action entry (one naming a missing or damaged object is
+    /// damaged) and every stage record and package under --stages (one of another build is damaged);
     /// exits non-zero on any damage or unreadable file.
     Verify {
         /// Remove what is damaged (waits for running builds); the next build recomputes it.

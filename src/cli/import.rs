@@ -1,10 +1,14 @@
 //! `ipu-codegen import MODEL.onnx --shape NAME=AxB … -o DIR/NAME.toml`: reads the model, lowers it with
-//! `ipu_codegen::onnx::import`, writes the graph spec (`kind = "graph"`) and its weights
-//! (`DIR/NAME.safetensors`), each by temp file and rename, checks the written spec loads, logs the host
-//! operations and prints one summary line.
+//! `ipu_codegen::onnx::import`, checks the spec loads, writes the weights (`DIR/NAME.safetensors`) and
+//! then the graph spec (`kind = "graph"`, recording the weights' blake3, which `run` checks), each by
+//! [`ipu_codegen::files::write_atomic`] (a unique temp file, `fsync`, a rename: a link at either name is
+//! replaced, never written through), holding a lock on `DIR` for the pair so that imports to one `-o`
+//! side by side leave one import's pair, never a mix; logs the host operations and prints one summary
+//! line.
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use ipu_codegen::files;
 use ipu_codegen::onnx::{self, ImportConfig};
 use ipu_codegen::workload::graph_spec::{self, GraphSpec};
 use std::path::{Path, PathBuf};
@@ -37,17 +41,6 @@ fn parse_shape(s: &str) -> Result<(String, Vec<u32>), String> {
         return Err(format!("{s:?} names no input"));
     }
     Ok((name.to_string(), dims))
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same folder.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("")
-    ));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
 /// The files the model keeps external tensor data in, read from beside it: each location must be a
@@ -86,11 +79,7 @@ fn external_data(
                 model.display()
             );
         }
-        let data = ipu_codegen::files::read(
-            &real,
-            "external tensor data",
-            ipu_codegen::files::DATA_LIMIT,
-        )?;
+        let data = files::read(&real, &files::EXTERNAL_DATA)?;
         files.insert(location, data);
     }
     Ok(files)
@@ -106,8 +95,7 @@ pub fn import(args: &ImportArgs) -> Result<()> {
         .and_then(|s| s.to_str())
         .context("the output file has no name")?
         .to_string();
-    let bytes =
-        ipu_codegen::files::read(&args.model, "ONNX model", ipu_codegen::files::DATA_LIMIT)?;
+    let bytes = files::read(&args.model, &files::ONNX_MODEL)?;
     let model = args
         .model
         .file_stem()
@@ -137,9 +125,9 @@ pub fn import(args: &ImportArgs) -> Result<()> {
         tracing::info!(op = %op.id, kind = op.kind.name(), name = %op.name, "runs on the host");
     }
     let weights_file = format!("{name}.safetensors");
-    let toml = graph_spec::to_toml(g, &weights_file);
     let tensors =
         graph_spec::safetensors_bytes(g, &imported.weights).map_err(anyhow::Error::msg)?;
+    let toml = graph_spec::to_toml_pinned(g, &weights_file, Some(&blake3::hash(&tensors)));
     GraphSpec::parse(&toml, &args.output.display().to_string())
         .context("the imported graph does not load back as a graph spec")?;
     let dir = args
@@ -148,8 +136,11 @@ pub fn import(args: &ImportArgs) -> Result<()> {
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    write_atomic(&dir.join(&weights_file), &tensors)?;
-    write_atomic(&args.output, toml.as_bytes())?;
+    {
+        let _pair = files::lock_folder(dir)?;
+        files::write_atomic(&dir.join(&weights_file), "weights file", &tensors)?;
+        files::write_atomic(&args.output, "graph spec", toml.as_bytes())?;
+    }
     let host = g.ops.iter().filter(|o| o.kind.on_host()).count();
     let weight_bytes: u64 = g
         .values

@@ -18,6 +18,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use ipu_codegen::driver::{Build, Fields, GRAPH, PhaseConfigs, SELECTED, producer};
 use ipu_codegen::driver::{PIPELINE, Phase};
+use ipu_codegen::files;
 use ipu_codegen::ir::{DType, Graph, Mid, Selected};
 use ipu_codegen::progress::Progress;
 use ipu_codegen::stages::build_images::BuildImagesConfig;
@@ -385,7 +386,6 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
 
 impl BuildArgs {
     fn spec(&self) -> Result<WorkloadSpec> {
-        use ipu_codegen::files;
         use ipu_codegen::workload::{preset_path, presets, suggest};
         let (path, origin) = match preset_path(&self.workload) {
             Some(path) => (path, format!("preset {}", self.workload)),
@@ -406,7 +406,7 @@ impl BuildArgs {
                 (path, origin)
             }
         };
-        let text = files::read_text(&path, "workload file", files::WORKLOAD_LIMIT)?;
+        let text = files::read_text(&path, &files::WORKLOAD)?;
         let mut spec = WorkloadSpec::parse(&text, &origin)?;
         spec.apply(&Overrides {
             batch: self.batch,
@@ -485,10 +485,11 @@ impl BuildArgs {
     }
 }
 
-/// Writes a file a command was asked for and, with `announce`, names it on stdout as `what=PATH`
-/// (not when stdout is JSON).
-fn write_output(path: &Path, text: &str, what: &str, announce: bool) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+/// Writes a file a command was asked for ([`files::write_atomic`]: a link there is replaced, a failed
+/// write leaves the old file) and, with `announce`, names it on stdout as `what=PATH` (not when
+/// stdout is JSON).
+fn write_output(path: &Path, text: &str, what: &'static str, announce: bool) -> Result<()> {
+    files::write_atomic(path, what, text.as_bytes())?;
     if announce {
         println!("{what}={}", path.display());
     }

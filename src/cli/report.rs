@@ -6,7 +6,7 @@
 
 use anyhow::{Context, Result, bail};
 use ipu_codegen::device::Execution;
-use ipu_codegen::files::{DATA_LIMIT, read};
+use ipu_codegen::files::{self, read};
 use ipu_codegen::ir::open_ipuexe;
 use ipu_codegen::report::{self, Comparison, MemoryMap, Summary};
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ pub struct ReportArgs {
 
 /// A profile file, read within the size limit, its header checked and its contents consistent.
 fn profile(path: &Path) -> Result<Execution> {
-    let bytes = read(path, "execution profile", DATA_LIMIT)?;
+    let bytes = read(path, &files::PROFILE)?;
     let execution = report::read_profile(&bytes)
         .with_context(|| format!("{} is not an execution profile", path.display()))?;
     let errors = report::check(&execution);
@@ -62,7 +62,7 @@ fn memory_map(args: &ReportArgs, e: &Execution) -> Result<std::result::Result<Me
     if args.package.is_none() && args.tile.is_none() && !path.exists() {
         return Ok(Err(format!("no package at {}", path.display())));
     }
-    let bytes = read(&path, "application package", DATA_LIMIT)?;
+    let bytes = read(&path, &files::PACKAGE)?;
     let file = open_ipuexe(&bytes).with_context(|| format!("{}", path.display()))?;
     if file.body_hash.hex() != e.package {
         bail!(

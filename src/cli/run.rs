@@ -24,6 +24,7 @@ use ipu_codegen::target::Target;
 use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files};
 use ipu_codegen::tensors::host_ops::HostOps;
 use ipu_codegen::tensors::{npy, safetensors};
+use ipu_codegen::workload::WeightsFile;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -96,10 +97,6 @@ pub struct DataArgs {
     output_dir: Option<PathBuf>,
 }
 
-fn read(path: &Path, what: &'static str) -> Result<Vec<u8>> {
-    Ok(files::read(path, what, files::DATA_LIMIT)?)
-}
-
 /// The summary: one `key=value` line per [`Fields`], or with `--json` one JSON array of objects with
 /// the same fields.
 fn print_lines(json: bool, lines: &[Fields]) {
@@ -124,19 +121,36 @@ pub fn imported(graph: &Graph) -> bool {
     graph.parameters.iter().any(|(k, _)| k == "model")
 }
 
-/// Reads the files `data` names (the spec's default weights when `--weights` is not given).
+/// Reads the files `data` names (the spec's default weights when `--weights` is not given, which must
+/// hash to what the spec records).
 /// `inputs_required`: whether an unbound input is an error (an imported model's without
 /// `--random-inputs`).
 pub fn bindings(
     data: &DataArgs,
-    default_weights: Option<PathBuf>,
+    default_weights: Option<WeightsFile>,
     inputs_required: bool,
 ) -> Result<Bindings> {
-    let weights = match data.weights.clone().or(default_weights) {
-        Some(path) => {
+    let given = data
+        .weights
+        .clone()
+        .map(|path| WeightsFile { path, blake3: None });
+    let weights = match given.or(default_weights) {
+        Some(WeightsFile { path, blake3 }) => {
             let file = path.display().to_string();
-            let tensors =
-                safetensors::read(&read(&path, "weights file")?).with_context(|| file.clone())?;
+            let bytes = files::read(&path, &files::WEIGHTS)?;
+            if let Some(want) = blake3 {
+                let found = blake3::hash(&bytes);
+                if found != want {
+                    bail!(
+                        "weights file {file} does not match its graph spec: it hashes to {}, the spec \
+                         records weights_blake3 {} (the pair was changed or mixed; import the model \
+                         again, or name the weights with --weights)",
+                        found.to_hex(),
+                        want.to_hex()
+                    );
+                }
+            }
+            let tensors = safetensors::read(&bytes).with_context(|| file.clone())?;
             Some(TensorFile { file, tensors })
         }
         None => None,
@@ -146,8 +160,8 @@ pub fn bindings(
         let Some((name, file)) = given.split_once('=') else {
             bail!("--input {given:?}: expected NAME=FILE.npy");
         };
-        let tensor =
-            npy::read(&read(Path::new(file), "input file")?).with_context(|| file.to_string())?;
+        let tensor = npy::read(&files::read(Path::new(file), &files::INPUT)?)
+            .with_context(|| file.to_string())?;
         inputs.push((name.to_string(), file.to_string(), tensor));
     }
     Ok(Bindings {
@@ -192,7 +206,7 @@ pub fn build_package(
 /// Reads a `model.ipuexe`; with `asked`, refuses a package built for another graph or target.
 fn read_package(path: &Path, asked: Option<(&Graph, &Target)>) -> Result<Loaded> {
     tracing::info!("reading application package");
-    let bytes = read(path, "application package")?;
+    let bytes = files::read(path, &files::PACKAGE)?;
     let file = open_ipuexe(&bytes).with_context(|| format!("{}", path.display()))?;
     let package = file
         .package()
@@ -361,16 +375,14 @@ pub fn run(
     );
 
     let profile_path = build_dir.join("execution.ipuprofile");
-    ipu_codegen::driver::write_if_changed(&profile_path, &write_profile(&execution))
-        .with_context(|| format!("writing {}", profile_path.display()))?;
+    ipu_codegen::driver::write_if_changed(&profile_path, &write_profile(&execution))?;
     let files = match &data.output_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             let mut written = Vec::new();
             for (name, bytes) in output_files(graph, &host)? {
                 let path = dir.join(name);
-                std::fs::write(&path, bytes)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                files::write_atomic(&path, "output", &bytes)?;
                 written.push(path);
             }
             written

@@ -32,6 +32,7 @@ use ipu_codegen::driver::{RunFigures, verdict, worst_check};
 use ipu_codegen::progress::Silent;
 use ipu_codegen::store::Store;
 use ipu_codegen::tensors::bind::Bindings;
+use ipu_codegen::workload::WeightsFile;
 use rayon::prelude::*;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use std::collections::BTreeMap;
@@ -475,7 +476,7 @@ fn resolve(
     workload: &str,
     axes: &[Axis],
     values: &[String],
-) -> Result<(BuildArgs, u64, Option<PathBuf>)> {
+) -> Result<(BuildArgs, u64, Option<WeightsFile>)> {
     let flags: Vec<(&str, &str)> = (axes.iter().zip(values))
         .map(|(a, v)| (a.name.as_str(), v.as_str()))
         .collect();

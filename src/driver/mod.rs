@@ -163,11 +163,8 @@ pub enum BuildError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("writing {}", .path.display())]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A phase's own error, or one of its adapters'.
@@ -240,11 +237,13 @@ pub fn action_key(
     )
 }
 
-/// Every damaged stage record under `stages` and every file or folder there that could not be read;
-/// how many records it read.
+/// Every damaged stage record under `stages` (one another build's or another phase's among them),
+/// every `model.ipuexe` that is not the package its build's record names, and every file or folder
+/// there that could not be read; how many records it read.
 pub fn verify_records(stages: &Path) -> (u64, Vec<store::Damage>, Vec<store::Damage>) {
     let names: Vec<&str> = PIPELINE.iter().map(|p| p.name()).collect();
-    records::verify(stages, &names)
+    let package = producer(PACKAGE).expect("a phase makes the package");
+    records::verify(stages, &names, package.name())
 }
 
 /// The phase that writes `kind` (none for the imported graph).
@@ -282,7 +281,8 @@ impl Build<'_> {
         {
             return Err(BuildError::BuildName(name.clone()));
         }
-        records::remove_dead_temps(&self.dir());
+        crate::files::remove_dead_temps(&self.dir());
+        self.store.remove_dead_temps();
         std::thread::scope(|scope| {
             let writer = Writer::spawn(scope, self.store);
             let outcome = self.run_finalists(from, to, &writer);

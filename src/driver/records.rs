@@ -5,8 +5,8 @@
 //! other record is damaged. A build rewrites a record whenever its identity (phase, build, workload,
 //! output, key, inputs, config, target) differs from what the build computed, or it is damaged.
 //! [`verify`] finds every damaged record under a stages folder. Files are written through a temp
-//! file and a rename ([`write_if_changed`]); temp files of writers that died are removed by the next
-//! build of their folder.
+//! file and a rename ([`write_if_changed`], through [`crate::files::write_atomic`]); temp files of
+//! writers that died are removed by the next build of their folder.
 
 use crate::store::{ArtifactKind, ContentHash, Damage};
 use serde::{Deserialize, Serialize};
@@ -80,7 +80,7 @@ pub enum RecordError {
 
 /// Reads a record, refusing one that does not parse or whose check does not match.
 pub fn read(path: &Path) -> Result<StageRecord, RecordError> {
-    let bytes = match crate::files::read(path, "stage record", RECORD_LIMIT) {
+    let bytes = match crate::files::read(path, &crate::files::STAGE_RECORD) {
         Ok(bytes) => bytes,
         Err(crate::files::FileError::Io { source, .. }) => {
             return Err(RecordError::Missing {
@@ -106,16 +106,21 @@ pub fn read(path: &Path) -> Result<StageRecord, RecordError> {
     Ok(record)
 }
 
-/// The largest record read: records are a few KiB.
-const RECORD_LIMIT: u64 = 16 << 20;
-
-/// Every damaged stage record under `stages` (files named after a phase, one folder per build), and
-/// every folder or file that could not be read; how many records it read.
-pub fn verify(stages: &Path, phases: &[&str]) -> (u64, Vec<Damage>, Vec<Damage>) {
+/// Every damaged stage record under `stages` (files named after a phase, one folder per build): one
+/// that does not read, or that is another phase's or another build's (copied from another folder);
+/// every `model.ipuexe` that is not the package its folder's `package_phase` record names; and
+/// every folder or file that could not be read. How many records it read.
+pub fn verify(
+    stages: &Path,
+    phases: &[&str],
+    package_phase: &str,
+) -> (u64, Vec<Damage>, Vec<Damage>) {
     let (mut read_count, mut damaged, mut unreadable) = (0, Vec::new(), Vec::new());
     if !stages.exists() {
         return (0, damaged, unreadable);
     }
+    // Per build folder: the package its record names, and its `model.ipuexe`.
+    let mut packages: BTreeMap<PathBuf, (Option<ContentHash>, Option<PathBuf>)> = BTreeMap::new();
     for entry in walkdir::WalkDir::new(stages)
         .min_depth(2)
         .max_depth(2)
@@ -132,28 +137,91 @@ pub fn verify(stages: &Path, phases: &[&str]) -> (u64, Vec<Damage>, Vec<Damage>)
             }
         };
         let path = entry.path();
-        let is_record = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".json"))
-            .is_some_and(|n| phases.contains(&n));
-        if !is_record {
+        let folder = path.parent().unwrap_or(stages).to_path_buf();
+        let build = folder.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let file = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if file == "model.ipuexe" {
+            packages.entry(folder).or_default().1 = Some(path.to_path_buf());
             continue;
         }
+        let Some(phase) = file.strip_suffix(".json").filter(|n| phases.contains(n)) else {
+            continue;
+        };
         read_count += 1;
-        match read(path) {
-            Ok(_) => {}
-            Err(RecordError::Missing { source, .. }) => unreadable.push(Damage {
+        let why = match read(path) {
+            Ok(record) if record.build != build => Some(format!(
+                "it is a record of build {}, in the folder of build {build}",
+                record.build
+            )),
+            Ok(record) if record.phase != phase => Some(format!(
+                "it is a record of phase {}, under the name of {phase}",
+                record.phase
+            )),
+            Ok(record) => {
+                if phase == package_phase {
+                    packages.entry(folder).or_default().0 = Some(record.output);
+                }
+                None
+            }
+            Err(RecordError::Missing { source, .. }) => {
+                unreadable.push(Damage {
+                    path: path.to_path_buf(),
+                    what: source.to_string(),
+                });
+                None
+            }
+            Err(RecordError::Damaged { why, .. }) => Some(why),
+        };
+        if let Some(what) = why {
+            damaged.push(Damage {
                 path: path.to_path_buf(),
-                what: source.to_string(),
-            }),
-            Err(RecordError::Damaged { why, .. }) => damaged.push(Damage {
-                path: path.to_path_buf(),
-                what: why,
-            }),
+                what,
+            });
         }
     }
+    for (recorded, package) in packages.into_values() {
+        let Some(path) = package else { continue };
+        let why = match (package_body_hash(&path), recorded) {
+            (Err(why), _) => why,
+            (Ok(_), None) => format!("no intact {package_phase} record in its folder names it"),
+            (Ok(found), Some(recorded)) if found != recorded => format!(
+                "it holds package {}, and its build's {package_phase} record names {}",
+                found.short(),
+                recorded.short()
+            ),
+            (Ok(_), Some(_)) => continue,
+        };
+        damaged.push(Damage { path, what: why });
+    }
     (read_count, damaged, unreadable)
+}
+
+/// The hash of the body of the `model.ipuexe` at `path` (which names its package), read in pieces;
+/// why not, when its header does not check.
+fn package_body_hash(path: &Path) -> Result<ContentHash, String> {
+    use std::io::Read as _;
+    let (mut file, _) =
+        crate::files::open(path, "application package").map_err(|e| e.to_string())?;
+    let mut head = [0u8; 12];
+    file.read_exact(&mut head)
+        .map_err(|_| "it is cut short in its header".to_string())?;
+    if head[..8] != crate::ir::IPUEXE_MAGIC[..] {
+        return Err("it is not an application package (bad magic)".to_string());
+    }
+    let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+    if len > 4096 {
+        return Err("its header names a compiler version of more than 4096 bytes".to_string());
+    }
+    let mut version_and_hash = vec![0u8; len as usize + 32];
+    file.read_exact(&mut version_and_hash)
+        .map_err(|_| "it is cut short in its header".to_string())?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(&mut file).map_err(|e| e.to_string())?;
+    let body = ContentHash(*hasher.finalize().as_bytes());
+    if body.0[..] != version_and_hash[len as usize..] {
+        return Err("its body does not match the hash in its header".to_string());
+    }
+    Ok(body)
 }
 
 /// The staleness rule: a stage record continues a build when it was made for the same workload and
@@ -172,20 +240,11 @@ pub fn record_continues(
             .all(|k| record.inputs.get(k.name()) == outputs.get(k))
 }
 
-/// The temp file a writer with process id `pid` uses for `path`.
-fn temp_path(path: &Path, pid: u32) -> PathBuf {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    dir.join(format!(
-        ".{}.{pid}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
-    ))
-}
-
-/// Writes `bytes` to `path` through a temp file and a rename, unless the file holds them already;
-/// whether it wrote.
+/// Writes `bytes` to `path` ([`crate::files::write_atomic`]: a temp file, `fsync`, a rename), unless
+/// the file holds them already; whether it wrote.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, super::BuildError> {
     use super::BuildError;
-    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+    if holds(path, bytes) {
         return Ok(false);
     }
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -193,53 +252,16 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, super::BuildE
         path: dir.to_path_buf(),
         source,
     })?;
-    let tmp = temp_path(path, std::process::id());
-    if let Err(source) = std::fs::write(&tmp, bytes) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(BuildError::Write { path: tmp, source });
-    }
-    std::fs::rename(&tmp, path).map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        BuildError::Write {
-            path: path.to_path_buf(),
-            source,
-        }
-    })?;
+    crate::files::write_atomic(path, "build file", bytes)?;
     Ok(true)
 }
 
-/// Removes the temp files in `dir` whose writer is no longer running (a process killed between its
-/// write and its rename); how many.
-pub fn remove_dead_temps(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let pid = name
-            .strip_prefix('.')
-            .and_then(|n| n.strip_suffix(".tmp"))
-            .and_then(|n| n.rsplit('.').next())
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(pid) = pid
-            && pid != std::process::id()
-            && !alive(pid)
-            && std::fs::remove_file(entry.path()).is_ok()
-        {
-            removed += 1;
-        }
-    }
-    removed
-}
-
-/// Whether a process with this id runs (on this machine).
-fn alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
+/// Whether the regular file at `path` holds exactly `bytes` (read only when its size matches).
+fn holds(path: &Path, bytes: &[u8]) -> bool {
+    use std::io::Read as _;
+    let Ok((file, len)) = crate::files::open(path, "build file") else {
         return false;
     };
-    // SAFETY: signal 0 only asks whether the process exists; it sends nothing.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    let mut old = Vec::new();
+    len == bytes.len() as u64 && file.take(len).read_to_end(&mut old).is_ok() && old == bytes
 }

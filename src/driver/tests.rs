@@ -466,10 +466,7 @@ fn a_failed_background_write_fails_the_build_and_stops_the_writes_after_it() {
         .err()
         .expect("the record write fails");
     assert!(
-        matches!(
-            error,
-            BuildError::CreateDir { .. } | BuildError::Write { .. }
-        ),
+        matches!(error, BuildError::CreateDir { .. } | BuildError::File(_)),
         "{error}"
     );
     // What was queued before the failed record landed (the graph, lower_mid's output and its action

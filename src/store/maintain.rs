@@ -2,12 +2,14 @@
 //! collecting garbage.
 //!
 //! Contract: every folder and file the store should hold is read or reported as unreadable, never
-//! skipped in silence. [`Store::verify`] only reads; [`Store::repair`] and [`Store::gc`] remove files,
+//! skipped in silence; an action entry naming an object the store does not hold, or a damaged one,
+//! is damaged itself, and gc removes the entries whose objects it removed. [`Store::verify`] only reads; [`Store::repair`] and [`Store::gc`] remove files,
 //! and ask for a store opened with [`Store::open_exclusive`], so that no build is running: every temp
 //! file is then the remains of a writer that died, and gc removes them all.
 
-use super::{ActionEntry, ContentHash, Store, StoreError, header};
-use std::collections::BTreeMap;
+use super::{ActionEntry, ArtifactHeader, ContentHash, HEADER_BYTES, Store, StoreError, header};
+use crate::files;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -76,7 +78,7 @@ impl Store {
         let listed = files
             .into_iter()
             .map(|f| {
-                let kind = fs::read(&f.path).ok().and_then(|b| header(&b)).map_or_else(
+                let kind = first_bytes(&f.path).and_then(|b| header(&b)).map_or_else(
                     || "raw".to_string(),
                     |h| format!("{} schema {}", h.kind, h.schema),
                 );
@@ -108,26 +110,30 @@ impl Store {
         (health, objects, actions)
     }
 
-    /// [`Store::stats`], and every object re-hashed and every action entry checked: intact, under
-    /// its own key, naming an object of its kind and schema when that object is there. Reads each
-    /// file once; removes nothing.
+    /// [`Store::stats`], and every object re-hashed (in pieces: memory does not grow with the object)
+    /// and every action entry checked: intact, under its own key, naming an object the store holds,
+    /// intact and of the entry's kind and schema. Reads each file once; removes nothing.
     pub fn verify(&self) -> Health {
         let (mut health, objects, actions) = self.census();
         let mut damaged = Vec::new();
         let mut unreadable = Vec::new();
         // The header of every intact object, for the entries that name it.
         let mut intact = BTreeMap::new();
+        let mut broken = BTreeSet::new();
         for f in objects {
-            match fs::read(&f.path) {
-                Ok(bytes) => match ContentHash::parse(&name(&f.path)) {
-                    Some(hash) if hash == ContentHash::of(&bytes) => {
-                        intact.insert(hash, header(&bytes));
+            match object(&f.path) {
+                Ok(Some((hash, head))) => {
+                    intact.insert(hash, head);
+                }
+                Ok(None) => {
+                    if let Some(hash) = ContentHash::parse(&name(&f.path)) {
+                        broken.insert(hash);
                     }
-                    _ => damaged.push(Damage {
+                    damaged.push(Damage {
                         path: f.path,
                         what: "its bytes do not hash to its name".to_string(),
-                    }),
-                },
+                    });
+                }
                 Err(e) => unreadable.push(Damage {
                     path: f.path,
                     what: e.to_string(),
@@ -142,22 +148,41 @@ impl Store {
                 });
                 continue;
             };
-            let bytes = match fs::read(&f.path) {
+            let bytes = match files::read(&f.path, &super::ENTRY) {
                 Ok(bytes) => bytes,
-                Err(e) => {
+                Err(e @ files::FileError::Io { .. }) => {
                     unreadable.push(Damage {
                         path: f.path,
                         what: e.to_string(),
                     });
                     continue;
                 }
+                Err(e) => {
+                    damaged.push(Damage {
+                        path: f.path,
+                        what: e.to_string(),
+                    });
+                    continue;
+                }
             };
-            // An entry naming a missing or damaged object is a miss, not damage of its own.
             let why = match ActionEntry::parse(&bytes, &key) {
                 Err(why) => Some(why),
-                Ok(entry) => {
-                    (intact.get(&entry.output)).and_then(|found| entry.wrong_object(found.as_ref()))
-                }
+                Ok(entry) if broken.contains(&entry.output) => Some(format!(
+                    "it names object {}, which is damaged",
+                    entry.output.short()
+                )),
+                Ok(entry) => match intact.get(&entry.output) {
+                    Some(found) => entry.wrong_object(found.as_ref()),
+                    // A build beside this one may have written the object since the walk: look
+                    // again before calling it missing.
+                    None => match object(&self.object_path(&entry.output)) {
+                        Ok(Some((_, found))) => entry.wrong_object(found.as_ref()),
+                        _ => Some(format!(
+                            "it names object {}, which the store does not hold",
+                            entry.output.short()
+                        )),
+                    },
+                },
             };
             if let Some(what) = why {
                 damaged.push(Damage { path: f.path, what });
@@ -219,6 +244,19 @@ impl Store {
                 total -= f.bytes;
             }
         }
+        // An entry whose object went names nothing: it goes too.
+        let (actions, unreadable) = self.walk("actions");
+        gc.unreadable.extend(unreadable);
+        for f in actions {
+            let names_nothing = (ContentHash::parse(&name(&f.path)))
+                .zip(files::read(&f.path, &super::ENTRY).ok())
+                .and_then(|(key, bytes)| ActionEntry::parse(&bytes, &key).ok())
+                .is_some_and(|entry| !self.object_path(&entry.output).exists());
+            if names_nothing && fs::remove_file(&f.path).is_ok() {
+                gc.files += 1;
+                gc.bytes += f.bytes;
+            }
+        }
         gc
     }
 }
@@ -229,6 +267,26 @@ pub struct Gc {
     pub files: u64,
     pub bytes: u64,
     pub unreadable: Vec<Damage>,
+}
+
+/// An object file's hash and header when its bytes hash to its name, `None` when they do not.
+fn object(path: &Path) -> Result<Option<(ContentHash, Option<ArtifactHeader>)>, files::FileError> {
+    let (hash, head) = match files::hash(path, "store object", HEADER_BYTES) {
+        Ok(found) => found,
+        Err(e @ files::FileError::Io { .. }) => return Err(e),
+        Err(_) => return Ok(None),
+    };
+    let hash = ContentHash(*hash.as_bytes());
+    Ok((ContentHash::parse(&name(path)) == Some(hash)).then(|| (hash, header(&head))))
+}
+
+/// The first bytes of a store file, enough for its header.
+fn first_bytes(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let (file, _) = files::open(path, "store object").ok()?;
+    let mut head = Vec::new();
+    file.take(HEADER_BYTES as u64).read_to_end(&mut head).ok()?;
+    Some(head)
 }
 
 fn name(path: &Path) -> String {

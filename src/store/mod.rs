@@ -10,21 +10,24 @@
 //!   cascade. A lookup takes an entry only when it is intact, filed under its own key, made for the
 //!   action and kind asked for, and names an intact object of that kind and schema; any other entry is
 //!   evicted with a warning and reads as a miss.
-//! - `tmp/`: every write goes to a unique temp file there and is renamed into place, so readers never
-//!   see a partial file and two builds into one store both succeed.
+//! - `tmp/`: every write goes to a unique temp file there, locked by its writer, and is renamed into
+//!   place ([`crate::files::write_atomic_via`]), so readers never see a partial file and two builds
+//!   into one store both succeed. A build starts by removing the temp files of writers that died
+//!   ([`Store::remove_dead_temps`]: those no writer holds a lock on).
+//! - Reads go through [`crate::files`]: a store file that is not a regular file is damaged, never
+//!   waited on; an object is hashed in pieces where only its hash is wanted.
 //! - `lock`: every [`Store`] holds a shared lock on it while it is open; maintenance that removes
 //!   files ([`Store::open_exclusive`]: gc, repair) holds it exclusively, so it never removes what a
 //!   running build wrote or is about to read, and every temp file it finds belongs to no live writer.
 //!
 //! Objects are MessagePack: an [`ArtifactHeader`] first, then the body.
 
+use crate::files;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 /// Derive-key context: names the project and the store layout version.
@@ -115,6 +118,8 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    File(#[from] files::FileError),
     #[error("object {hash}: cannot decode as {kind}: {message}")]
     Decode {
         hash: String,
@@ -189,12 +194,31 @@ pub fn action_key(
     ContentHash(*h.finalize().as_bytes())
 }
 
-/// The header of stored bytes, when they have one.
+/// The header of stored bytes, when they have one: read from their first bytes alone (an artifact is
+/// a MessagePack array of two, the header first), so a prefix of [`HEADER_BYTES`] will do.
 pub fn header(bytes: &[u8]) -> Option<ArtifactHeader> {
-    rmp_serde::from_slice::<(ArtifactHeader, serde::de::IgnoredAny)>(bytes)
-        .ok()
-        .map(|(h, _)| h)
+    let rest = bytes.strip_prefix(&[0x92])?;
+    ArtifactHeader::deserialize(&mut rmp_serde::Deserializer::from_read_ref(rest)).ok()
 }
+
+/// Enough of an artifact's bytes to hold its header.
+pub const HEADER_BYTES: usize = 4096;
+
+/// A store object, as the store reads it: at most a package's size and more.
+const OBJECT: files::Kind = files::Kind {
+    what: "store object",
+    limit: 4 << 30,
+    magic: b"",
+    format: "a store object",
+};
+
+/// An action entry: one line of JSON.
+const ENTRY: files::Kind = files::Kind {
+    what: "action entry",
+    limit: 1 << 20,
+    magic: b"",
+    format: "an action entry",
+};
 
 /// What an action's output must be: the action (a phase's name, or `schedule`), and the kind and
 /// schema of the artifact it names.
@@ -333,8 +357,6 @@ fn touch(path: &Path) {
     }
 }
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 /// An open store: its folders, and the lock on them that this value holds until it is dropped.
 pub struct Store {
     root: PathBuf,
@@ -408,46 +430,24 @@ impl Store {
         self.root.join("actions").join(&hex[..2]).join(&hex)
     }
 
-    /// Writes `bytes` to `path` through a unique temp file and a rename.
+    /// Writes `bytes` to `path` through a unique temp file in `tmp/` and a rename
+    /// ([`crate::files::write_atomic_via`]: the writer locks its temp file, so a build's sweep of
+    /// `tmp/` removes only the temps of writers that died).
     fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         let dir = path.parent().expect("store paths have parents");
         fs::create_dir_all(dir).map_err(io_err(dir))?;
-        // A fresh name: the pid and a counter, and `create_new` so that processes with equal pids (in
-        // other containers sharing the store) never write into one file.
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("object");
-        let (tmp, mut f) = loop {
-            let tmp = self.root.join("tmp").join(format!(
-                "{}-{}-{name}",
-                std::process::id(),
-                TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-            ));
-            match fs::File::options().write(true).create_new(true).open(&tmp) {
-                Ok(f) => break (tmp, f),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(StoreError::Io {
-                        path: tmp,
-                        source: e,
-                    });
-                }
-            }
-        };
-        let written = f
-            .write_all(bytes)
-            .and_then(|()| f.sync_data())
-            .map_err(io_err(&tmp));
-        drop(f);
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(e);
-        }
-        fs::rename(&tmp, path).map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            io_err(path)(e)
-        })
+        Ok(files::write_atomic_via(
+            &self.root.join("tmp"),
+            path,
+            "store file",
+            bytes,
+        )?)
+    }
+
+    /// Removes the temp files in `tmp/` of writers that died (a killed build's); how many. Safe
+    /// beside running builds: a live writer holds a lock on its temp file.
+    pub fn remove_dead_temps(&self) -> usize {
+        files::remove_dead_temps(&self.root.join("tmp"))
     }
 
     /// Stores bytes under their content hash (no-op when present and intact).
@@ -465,9 +465,8 @@ impl Store {
     /// `bytes` under `hash`, which is theirs.
     fn put_hashed(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.object_path(hash);
-        let intact = fs::read(&path)
-            .map(|b| ContentHash::of(&b) == *hash)
-            .unwrap_or(false);
+        let intact = files::hash(&path, "store object", 0)
+            .is_ok_and(|(found, _)| found.as_bytes() == &hash.0);
         if !intact {
             self.write_atomic(&path, bytes)?;
         }
@@ -477,10 +476,14 @@ impl Store {
     /// Reads an object, re-hashing it. A damaged object is evicted and reads as `None`.
     pub fn get(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
         let path = self.object_path(hash);
-        let bytes = match fs::read(&path) {
+        let bytes = match files::read(&path, &OBJECT) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StoreError::Io { path, source: e }),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(files::FileError::Io { source, .. }) => {
+                return Err(StoreError::Io { path, source });
+            }
+            // Not a regular file, or too large: damaged.
+            Err(_) => Vec::new(),
         };
         if ContentHash::of(&bytes) == *hash {
             touch(&path);
@@ -501,10 +504,13 @@ impl Store {
         expect: Expect,
     ) -> Result<Option<ContentHash>, StoreError> {
         let path = self.action_path(key);
-        let bytes = match fs::read(&path) {
+        let bytes = match files::read(&path, &ENTRY) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StoreError::Io { path, source: e }),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(files::FileError::Io { source, .. }) => {
+                return Err(StoreError::Io { path, source });
+            }
+            Err(e) => return self.evict_entry(&path, key, &e.to_string()),
         };
         let entry = match ActionEntry::parse(&bytes, key) {
             Ok(entry) => entry,

@@ -7,7 +7,7 @@
 
 use super::{ElementType, Elements, Tensor, checked_size};
 
-const MAGIC: &[u8; 6] = b"\x93NUMPY";
+pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NpyError {

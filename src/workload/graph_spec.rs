@@ -6,6 +6,7 @@
 //! name = "encoder"
 //! partials = "f32"
 //! weights = "encoder.safetensors"   # relative to this file's folder
+//! weights_blake3 = "9f3c…"           # optional: the weights file's blake3, checked when it is read
 //! parameters = [["model", "encoder"], ["layers", "2"]]
 //! [[values]]
 //! name = "x"; dtype = "f16"; role = "input"; rows = 24; cols = 64; shape = [1, 24, 64]
@@ -49,6 +50,8 @@ pub struct GraphSpec {
     pub graph: Graph,
     /// The weights file as written in the spec (relative to [`GraphSpec::folder`]).
     pub weights: String,
+    /// The blake3 the weights file must hash to, when the spec records it.
+    pub weights_blake3: Option<blake3::Hash>,
     /// The folder of the spec's file, which `weights` is relative to.
     pub folder: PathBuf,
     /// The seed of the data `run` draws for what no file binds; no part of the graph.
@@ -74,6 +77,10 @@ struct GraphFile {
     seed: u64,
     /// The weights' safetensors file, relative to this file's folder. Required.
     weights: String,
+    /// The blake3 of the weights file (64 hex digits), which `run` checks before binding the file
+    /// when no `--weights` is given; `import` writes it. Default none (not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    weights_blake3: Option<String>,
     /// Free-form `[key, value]` pairs the summary line repeats. Default none.
     #[serde(default)]
     parameters: Vec<(String, String)>,
@@ -172,6 +179,11 @@ const KINDS: [&str; 16] = [
 
 /// The graph spec's text for `graph`, its weights in `weights` (relative to the spec's folder).
 pub fn to_toml(graph: &Graph, weights: &str) -> String {
+    to_toml_pinned(graph, weights, None)
+}
+
+/// [`to_toml`], recording the blake3 the weights file must hash to.
+pub fn to_toml_pinned(graph: &Graph, weights: &str, blake3: Option<&blake3::Hash>) -> String {
     let name = |id: ValueId| graph.value(id).name.clone();
     let file = GraphFile {
         kind: "graph".to_string(),
@@ -179,6 +191,7 @@ pub fn to_toml(graph: &Graph, weights: &str) -> String {
         partials: graph.partials,
         seed: super::defaults::seed(),
         weights: weights.to_string(),
+        weights_blake3: blake3.map(|h| h.to_hex().to_string()),
         parameters: graph.parameters.clone(),
         values: graph
             .values
@@ -320,6 +333,19 @@ impl GraphSpec {
         let file: GraphFile =
             toml::from_str(text).map_err(|e| error(e.to_string().trim_end().to_string()))?;
         let graph = build(&file).map_err(error)?;
+        let weights_blake3 = match &file.weights_blake3 {
+            None => None,
+            Some(hex) => Some(
+                (hex.len() == 64 && !hex.bytes().any(|b| b.is_ascii_uppercase()))
+                    .then(|| blake3::Hash::from_hex(hex).ok())
+                    .flatten()
+                    .ok_or_else(|| {
+                        error(format!(
+                            "weights_blake3 {hex:?} is not 64 lowercase hex digits"
+                        ))
+                    })?,
+            ),
+        };
         let folder = Path::new(origin)
             .parent()
             .map(Path::to_path_buf)
@@ -328,6 +354,7 @@ impl GraphSpec {
             name: file.name,
             graph,
             weights: file.weights,
+            weights_blake3,
             folder,
             seed: file.seed,
         })
