@@ -17,9 +17,9 @@ use super::{
 };
 use crate::ids::ValueId;
 use crate::ir::{AttentionShape, DType, Graph, OpKind};
-use std::collections::BTreeMap;
 use crate::progress::Progress;
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 
 /// What the float64 host reference computed.
 #[derive(Clone, Debug, Default)]
@@ -72,9 +72,13 @@ fn evaluate(
         let out = graph.value(op.out);
         let n = out.cols as usize;
         let held = |id: ValueId| -> Vec<f64> {
-            (host.get(id.index()).map(Vec::as_slice).unwrap_or_default().iter())
-                .map(|&x| f64::from(x))
-                .collect()
+            (host
+                .get(id.index())
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter())
+            .map(|&x| f64::from(x))
+            .collect()
         };
         let mut widened: BTreeMap<ValueId, Vec<f64>> = BTreeMap::new();
         for id in op.kind.inputs() {
@@ -154,10 +158,9 @@ fn evaluate(
                     })
                     .collect()
             }
-            OpKind::Unary { x, function } => data_of(x)
-                .iter()
-                .map(|&v| unary_f64(function, v))
-                .collect(),
+            OpKind::Unary { x, function } => {
+                data_of(x).iter().map(|&v| unary_f64(function, v)).collect()
+            }
             OpKind::Binary { a, b, function } => (0..out.elements() as usize)
                 .map(|i| binary_f64(function, at(a, i), at(b, i)))
                 .collect(),
@@ -171,10 +174,7 @@ fn evaluate(
                     .map(|row| reduce_row_f64(function, row))
                     .collect()
             }
-            OpKind::Softmax { x } => data_of(x)
-                .chunks(n)
-                .flat_map(softmax_row_f64)
-                .collect(),
+            OpKind::Softmax { x } => data_of(x).chunks(n).flat_map(softmax_row_f64).collect(),
             OpKind::Attention {
                 q,
                 k,
