@@ -336,3 +336,19 @@ fn bench_build_times_cold_builds_and_leaves_the_store_alone() {
     sb.run(&["bench", "build", SMALL, "--runs", "0"])
         .assert_clean_failure();
 }
+
+/// `cache gc --max-bytes` takes a size with a binary suffix, and names what it cannot read.
+#[test]
+fn gc_reads_sizes_with_binary_suffixes() {
+    let sb = Sandbox::new();
+    sb.run(&["build", SMALL]).assert_ok();
+    sb.run(&["cache", "gc", "--max-bytes", "1G"]).assert_ok();
+    sb.assert_intact_and_warm();
+    let bad = sb.run(&["cache", "gc", "--max-bytes", "1X"]);
+    bad.assert_clean_failure();
+    assert!(
+        bad.stderr.contains("\"1X\" is not a size"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -126,6 +126,18 @@ fn a_run_into_pipes_draws_no_progress_and_prints_what_quiet_prints() {
     };
     assert_eq!(measured(&loud.stdout), measured(&quiet.stdout));
     assert!(quiet.stdout.contains(" hostPeakMiB="), "{}", quiet.stdout);
+    // Without RUST_LOG (which the sandbox sets to info), quiet logs no INFO either, only warnings
+    // and errors.
+    let unset = |args: &[&str]| {
+        let out = common::ran(sb.command(args).env_remove("RUST_LOG").output().unwrap());
+        out.assert_ok();
+        out.stderr
+    };
+    assert!(unset(&["run", SMALL]).contains(" INFO "));
+    for flag in ["--quiet", "-q"] {
+        let stderr = unset(&["run", SMALL, flag]);
+        assert!(!stderr.contains(" INFO "), "{flag}: {stderr}");
+    }
 }
 
 /// `ipu-codegen ARGS` under `script`, a pseudo-terminal: what the terminal showed.

@@ -30,8 +30,10 @@ pub enum CacheAction {
         /// Remove what no build has used for this many days.
         #[arg(long, value_name = "DAYS")]
         max_age_days: Option<u64>,
-        /// Then remove the least recently used until the store holds at most this many bytes.
-        #[arg(long, value_name = "BYTES")]
+        /// Then remove the least recently used until the store holds at most this many bytes: a
+        /// count of bytes, or one with a binary suffix (`500M`, `1G`, `2GiB`: K, M, G and T are
+        /// powers of 1024).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         max_bytes: Option<u64>,
     },
 }
@@ -125,6 +127,62 @@ pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
                 );
             }
             refuse_unreadable(&gc.unreadable)
+        }
+    }
+}
+
+/// A size: bytes, or a number with a binary suffix (`K`, `M`, `G`, `T`, each optionally followed by
+/// `iB` or `B`, any case): `1G` is 2^30 bytes, `1.5K` 1,536.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    let unit = unit.trim().to_ascii_lowercase();
+    let scale: u64 = match unit.trim_end_matches("ib").trim_end_matches('b') {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a size: a count of bytes or one with K, M, G or T (powers of 1024), e.g. 500M or 1G"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size: no number before its unit"))?;
+    let bytes = (value * scale as f64).round();
+    if !bytes.is_finite() || bytes < 0.0 || bytes >= u64::MAX as f64 {
+        return Err(format!("{text:?} is more bytes than a store can count"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_read_with_binary_suffixes_and_refuse_what_is_not_one() {
+        for (text, bytes) in [
+            ("0", 0),
+            ("1536", 1536),
+            ("1K", 1024),
+            ("1.5k", 1536),
+            ("500M", 500 << 20),
+            ("1G", 1 << 30),
+            ("2GiB", 2 << 30),
+            ("3gb", 3 << 30),
+            ("1T", 1 << 40),
+        ] {
+            assert_eq!(parse_size(text), Ok(bytes), "{text}");
+        }
+        for text in ["", "G", "1X", "1.2.3M", "-1G", "1e30T"] {
+            assert!(parse_size(text).is_err(), "{text}");
         }
     }
 }

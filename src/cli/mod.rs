@@ -71,7 +71,8 @@ struct Globals {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
-    /// Draw no progress bars (they are drawn only when stderr is a terminal).
+    /// Draw no progress bars (they are drawn only when stderr is a terminal) and log only warnings
+    /// and errors (`RUST_LOG` still chooses, where it is set).
     #[arg(long, short, global = true)]
     quiet: bool,
 }
@@ -496,9 +497,12 @@ fn write_output(path: &Path, text: &str, what: &'static str, announce: bool) -> 
     Ok(())
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs to stderr in `format`: INFO and above, or with `quiet` WARN and above, unless `RUST_LOG`
+/// says otherwise.
+fn init_logging(format: LogFormat, quiet: bool) {
+    let level = if quiet { "warn" } else { "info" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(progress::LogWriter);
@@ -529,7 +533,7 @@ pub fn main() -> std::process::ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|g| {
                     let args = BuildArgs::from_arg_matches(sub)?;
-                    init_logging(g.log_format);
+                    init_logging(g.log_format, g.quiet);
                     progress::set_quiet(g.quiet);
                     let store = Store::open(&g.cache)?;
                     let bars = progress::Terminal::default();
@@ -539,7 +543,7 @@ pub fn main() -> std::process::ExitCode {
         }
         _ => match Cli::from_arg_matches(&matches) {
             Ok(cli) => {
-                init_logging(cli.globals.log_format);
+                init_logging(cli.globals.log_format, cli.globals.quiet);
                 progress::set_quiet(cli.globals.quiet);
                 execute(cli)
             }
