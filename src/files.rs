@@ -96,11 +96,12 @@ pub const STAGE_RECORD: Kind = Kind {
 
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    #[error("reading {what} {}: {source}", .path.display())]
+    /// The OS error is part of the message, not a source, so it is said once.
+    #[error("reading {what} {}: {error}", .path.display())]
     Io {
         what: &'static str,
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{what} {} is not a regular file", .path.display())]
     NotAFile { what: &'static str, path: PathBuf },
@@ -129,17 +130,17 @@ pub enum FileError {
 impl FileError {
     /// Whether the file is simply not there.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, FileError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+        matches!(self, FileError::Io { error, .. } if error.kind() == std::io::ErrorKind::NotFound)
     }
 }
 
 /// Opens the regular file `path` (through links) for reading without blocking: anything else is
 /// refused before a byte is read. The file and its size.
 pub fn open(path: &Path, what: &'static str) -> Result<(File, u64), FileError> {
-    let io = |source| FileError::Io {
+    let io = |error| FileError::Io {
         what,
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = File::options()
         .read(true)
@@ -159,10 +160,10 @@ pub fn open(path: &Path, what: &'static str) -> Result<(File, u64), FileError> {
 /// The bytes of the regular file `path`, a file of `kind`: within its limit, its magic first.
 pub fn read(path: &Path, kind: &Kind) -> Result<Vec<u8>, FileError> {
     let what = kind.what;
-    let io = |source| FileError::Io {
+    let io = |error| FileError::Io {
         what,
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let too_large = || FileError::TooLarge {
         what,
@@ -202,7 +203,7 @@ pub fn read_text(path: &Path, kind: &Kind) -> Result<String, FileError> {
     String::from_utf8(read(path, kind)?).map_err(|e| FileError::Io {
         what: kind.what,
         path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        error: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
     })
 }
 
@@ -213,10 +214,10 @@ pub fn hash(
     what: &'static str,
     head: usize,
 ) -> Result<(blake3::Hash, Vec<u8>), FileError> {
-    let io = |source| FileError::Io {
+    let io = |error| FileError::Io {
         what,
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let (mut file, _) = open(path, what)?;
     let mut first = Vec::with_capacity(head);

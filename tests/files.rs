@@ -368,3 +368,32 @@ fn cache_verify_reports_entries_naming_missing_objects_and_records_or_packages_o
     assert!(is_regular(&small.join("model.ipuexe")));
     sb.assert_intact_and_warm();
 }
+
+/// A file that is not there is named with the system's reason, said once, by every command that
+/// reads one.
+#[test]
+fn a_missing_file_is_named_with_its_reason_once() {
+    let sb = Sandbox::new();
+    let missing = sb.path("missing.bin");
+    let missing = missing.to_str().unwrap();
+    let weights = format!("{missing}.safetensors");
+    let input = format!("x={missing}.npy");
+    let commands: [&[&str]; 4] = [
+        &["run", SMALL, "--weights", &weights],
+        &["run", SMALL, "--input", &input],
+        &["report", missing],
+        &["import", missing, "-o", "out/m.toml"],
+    ];
+    for args in commands {
+        let r = sb.run(args);
+        r.assert_clean_failure();
+        assert!(r.stderr.contains(missing), "{args:?}: {}", r.stderr);
+        let reason = "No such file or directory";
+        assert_eq!(
+            r.stderr.matches(reason).count(),
+            1,
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+}

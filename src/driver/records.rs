@@ -82,7 +82,7 @@ pub enum RecordError {
 pub fn read(path: &Path) -> Result<StageRecord, RecordError> {
     let bytes = match crate::files::read(path, &crate::files::STAGE_RECORD) {
         Ok(bytes) => bytes,
-        Err(crate::files::FileError::Io { source, .. }) => {
+        Err(crate::files::FileError::Io { error: source, .. }) => {
             return Err(RecordError::Missing {
                 path: path.to_path_buf(),
                 source,

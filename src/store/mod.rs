@@ -479,7 +479,7 @@ impl Store {
         let bytes = match files::read(&path, &OBJECT) {
             Ok(b) => b,
             Err(e) if e.is_not_found() => return Ok(None),
-            Err(files::FileError::Io { source, .. }) => {
+            Err(files::FileError::Io { error: source, .. }) => {
                 return Err(StoreError::Io { path, source });
             }
             // Not a regular file, or too large: damaged.
@@ -507,7 +507,7 @@ impl Store {
         let bytes = match files::read(&path, &ENTRY) {
             Ok(bytes) => bytes,
             Err(e) if e.is_not_found() => return Ok(None),
-            Err(files::FileError::Io { source, .. }) => {
+            Err(files::FileError::Io { error: source, .. }) => {
                 return Err(StoreError::Io { path, source });
             }
             Err(e) => return self.evict_entry(&path, key, &e.to_string()),
