@@ -296,16 +296,15 @@ fn place_tile(
         *changes.entry(b.first_step.0).or_default() += i64::from(b.bytes());
         *changes.entry(b.last_step.0.saturating_add(1)).or_default() -= i64::from(b.bytes());
     }
-    let firsts: std::collections::BTreeSet<u32> =
-        placed.iter().map(|(b, _)| b.first_step.0).collect();
-    let mut bytes = 0i64;
-    let mut most = 0i64;
-    for (step, change) in changes {
-        bytes += change;
-        if firsts.contains(&step) {
-            most = most.max(bytes);
-        }
-    }
+    // Between two first steps only buffers end, so the running total's largest value is one at a
+    // first step.
+    let most = (changes.into_values())
+        .scan(0i64, |bytes, change| {
+            *bytes += change;
+            Some(*bytes)
+        })
+        .max()
+        .unwrap_or(0);
     let peak = most.unsigned_abs() + u64::from(code_bytes);
     let usage = TileUsage {
         code_address,
