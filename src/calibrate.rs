@@ -172,20 +172,21 @@ pub fn table(rows: &[Calibration]) -> String {
     s
 }
 
-/// `ipu-codegen calibrate --json`: `{"cases":[{"name", "kind", "rows", "hardware_cycles",
-/// "hardware_fraction", "device_fraction", "device_cycles", "estimate_cycles", "elements"}]}`,
-/// fractions of the tile's peak (0-1), null where they do not apply.
-pub fn json(rows: &[Calibration]) -> serde_json::Value {
+/// `ipu-codegen calibrate --json`'s body: `{"target", "cases":[{"name", "kind", "rows",
+/// "hardwareCycles", "hardwareFraction", "deviceFraction", "deviceCycles", "estimateCycles",
+/// "elements"}]}`, fractions of the tile's peak (0-1), null where they do not apply.
+pub fn json(target: &Target, rows: &[Calibration]) -> serde_json::Value {
     serde_json::json!({
+        "target": target.name,
         "cases": rows.iter().map(|r| serde_json::json!({
             "name": r.case,
             "kind": r.kind,
             "rows": r.rows,
-            "hardware_cycles": r.hardware_cycles,
-            "hardware_fraction": r.hardware_fraction(),
-            "device_fraction": r.device_fraction(),
-            "device_cycles": r.device_cycles,
-            "estimate_cycles": r.estimate_cycles,
+            "hardwareCycles": r.hardware_cycles,
+            "hardwareFraction": r.hardware_fraction(),
+            "deviceFraction": r.device_fraction(),
+            "deviceCycles": r.device_cycles,
+            "estimateCycles": r.estimate_cycles,
             "elements": r.elements,
         })).collect::<Vec<_>>()
     })

@@ -180,17 +180,15 @@ fn calibrate_prints_the_table_and_json_and_passes() {
     assert_eq!(first["name"], "amp 16x16x16 f16 partials");
     assert_eq!(first["kind"], "amp");
     assert_eq!(first["rows"], 16);
-    let hw = first["hardware_fraction"].as_f64().expect("published");
-    let dev = first["device_fraction"].as_f64().expect("amp");
+    let hw = first["hardwareFraction"].as_f64().expect("published");
+    let dev = first["deviceFraction"].as_f64().expect("amp");
     assert!((0.0..=1.0).contains(&hw) && (0.0..=1.0).contains(&dev));
-    assert!(
-        first["device_cycles"].as_u64().is_some() && first["estimate_cycles"].as_u64().is_some()
-    );
+    assert!(first["deviceCycles"].as_u64().is_some() && first["estimateCycles"].as_u64().is_some());
     let vector = cases
         .iter()
         .find(|c| c["kind"] == "vector")
         .expect("a vector case");
-    assert!(vector["hardware_fraction"].is_null() && vector["rows"].is_null());
+    assert!(vector["hardwareFraction"].is_null() && vector["rows"].is_null());
 }
 
 /// Every general vector function has a case timed from poplibs' estimators, within tolerance of

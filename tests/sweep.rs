@@ -126,8 +126,10 @@ fn table_csv_and_json_agree_row_by_row_in_grid_order() {
     one_thread.assert_ok();
     assert_eq!(one_thread.stdout, json.stdout);
 
+    let sweep: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(sweep["kind"], "sweep");
     let objects: Vec<serde_json::Map<String, serde_json::Value>> =
-        serde_json::from_str(&json.stdout).unwrap();
+        serde_json::from_value(sweep["rows"].clone()).unwrap();
     assert_eq!(objects.len(), rows.len());
     for (object, r) in objects.iter().zip(&rows) {
         assert_eq!(

@@ -1,22 +1,24 @@
 //! `ipu-codegen bench exchange`: the exchange scheduler on synthetic 1472-tile patterns shaped like the
 //! seed system's phases, and on the real phases of a workload. `ipu-codegen bench build`: cold builds of
-//! a workload, phase by phase.
+//! a workload, phase by phase. Each prints a row per pattern or run as it is measured, or with
+//! `--json` one object at the end (kinds `benchExchange`, `benchBuild`).
 
 use anyhow::{Context, Result, bail};
-use ipu_codegen::driver::PIPELINE;
 use ipu_codegen::driver::{Build, SELECTED, producer};
+use ipu_codegen::driver::{Fields, PIPELINE};
 use ipu_codegen::exchange::check::check;
 use ipu_codegen::exchange::schedule::schedule;
 use ipu_codegen::exchange::synthetic::{Family, SEED_PHASES, pattern};
 use ipu_codegen::exchange::{Overheads, Pattern, Schedule};
 use ipu_codegen::ir::Selected;
 use ipu_codegen::store::{self, ContentHash, Store};
+use serde_json::{Value, json};
 use std::time::Instant;
 
 /// Schedules and checks one pattern, then times what reusing its stored schedule costs (decoding the
-/// store's bytes and checking); prints one row. Each is timed over a few runs: the fastest, and for
-/// scheduling the median too.
-pub fn bench_one(name: &str, p: &Pattern, o: Overheads) -> Result<()> {
+/// store's bytes and checking); prints one row unless `json`, and returns it as JSON. Each is timed
+/// over a few runs: the fastest, and for scheduling the median too.
+pub fn bench_one(name: &str, p: &Pattern, o: Overheads, json: bool) -> Result<Value> {
     let mut runs = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
         let started = Instant::now();
@@ -50,6 +52,26 @@ pub fn bench_one(name: &str, p: &Pattern, o: Overheads) -> Result<()> {
         bail!("{name}: the stored schedule does not decode to the same valid schedule");
     }
     let gap = s.horizon - s.lower_bound;
+    let row = json!({
+        "pattern": name,
+        "transfers": p.transfers.len(),
+        "lowerBound": s.lower_bound,
+        "horizon": s.horizon,
+        "gap": gap,
+        "gapPercent": 100.0 * f64::from(gap) / f64::from(s.lower_bound.max(1)),
+        "initialHorizon": s.initial_horizon,
+        "scheduleKind": s.kind.to_string(),
+        "piecesPerTransfer": s.pieces_per_transfer(p.transfers.len()),
+        "ms": ms,
+        "medianMs": median_ms,
+        "checkMs": check_ms,
+        "reuseMs": reuse_ms,
+        "decodeMs": decode_ms,
+        "storedBytes": bytes.len(),
+    });
+    if json {
+        return Ok(row);
+    }
     println!(
         "{name:<36} transfers={:>7} lower_bound={:>6} horizon={:>6} gap={:>5} ({:>5.2}%) initial_horizon={:>6} kind={:<16} pieces_per_transfer={:.3} ms={:.1} median_ms={:.1} check_ms={:.1} reuse_ms={:.1} (decode_ms={:.1}, {} KiB)",
         p.transfers.len(),
@@ -67,7 +89,7 @@ pub fn bench_one(name: &str, p: &Pattern, o: Overheads) -> Result<()> {
         decode_ms,
         bytes.len() / 1024
     );
-    Ok(())
+    Ok(row)
 }
 
 /// Runs of the scheduler, the checker and the decoder timed, the fastest kept: the machine may be
@@ -87,39 +109,54 @@ fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (T, f64) {
 }
 
 /// Builds through the phase that writes the selection, then benchmarks every exchange phase of it.
-pub fn real(b: &Build, o: Overheads) -> Result<()> {
+pub fn real(b: &Build, o: Overheads, json: bool) -> Result<Vec<Value>> {
     let to = producer(SELECTED).context("no phase writes the selection")?;
     let outcome = b.run(PIPELINE[0], to)?;
     let sel = b.load::<Selected>(&outcome.outputs)?;
-    for ex in &sel.exchanges {
-        bench_one(&format!("{}/{}", b.build, ex.id), &ex.pattern(&b.target), o)?;
-    }
-    Ok(())
+    (sel.exchanges.iter())
+        .map(|ex| {
+            let name = format!("{}/{}", b.build, ex.id);
+            bench_one(&name, &ex.pattern(&b.target), o, json)
+        })
+        .collect()
 }
 
-pub fn synthetic(o: Overheads, tiles: u32) -> Result<()> {
+/// Benchmarks the synthetic patterns shaped like the seed system's phases.
+pub fn synthetic(o: Overheads, tiles: u32, json: bool) -> Result<Vec<Value>> {
+    let mut rows = Vec::new();
     for (phase, transfers, mean) in SEED_PHASES {
         for family in Family::ALL {
             let p = pattern(family, tiles, transfers, mean, 1);
-            bench_one(&format!("{phase}/{}", family.name()), &p, o)?;
+            rows.push(bench_one(
+                &format!("{phase}/{}", family.name()),
+                &p,
+                o,
+                json,
+            )?);
         }
     }
-    Ok(())
+    Ok(rows)
 }
 
 /// `runs` cold builds of the workload, each into a fresh store and stages folder in the system's temp
 /// folder (removed afterwards). Prints each run's phase times (from the stage records), its wall
 /// time and the process's peak resident memory during it (where the system reports it), then the
-/// fastest, median and slowest wall times.
-pub fn cold_builds(args: &super::BuildArgs, runs: u32) -> Result<()> {
+/// fastest, median and slowest wall times; with `json`, all of it as one object at the end.
+pub fn cold_builds(args: &super::BuildArgs, runs: u32, json: bool) -> Result<()> {
     let scratch = std::env::temp_dir().join(format!("ipu-codegen-bench-{}", std::process::id()));
-    let result = cold_builds_in(&scratch, args, runs);
+    let result = cold_builds_in(&scratch, args, runs, json);
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
-fn cold_builds_in(scratch: &std::path::Path, args: &super::BuildArgs, runs: u32) -> Result<()> {
+fn cold_builds_in(
+    scratch: &std::path::Path,
+    args: &super::BuildArgs,
+    runs: u32,
+    json: bool,
+) -> Result<()> {
     let mut walls = Vec::new();
+    let mut rows = Vec::new();
     let mut name = String::new();
     for run in 1..=runs {
         if scratch.exists() {
@@ -137,29 +174,43 @@ fn cold_builds_in(scratch: &std::path::Path, args: &super::BuildArgs, runs: u32)
         let started = Instant::now();
         b.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?;
         let wall_ms = started.elapsed().as_secs_f64() * 1e3;
-        let mut line = format!("run={run} wallMs={wall_ms:.0}");
+        let mut line = Fields::new()
+            .with("run", run)
+            .with("wallMs", format!("{wall_ms:.0}"));
         // Only a peak reset before the run is the run's own.
         if let Some(peak) = ipu_codegen::host_memory::peak_bytes().filter(|_| peak_from_here) {
-            line.push_str(&format!(
-                " peakRssMiB={}",
-                ipu_codegen::host_memory::mebibytes(peak)
-            ));
+            line = line.with("peakRssMiB", ipu_codegen::host_memory::mebibytes(peak));
         }
+        let mut row = line.json();
+        let mut phases = Vec::new();
         for phase in PIPELINE {
             let ms = b.read_record(phase)?.elapsed_ms;
-            line.push_str(&format!(" {phase}={ms}"));
+            line = line.with(phase.name(), ms);
+            phases.push(json!({"phase": phase.name(), "ms": ms}));
         }
-        println!("{line}");
+        if json {
+            row["phases"] = Value::Array(phases);
+            rows.push(row);
+        } else {
+            println!("{}", line.line());
+        }
         walls.push(wall_ms);
         name = b.graph.workload.clone();
     }
     walls.sort_by(f64::total_cmp);
-    println!(
-        "workload={name} runs={runs} fastestMs={:.0} medianMs={:.0} slowestMs={:.0} threads={}",
-        walls[0],
-        walls[walls.len() / 2],
-        walls[walls.len() - 1],
-        rayon::current_num_threads()
-    );
+    let summary = Fields::new()
+        .with("workload", name)
+        .with("runs", runs)
+        .with("fastestMs", format!("{:.0}", walls[0]))
+        .with("medianMs", format!("{:.0}", walls[walls.len() / 2]))
+        .with("slowestMs", format!("{:.0}", walls[walls.len() - 1]))
+        .with("threads", rayon::current_num_threads());
+    if json {
+        let mut body = summary.json();
+        body["builds"] = Value::Array(rows);
+        super::json::print("benchBuild", body);
+    } else {
+        println!("{}", summary.line());
+    }
     Ok(())
 }

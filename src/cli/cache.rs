@@ -8,14 +8,23 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 use ipu_codegen::driver::verify_records;
 use ipu_codegen::store::{Damage, Store};
+use serde_json::{Value, json};
 use std::path::Path;
 
 #[derive(Subcommand, Debug)]
 pub enum CacheAction {
     /// List objects with their kind and size.
-    Ls,
+    Ls {
+        /// Print one JSON object (kind `cacheLs`) instead of the lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Count objects, bytes, action entries and temp files.
-    Stats,
+    Stats {
+        /// Print one JSON object (kind `cacheStats`) instead of the line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Re-hash every object and check every action entry (one naming a missing or damaged object is
     /// damaged) and every stage record and package under --stages (one of another build is damaged);
     /// exits non-zero on any damage or unreadable file.
@@ -23,6 +32,9 @@ pub enum CacheAction {
         /// Remove what is damaged (waits for running builds); the next build recomputes it.
         #[arg(long)]
         repair: bool,
+        /// Print one JSON object (kind `cacheVerify`) instead of the lines.
+        #[arg(long)]
+        json: bool,
     },
     /// Remove the temp files of writes that never finished, then objects and action entries by age
     /// and total size (waits for running builds). Without an option it removes temp files only.
@@ -35,6 +47,9 @@ pub enum CacheAction {
         /// powers of 1024).
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         max_bytes: Option<u64>,
+        /// Print one JSON object (kind `cacheGc`) instead of the lines.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -44,8 +59,15 @@ fn print_all(label: &str, list: &[Damage]) {
     }
 }
 
+/// Damaged or unreadable files as JSON: `[{"path", "what"}]`.
+fn damage_json(list: &[Damage]) -> Value {
+    list.iter()
+        .map(|d| json!({"path": d.path.display().to_string(), "what": d.what}))
+        .collect()
+}
+
+/// Fails when some files could not be read (after they were printed).
 fn refuse_unreadable(unreadable: &[Damage]) -> Result<()> {
-    print_all("unreadable", unreadable);
     if !unreadable.is_empty() {
         bail!(
             "{} files or folders of the store could not be read",
@@ -57,28 +79,52 @@ fn refuse_unreadable(unreadable: &[Damage]) -> Result<()> {
 
 pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
     match action {
-        CacheAction::Ls => {
+        CacheAction::Ls { json } => {
             let store = Store::open(root)?;
             let (objects, unreadable) = store.list();
-            for (hash, bytes, kind) in objects {
-                println!("{hash} {bytes:>10} {kind}");
+            if json {
+                let objects: Vec<Value> = (objects.iter())
+                    .map(|(hash, bytes, kind)| {
+                        json!({"hash": hash.to_string(), "bytes": bytes, "kind": kind})
+                    })
+                    .collect();
+                let body = json!({"objects": objects, "unreadable": damage_json(&unreadable)});
+                super::json::print("cacheLs", body);
+            } else {
+                for (hash, bytes, kind) in objects {
+                    println!("{hash} {bytes:>10} {kind}");
+                }
+                print_all("unreadable", &unreadable);
             }
             refuse_unreadable(&unreadable)
         }
-        CacheAction::Stats => {
+        CacheAction::Stats { json } => {
             let s = Store::open(root)?.stats();
-            println!(
-                "objects={} bytes={} actions={} tempFiles={} tempBytes={} unreadable={}",
-                s.objects,
-                s.object_bytes,
-                s.actions,
-                s.temp_files,
-                s.temp_bytes,
-                s.unreadable.len()
-            );
+            if json {
+                let body = json!({
+                    "objects": s.objects,
+                    "bytes": s.object_bytes,
+                    "actions": s.actions,
+                    "tempFiles": s.temp_files,
+                    "tempBytes": s.temp_bytes,
+                    "unreadable": damage_json(&s.unreadable),
+                });
+                super::json::print("cacheStats", body);
+            } else {
+                println!(
+                    "objects={} bytes={} actions={} tempFiles={} tempBytes={} unreadable={}",
+                    s.objects,
+                    s.object_bytes,
+                    s.actions,
+                    s.temp_files,
+                    s.temp_bytes,
+                    s.unreadable.len()
+                );
+                print_all("unreadable", &s.unreadable);
+            }
             refuse_unreadable(&s.unreadable)
         }
-        CacheAction::Verify { repair } => {
+        CacheAction::Verify { repair, json } => {
             let store = if repair {
                 Store::open_exclusive(root)?
             } else {
@@ -90,17 +136,34 @@ pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
             damaged.extend(damaged_records);
             let mut unreadable = s.unreadable;
             unreadable.extend(unreadable_records);
-            println!(
-                "objects={} actions={} records={records} damaged={} unreadable={}",
-                s.objects,
-                s.actions,
-                damaged.len(),
-                unreadable.len()
-            );
-            print_all("damaged", &damaged);
-            if repair {
-                let removed = store.repair(&damaged)?;
-                println!("removed={removed}");
+            let removed = if repair {
+                Some(store.repair(&damaged)?)
+            } else {
+                None
+            };
+            if json {
+                let body = json!({
+                    "objects": s.objects,
+                    "actions": s.actions,
+                    "records": records,
+                    "damaged": damage_json(&damaged),
+                    "unreadable": damage_json(&unreadable),
+                    "removed": removed,
+                });
+                super::json::print("cacheVerify", body);
+            } else {
+                println!(
+                    "objects={} actions={} records={records} damaged={} unreadable={}",
+                    s.objects,
+                    s.actions,
+                    damaged.len(),
+                    unreadable.len()
+                );
+                print_all("damaged", &damaged);
+                if let Some(removed) = removed {
+                    println!("removed={removed}");
+                }
+                print_all("unreadable", &unreadable);
             }
             refuse_unreadable(&unreadable)?;
             if !repair && !damaged.is_empty() {
@@ -115,16 +178,29 @@ pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
         CacheAction::Gc {
             max_age_days,
             max_bytes,
+            json,
         } => {
             let store = Store::open_exclusive(root)?;
             let age =
                 max_age_days.map(|d| std::time::Duration::from_secs(d.saturating_mul(86_400)));
             let gc = store.gc(age, max_bytes);
-            println!("removed {} files, {} bytes", gc.files, gc.bytes);
-            if age.is_none() && max_bytes.is_none() {
-                println!(
-                    "(temp files only: --max-age-days and --max-bytes choose objects and actions to remove)"
-                );
+            let temp_only = age.is_none() && max_bytes.is_none();
+            if json {
+                let body = json!({
+                    "removedFiles": gc.files,
+                    "removedBytes": gc.bytes,
+                    "tempFilesOnly": temp_only,
+                    "unreadable": damage_json(&gc.unreadable),
+                });
+                super::json::print("cacheGc", body);
+            } else {
+                println!("removed {} files, {} bytes", gc.files, gc.bytes);
+                if temp_only {
+                    println!(
+                        "(temp files only: --max-age-days and --max-bytes choose objects and actions to remove)"
+                    );
+                }
+                print_all("unreadable", &gc.unreadable);
             }
             refuse_unreadable(&gc.unreadable)
         }

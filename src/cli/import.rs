@@ -4,10 +4,11 @@
 //! [`ipu_codegen::files::write_atomic`] (a unique temp file, `fsync`, a rename: a link at either name is
 //! replaced, never written through), holding a lock on `DIR` for the pair so that imports to one `-o`
 //! side by side leave one import's pair, never a mix; logs the host operations and prints one summary
-//! line.
+//! line (with `--json` one object of kind `import`, the same fields).
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use ipu_codegen::driver::Fields;
 use ipu_codegen::files;
 use ipu_codegen::onnx::{self, ImportConfig};
 use ipu_codegen::workload::graph_spec::{self, GraphSpec};
@@ -26,6 +27,9 @@ pub struct ImportArgs {
     /// DIR/NAME.safetensors.
     #[arg(short, long, value_name = "DIR/NAME.toml")]
     output: PathBuf,
+    /// Print the summary as one JSON object (kind `import`) with the same fields.
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_shape(s: &str) -> Result<(String, Vec<u32>), String> {
@@ -148,13 +152,19 @@ pub fn import(args: &ImportArgs) -> Result<()> {
         .filter(|v| v.role == ipu_codegen::ir::ValueRole::Weight)
         .map(|v| v.bytes())
         .sum();
-    println!(
-        "imported={name} opsLowered={} hostOps={host} deviceOps={} weightBytes={weight_bytes} safetensorsBytes={} foldedNodes={} spec={}",
-        g.ops.len(),
-        g.ops.len() - host,
-        tensors.len(),
-        imported.folded,
-        args.output.display()
-    );
+    let summary = Fields::new()
+        .with("imported", &name)
+        .with("opsLowered", g.ops.len())
+        .with("hostOps", host)
+        .with("deviceOps", g.ops.len() - host)
+        .with("weightBytes", weight_bytes)
+        .with("safetensorsBytes", tensors.len())
+        .with("foldedNodes", imported.folded)
+        .with("spec", args.output.display());
+    if args.json {
+        super::json::print("import", summary.json());
+    } else {
+        println!("{}", summary.line());
+    }
     Ok(())
 }

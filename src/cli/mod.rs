@@ -6,6 +6,7 @@
 mod bench;
 mod cache;
 mod import;
+mod json;
 mod plans;
 mod progress;
 mod report;
@@ -113,7 +114,8 @@ enum Command {
         /// Last phase to run.
         #[arg(long, value_parser = parse_phase)]
         to: Option<Phase>,
-        /// Print the summary as a JSON object with the same fields (`phasesRun` as a list).
+        /// Print the summary as one JSON object (kind `build`) with the same fields (`phasesRun` as
+        /// a list).
         #[arg(long)]
         json: bool,
     },
@@ -133,7 +135,7 @@ enum Command {
         /// Candidates shown per operator.
         #[arg(long, default_value_t = 5)]
         top: usize,
-        /// Print the table as JSON.
+        /// Print the table as one JSON object (kind `plans`).
         #[arg(long)]
         json: bool,
     },
@@ -147,8 +149,8 @@ enum Command {
         /// Give up waiting for the device after this many seconds.
         #[arg(long, default_value_t = 600)]
         lock_timeout: u64,
-        /// Print the summary as one JSON array of objects, one per line of the text form, with the
-        /// same fields.
+        /// Print the summary as one JSON object (kind `run`) holding every line's fields: the checks
+        /// under `checks`, the summary line under `summary`, the output files under `outputFiles`.
         #[arg(long)]
         json: bool,
     },
@@ -171,7 +173,8 @@ enum Command {
     Calibrate {
         #[arg(long, default_value = "mk2-1500")]
         target: String,
-        /// Write the cases as JSON on stdout instead of the table.
+        /// Print the cases (or with --sensitivity the points) as one JSON object (kind `calibrate`
+        /// or `calibrateSensitivity`) instead of the table.
         #[arg(long)]
         json: bool,
         /// Instead of the cases: the headline workloads' cycles with each constant no published
@@ -209,6 +212,9 @@ enum BenchWhat {
         /// Only the synthetic patterns.
         #[arg(long)]
         synthetic_only: bool,
+        /// Print one JSON object (kind `benchExchange`) at the end instead of a row per pattern.
+        #[arg(long)]
+        json: bool,
     },
     /// Cold builds of a workload, each into a fresh store and stages folder in the system's temp
     /// folder (removed afterwards): the wall time of every phase and of the whole build, per run, then
@@ -219,6 +225,9 @@ enum BenchWhat {
         /// How many cold builds.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
         runs: u32,
+        /// Print one JSON object (kind `benchBuild`) at the end instead of a row per build.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -640,7 +649,7 @@ fn execute(cli: Cli) -> Result<()> {
                 // The same fields, the phases as a list.
                 let mut summary = line.json();
                 summary["phasesRun"] = serde_json::json!(ran);
-                println!("{summary}");
+                json::print("build", summary);
             } else {
                 println!("{}", line.line());
             }
@@ -669,7 +678,7 @@ fn execute(cli: Cli) -> Result<()> {
                 shortlists(&graph, &args.target()?, &args.configs().lower_mid)?;
             let table = plans::json(&graph, &operators, &shortlists, &mid, &selected, top);
             if json {
-                println!("{table}");
+                json::print("plans", table);
             } else {
                 print!("{}", plans::text(&table));
             }
@@ -685,7 +694,7 @@ fn execute(cli: Cli) -> Result<()> {
             let rows = sensitivity::sensitivity(&store, &workload, &target, &bars)?;
             let t = target_preset(&target)?;
             if json {
-                println!("{}", sensitivity::json(&t, &rows));
+                json::print("calibrateSensitivity", sensitivity::json(&t, &rows));
             } else {
                 print!("{}", sensitivity::table(&t, &rows));
             }
@@ -695,7 +704,7 @@ fn execute(cli: Cli) -> Result<()> {
             let rows = ipu_codegen::calibrate::calibrate(&t)
                 .map_err(|e| anyhow::anyhow!("calibration failed: {e}"))?;
             if json {
-                println!("{}", ipu_codegen::calibrate::json(&rows));
+                json::print("calibrate", ipu_codegen::calibrate::json(&t, &rows));
             } else {
                 print!("{}", ipu_codegen::calibrate::table(&rows));
             }
@@ -713,20 +722,27 @@ fn execute(cli: Cli) -> Result<()> {
                 BenchWhat::Exchange {
                     args,
                     synthetic_only,
+                    json,
                 },
         } => {
             let target = args.target()?;
             let o = ipu_codegen::exchange::Overheads::of(&target);
-            bench::synthetic(o, target.tiles)?;
-            if !synthetic_only {
+            let synthetic = bench::synthetic(o, target.tiles, json)?;
+            let real = if synthetic_only {
+                Vec::new()
+            } else {
                 let store = Store::open(&g.cache)?;
                 let b = args.build(&store, &g.stages, &bars)?;
-                bench::real(&b, o)?;
+                bench::real(&b, o, json)?
+            };
+            if json {
+                let body = serde_json::json!({"synthetic": synthetic, "real": real});
+                json::print("benchExchange", body);
             }
         }
         Command::Bench {
-            what: BenchWhat::Build { args, runs },
-        } => bench::cold_builds(&args, runs)?,
+            what: BenchWhat::Build { args, runs, json },
+        } => bench::cold_builds(&args, runs, json)?,
         Command::Import(args) => import::import(&args)?,
         Command::Run {
             args,

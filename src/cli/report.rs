@@ -98,7 +98,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         }
         let c = Comparison::of(&a, &b);
         if args.json {
-            println!("{}", c.json());
+            super::json::print("reportCompare", c.json());
         } else {
             print!("{}", c.text());
         }
@@ -109,7 +109,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     }
     let summary = Summary::of(&a);
     if args.json {
-        println!("{}", summary.json());
+        super::json::print("report", summary.json());
     } else {
         print!("{}", summary.text());
     }

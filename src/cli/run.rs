@@ -97,17 +97,47 @@ pub struct DataArgs {
     output_dir: Option<PathBuf>,
 }
 
-/// The summary: one `key=value` line per [`Fields`], or with `--json` one JSON array of objects with
-/// the same fields.
-fn print_lines(json: bool, lines: &[Fields]) {
-    if json {
-        let all: Vec<serde_json::Value> = lines.iter().map(Fields::json).collect();
-        println!("{}", serde_json::Value::Array(all));
-    } else {
-        for line in lines {
+/// Where a summary line's fields go in `run`'s JSON object.
+#[derive(Clone, Copy, PartialEq)]
+enum Part {
+    /// At the top: the profile's line and the last line (package, tiles, hardwareTest, …).
+    Top,
+    /// An output file written: its path, in `outputFiles`.
+    Output,
+    /// A numerical check (per output, or the attention's), in `checks`.
+    Check,
+    /// The summary line, as `summary`.
+    Summary,
+}
+
+/// The summary: one `key=value` line per [`Fields`], or with `--json` one `run` object holding the
+/// same fields.
+fn print_lines(json: bool, lines: &[(Part, Fields)]) {
+    if !json {
+        for (_, line) in lines {
             println!("{}", line.line());
         }
+        return;
     }
+    let mut top = serde_json::Map::new();
+    let of = |part: Part| {
+        lines
+            .iter()
+            .filter(move |(p, _)| *p == part)
+            .map(|(_, f)| f.json())
+    };
+    for fields in of(Part::Top) {
+        if let serde_json::Value::Object(map) = fields {
+            top.extend(map);
+        }
+    }
+    let files: Vec<_> = of(Part::Output).map(|f| f["output"].clone()).collect();
+    top.insert("outputFiles".into(), files.into());
+    top.insert("checks".into(), of(Part::Check).collect::<Vec<_>>().into());
+    if let Some(summary) = of(Part::Summary).next() {
+        top.insert("summary".into(), summary);
+    }
+    super::json::print("run", top.into());
 }
 
 /// The content hash of a graph, as the store names it.
@@ -359,7 +389,7 @@ pub fn run(
             let line = summary_head
                 .with("hardwareTest", "FAIL")
                 .with("fault", &fault);
-            print_lines(json, &[line]);
+            print_lines(json, &[(Part::Top, line)]);
             bail!("hardware test failed: {fault}");
         }
     };
@@ -391,33 +421,37 @@ pub fn run(
     };
 
     let figures = RunFigures::of(&package, &execution);
-    let mut lines = vec![
+    let mut lines = vec![(
+        Part::Top,
         Fields::new()
             .with("profile", profile_path.display())
             .with("tiles", package.tiles.len())
             .with("samples", package.tiles.len() * execution.steps.len()),
-    ];
+    )];
     for path in &files {
-        lines.push(Fields::new().with("output", path.display()));
+        lines.push((Part::Output, Fields::new().with("output", path.display())));
     }
     if checks.len() > 1 {
         for (o, c) in outputs.iter().zip(&checks) {
-            lines.push(output_check_line(&o.name, c));
+            lines.push((Part::Check, output_check_line(&o.name, c)));
         }
     } else if let Some(line) = figures.check_line(&check) {
-        lines.push(line);
+        lines.push((Part::Check, line));
     }
     if let Some(warning) =
         ipu_codegen::driver::estimate_warning(package.estimated_cycles, execution.cycles)
     {
         tracing::warn!("{warning}");
     }
-    lines.push(figures.summary_line(&package, &execution, &check, seed));
+    lines.push((
+        Part::Summary,
+        figures.summary_line(&package, &execution, &check, seed),
+    ));
     let mut last = summary_head.with("hardwareTest", verdict(check.pass));
     if let Some(peak) = ipu_codegen::host_memory::peak_bytes() {
         last = last.with("hostPeakMiB", ipu_codegen::host_memory::mebibytes(peak));
     }
-    lines.push(last);
+    lines.push((Part::Top, last));
     print_lines(json, &lines);
     if !check.pass {
         bail!("{}", check_failure(&check));

@@ -180,7 +180,7 @@ pub fn table(target: &Target, rows: &[Row]) -> String {
     s
 }
 
-/// `--sensitivity --json`: `{"constants":[{"name","field","nominal","low","high"}],
+/// `--sensitivity --json`'s body: `{"target", "constants":[{"name","field","nominal","low","high"}],
 /// "workloads":[{"workload","cycles","moved":{NAME:{"low","high"}}}]}`, cycles throughout.
 pub fn json(target: &Target, rows: &[Row]) -> serde_json::Value {
     let constants: Vec<_> = CONSTANTS
@@ -212,5 +212,5 @@ pub fn json(target: &Target, rows: &[Row]) -> serde_json::Value {
             serde_json::json!({"workload": r.workload, "cycles": r.cycles, "moved": moved})
         })
         .collect();
-    serde_json::json!({"constants": constants, "workloads": workloads})
+    serde_json::json!({"target": target.name, "constants": constants, "workloads": workloads})
 }

@@ -64,7 +64,8 @@ pub struct SweepArgs {
     /// combination of the others, and the table.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
-    /// Print the rows as a JSON array of objects with the table's columns, instead of the table.
+    /// Print one JSON object (kind `sweep`) instead of the table: the axes and the rows, each row an
+    /// object with the table's columns.
     #[arg(long)]
     json: bool,
     /// Give up waiting for the device after this many seconds.
@@ -356,11 +357,16 @@ impl Serialize for Keyed<'_> {
     }
 }
 
-/// The rows as a JSON array of objects keyed by the header.
-pub fn json(axes: &[Axis], rows: &[Row]) -> String {
+/// `sweep --json`'s body: the workload, the axes' names in grid order and the rows, each an object
+/// keyed by the header (the axes' names, then [`COLUMNS`]).
+pub fn json(workload: &str, axes: &[Axis], rows: &[Row]) -> serde_json::Value {
     let header = header(axes);
     let keyed: Vec<Keyed> = rows.iter().map(|r| Keyed(&header, r)).collect();
-    serde_json::to_string_pretty(&keyed).expect("rows serialise")
+    serde_json::json!({
+        "workload": workload,
+        "axes": axes.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
+        "rows": keyed,
+    })
 }
 
 /// The rows as an aligned table: numbers right-aligned, text left, the error last and unpadded.
@@ -593,7 +599,7 @@ pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs) -> Result<()> {
     let axes = axes(&args.workload, &args.vary)?;
     let rows = sweep_rows(cache, stages, args, &axes)?;
     if args.json {
-        println!("{}", json(&axes, &rows));
+        super::json::print("sweep", json(&args.workload, &axes, &rows));
     } else {
         print!("{}", table(&axes, &rows));
     }

@@ -39,13 +39,18 @@ impl Fields {
         self.0.iter().map(field).collect::<Vec<_>>().join(" ")
     }
 
-    /// The fields as a JSON object: a value that reads as a finite number is one.
+    /// The fields as a JSON object: a value that reads as a finite number is one, `true` and
+    /// `false` are booleans.
     pub fn json(&self) -> serde_json::Value {
         let value = |v: &str| match v.parse::<f64>() {
             Ok(x) if x.is_finite() && !v.starts_with('+') => {
                 serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()))
             }
-            _ => serde_json::Value::String(v.to_string()),
+            _ => match v {
+                "true" => serde_json::Value::Bool(true),
+                "false" => serde_json::Value::Bool(false),
+                _ => serde_json::Value::String(v.to_string()),
+            },
         };
         serde_json::Value::Object(self.0.iter().map(|(k, v)| (k.clone(), value(v))).collect())
     }

@@ -330,7 +330,7 @@ impl Summary {
     }
 
     /// The summary as one JSON object, the text's fields in camelCase.
-    pub fn json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
     }
 }
