@@ -17,22 +17,32 @@ use crate::ids::ValueId;
 use crate::ir::{Graph, Mid, Operator, Partition};
 use crate::target::Target;
 
-/// How the values read so far are stored: `Some(true)` transposed, by value index.
+/// How the values read so far are stored: `Some(true)` transposed, by value index; with a digest of
+/// them kept as they are recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Orders {
     reads: Vec<Option<bool>>,
+    key: u64,
 }
 
 impl Orders {
     pub fn new(graph: &Graph) -> Orders {
         Orders {
             reads: vec![None; graph.values.len()],
+            key: 0,
         }
     }
 
     /// The order `v` is read in, once some operator reads it on the device.
     pub fn read_order(&self, v: ValueId) -> Option<bool> {
         self.reads.get(v.index()).copied().flatten()
+    }
+
+    /// A 64-bit digest of the recorded orders, updated as each is recorded (Zobrist hashing: the
+    /// exclusive or of a mixed word per value and order), so equal orders have equal keys whatever
+    /// order they were recorded in, and comparing two costs nothing.
+    pub fn key(&self) -> u64 {
+        self.key
     }
 
     /// Records the reads of `op` under `p`; the error names the value read both ways or that its
@@ -44,12 +54,29 @@ impl Orders {
         op: &Operator,
         p: &Partition,
     ) -> Result<(), String> {
-        for (v, transposed) in reads(op, matches!(p, Partition::Grid(g) if g.transposed)) {
-            let fixed = operators
-                .iter()
+        let fixed = |v: ValueId| {
+            (operators.iter())
                 .find(|o| o.out() == v)
-                .and_then(fixed_output_order);
-            if fixed.is_some_and(|f| f != transposed) {
+                .and_then(fixed_output_order)
+        };
+        let changes = self.changes(graph, op, p, &fixed)?;
+        self.record(&changes);
+        Ok(())
+    }
+
+    /// The reads of `op` under `p` not recorded yet, each value once with its order, without
+    /// recording them; refused as [`Orders::read`] refuses. `fixed(v)`: the order `v`'s producer
+    /// writes whatever its readers want, if it has one ([`fixed_output_order`]).
+    pub fn changes(
+        &self,
+        graph: &Graph,
+        op: &Operator,
+        p: &Partition,
+        fixed: &dyn Fn(ValueId) -> Option<bool>,
+    ) -> Result<Vec<(ValueId, bool)>, String> {
+        let mut changes: Vec<(ValueId, bool)> = Vec::new();
+        for (v, transposed) in reads(op, matches!(p, Partition::Grid(g) if g.transposed)) {
+            if fixed(v).is_some_and(|f| f != transposed) {
                 return Err(format!(
                     "{} reads {} {}, which its producer writes only {}",
                     op.name(),
@@ -58,22 +85,45 @@ impl Orders {
                     order_name(!transposed)
                 ));
             }
-            match self.reads.get_mut(v.index()) {
-                Some(slot @ None) => *slot = Some(transposed),
-                Some(Some(o)) if *o != transposed => {
+            let recorded = match self.reads.get(v.index()) {
+                Some(r) => r.or(changes.iter().find(|c| c.0 == v).map(|c| c.1)),
+                None => return Err(format!("{}: value {v} out of range", op.name())),
+            };
+            match recorded {
+                None => changes.push((v, transposed)),
+                Some(o) if o != transposed => {
                     return Err(format!(
                         "{} reads {} {}, another operator {}",
                         op.name(),
                         graph.value(v).name,
                         order_name(transposed),
-                        order_name(*o)
+                        order_name(o)
                     ));
                 }
-                Some(Some(_)) => {}
-                None => return Err(format!("{}: value {v} out of range", op.name())),
+                Some(_) => {}
             }
         }
-        Ok(())
+        Ok(changes)
+    }
+
+    /// Records `changes` (from [`Orders::changes`] on these orders).
+    pub fn record(&mut self, changes: &[(ValueId, bool)]) {
+        for &(v, transposed) in changes {
+            if let Some(slot @ None) = self.reads.get_mut(v.index()) {
+                *slot = Some(transposed);
+                self.key ^= Orders::word(v, transposed);
+            }
+        }
+    }
+
+    /// The word one value's order adds to [`Orders::key`]: splitmix64's finaliser of the value and
+    /// order, so every pair gets an unrelated 64-bit word.
+    pub fn word(v: ValueId, transposed: bool) -> u64 {
+        let mut z =
+            (v.index() as u64 * 2 + u64::from(transposed)).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 
     /// The order `op` writes its output in under `p`, once every reader is recorded.
@@ -118,7 +168,7 @@ pub fn verify_mid(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
 /// The order a producer writes in regardless of its readers: a layer norm and a data movement
 /// row-major, an attention as its operator says; a matmul and a vector operator follow their
 /// readers.
-fn fixed_output_order(op: &Operator) -> Option<bool> {
+pub fn fixed_output_order(op: &Operator) -> Option<bool> {
     match op {
         Operator::MatMul(_) | Operator::Vector(_) => None,
         Operator::LayerNorm(_) | Operator::Assemble(_) => Some(false),

@@ -8,10 +8,13 @@
 //! the other order than its partials is charged its transposing epilogue. It carries the bytes its
 //! resident weights keep on a tile, and every chosen operator must still fit beside the sum. Of the partial plans with the same
 //! orders, one that is slower than `finalists` others that keep no more resident bytes is dropped;
-//! the fastest `BEAM` go on. The result is the fastest `finalists` whole plans, in a total order
+//! the fastest `BEAM` go on. Orders are compared by their digest (`Orders::key`), and a partial
+//! plan is built whole only once kept, so each operator costs the same whatever came before it. The result is the fastest `finalists` whole plans, in a total order
 //! (cycles, then the choices), so it never depends on the thread count.
 
-use crate::ir::{Graph, Operator, OperatorEstimate, Orders, Partition, Resident, reads};
+use crate::ids::ValueId;
+use crate::ir::{Graph, Operator, OperatorEstimate, Orders, Partition, Resident};
+use crate::ir::{fixed_output_order, reads};
 use crate::target::Target;
 use std::collections::{BTreeMap, HashMap};
 
@@ -73,7 +76,7 @@ pub(super) fn shortlist(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
         .collect()
 }
 
-#[derive(Clone)]
+/// A partial plan of the beam.
 struct State {
     /// The candidate chosen for each operator so far, and whether its epilogue transposes.
     choice: Vec<usize>,
@@ -81,6 +84,21 @@ struct State {
     cycles: u64,
     resident: Resident,
     orders: Orders,
+}
+
+/// A partial plan one operator longer than a state of the beam, before it is kept or dropped: what
+/// it adds to its parent, so that only the kept ones are built whole.
+struct Child {
+    parent: usize,
+    candidate: usize,
+    /// The reads it records ([`Orders::changes`]).
+    changes: Vec<(ValueId, bool)>,
+    /// The earlier matmuls whose epilogues it makes transpose.
+    transposes: Vec<usize>,
+    cycles: u64,
+    resident: Resident,
+    /// Its orders' [`Orders::key`].
+    key: u64,
 }
 
 /// A whole plan: per operator its partition and the estimate that applies.
@@ -94,18 +112,24 @@ pub(super) fn joint(
     target: &Target,
     finalists: usize,
 ) -> Result<Vec<Choice>, String> {
-    // The earlier matmuls whose outputs each operator reads.
-    let producers: Vec<Vec<usize>> = operators
-        .iter()
+    // Each value's producing operator, and the earlier matmuls whose outputs each operator reads.
+    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
+    for (j, op) in operators.iter().enumerate() {
+        if let Some(slot) = producer.get_mut(op.out().index()) {
+            slot.get_or_insert(j);
+        }
+    }
+    let produced = |v: ValueId| producer.get(v.index()).copied().flatten();
+    let fixed = |v: ValueId| produced(v).and_then(|j| fixed_output_order(&operators[j]));
+    let producers: Vec<Vec<usize>> = (operators.iter())
         .map(|op| {
-            (0..operators.len())
-                .filter(|&j| {
-                    matches!(operators[j], Operator::MatMul(_))
-                        && reads(op, false)
-                            .iter()
-                            .any(|&(v, _)| v == operators[j].out())
-                })
-                .collect()
+            let mut js: Vec<usize> = (reads(op, false).iter())
+                .filter_map(|&(v, _)| produced(v))
+                .filter(|&j| matches!(operators[j], Operator::MatMul(_)))
+                .collect();
+            js.sort_unstable();
+            js.dedup();
+            js
         })
         .collect();
     let mut beam = vec![State {
@@ -118,53 +142,74 @@ pub(super) fn joint(
     let mut why = None;
     for (i, op) in operators.iter().enumerate() {
         let mut next = Vec::new();
-        for s in &beam {
+        for (parent, s) in beam.iter().enumerate() {
             for (c_index, c) in candidates[i].iter().enumerate() {
-                let mut orders = s.orders.clone();
-                if let Err(e) = orders.read(graph, operators, op, &c.partition) {
-                    why.get_or_insert(e);
-                    continue;
-                }
-                let mut n = State {
-                    choice: s.choice.clone(),
-                    transposing: s.transposing.clone(),
-                    cycles: s.cycles + c.estimate.cycles,
-                    resident: s.resident.plus(c.estimate.resident),
-                    orders,
+                let changes = match s.orders.changes(graph, op, &c.partition, &fixed) {
+                    Ok(changes) => changes,
+                    Err(e) => {
+                        why.get_or_insert(e);
+                        continue;
+                    }
                 };
-                n.choice.push(c_index);
-                n.transposing.push(false);
+                // The order a value is read in once this candidate's reads are recorded.
+                let read_order = |v: ValueId| {
+                    (s.orders.read_order(v))
+                        .or_else(|| changes.iter().find(|c| c.0 == v).map(|c| c.1))
+                };
+                let mut cycles = s.cycles + c.estimate.cycles;
+                let mut transposes = Vec::new();
                 for &j in &producers[i] {
-                    let cj = &candidates[j][n.choice[j]];
+                    let cj = &candidates[j][s.choice[j]];
                     let partials = matches!(cj.partition, Partition::Grid(g) if g.transposed);
-                    if !n.transposing[j]
-                        && n.orders.output(&operators[j], &cj.partition) != partials
-                    {
-                        n.transposing[j] = true;
-                        n.cycles = n.cycles - cj.estimate.cycles + cj.estimate(true).cycles;
+                    let output = fixed_output_order(&operators[j])
+                        .unwrap_or_else(|| read_order(operators[j].out()).unwrap_or(partials));
+                    if !s.transposing[j] && output != partials {
+                        transposes.push(j);
+                        cycles = cycles - cj.estimate.cycles + cj.estimate(true).cycles;
                     }
                 }
-                let fits = (0..=i).all(|j| {
-                    candidates[j][n.choice[j]]
-                        .estimate(n.transposing[j])
-                        .fits_beside(&n.resident, target)
+                let key =
+                    (changes.iter()).fold(s.orders.key(), |k, &(v, t)| k ^ Orders::word(v, t));
+                next.push(Child {
+                    parent,
+                    candidate: c_index,
+                    changes,
+                    transposes,
+                    cycles,
+                    resident: s.resident.plus(c.estimate.resident),
+                    key,
                 });
-                if !fits {
-                    why.get_or_insert_with(|| {
-                        "the operators' resident weights and working sets do not fit a tile \
-                         together"
-                            .to_string()
-                    });
-                    continue;
-                }
-                next.push(n);
             }
         }
-        next.sort_by(|a, b| (a.cycles, &a.choice).cmp(&(b.cycles, &b.choice)));
-        let mut kept: HashMap<Orders, Vec<Resident>> = HashMap::new();
-        beam = Vec::new();
+        // Children in the order of (cycles, choices): a parent's choices rank it among the others.
+        let mut by_choice: Vec<usize> = (0..beam.len()).collect();
+        by_choice.sort_by(|&a, &b| beam[a].choice.cmp(&beam[b].choice));
+        let mut rank = vec![0; beam.len()];
+        for (r, &p) in by_choice.iter().enumerate() {
+            rank[p] = r;
+        }
+        next.sort_by_key(|n| (n.cycles, rank[n.parent], n.candidate));
+        let mut kept: HashMap<u64, Vec<Resident>> = HashMap::new();
+        let mut chosen = Vec::new();
         for n in next {
-            let front = kept.entry(n.orders.clone()).or_default();
+            // Every chosen operator must still fit beside the resident bytes.
+            let s = &beam[n.parent];
+            let estimate = |j: usize| {
+                if j == i {
+                    candidates[i][n.candidate].estimate(false)
+                } else {
+                    candidates[j][s.choice[j]]
+                        .estimate(s.transposing[j] || n.transposes.contains(&j))
+                }
+            };
+            if !(0..=i).all(|j| estimate(j).fits_beside(&n.resident, target)) {
+                why.get_or_insert_with(|| {
+                    "the operators' resident weights and working sets do not fit a tile together"
+                        .to_string()
+                });
+                continue;
+            }
+            let front = kept.entry(n.key).or_default();
             let dominating = front
                 .iter()
                 .filter(|r| {
@@ -175,14 +220,35 @@ pub(super) fn joint(
                 continue;
             }
             front.push(n.resident);
-            beam.push(n);
-            if beam.len() == BEAM {
+            chosen.push(n);
+            if chosen.len() == BEAM {
                 break;
             }
         }
-        if beam.is_empty() {
+        if chosen.is_empty() {
             return Err(why.unwrap_or_else(|| format!("{} has no candidate", op.name())));
         }
+        beam = (chosen.into_iter())
+            .map(|n| {
+                let s = &beam[n.parent];
+                let mut choice = s.choice.clone();
+                choice.push(n.candidate);
+                let mut transposing = s.transposing.clone();
+                transposing.push(false);
+                for &j in &n.transposes {
+                    transposing[j] = true;
+                }
+                let mut orders = s.orders.clone();
+                orders.record(&n.changes);
+                State {
+                    choice,
+                    transposing,
+                    cycles: n.cycles,
+                    resident: n.resident,
+                    orders,
+                }
+            })
+            .collect();
     }
     Ok(beam
         .into_iter()
