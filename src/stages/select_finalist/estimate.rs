@@ -60,33 +60,46 @@ pub(super) fn overflow(
     let whole = u64::from(target.memory_end - target.memory_base) - CODE_RESERVE_BYTES;
     let interleaved = u64::from(target.memory_end - target.interleaved_base);
     let tiles = target.tiles as usize;
-    // Per tile and step: bytes live, and of them the interleaved-only ones.
-    let mut live = vec![(0u64, 0u64); tiles * steps];
+    // Per tile and step: the change in bytes live at that step, and of them the interleaved-only
+    // ones (added at a buffer's first step, taken off after its last); then their running sums.
+    let mut live = vec![(0i64, 0i64); tiles * steps];
     let element = target.memory_element_bytes;
     for b in buffers {
         let bytes = if b.owns_elements() {
-            u64::from(b.bytes().next_multiple_of(element))
+            i64::from(b.bytes().next_multiple_of(element))
         } else {
-            u64::from(b.bytes())
+            i64::from(b.bytes())
         };
+        let only = if b.needs_interleaved() { bytes } else { 0 };
         let (first, last) = (
             b.first_step.0 as usize,
             (b.last_step.0 as usize).min(steps.saturating_sub(1)),
         );
+        if first > last || first >= steps || b.tile.index() >= tiles {
+            continue;
+        }
         let at = b.tile.index() * steps;
-        for slot in live.get_mut(at + first..=at + last).into_iter().flatten() {
-            slot.0 += bytes;
-            if b.needs_interleaved() {
-                slot.1 += bytes;
-            }
+        live[at + first].0 += bytes;
+        live[at + first].1 += only;
+        if last + 1 < steps {
+            live[at + last + 1].0 -= bytes;
+            live[at + last + 1].1 -= only;
         }
     }
+    for tile in live.chunks_mut(steps.max(1)) {
+        let mut sum = (0, 0);
+        for slot in tile {
+            sum = (sum.0 + slot.0, sum.1 + slot.1);
+            *slot = sum;
+        }
+    }
+    let (whole, interleaved) = (whole as i64, interleaved as i64);
     live.iter().enumerate().find_map(|(i, &(all, only))| {
         let (tile, step) = (TileId((i / steps) as u32), i % steps);
         if all > whole {
-            Some((tile, step, all, whole))
+            Some((tile, step, all as u64, whole as u64))
         } else if only > interleaved {
-            Some((tile, step, only, interleaved))
+            Some((tile, step, only as u64, interleaved as u64))
         } else {
             None
         }
