@@ -1,9 +1,10 @@
 //! `ipu-codegen report`: the table, the Chrome trace and the HTML page, which headless Chromium renders
-//! with a 1472-cell heat map.
+//! with a 1472-cell heat map; every superstep named by the graph operations (for an ONNX import, the
+//! nodes) it serves.
 
 mod common;
 use common::{SMALL, SMALL_ID, Sandbox};
-use ipu_codegen::ir::open_ipuexe;
+use ipu_codegen::ir::{open_ipuexe, read_ipuexe};
 use ipu_codegen::report::{read_profile, write_profile};
 use std::process::Command;
 
@@ -345,4 +346,108 @@ fn a_damaged_truncated_or_foreign_profile_file_is_refused_naming_the_file_and_wr
         assert!(r.stdout.is_empty(), "{name}: {}", r.stdout);
         assert!(!page.exists() && !trace.exists(), "{name}: nothing written");
     }
+}
+
+#[test]
+fn every_superstep_of_a_run_names_the_graph_operations_it_serves() {
+    let sb = profiled();
+    let build = sb.stages().join(SMALL_ID);
+    let (_, package) = read_ipuexe(&std::fs::read(build.join("model.ipuexe")).unwrap()).unwrap();
+    let profile =
+        read_profile(&std::fs::read(build.join("execution.ipuprofile")).unwrap()).unwrap();
+    let ops: Vec<&str> = package.graph.ops.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(profile.steps.len(), package.steps.len());
+    for (i, (s, p)) in profile.steps.iter().zip(&package.steps).enumerate() {
+        assert_eq!(s.operators, p.operators, "step{i}: the package's names");
+        assert!(!s.operators.is_empty(), "step{i} names no operation");
+        for name in &s.operators {
+            assert!(
+                ops.contains(&name.as_str()),
+                "step{i}: {name} is no graph operation"
+            );
+        }
+        // Each exchange gathers what the compute step after it reads.
+        if s.kind == "exchange" {
+            assert_eq!(s.operators, profile.steps[i + 1].operators, "step{i}");
+        }
+    }
+    // The two blocks' steps name different operations.
+    assert_ne!(profile.steps[1].operators, profile.steps[9].operators);
+    // The table's rows end with them; the package's dump shows them.
+    let r = report(&sb, &[]);
+    for (i, s) in profile.steps.iter().enumerate() {
+        let row = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("step{i} ")));
+        assert!(
+            row.is_some_and(|row| row.ends_with(&format!("  {}", s.operators.join(", ")))),
+            "step{i}: {row:?}"
+        );
+    }
+    let dump = sb.run(&["show", "build-images", SMALL]);
+    let serves = format!(" serves {}", profile.steps[1].operators.join(", "));
+    assert!(
+        (dump.assert_ok().stdout.lines())
+            .any(|l| l.starts_with("  step1 compute ") && l.ends_with(&serves)),
+        "{}",
+        dump.stdout
+    );
+}
+
+#[test]
+fn an_imported_models_supersteps_are_named_by_its_onnx_nodes() {
+    use prost::Message;
+    let sb = Sandbox::new();
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/encoder.onnx");
+    let bytes = std::fs::read(&model).unwrap();
+    sb.run(&[
+        "import",
+        model.to_str().unwrap(),
+        "--shape",
+        "input_ids=1x24",
+        "--shape",
+        "attention_mask=1x24",
+        "-o",
+        "out/encoder.toml",
+    ])
+    .assert_ok();
+    sb.run(&["run", "out/encoder.toml", "--random-inputs"])
+        .assert_ok();
+    let id = sb
+        .run(&["id", "out/encoder.toml"])
+        .stdout
+        .trim()
+        .to_string();
+    let path = sb.stages().join(&id).join("execution.ipuprofile");
+    let profile = read_profile(&std::fs::read(&path).unwrap()).unwrap();
+    let nodes: Vec<String> = ipu_codegen::onnx::proto::ModelProto::decode(bytes.as_slice())
+        .unwrap()
+        .graph
+        .unwrap()
+        .node
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
+    for (i, s) in profile.steps.iter().enumerate() {
+        assert!(!s.operators.is_empty(), "step{i} names no node");
+        for name in &s.operators {
+            assert!(
+                nodes.contains(name),
+                "step{i}: {name} is no node of the model"
+            );
+        }
+    }
+    // The query projection's matmul and its bias are served by one step.
+    assert!(
+        profile.steps.iter().any(|s| s.kind == "compute"
+            && s.operators.contains(&"/l0/query/MatMul_48".to_string())
+            && s.operators.contains(&"/l0/query/Add_49".to_string())),
+        "{:?}",
+        profile
+            .steps
+            .iter()
+            .map(|s| &s.operators)
+            .collect::<Vec<_>>()
+    );
 }

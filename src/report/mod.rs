@@ -22,11 +22,11 @@ pub use trace::trace;
 use crate::device::Execution;
 use crate::store::{ContentHash, StoreError};
 
-/// The profile as the store encodes it: the body of `execution.ipuprofile`. Schema 5: each step's sync,
-/// executed and estimated.
+/// The profile as the store encodes it: the body of `execution.ipuprofile`. Schema 6: each step names
+/// the graph operations it serves; since 5, each step's sync, executed and estimated.
 impl crate::store::Artifact for Execution {
     const KIND: &'static str = "profile";
-    const SCHEMA: u32 = 5;
+    const SCHEMA: u32 = 6;
 }
 
 /// `execution.ipuprofile`: magic, body length (u64, little-endian), body blake3, then the body.

@@ -8,8 +8,9 @@ use crate::device::StepProfile;
 type Damage = (&'static str, fn(&mut Execution));
 
 fn execution(estimates: [Vec<u32>; 2]) -> Execution {
-    let step = |tile_estimates: Vec<u32>| StepProfile {
+    let step = |operators: &[&str], tile_estimates: Vec<u32>| StepProfile {
         kind: "compute".to_string(),
+        operators: operators.iter().map(|o| o.to_string()).collect(),
         estimated_cycles: 100,
         cycles: 100,
         sync_cycles: 118,
@@ -27,7 +28,10 @@ fn execution(estimates: [Vec<u32>; 2]) -> Execution {
         cycles: 436,
         minimum_tile_cycles: 436,
         sync_cycles: 236,
-        steps: vec![step(a), step(b)],
+        steps: vec![
+            step(&["/l0/query/MatMul", "/l0/query/Add"], a),
+            step(&["/l0/key/MatMul"], b),
+        ],
         memory: vec![(0, 0); 3],
         input_bytes: 0,
         output_bytes: 0,
@@ -41,7 +45,8 @@ fn the_table_lists_the_tiles_and_steps_whose_estimates_are_furthest_off() {
     let t = Summary::of(&e).text();
     assert!(
         t.contains(
-            "estimate furthest off by tile:\n  step1 tile0 estimate 104 device 100 (+4.0 %)\n"
+            "estimate furthest off by tile:\n  step1 tile0 estimate 104 device 100 (+4.0 %) serving \
+             /l0/key/MatMul\n"
         ),
         "{t}"
     );
@@ -50,8 +55,9 @@ fn the_table_lists_the_tiles_and_steps_whose_estimates_are_furthest_off() {
     let t = Summary::of(&e).text();
     assert!(
         t.contains(
-            "estimate furthest off by tile:\n  step0 tile1 estimate 81 device 90 (-10.0 %)\n  \
-             step1 tile0 estimate 104 device 100 (+4.0 %)\n"
+            "estimate furthest off by tile:\n  step0 tile1 estimate 81 device 90 (-10.0 %) serving \
+             /l0/query/MatMul, /l0/query/Add\n  \
+             step1 tile0 estimate 104 device 100 (+4.0 %) serving /l0/key/MatMul\n"
         ),
         "{t}"
     );
@@ -63,7 +69,7 @@ fn the_table_lists_the_tiles_and_steps_whose_estimates_are_furthest_off() {
         (steps[0].step, steps[0].estimate, steps[0].device),
         (0, 190, 218)
     );
-    assert!(t.contains("estimate furthest off by superstep, sync included:\n  step0 estimate 190 device 218 (-12.8 %)\n"), "{t}");
+    assert!(t.contains("estimate furthest off by superstep, sync included:\n  step0 estimate 190 device 218 (-12.8 %) serving /l0/query/MatMul, /l0/query/Add\n"), "{t}");
     let mut e = e;
     e.steps[1].estimated_cycles = 50;
     let steps = steps_furthest_off(&e, 1);
@@ -148,11 +154,11 @@ fn a_profile_file_reads_back_and_each_damage_is_refused_by_name() {
     struct Before(Execution);
     impl crate::store::Artifact for Before {
         const KIND: &'static str = "profile";
-        const SCHEMA: u32 = 4;
+        const SCHEMA: u32 = 5;
     }
     let before = behind_header(&crate::store::encode(&Before(e)));
     let error = read_profile(&before).unwrap_err().to_string();
-    assert!(error.contains("profile schema 4"), "{error}");
+    assert!(error.contains("profile schema 5"), "{error}");
 }
 
 /// xorshift64: deterministic, so a failure reproduces.
