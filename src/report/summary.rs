@@ -155,15 +155,15 @@ pub(super) fn serves(operators: &[String]) -> String {
     }
 }
 
-/// Per tile, the estimate's largest relative error over the compute steps, in percent.
-pub(super) fn tile_errors(e: &Execution) -> Vec<f64> {
-    let mut worst = vec![0f64; e.memory.len()];
+/// Per tile, where its estimate is furthest from the device over the compute steps (the first of
+/// equals), if it has an estimate anywhere.
+pub(super) fn tile_furthest(e: &Execution) -> Vec<Option<TileEstimate>> {
+    let mut worst: Vec<Option<TileEstimate>> = vec![None; e.memory.len()];
     for t in (e.steps.iter().enumerate()).flat_map(|(step, st)| tile_estimates(step, st)) {
-        let err = 100.0 * t.error();
         if let Some(w) = worst.get_mut(t.tile)
-            && err.abs() > w.abs()
+            && w.is_none_or(|w| t.error().abs() > w.error().abs())
         {
-            *w = err;
+            *w = Some(t);
         }
     }
     worst

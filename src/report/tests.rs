@@ -1,6 +1,6 @@
 //! The profile file, its check, and what `report` makes of crafted profiles.
 
-use super::summary::tile_errors;
+use super::summary::tile_furthest;
 use super::*;
 use crate::device::StepProfile;
 
@@ -61,7 +61,10 @@ fn the_table_lists_the_tiles_and_steps_whose_estimates_are_furthest_off() {
         ),
         "{t}"
     );
-    assert_eq!(tile_errors(&e), [4.0, -10.0, 0.0]);
+    let errors: Vec<f64> = (tile_furthest(&e).iter())
+        .map(|t| t.map_or(0.0, |t| 100.0 * t.error()))
+        .collect();
+    assert_eq!(errors, [4.0, -10.0, 0.0]);
     // The steps' syncs count: 100 + 90 estimated against 100 + 118 on the device.
     let steps = steps_furthest_off(&e, 5);
     assert_eq!(steps.len(), 2);
@@ -203,5 +206,139 @@ fn random_bytes_and_mutations_of_a_profile_file_never_panic_the_reader() {
         let _ = read_profile(&behind_header(&body));
         // Random bytes behind a header that checks.
         let _ = read_profile(&behind_header(&bytes));
+    }
+}
+
+/// `execution` with a different memory on each tile, so every map has a range.
+fn varied() -> Execution {
+    let mut e = execution([vec![100, 81, 0], vec![104, 90, 0]]);
+    e.memory = vec![(100, 16), (50, 0), (0, 0)];
+    e
+}
+
+#[test]
+fn every_step_and_tile_tooltip_names_the_operations_it_serves() {
+    let e = varied();
+    let page = html(&e, Err("none"));
+    // The timeline's bars and the table's rows name each step's operations in full.
+    assert!(
+        page.contains("step0 compute: 100 cycles (estimate 100); serves /l0/query/MatMul, /l0/query/Add</title>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("step1 compute: 100 cycles (estimate 100); serves /l0/key/MatMul</title>")
+    );
+    assert!(page.contains(r#"<tr data-step="0" data-serves="/l0/query/MatMul, /l0/query/Add">"#));
+    assert!(page.contains(r#"<td class="names">/l0/key/MatMul</td>"#));
+    // The tiles' tooltips read the names from the rows, by the step each tile is about: tile1 is
+    // busiest in step0 (90 cycles, the first of equals) and furthest off in step0 (-10 %).
+    assert!(page.contains("const busiest = [0,0,-1];"), "{page}");
+    assert!(page.contains("const errorSteps = [1,0,-1];"), "{page}");
+    assert!(page.contains(r##"querySelectorAll("#steps tr[data-step]")"##));
+    assert!(page.contains(r#"", serving " + serves[s]"#));
+    // The text names them where the estimate is furthest off, and on every step's row.
+    let text = Summary::of(&e).text();
+    let row = text.lines().find(|l| l.starts_with("step1 ")).unwrap();
+    assert!(row.ends_with("  /l0/key/MatMul"), "{row}");
+    // A name is text, never markup.
+    let mut e = e;
+    e.steps[0].operators = vec!["<b>x</b>".to_string()];
+    let page = html(&e, Err("none"));
+    assert!(!page.contains("<b>x") && page.contains("&lt;b&gt;x"));
+}
+
+/// The text between `from` and the next `to` after it, in `page`.
+fn between<'a>(page: &'a str, from: &str, to: &str) -> &'a str {
+    let rest = &page[page.find(from).unwrap_or_else(|| panic!("no {from}")) + from.len()..];
+    &rest[..rest.find(to).unwrap()]
+}
+
+#[test]
+fn every_heat_map_has_a_legend_with_its_scales_ends_and_unit() {
+    let e = varied();
+    let page = html(&e, Err("none"));
+    // Busy cycles over the run: 200, 180 and 0; memory 116, 50 and 0 bytes; the estimate from
+    // -10 % to +4 %, drawn from -10 % to +10 % around 0.
+    let legends: Vec<&str> = page.split(r#"<div class="legend""#).skip(1).collect();
+    assert_eq!(legends.len(), 3, "{page}");
+    let ends = |legend: &str| {
+        (
+            between(legend, r#"<span class="lo">"#, "<").to_string(),
+            between(legend, r#"<span class="hi">"#, "<").to_string(),
+        )
+    };
+    assert_eq!(ends(legends[0]), ("0 cycles".into(), "200 cycles".into()));
+    assert_eq!(ends(legends[1]), ("0 bytes".into(), "116 bytes".into()));
+    assert_eq!(ends(legends[2]), ("-10.0 %".into(), "+10.0 %".into()));
+    assert!(legends[2].contains("<span>+0.0 %</span>"));
+    // Each legend is drawn before the map's caption, and the script colours the cells on the
+    // legend's scale.
+    for (map, legend) in ["busy", "memory", "estimate"].iter().zip(&legends) {
+        assert!(page.find(&format!(r#"id="{map}""#)) < page.find(*legend));
+        assert!(
+            legend.contains("linear-gradient(to right, hsl("),
+            "{legend}"
+        );
+    }
+    assert!(page.contains("const busyScale = [0, 200];"), "{page}");
+    assert!(page.contains("const memoryScale = [0, 116];"));
+    assert!(page.contains("const errorScale = [-10, 10];"));
+}
+
+/// The timeline's bars with their labels: (width, label) of each bar that has one.
+fn labelled_bars(svg: &str) -> Vec<(f64, String)> {
+    svg.split("<g>")
+        .skip(1)
+        .filter(|g| g.contains("<text"))
+        .map(|g| {
+            let width: f64 = between(g, r#"width=""#, "\"").parse().unwrap();
+            let text = between(g, "<text", "</text>");
+            (width, text[text.find('>').unwrap() + 1..].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn tables_are_tables_in_boxes_of_their_own_and_timeline_labels_fit_their_bars() {
+    let mut e = varied();
+    // 98 steps, one of them long with a long name: only bars wide enough carry a label.
+    let long = "/encoder/layer.0/attention/self/query/MatMul_48".to_string();
+    let template = e.steps[0].clone();
+    e.steps = (0..98)
+        .map(|i| StepProfile {
+            operators: vec![format!("{long}_{i}")],
+            cycles: if i == 40 { 30_000 } else { 100 },
+            ..template.clone()
+        })
+        .collect();
+    e.sync_cycles = 98 * 118;
+    e.cycles = e.steps.iter().map(|s| s.cycles).sum::<u64>() + e.sync_cycles;
+    for page in [html(&e, Err("none")), compare::html(&e, &varied())] {
+        assert!(!page.contains("<pre"), "no preformatted table");
+        // Every table sits in a box that scrolls it, so the page never does.
+        let tables = page.matches("<table").count();
+        assert!(tables >= 1);
+        assert_eq!(
+            page.matches(r#"<div class="scroll"><table"#).count(),
+            tables
+        );
+        assert!(!page.contains("overflow: hidden") && !page.contains("overflow:hidden"));
+        // A timeline label is never wider than its bar: the long step carries its full name, the
+        // short ones none, or a number that fits.
+        let svg = between(&page, r#"<svg class="timeline""#, "</svg>");
+        let bars = labelled_bars(svg);
+        assert!(!bars.is_empty(), "{svg}");
+        for (width, label) in &bars {
+            assert!(
+                page::label_width(label) + 4.0 <= *width,
+                "{label} on {width}"
+            );
+        }
+        if page.contains("step40 ") {
+            assert!(
+                bars.iter().any(|(_, l)| *l == format!("step40 {long}_40")),
+                "{bars:?}"
+            );
+        }
     }
 }
