@@ -4,7 +4,10 @@
 //! they serve. One value, [`Comparison`], printed as a table, as JSON with the same fields, and as a
 //! page (both BSP timelines to one scale, a bar chart of the steps and the table). Steps pair by
 //! position; a step only one run has is shown with the other side empty.
-
+//!
+//! Every ratio the table and page print is B's cycles over A's, labelled `B/A` ([`RATIO`],
+//! [`ratio`]), the step's and the run's alike. (The JSON's `speedup` is the inverse, A's over B's,
+//! and says so.)
 
 use super::page::{label_stride, layout, scrolled, svg_text, timeline, timeline_key};
 use super::summary::{Summary, serves};
@@ -173,8 +176,11 @@ impl Comparison {
         }
         let _ = writeln!(
             s,
-            "cycles: A {} B {} (B - A {:+}); A/B {:.3}",
-            self.a.cycles, self.b.cycles, self.delta, self.speedup
+            "cycles: A {} B {} (B - A {:+}); {RATIO} {:.3}",
+            self.a.cycles,
+            self.b.cycles,
+            self.delta,
+            ratio(self.a.cycles, self.b.cycles)
         );
         s
     }
@@ -230,7 +236,7 @@ pub fn html(a: &Execution, b: &Execution) -> String {
         h1 { (title) }
         p { "A: " (c.a.workload) " (" (c.a.package) "), " (c.a.cycles) " cycles. "
             "B: " (c.b.workload) " (" (c.b.package) "), " (c.b.cycles) " cycles. "
-            (format!("A/B {:.3}", c.speedup)) }
+            (format!("{RATIO} {:.3}", ratio(c.a.cycles, c.b.cycles))) }
         h2 { "BSP timelines (one scale)" }
         p { "A" } (timeline(a, longest))
         p { "B" } (timeline(b, longest))

@@ -342,3 +342,36 @@ fn tables_are_tables_in_boxes_of_their_own_and_timeline_labels_fit_their_bars() 
         }
     }
 }
+
+#[test]
+fn every_ratio_of_a_comparison_is_labelled_as_it_is_computed() {
+    let a = varied();
+    let mut b = varied();
+    b.steps[1].cycles = 50;
+    b.steps.push(b.steps[0].clone());
+    b.cycles = b.steps.iter().map(|s| s.cycles + s.sync_cycles).sum();
+    b.sync_cycles = 3 * 118;
+    let c = Comparison::of(&a, &b);
+    let text = c.text();
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines.iter().position(|l| l.starts_with("step ")).unwrap();
+    let columns: Vec<&str> = lines[header].split_whitespace().collect();
+    assert_eq!(columns.last(), Some(&"B/A"), "{text}");
+    // Every step's ratio is its B cycles over its A cycles.
+    for (line, p) in lines[header + 1..].iter().zip(&c.steps) {
+        let ratio = line.split_whitespace().last().unwrap();
+        match (p.cycles_a, p.cycles_b) {
+            (Some(x), Some(y)) => assert_eq!(ratio, format!("{:.3}", y as f64 / x as f64)),
+            _ => assert_eq!(ratio, "-"),
+        }
+    }
+    // The run's ratio under the same label, computed the same way.
+    let run = format!("B/A {:.3}", b.cycles as f64 / a.cycles as f64);
+    let footer = lines.last().unwrap();
+    assert!(footer.ends_with(&run), "{footer}");
+    assert!(!text.contains("A/B"), "{text}");
+    let page = compare::html(&a, &b);
+    assert!(page.contains(&run) && !page.contains("A/B"), "{page}");
+    assert!(page.contains("<th>B/A</th>"));
+    assert!(page.contains(&format!("<td>{:.3}</td>", 50.0 / 100.0)));
+}
