@@ -28,7 +28,7 @@ test:
 	@if [ -n "$$IPU_CODEGEN_REQUIRE_CHROMIUM" ]; then \
 	  $(CARGO) test --release --locked --test report -- --ignored; \
 	else \
-	  echo "note: the page-rendering test needs headless Chromium and is ignored; IPU_CODEGEN_REQUIRE_CHROMIUM=1 make test runs it"; \
+	  echo "note: the page-rendering tests need headless Chromium and are ignored; IPU_CODEGEN_REQUIRE_CHROMIUM=1 make test runs them"; \
 	fi
 
 # paraphrase-MiniLM-L3-v2 from PyPI at 1x128 on the device, checked against onnxruntime.

@@ -226,6 +226,7 @@ impl<'a> Micro<'a> {
                 kind: kind.to_string(),
                 cycles: 0,
                 sync_cycles: target.sync_estimate(1),
+                operators: Vec::new(),
             }],
         }
     }

@@ -104,7 +104,15 @@ fn two_profiles_compare_step_by_step_and_a_run_against_itself_differs_nowhere() 
     let line = t.stdout.lines().find(|l| l.starts_with(&last)).unwrap();
     assert_eq!(line.split_whitespace().nth(3), Some("-"), "{line}");
     let html = std::fs::read_to_string(&page).unwrap();
-    assert_eq!(html.matches("<rect").count(), 2 * pa.steps.len());
+    // Both runs' bars in the chart, beside both timelines' bars (a step and its sync each).
+    assert_eq!(
+        html.matches(r#"<rect class="step""#).count(),
+        2 * pa.steps.len()
+    );
+    assert_eq!(
+        html.matches("<rect").count(),
+        4 * pa.steps.len() + 2 * pb.steps.len()
+    );
     // A run against itself: every delta is zero.
     let same = sb.run(&["report", &a, &a, "--json"]);
     let c: serde_json::Value = serde_json::from_str(&same.stdout).unwrap();

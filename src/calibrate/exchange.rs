@@ -189,6 +189,7 @@ pub(super) fn sync_case(target: &Target) -> Result<Calibration, CalibrateError> 
             kind: "compute".to_string(),
             cycles: 0,
             sync_cycles: target.sync_estimate(1),
+            operators: Vec::new(),
         })
         .collect();
     let e = m.run()?;

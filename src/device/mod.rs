@@ -205,6 +205,7 @@ impl Device {
             let cycles = u64::from(busy.iter().copied().max().unwrap_or(0));
             steps.push(StepProfile {
                 kind: estimate.kind,
+                operators: estimate.operators,
                 estimated_cycles: estimate.cycles,
                 cycles,
                 sync_cycles: self.sync(),

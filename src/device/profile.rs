@@ -1,5 +1,5 @@
-//! What one `run` reports, `execution.ipuprofile`: the package it ran; per superstep its kind, estimated
-//! and executed cycles, the sync that ends it (executed and estimated) and every tile's busy cycles;
+//! What one `run` reports, `execution.ipuprofile`: the package it ran; per superstep its kind, the
+//! graph operations it serves (the package's names for them), estimated and executed cycles, the sync that ends it (executed and estimated) and every tile's busy cycles;
 //! the run's cycles (every superstep and its sync),
 //! the busiest tile's own cycles, each tile's memory in use, and the bytes the host streamed. Its file
 //! form (magic, body hash, store bytes) is [`crate::report`]'s.
@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepProfile {
     pub kind: String,
+    /// The graph operations the step serves, by name, as the package names them
+    /// ([`crate::ir::StepEstimate::operators`]).
+    pub operators: Vec<String>,
     pub estimated_cycles: u64,
     pub cycles: u64,
     /// The sync that ends the step, as the device ran it and as the compiler estimated it.

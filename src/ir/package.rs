@@ -51,19 +51,23 @@ pub struct Package {
 
 /// A superstep as the compiler estimates it: its kind ("exchange" or "compute"), its cycles (an
 /// exchange phase's schedule's horizon, a compute step's busiest tile) and the cycles of the sync
-/// that ends it.
+/// that ends it, with the names of the graph operations it serves.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepEstimate {
     pub kind: String,
     pub cycles: u64,
     pub sync_cycles: u64,
+    /// The graph operations (for an ONNX import, its nodes) the step serves, by name, in graph
+    /// order: those its compute set's operator implements; for an exchange, those of the compute
+    /// steps that next read what it writes (or, when none does, of the values it moves).
+    pub operators: Vec<String>,
 }
 
-/// Schema 9: tile programs in encoding format 2 (exchange code timed by its instructions); since 8, a
-/// sync estimate per superstep.
+/// Schema 11: each superstep names the graph operations it serves; since 9, tile programs in encoding
+/// format 2 (exchange code timed by its instructions); since 8, a sync estimate per superstep.
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 10;
+    const SCHEMA: u32 = 11;
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.
@@ -244,8 +248,15 @@ impl Package {
         for (i, step) in self.steps.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "  step{i} {} estimated_cycles={} sync={}",
-                step.kind, step.cycles, step.sync_cycles
+                "  step{i} {} estimated_cycles={} sync={} serves {}",
+                step.kind,
+                step.cycles,
+                step.sync_cycles,
+                if step.operators.is_empty() {
+                    "-".to_string()
+                } else {
+                    step.operators.join(", ")
+                }
             );
         }
         let _ = writeln!(

@@ -1,11 +1,16 @@
 //! Two profiles side by side (`report A.ipuprofile B.ipuprofile`): each run's totals and, superstep by
 //! superstep, both cycle counts, both syncs that end the step, and their difference (step and sync
-//! together, so the steps' differences add up to the runs'). One value, [`Comparison`], printed as a table,
-//! as JSON with the same fields, and as a page (both BSP timelines to one scale and a bar chart of the
-//! steps). Steps pair by position; a step only one run has is shown with the other side empty.
+//! together, so the steps' differences add up to the runs'), their ratio and the graph operations
+//! they serve. One value, [`Comparison`], printed as a table, as JSON with the same fields, and as a
+//! page (both BSP timelines to one scale, a bar chart of the steps and the table). Steps pair by
+//! position; a step only one run has is shown with the other side empty.
+//!
+//! Every ratio the table and page print is B's cycles over A's, labelled `B/A` ([`RATIO`],
+//! [`ratio`]), the step's and the run's alike. (The JSON's `speedup` is the inverse, A's over B's,
+//! and says so.)
 
-use super::page::{layout, svg_text, timeline};
-use super::summary::Summary;
+use super::page::{label_stride, layout, scrolled, svg_text, timeline, timeline_key};
+use super::summary::{Summary, serves};
 use crate::device::Execution;
 use maud::html as markup;
 use serde::Serialize;
@@ -51,8 +56,24 @@ pub struct Comparison {
     pub steps: Vec<StepPair>,
     /// B's cycles less A's.
     pub delta: i128,
-    /// A's cycles over B's: above 1 when B is faster.
+    /// A's cycles over B's: above 1 when B is faster (the inverse of the [`RATIO`] the table and
+    /// page print).
     pub speedup: f64,
+}
+
+impl StepPair {
+    /// The step's [`ratio`], if both runs have it.
+    pub fn ratio(&self) -> Option<f64> {
+        Some(ratio(self.cycles_a?, self.cycles_b?))
+    }
+}
+
+/// How the table and page label a ratio: B's cycles over A's.
+pub const RATIO: &str = "B/A";
+
+/// B's cycles over A's, the one ratio the table and page print ([`RATIO`]); A's of 0 counts 1.
+pub fn ratio(a: u64, b: u64) -> f64 {
+    b as f64 / a.max(1) as f64
 }
 
 fn side(e: &Execution) -> Side {
@@ -127,7 +148,7 @@ impl Comparison {
         let _ = writeln!(
             s,
             "{:<6} {:<17} {:>10} {:>10} {:>7} {:>7} {:>10} {:>7}",
-            "step", "kind", "A cycles", "B cycles", "A sync", "B sync", "B - A", "B/A"
+            "step", "kind", "A cycles", "B cycles", "A sync", "B sync", "B - A", RATIO
         );
         let or_dash = |c: Option<u64>| c.map_or("-".to_string(), |c| c.to_string());
         for p in &self.steps {
@@ -139,10 +160,7 @@ impl Comparison {
                     b.as_deref().unwrap_or("-")
                 ),
             };
-            let ratio = match (p.cycles_a, p.cycles_b) {
-                (Some(a), Some(b)) => format!("{:.3}", b as f64 / a.max(1) as f64),
-                _ => "-".to_string(),
-            };
+            let ratio = p.ratio().map_or("-".to_string(), |r| format!("{r:.3}"));
             let _ = writeln!(
                 s,
                 "{:<6} {:<17} {:>10} {:>10} {:>7} {:>7} {:>+10} {:>7}",
@@ -158,8 +176,11 @@ impl Comparison {
         }
         let _ = writeln!(
             s,
-            "cycles: A {} B {} (B - A {:+}); A/B {:.3}",
-            self.a.cycles, self.b.cycles, self.delta, self.speedup
+            "cycles: A {} B {} (B - A {:+}); {RATIO} {:.3}",
+            self.a.cycles,
+            self.b.cycles,
+            self.delta,
+            ratio(self.a.cycles, self.b.cycles)
         );
         s
     }
@@ -170,11 +191,26 @@ impl Comparison {
     }
 }
 
+/// The graph operations step `i` serves in each run: one list if both name the same, `A: … / B: …`
+/// otherwise.
+fn step_serves(a: &Execution, b: &Execution, i: usize) -> String {
+    fn ops(e: &Execution, i: usize) -> Option<&[String]> {
+        e.steps.get(i).map(|s| s.operators.as_slice())
+    }
+    match (ops(a, i), ops(b, i)) {
+        (Some(x), Some(y)) if x == y => serves(x),
+        (x, y) => format!(
+            "A: {} / B: {}",
+            x.map_or("-".to_string(), serves),
+            y.map_or("-".to_string(), serves)
+        ),
+    }
+}
+
 /// The comparison page: both timelines to one scale, a bar chart of every step and the table.
 pub fn html(a: &Execution, b: &Execution) -> String {
     let c = Comparison::of(a, b);
-    let longest = c.a.cycles.max(c.b.cycles).max(1) as f64;
-    let width = |cycles: u64| format!("width:{:.2}%", 100.0 * cycles as f64 / longest);
+    let longest = c.a.cycles.max(c.b.cycles);
     let most = c
         .steps
         .iter()
@@ -189,37 +225,67 @@ pub fn html(a: &Execution, b: &Execution) -> String {
         let x = left + slot * i as f64 + slot * (0.1 + 0.4 * which as f64);
         (x, chart_h - bottom - h, slot * 0.4, h)
     };
+    // Step labels far enough apart not to overlap.
+    let stride = label_stride(slot, format!("step{}", c.steps.len()).len());
     let title = format!(
         "{} against {}: execution profiles",
         c.b.workload, c.a.workload
     );
+    let or_dash = |c: Option<u64>| c.map_or("-".to_string(), |c| c.to_string());
     let body = markup! {
         h1 { (title) }
         p { "A: " (c.a.workload) " (" (c.a.package) "), " (c.a.cycles) " cycles. "
             "B: " (c.b.workload) " (" (c.b.package) "), " (c.b.cycles) " cycles. "
-            (format!("A/B {:.3}", c.speedup)) }
+            (format!("{RATIO} {:.3}", ratio(c.a.cycles, c.b.cycles))) }
         h2 { "BSP timelines (one scale)" }
-        div style=(width(c.a.cycles)) { "A" (timeline(a)) }
-        div style=(width(c.b.cycles)) { "B" (timeline(b)) }
+        p { "A" } (timeline(a, longest))
+        p { "B" } (timeline(b, longest))
+        (timeline_key())
         h2 { "cycles per superstep (blue: A, orange: B)" }
         svg width=(chart_w) height=(chart_h) xmlns="http://www.w3.org/2000/svg" {
             @for (i, p) in c.steps.iter().enumerate() {
                 @for (which, cycles, fill) in [(0, p.cycles_a, "#2b7bba"), (1, p.cycles_b, "#e6842a")] {
                     @let (x, y, w, h) = bar(i, which, cycles);
-                    rect x=(format!("{x:.1}")) y=(format!("{y:.1}")) width=(format!("{w:.1}"))
+                    rect.step x=(format!("{x:.1}")) y=(format!("{y:.1}")) width=(format!("{w:.1}"))
                         height=(format!("{h:.1}")) fill=(fill) {
                         title { "step" (i) " " (if which == 0 { "A" } else { "B" }) ": "
-                            (cycles.map_or("-".to_string(), |c| c.to_string())) " cycles" }
+                            (or_dash(cycles)) " cycles; serves " (step_serves(a, b, i)) }
                     }
                 }
-                (svg_text(left + slot * (i as f64 + 0.5), chart_h - bottom + 14.0, "middle",
-                    &format!("step{i}")))
+                @if i % stride == 0 {
+                    (svg_text(left + slot * (i as f64 + 0.5), chart_h - bottom + 14.0, "middle",
+                        &format!("step{i}")))
+                }
             }
             (svg_text(left - 4.0, 14.0, "end", &format!("{most:.0}")))
             (svg_text(left - 4.0, chart_h - bottom, "end", "0"))
         }
         h2 { "supersteps" }
-        pre { (c.text()) }
+        (scrolled(markup! { table #steps {
+            tr {
+                th { "step" } th { "kind" } th { "A cycles" } th { "B cycles" } th { "A sync" }
+                th { "B sync" } th { "B - A" } th { (RATIO) } th.names { "serves" }
+            }
+            @for p in &c.steps {
+                tr {
+                    td { "step" (p.step) }
+                    td { (match (&p.kind_a, &p.kind_b) {
+                        (Some(a), Some(b)) if a == b => a.clone(),
+                        (a, b) => format!("{}/{}", a.as_deref().unwrap_or("-"), b.as_deref().unwrap_or("-")),
+                    }) }
+                    td { (or_dash(p.cycles_a)) } td { (or_dash(p.cycles_b)) }
+                    td { (or_dash(p.sync_a)) } td { (or_dash(p.sync_b)) }
+                    td { (format!("{:+}", p.delta)) }
+                    td { (p.ratio().map_or("-".to_string(), |r| format!("{r:.3}"))) }
+                    td.names { (step_serves(a, b, p.step)) }
+                }
+            }
+            tr.total {
+                td { "run" } td {} td { (c.a.cycles) } td { (c.b.cycles) } td { (c.a.sync_cycles) }
+                td { (c.b.sync_cycles) } td { (format!("{:+}", c.delta)) }
+                td { (format!("{:.3}", ratio(c.a.cycles, c.b.cycles))) } td.names {}
+            }
+        } }))
     };
     layout(&title, body)
 }

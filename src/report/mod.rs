@@ -1,6 +1,7 @@
 //! Reading an `execution.ipuprofile`: [`check`], the consistency a profile must have before `report`
 //! reads it, and the profile's file form. What `report` shows lives in the submodules: the summary
-//! table and its JSON ([`summary`]), the HTML page with a tile's memory map ([`page`]), the Chrome
+//! table and its JSON ([`summary`]), the HTML page with a tile's memory map ([`page`]) and its heat
+//! maps with their colour scales (`heat`), the Chrome
 //! trace-event JSON ([`trace`]) and the comparison of two runs ([`compare`]); all are pure functions
 //! from profiles (and a package, for the memory map) to text, which never panic on a crafted profile.
 //!
@@ -10,6 +11,7 @@
 //! its hash before decoding it, on any bytes without a panic.
 
 pub mod compare;
+mod heat;
 pub mod page;
 pub mod summary;
 pub mod trace;
@@ -22,11 +24,11 @@ pub use trace::trace;
 use crate::device::Execution;
 use crate::store::{ContentHash, StoreError};
 
-/// The profile as the store encodes it: the body of `execution.ipuprofile`. Schema 5: each step's sync,
-/// executed and estimated.
+/// The profile as the store encodes it: the body of `execution.ipuprofile`. Schema 6: each step names
+/// the graph operations it serves; since 5, each step's sync, executed and estimated.
 impl crate::store::Artifact for Execution {
     const KIND: &'static str = "profile";
-    const SCHEMA: u32 = 5;
+    const SCHEMA: u32 = 6;
 }
 
 /// `execution.ipuprofile`: magic, body length (u64, little-endian), body blake3, then the body.

@@ -1,25 +1,36 @@
 //! The HTML pages `report` writes, from maud templates, which escape every string they interpolate (a
-//! workload, target or value name is text, never markup). [`html`]: one profile — the BSP timeline,
-//! heat maps of busy cycles, memory and the estimate's error per tile (drawn by the page's script
-//! from numbers only), a tile's memory map when the package is at hand, and the summary table.
-//! [`MemoryMap`]: one tile's buffers by address against the supersteps they are live in, coloured by
-//! kind. [`layout`] and [`svg_text`] are shared with the comparison page. Self-contained: no network.
+//! workload, target, value or operation name is text, never markup). [`html`]: one profile — the BSP
+//! timeline, heat maps of busy cycles, memory and the estimate's error per tile with their colour
+//! scales (`super::heat`), a tile's memory map when the package is at hand, and the summary as
+//! tables. [`MemoryMap`]: one tile's buffers by address against the supersteps they are live in,
+//! coloured by kind. [`layout`], [`svg_text`], [`timeline`] and [`scrolled`] are shared with the
+//! comparison page. Self-contained: no network.
+//!
+//! Every step is named by the graph operations it serves, in its timeline tooltip and its table row.
+//! Nothing is cut to fit: wide tables scroll inside their own box, a timeline bar carries only a label
+//! that fits it whole (its tooltip and table row name it in full), and axis labels are thinned so
+//! none overlaps another.
 
-use super::summary::{Summary, tile_errors};
+use super::summary::{Summary, TilesOff, share};
 use crate::device::Execution;
 use crate::ir::{BufferClass, BufferInfo, Package};
 use maud::{DOCTYPE, Markup, PreEscaped, html as markup};
 
 const STYLE: &str = "
 body { font: 13px system-ui, sans-serif; margin: 20px; }
-.maps { display: flex; gap: 40px; }
+.maps { display: flex; flex-wrap: wrap; gap: 40px; }
 .map { display: grid; grid-auto-rows: 5px; gap: 1px; }
 .cell { width: 12px; height: 5px; }
-.timeline { display: flex; height: 28px; margin: 8px 0 20px; }
-.bar { font-size: 10px; overflow: hidden; color: #fff; padding: 2px; }
-.compute { background: #2b7bba; } .exchange { background: #e6842a; } .sync { background: #999; }
-pre { background: #f6f6f6; padding: 8px; }
-table { border-collapse: collapse; } td, th { padding: 1px 8px; text-align: right; }
+svg.timeline { display: block; width: 100%; max-width: 1200px; height: auto; margin: 8px 0 4px; }
+svg.timeline text { fill: #fff; pointer-events: none; }
+.compute { fill: #2b7bba; background: #2b7bba; } .exchange { fill: #e6842a; background: #e6842a; }
+.sync { fill: #999; background: #999; }
+.scroll { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; } td, th { padding: 1px 8px; text-align: right; white-space: nowrap; }
+td.names, th.names { text-align: left; white-space: normal; overflow-wrap: anywhere; min-width: 16em; }
+.legend { margin-top: 6px; font-size: 11px; }
+.legend .ramp { height: 10px; border: 1px solid #ccc; }
+.legend .ends { display: flex; justify-content: space-between; gap: 8px; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px; }
 ";
 
@@ -46,17 +57,92 @@ pub(super) fn svg_text(x: f64, y: f64, anchor: &str, text: &str) -> Markup {
     }
 }
 
-/// The BSP timeline: a bar per superstep and per sync, widths in proportion to cycles.
-pub(super) fn timeline(e: &Execution) -> Markup {
+/// A wide element in a box of the page's width that scrolls sideways, so the page never does.
+pub(super) fn scrolled(inner: Markup) -> Markup {
+    markup! { div.scroll { (inner) } }
+}
+
+/// The width a 10-pixel label of `chars` characters takes at most, in pixels: wider than any glyph
+/// of the page's fonts averages, so a label judged to fit does.
+pub(super) fn label_width(text: &str) -> f64 {
+    7.0 * text.chars().count() as f64
+}
+
+/// Every how many of `n` evenly spaced labels of up to `chars` characters to draw, `slot` pixels
+/// apart, so that none overlaps the next.
+pub(super) fn label_stride(slot: f64, chars: usize) -> usize {
+    let wide = 7.0 * chars as f64 + 4.0;
+    ((wide / slot.max(0.01)).ceil() as usize).max(1)
+}
+
+/// A step as its timeline label names it: `step5 /l0/query/MatMul_48 +1`.
+pub(super) fn step_name(step: usize, operators: &[String]) -> String {
+    match operators {
+        [] => format!("step{step}"),
+        [one] => format!("step{step} {one}"),
+        [first, rest @ ..] => format!("step{step} {first} +{}", rest.len()),
+    }
+}
+
+/// The width of a timeline, in the SVG's own units (it scales down with the window).
+pub(super) const TIMELINE_WIDTH: f64 = 1200.0;
+
+/// The BSP timeline to the scale of a run of `longest` cycles: a bar per superstep and per sync,
+/// widths in proportion to cycles. A bar's label is the longest of its step's names that fits it
+/// whole (`step5 /l0/query/MatMul_48 +1`, `step5`, `5`), or none; its tooltip names the step's
+/// operations in full.
+pub(super) fn timeline(e: &Execution, longest: u64) -> Markup {
+    let (height, scale) = (24.0, TIMELINE_WIDTH / longest.max(1) as f64);
+    let mut x = 0.0;
+    let mut bars = Vec::with_capacity(2 * e.steps.len());
+    for (i, st) in e.steps.iter().enumerate() {
+        let w = st.cycles as f64 * scale;
+        let label = [
+            step_name(i, &st.operators),
+            format!("step{i}"),
+            i.to_string(),
+        ]
+        .into_iter()
+        .find(|l| label_width(l) + 4.0 <= w);
+        let title = format!(
+            "step{i} {}: {} cycles (estimate {}); serves {}",
+            st.kind,
+            st.cycles,
+            st.estimated_cycles,
+            super::summary::serves(&st.operators)
+        );
+        bars.push((x, w, st.kind.clone(), title, label));
+        x += w;
+        let w = st.sync_cycles as f64 * scale;
+        let title = format!(
+            "sync after step{i}: {} cycles (estimate {})",
+            st.sync_cycles, st.estimated_sync_cycles
+        );
+        bars.push((x, w, "sync".to_string(), title, None));
+        x += w;
+    }
     markup! {
-        div.timeline {
-            @for (i, st) in e.steps.iter().enumerate() {
-                div class={"bar " (st.kind)} style={"flex:" (st.cycles)}
-                    title={"step" (i) " " (st.kind) ": " (st.cycles) " cycles (estimate "
-                        (st.estimated_cycles) ")"} { "step" (i) }
-                div.bar.sync style={"flex:" (st.sync_cycles)}
-                    title={"sync: " (st.sync_cycles) " cycles (estimate "
-                        (st.estimated_sync_cycles) ")"} {}
+        svg.timeline viewBox=(format!("0 0 {TIMELINE_WIDTH} {height}")) xmlns="http://www.w3.org/2000/svg" {
+            @for (x, w, kind, title, label) in bars {
+                g {
+                    rect class=(kind) x=(format!("{x:.2}")) y="0" width=(format!("{w:.2}"))
+                        height=(height) { title { (title) } }
+                    @if let Some(label) = label {
+                        (svg_text(x + 2.0, 16.0, "start", &label))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the timeline's colours mean.
+pub(super) fn timeline_key() -> Markup {
+    markup! {
+        p {
+            "Each bar is a superstep (hover for the operations it serves), its width its cycles:"
+            @for kind in ["compute", "exchange", "sync"] {
+                span class={"swatch " (kind)} {} (kind)
             }
         }
     }
@@ -169,6 +255,8 @@ impl MemoryMap {
                 ticks.push(a);
             }
         }
+        // Step numbers far enough apart not to overlap.
+        let stride = label_stride(x(1) - x(0), self.steps.to_string().len());
         markup! {
             h2 { "memory map of tile " (self.tile) }
             p {
@@ -203,21 +291,21 @@ impl MemoryMap {
                 @for a in ticks {
                     (svg_text(left - 4.0, y(a) + 3.0, "end", &format!("{a:#x}")))
                 }
-                @for s in 0..self.steps {
+                @for s in (0..self.steps).step_by(stride) {
                     (svg_text(x(s) + 2.0, height - 6.0, "start", &s.to_string()))
                 }
             }
-            table {
-                tr { th { "address" } th { "bytes" } th { "kind" } th { "value" } th { "live steps" } }
-                tr { td { (format!("{code:#x}", code = self.code.0)) } td { (self.code.1) } td { "code" } td {} td { "all" } }
+            div.scroll { table {
+                tr { th { "address" } th { "bytes" } th { "kind" } th.names { "value" } th { "live steps" } }
+                tr { td { (format!("{code:#x}", code = self.code.0)) } td { (self.code.1) } td { "code" } td.names {} td { "all" } }
                 @for (b, name) in &self.buffers {
                     tr {
                         td { (format!("{:#x}", b.address)) } td { (b.bytes) }
-                        td { (format!("{:?}", b.label.class)) } td { (name) " " (b.label.rect) }
+                        td { (format!("{:?}", b.label.class)) } td.names { (name) " " (b.label.rect) }
                         td { (b.first_step) "–" (b.last_step) }
                     }
                 }
-            }
+            } }
         }
     }
 }
@@ -235,34 +323,11 @@ fn colour(class: BufferClass) -> String {
     format!("hsl({}, 65%, 50%)", (class as u32 * 150) % 360)
 }
 
-/// A list of numbers for the page's script.
-fn numbers<T: std::fmt::Display>(v: impl IntoIterator<Item = T>) -> String {
-    v.into_iter()
-        .map(|x| x.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// One profile's page; with `map`, the memory map of its tile; otherwise `no_map` says why not.
 pub fn html(e: &Execution, map: Result<&MemoryMap, &str>) -> String {
-    let busy = (0..e.memory.len()).map(|t| {
-        e.steps
-            .iter()
-            .map(|s| u64::from(s.tile_busy.get(t).copied().unwrap_or(0)))
-            .sum::<u64>()
-    });
-    let memory = e.memory.iter().map(|&(s, i)| u64::from(s) + u64::from(i));
-    let errors = tile_errors(e).into_iter().map(|x| format!("{x:.2}"));
-    let per_column = e.tiles_per_column.max(1);
-    let columns = e.memory.len().div_ceil(per_column as usize);
-    let script = format!(
-        "const busy = [{}];\nconst memory = [{}];\nconst errors = [{}];\n\
-         const perColumn = {per_column};\nconst columns = {columns};\n{DRAW}",
-        numbers(busy),
-        numbers(memory),
-        numbers(errors),
-    );
-    let grid = format!("grid-template-columns: repeat({columns}, 12px)");
+    let columns = e.memory.len().div_ceil(e.tiles_per_column.max(1) as usize);
+    let (maps, script) = super::heat::maps(e);
+    let summary = Summary::of(e);
     let body = markup! {
         h1 { (e.workload) }
         p {
@@ -270,47 +335,78 @@ pub fn html(e: &Execution, map: Result<&MemoryMap, &str>) -> String {
             " columns of " (e.tiles_per_column) "; package " (e.package) "."
         }
         h2 { "BSP timeline" }
-        (timeline(e))
-        div.maps {
-            div { h2 { "busy cycles per tile" } div #busy .map style=(grid) {} }
-            div { h2 { "memory used per tile" } div #memory .map style=(grid) {} }
-            div {
-                h2 { "estimate vs device per tile" }
-                div #estimate .map style=(grid) {}
-                p { "the compute step where the tile's estimate is furthest off, in % (red: over, blue: under)" }
-            }
-        }
+        (timeline(e, e.cycles))
+        (timeline_key())
+        (maps)
         @match map {
             Ok(map) => (map.markup()),
             Err(why) => p { "No memory map: " (why) },
         }
         h2 { "supersteps" }
-        pre { (Summary::of(e).text()) }
+        (tables(&summary))
         script { (PreEscaped(script)) }
     };
     layout(&format!("{}: execution profile", e.workload), body)
 }
 
-/// Draws the heat maps, column-major: each grid column is one column of the chip. A cell's shade is
-/// the value's magnitude, `hue` its colour and `label` its title.
-const DRAW: &str = r#"
-function draw(id, values, hue, label) {
-  const max = Math.max(1, ...values.map(Math.abs));
-  const map = document.getElementById(id);
-  for (let row = 0; row < perColumn; row++) {
-    for (let col = 0; col < columns; col++) {
-      const tile = col * perColumn + row;
-      if (tile >= values.length) continue;
-      const v = values[tile];
-      const cell = document.createElement("div");
-      cell.className = "cell";
-      cell.title = "tile" + tile + ": " + label(v);
-      cell.style.background = "hsl(" + hue(v) + ", 80%, " + (95 - 60 * Math.abs(v) / max) + "%)";
-      map.appendChild(cell);
+/// The summary as tables: every step (each row naming, in `data-serves`, the operations its step
+/// serves, which the heat maps' tooltips read), the totals, and where the estimate is furthest off.
+fn tables(s: &Summary) -> Markup {
+    let names = |step: usize| s.serves(step);
+    markup! {
+        p {
+            "minimum tile cycles " (s.minimum_tile_cycles) ", sync cycles " (s.sync_cycles)
+            "; compute " (s.compute_cycles) (format!(" ({:.1}%)", share(s.compute_cycles, s.cycles)))
+            ", exchange " (s.exchange_cycles) (format!(" ({:.1}%)", share(s.exchange_cycles, s.cycles)))
+            ", sync " (s.sync_cycles) (format!(" ({:.1}%)", share(s.sync_cycles, s.cycles)))
+            "; most standard bytes on a tile " (s.most_standard_bytes)
+            ", most interleaved bytes on a tile " (s.most_interleaved_bytes) "."
+        }
+        (scrolled(markup! { table #steps {
+            tr {
+                th { "step" } th { "kind" } th { "cycles" } th { "share" } th { "estimate" }
+                th { "est/sim" } th { "sync" } th { "est sync" } th { "busy tiles" }
+                th { "mean busy" } th { "furthest tile (est/sim)" } th.names { "serves" }
+            }
+            @for st in &s.steps {
+                tr data-step=(st.step) data-serves=(names(st.step)) {
+                    td { "step" (st.step) } td { (st.kind) } td { (st.cycles) }
+                    td { (format!("{:.1}%", st.share)) } td { (st.estimate) }
+                    td { (format!("{:.3}", st.estimate_ratio)) } td { (st.sync_cycles) }
+                    td { (st.estimated_sync_cycles) } td { (st.busy_tiles) } td { (st.mean_busy) }
+                    td { (st.furthest_tile.map_or("-".to_string(), |t| format!(
+                        "tile{} ({:.3})", t.tile, 1.0 + t.error()))) }
+                    td.names { (names(st.step)) }
+                }
+            }
+        } }))
+        @if !s.steps_furthest_off.is_empty() {
+            h3 { "estimate furthest off by superstep, sync included" }
+            (scrolled(markup! { table.furthest {
+                tr { th { "step" } th { "estimate" } th { "device" } th { "error" } th.names { "serves" } }
+                @for w in &s.steps_furthest_off {
+                    tr {
+                        td { "step" (w.step) } td { (w.estimate) } td { (w.device) }
+                        td { (format!("{:+.1} %", 100.0 * w.error)) } td.names { (names(w.step)) }
+                    }
+                }
+            } }))
+        }
+        @if !s.tiles_furthest_off.is_empty() {
+            h3 { "estimate furthest off by tile" }
+            (scrolled(markup! { table.furthest {
+                tr {
+                    th { "step" } th { "tile" } th { "tiles alike" } th { "estimate" } th { "device" }
+                    th { "error" } th.names { "serves" }
+                }
+                @for TilesOff { first: t, tiles } in &s.tiles_furthest_off {
+                    tr {
+                        td { "step" (t.step) } td { "tile" (t.tile) } td { (tiles) }
+                        td { (t.estimate) } td { (t.device) }
+                        td { (format!("{:+.1} %", 100.0 * t.error())) } td.names { (names(t.step)) }
+                    }
+                }
+            } }))
+        }
     }
-  }
 }
-draw("busy", busy, () => 210, v => v);
-draw("memory", memory, () => 30, v => v);
-draw("estimate", errors, v => (v >= 0 ? 0 : 220), v => "estimate " + (v >= 0 ? "+" : "") + v + " %");
-"#;

@@ -1,6 +1,6 @@
-//! The summary of one profile: every superstep with its cycles, its share of the run and the
-//! compiler's estimate, the sync that ends it beside its estimate, the totals, the memory maxima, and
-//! where the estimate is furthest off: the [`FURTHEST`] supersteps (each with its sync) and the
+//! The summary of one profile: every superstep with its cycles, its share of the run, the
+//! compiler's estimate and the graph operations it serves, the sync that ends it beside its estimate,
+//! the totals, the memory maxima, and where the estimate is furthest off: the [`FURTHEST`] supersteps (each with its sync) and the
 //! [`FURTHEST`] tiles of compute steps whose estimates are furthest from the device. One
 //! value, [`Summary`], printed as the text table ([`Summary::text`]) and as JSON (`report --json`)
 //! with the same fields. Never panics on a crafted profile.
@@ -50,6 +50,8 @@ pub struct StepSummary {
     pub mean_busy: u64,
     /// The tile of a compute step whose estimate is furthest from the device.
     pub furthest_tile: Option<TileEstimate>,
+    /// The graph operations the step serves, by name.
+    pub operators: Vec<String>,
 }
 
 /// How many supersteps, and how many tiles, the summary lists as furthest off.
@@ -143,15 +145,24 @@ pub fn steps_furthest_off(e: &Execution, n: usize) -> Vec<StepEstimate> {
     steps
 }
 
-/// Per tile, the estimate's largest relative error over the compute steps, in percent.
-pub(super) fn tile_errors(e: &Execution) -> Vec<f64> {
-    let mut worst = vec![0f64; e.memory.len()];
+/// Operation names as the text shows them: comma-separated, `-` for none.
+pub(super) fn serves(operators: &[String]) -> String {
+    if operators.is_empty() {
+        "-".to_string()
+    } else {
+        operators.join(", ")
+    }
+}
+
+/// Per tile, where its estimate is furthest from the device over the compute steps (the first of
+/// equals), if it has an estimate anywhere.
+pub(super) fn tile_furthest(e: &Execution) -> Vec<Option<TileEstimate>> {
+    let mut worst: Vec<Option<TileEstimate>> = vec![None; e.memory.len()];
     for t in (e.steps.iter().enumerate()).flat_map(|(step, st)| tile_estimates(step, st)) {
-        let err = 100.0 * t.error();
         if let Some(w) = worst.get_mut(t.tile)
-            && err.abs() > w.abs()
+            && w.is_none_or(|w| t.error().abs() > w.error().abs())
         {
-            *w = err;
+            *w = Some(t);
         }
     }
     worst
@@ -182,6 +193,7 @@ impl Summary {
                     busy_tiles: busy.len(),
                     mean_busy: busy.iter().sum::<u64>() / busy.len().max(1) as u64,
                     furthest_tile: furthest_tile(i, st),
+                    operators: st.operators.clone(),
                 }
             })
             .collect();
@@ -246,7 +258,7 @@ impl Summary {
         );
         let _ = writeln!(
             s,
-            "{:<6} {:<9} {:>10} {:>7} {:>10} {:>9} {:>6} {:>8} {:>12} {:>10}  furthest tile (est/sim)",
+            "{:<6} {:<9} {:>10} {:>7} {:>10} {:>9} {:>6} {:>8} {:>12} {:>10}  {:<24}  serves",
             "step",
             "kind",
             "cycles",
@@ -256,12 +268,13 @@ impl Summary {
             "sync",
             "est sync",
             "busy tiles",
-            "mean busy"
+            "mean busy",
+            "furthest tile (est/sim)"
         );
         for st in &self.steps {
             let _ = writeln!(
                 s,
-                "{:<6} {:<9} {:>10} {:>6.1}% {:>10} {:>9.3} {:>6} {:>8} {:>12} {:>10}  {}",
+                "{:<6} {:<9} {:>10} {:>6.1}% {:>10} {:>9.3} {:>6} {:>8} {:>12} {:>10}  {:<24}  {}",
                 format!("step{}", st.step),
                 st.kind,
                 st.cycles,
@@ -276,7 +289,8 @@ impl Summary {
                     "tile{} ({:.3})",
                     t.tile,
                     1.0 + t.error()
-                ))
+                )),
+                serves(&st.operators)
             );
         }
         let _ = writeln!(
@@ -300,11 +314,12 @@ impl Summary {
         for w in &self.steps_furthest_off {
             let _ = writeln!(
                 s,
-                "  step{} estimate {} device {} ({:+.1} %)",
+                "  step{} estimate {} device {} ({:+.1} %) serving {}",
                 w.step,
                 w.estimate,
                 w.device,
-                100.0 * w.error
+                100.0 * w.error,
+                self.serves(w.step)
             );
         }
         if !self.tiles_furthest_off.is_empty() {
@@ -318,15 +333,21 @@ impl Summary {
             };
             let _ = writeln!(
                 s,
-                "  step{} tile{}{others} estimate {} device {} ({:+.1} %)",
+                "  step{} tile{}{others} estimate {} device {} ({:+.1} %) serving {}",
                 t.step,
                 t.tile,
                 t.estimate,
                 t.device,
-                100.0 * t.error()
+                100.0 * t.error(),
+                self.serves(t.step)
             );
         }
         s
+    }
+
+    /// The graph operations step `step` serves, as the text shows them.
+    pub fn serves(&self, step: usize) -> String {
+        serves(self.steps.get(step).map_or(&[][..], |s| &s.operators))
     }
 
     /// The summary as one JSON object, the text's fields in camelCase.

@@ -2,13 +2,15 @@
 //!
 //! Encodes every tile's program into the bytes of its memory image at the code address, and gathers
 //! what the device and the host need: the host program, the graph (for the host's data and reference),
-//! the estimated cycles of every superstep and of the sync that ends it, and the compiler version. The package holds no weights.
+//! the estimated cycles of every superstep and of the sync that ends it, the graph operations each
+//! superstep serves ([`step_operators`]), and the compiler version. The package holds no weights.
 //! `model.ipuexe` is the package's store bytes behind a short header (magic, format version, compiler
 //! version, blake3 of the body).
 //!
 //! Invariants (checked by [`verify`]): every image decodes back to its program; every code image fits the
 //! space `place_storage` reserved for it.
 
+use crate::ids::OpId;
 use crate::ir::{
     BufferInfo, Package, Placement, Selected, Step, StepEstimate, TileCode, TileImage,
 };
@@ -59,7 +61,8 @@ pub fn build_images(
         .steps
         .iter()
         .zip(&code.estimated_steps)
-        .map(|(s, c)| StepEstimate {
+        .zip(step_operators(sel))
+        .map(|((s, c), operators)| StepEstimate {
             kind: match s {
                 Step::Exchange(_) => "exchange",
                 Step::Compute(_) => "compute",
@@ -67,6 +70,7 @@ pub fn build_images(
             .to_string(),
             cycles: *c,
             sync_cycles: target.sync_estimate(1),
+            operators,
         })
         .collect();
     let estimated_cycles = steps
@@ -104,6 +108,80 @@ pub fn build_images(
         return Err(BuildImagesError::Invalid(errors.join("\n")));
     }
     Ok(package)
+}
+
+/// Per superstep, the names of the graph operations it serves, in graph order: a compute step's are
+/// those its compute set's operator implements; an exchange's are those of the compute steps that
+/// next read or write the buffers it writes, or, when no later step uses them, those producing the
+/// values it moves (none for a weight or an input).
+pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
+    let covers = |operator: OpId| {
+        (sel.operators.iter().find(|o| o.id() == operator)).map_or(&[][..], |o| o.covers())
+    };
+    // Per buffer, the compute steps that use it, in step order, with their operators.
+    let mut users: Vec<Vec<(usize, OpId)>> = vec![Vec::new(); sel.buffers.len()];
+    for (i, step) in sel.steps.iter().enumerate() {
+        let Step::Compute(c) = step else { continue };
+        let Some(cs) = sel.compute_sets.get(*c as usize) else {
+            continue;
+        };
+        for v in &cs.vertices {
+            for u in v.kind.operands() {
+                if let Some(list) = users.get_mut(u.operand.buffer.index())
+                    && list.last() != Some(&(i, cs.operator))
+                {
+                    list.push((i, cs.operator));
+                }
+            }
+        }
+    }
+    let names = |mut ops: Vec<OpId>| {
+        ops.sort_unstable();
+        ops.dedup();
+        ops.iter()
+            .filter_map(|&id| sel.graph.ops.iter().find(|o| o.id == id))
+            .map(|o| o.name.clone())
+            .collect::<Vec<String>>()
+    };
+    sel.steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| match step {
+            Step::Compute(c) => names(
+                (sel.compute_sets.get(*c as usize))
+                    .map_or(Vec::new(), |cs| covers(cs.operator).to_vec()),
+            ),
+            Step::Exchange(x) => {
+                let transfers = sel
+                    .exchanges
+                    .get(x.index())
+                    .map_or(&[][..], |x| &x.transfers);
+                let next_users = transfers
+                    .iter()
+                    .flat_map(|t| &t.destinations)
+                    .filter_map(|d| {
+                        let list = users.get(d.buffer.index())?;
+                        let first = list.partition_point(|&(j, _)| j <= i);
+                        let next = list.get(first)?.0;
+                        Some(list[first..].iter().take_while(move |&&(j, _)| j == next))
+                    })
+                    .flatten()
+                    .flat_map(|&(_, op)| covers(op).iter().copied())
+                    .collect::<Vec<OpId>>();
+                if next_users.is_empty() {
+                    let moved: Vec<_> = transfers.iter().map(|t| t.value).collect();
+                    names(
+                        (sel.graph.ops.iter())
+                            .filter(|o| moved.contains(&o.out))
+                            .map(|o| o.id)
+                            .collect(),
+                    )
+                } else {
+                    names(next_users)
+                }
+            }
+        })
+        .collect()
 }
 
 pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<String> {
