@@ -213,6 +213,9 @@ fn place_tile(
     let code_end = code_address + code_bytes;
     let mut placed: Vec<(&Buffer, u32)> = Vec::with_capacity(sorted.len());
     let mut live = LiveIndex::default();
+    // Scratch reused from buffer to buffer.
+    let (mut short, mut conflicts) = (Vec::new(), Vec::new());
+    let mut runs: Vec<(u32, u32)> = Vec::new();
     for b in sorted {
         let regions: &[(u32, u32)] = if b.needs_interleaved() {
             &[(target.interleaved_base, target.memory_end)]
@@ -227,54 +230,48 @@ fn place_tile(
         } else {
             b.alignment()
         };
-        // The memory of every placed buffer live with `b`, by start, with the furthest end so far.
-        let mut conflicts: Vec<(u32, u32)> = live
-            .overlapping(b, &placed)
-            .map(|i| footprint(placed[i].0, placed[i].1, target))
-            .collect();
-        conflicts.sort_unstable();
-        let furthest: Vec<u32> = (conflicts.iter())
-            .scan(0, |end, c| {
-                *end = c.1.max(*end);
-                Some(*end)
-            })
-            .collect();
-        // Whether [s, e) meets a conflict: one starting before e ends after s.
-        let meets = |s: u32, e: u32| {
-            let before = conflicts.partition_point(|c| c.0 < e);
-            before > 0 && furthest[before - 1] > s
-        };
-        // First fit: the lowest of the region's start and the conflicts' ends where `b` fits. An end
-        // below the furthest end so far lies inside memory a conflict holds, unless aligning it
-        // lifts it past that furthest end, where trying that end gives the same address: so for a
-        // buffer of any bytes the furthest ends, already in rising order, are every candidate that
-        // can fit first. A buffer of no bytes fits between two conflicts that meet: it tries every end.
-        let mut every_end: Vec<u32> = Vec::new();
-        let ends: &[u32] = if b.bytes() == 0 {
-            every_end.extend(conflicts.iter().map(|c| c.1));
-            every_end.sort_unstable();
-            &every_end
-        } else {
-            &furthest
-        };
+        // The memory of every placed buffer live with `b`, by start (the long-lived ones are kept
+        // in that order, the others sorted here, and the two merged).
+        short.clear();
+        short.extend(live.short_overlapping(b, &placed));
+        short.sort_unstable();
+        conflicts.clear();
+        merge_sorted(&short, live.long_overlapping(b, &placed), &mut conflicts);
+        // Their union, as runs of memory held: conflicts overlapping (not merely touching) merge.
+        runs.clear();
+        for &(start, end) in &conflicts {
+            match runs.last_mut() {
+                Some(run) if start < run.1 => run.1 = run.1.max(end),
+                _ => runs.push((start, end)),
+            }
+        }
+        // First fit: the lowest of the region's start and the runs' ends where `b` fits. [s, e)
+        // meets a conflict when the last run starting before e ends after s (for a buffer of no
+        // bytes: when s lies inside a run). Then every address below that run's end meets it too,
+        // and aligning any later end below it gives that end's address or one that meets it: so
+        // that end is the next candidate.
         let mut found = None;
         'regions: for &(lo, hi) in regions {
-            let lo = lo.max(code_end);
-            for c in std::iter::once(lo).chain(ends.iter().copied().filter(|&c| c > lo)) {
-                let addr = aligned(c, align, target.memory_base);
+            let mut candidate = lo.max(code_end);
+            loop {
+                let addr = aligned(candidate, align, target.memory_base);
                 let (s, e) = footprint(b, addr, target);
                 if e > hi {
                     break;
                 }
-                if !meets(s, e) {
-                    found = Some(addr);
-                    break 'regions;
+                let before = runs.partition_point(|r| r.0 < e);
+                match before.checked_sub(1).map(|r| runs[r].1) {
+                    Some(held) if held > s => candidate = held,
+                    _ => {
+                        found = Some(addr);
+                        break 'regions;
+                    }
                 }
             }
         }
         match found {
             Some(addr) => {
-                live.insert(b, placed.len());
+                live.insert(b, placed.len(), footprint(b, addr, target));
                 placed.push((b, addr));
             }
             None => return Err(no_fit(graph, tile, b, &placed, code_bytes, target)),
@@ -317,36 +314,66 @@ fn place_tile(
 }
 
 /// The placed buffers of a tile by lifetime, to find those live with a buffer without visiting every
-/// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step, the others in a list.
+/// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step, the others with their
+/// footprints in address order.
 #[derive(Default)]
 struct LiveIndex {
-    short: BTreeMap<u32, Vec<usize>>,
-    long: Vec<usize>,
+    short: BTreeMap<u32, Vec<(usize, (u32, u32))>>,
+    long: Vec<((u32, u32), usize)>,
 }
 
 impl LiveIndex {
     const SHORT: u32 = 32;
 
-    fn insert(&mut self, b: &Buffer, index: usize) {
+    /// Adds `placed[index]`, `b`, whose memory is `footprint`.
+    fn insert(&mut self, b: &Buffer, index: usize, footprint: (u32, u32)) {
         if b.last_step.0 - b.first_step.0 <= Self::SHORT {
-            self.short.entry(b.first_step.0).or_default().push(index);
+            (self.short.entry(b.first_step.0).or_default()).push((index, footprint));
         } else {
-            self.long.push(index);
+            let at = self.long.partition_point(|l| *l <= (footprint, index));
+            self.long.insert(at, (footprint, index));
         }
     }
 
-    /// The indices in `placed` of the buffers whose lifetimes overlap `b`'s.
-    fn overlapping<'a>(
+    /// The footprints of the short-lived buffers whose lifetimes overlap `b`'s.
+    fn short_overlapping<'a>(
         &'a self,
         b: &'a Buffer,
         placed: &'a [(&Buffer, u32)],
-    ) -> impl Iterator<Item = usize> + 'a {
+    ) -> impl Iterator<Item = (u32, u32)> + 'a {
         let from = b.first_step.0.saturating_sub(Self::SHORT);
         (self.short.range(from..=b.last_step.0))
             .flat_map(|(_, list)| list.iter().copied())
-            .chain(self.long.iter().copied())
-            .filter(move |&i| lifetimes_overlap(placed[i].0, b))
+            .filter(move |&(i, _)| lifetimes_overlap(placed[i].0, b))
+            .map(|(_, f)| f)
     }
+
+    /// The footprints of the long-lived buffers whose lifetimes overlap `b`'s, in address order.
+    fn long_overlapping<'a>(
+        &'a self,
+        b: &'a Buffer,
+        placed: &'a [(&Buffer, u32)],
+    ) -> impl Iterator<Item = (u32, u32)> + 'a {
+        (self.long.iter())
+            .filter(move |&&(_, i)| lifetimes_overlap(placed[i].0, b))
+            .map(|&(f, _)| f)
+    }
+}
+
+/// `sorted` and the already sorted `others` into `out`, in order.
+fn merge_sorted(
+    sorted: &[(u32, u32)],
+    others: impl Iterator<Item = (u32, u32)>,
+    out: &mut Vec<(u32, u32)>,
+) {
+    let mut rest = sorted;
+    for o in others {
+        let below = rest.partition_point(|&x| x <= o);
+        out.extend_from_slice(&rest[..below]);
+        rest = &rest[below..];
+        out.push(o);
+    }
+    out.extend_from_slice(rest);
 }
 
 fn aligned(addr: u32, align: u32, base: u32) -> u32 {
