@@ -5,6 +5,7 @@
 
 mod bench;
 mod cache;
+mod docs;
 mod import;
 mod plans;
 mod progress;
@@ -94,11 +95,17 @@ enum Command {
     Phases,
     /// Print a shell completion script on stdout (`ipu-codegen completions bash > ipu-codegen.bash`).
     Completions {
+        /// The shell the script is for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) on stdout (`ipu-codegen man | man -l -`).
-    Man,
+    /// Print the man page (roff) on stdout (`ipu-codegen man | man -l -`), or with --out-dir write
+    /// one page per command and subcommand.
+    Man {
+        /// Write ipu-codegen.1 and a page per subcommand (ipu-codegen-run.1, …) into DIR instead.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Print Make rules for per-phase targets over the stage records (the Makefile includes them).
     MakeRules,
     /// Print the build name (the workload id unless --build is given).
@@ -599,10 +606,15 @@ fn execute(cli: Cli) -> Result<()> {
         }
         Command::Phases => println!("{}", PIPELINE.map(|p| p.name()).join(" ")),
         Command::MakeRules => print!("{}", make_rules()),
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut command(), "ipu-codegen", &mut std::io::stdout())
+        Command::Completions { shell } => print!("{}", docs::completions(shell, &mut command())),
+        Command::Man { out_dir: None } => {
+            clap_mangen::Man::new(command()).render(&mut std::io::stdout())?
         }
-        Command::Man => clap_mangen::Man::new(command()).render(&mut std::io::stdout())?,
+        Command::Man { out_dir: Some(dir) } => {
+            for path in docs::man_pages(command(), &dir)? {
+                println!("man={}", path.display());
+            }
+        }
         Command::Id(args) => {
             let spec = args.spec()?;
             spec.import()?;
