@@ -61,6 +61,14 @@ fn bash_completes_a_subcommands_options_and_their_values() {
         &["ipu-codegen", "run", "siglip-mlp", "--placement-order", ""],
     );
     assert_eq!(offered, ["lifetime", "size"]);
+    // A closed set's values: the target presets, what `show` dumps.
+    let offered = bash_complete(&sb, &["ipu-codegen", "build", "w", "--target", ""]);
+    assert_eq!(offered, ["mk2-1500", "gc200", "bow"]);
+    let offered = bash_complete(&sb, &["ipu-codegen", "show", ""]);
+    assert!(
+        offered.iter().any(|o| o == "graph") && offered.iter().any(|o| o == "lower_mid"),
+        "{offered:?}"
+    );
     // Two levels down.
     let offered = bash_complete(&sb, &["ipu-codegen", "cache", "gc", "--max-"]);
     assert!(offered.iter().any(|o| o == "--max-bytes"), "{offered:?}");
