@@ -1,6 +1,6 @@
-//! Shell completion past the first word, driven through bash's own completion function; the zsh and
-//! fish scripts parse where those shells are installed (a shell that is missing is reported as
-//! skipped); `man --out-dir` writes a page for every page the others refer to.
+//! Shell completion past the first word, driven through bash's own completion function and fish's
+//! `complete -C`; the zsh and fish scripts parse where those shells are installed (a shell that is
+//! missing is reported as skipped); `man --out-dir` writes a page for every page the others refer to.
 
 mod common;
 use common::Sandbox;
@@ -105,6 +105,47 @@ fn zsh_and_fish_scripts_parse() {
         assert!(r.stdout.contains("placement-order"), "{shell}");
         println!("{shell}: the script parses");
     }
+}
+
+#[test]
+fn fish_completes_a_subcommands_options_and_their_values() {
+    if !installed("fish") {
+        println!("skipped: fish not installed");
+        return;
+    }
+    let sb = Sandbox::new();
+    let r = sb.run(&["completions", "fish"]);
+    r.assert_ok();
+    let script = sb.path("ipu-codegen.fish");
+    std::fs::write(&script, &r.stdout).unwrap();
+    let complete = |line: &str| -> Vec<String> {
+        let program = format!("source '{}'; complete -C '{line}'", script.display());
+        let out = Command::new("fish")
+            .args(["-c", &program])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split('\t').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    let offered = complete("ipu-codegen run --pla");
+    assert!(
+        offered.iter().any(|o| o == "--placement-order"),
+        "{offered:?}"
+    );
+    let mut offered = complete("ipu-codegen build w --target ");
+    offered.sort();
+    assert_eq!(offered, ["bow", "gc200", "mk2-1500"]);
+    let offered = complete("ipu-codegen show low");
+    assert!(offered.iter().any(|o| o == "lower_mid"), "{offered:?}");
+    let offered = complete("ipu-codegen cache gc --max-");
+    assert!(offered.iter().any(|o| o == "--max-bytes"), "{offered:?}");
 }
 
 #[test]

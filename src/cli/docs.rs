@@ -4,7 +4,8 @@
 //! clap_complete's bash script names its states inconsistently for a binary whose name has a hyphen
 //! (clap issue 6421): the loop over the words sets `cmd` to `ipu__codegen__subcmd__run` while the
 //! arms that complete a subcommand's options test `ipu__subcmd__codegen__subcmd__run`, so completion
-//! stops after the first word. [`completions`] renames the arms to the loop's names. `man --out-dir`
+//! stops after the first word. [`completions`] renames the arms to the loop's names, and adds to the
+//! fish script the values of positional arguments (`show <WHAT>`), which it leaves out. `man --out-dir`
 //! writes one page per command and subcommand (`ipu-codegen.1`, `ipu-codegen-run.1`,
 //! `ipu-codegen-cache-gc.1`, …), the pages the main page's subcommand list refers to, each through
 //! [`files::write_atomic`].
@@ -24,8 +25,37 @@ pub fn completions(shell: Shell, cmd: &mut clap::Command) -> String {
     let script = String::from_utf8(script).expect("clap_complete writes UTF-8");
     match shell {
         Shell::Bash => fix_bash_state_names(&script),
+        Shell::Fish => with_fish_positional_values(script, cmd),
         _ => script,
     }
+}
+
+/// The fish script with the values of each subcommand's positional arguments that take one of a set
+/// (`show <WHAT>`, `target [NAME]`), which clap_complete's fish script leaves out: offered until one
+/// of them is given.
+fn with_fish_positional_values(mut script: String, cmd: &clap::Command) -> String {
+    let using = format!("__fish_{}_using_subcommand", BIN.replace('-', "_"));
+    if !script.contains(&format!("function {using}")) {
+        return script;
+    }
+    for sub in cmd.get_subcommands() {
+        for arg in sub.get_positionals() {
+            let values: Vec<String> = (arg.get_possible_values().iter())
+                .filter(|v| !v.is_hide_set())
+                .map(|v| v.get_name().to_string())
+                .collect();
+            if values.is_empty() {
+                continue;
+            }
+            let names = values.join(" ");
+            script.push_str(&format!(
+                "complete -c {BIN} -n \"{using} {sub}; and not __fish_seen_subcommand_from {names}\" \
+                 -f -a \"{names}\"\n",
+                sub = sub.get_name(),
+            ));
+        }
+    }
+    script
 }
 
 /// The bash script with every state named as its loop names it: the binary's name with `-` made
