@@ -62,7 +62,8 @@ pub enum BindError {
         hint: String,
     },
     #[error(
-        "input {name:?} ({expected}) is not bound: give --input {name}=FILE.npy, or --random-inputs to draw it from the seed"
+        "input {name:?} ({expected}) is not bound: give --input {name}=FILE.npy or an entry {name}.npy \
+         in --inputs FILE.npz, or --random-inputs to draw it from the seed"
     )]
     Unbound { name: String, expected: String },
     #[error("--input {name}: given twice ({first} and {second})")]
