@@ -99,6 +99,10 @@ fn a_misspelled_name_gets_the_closest() {
             &["build", "siglip-mpl-small"],
             "did you mean `siglip-mlp-small`?",
         ),
+        (
+            &["build", SMALL, "--weight-panels", "residnet"],
+            "weight panel placements: auto, resident, gathered; did you mean `resident`?",
+        ),
     ] {
         let r = sb.run(args);
         r.assert_clean_failure();

@@ -196,7 +196,7 @@ fn form_parser() -> impl TypedValueParser<Value = FormChoice> {
 /// `--weight-panels`: the names of [`WeightsChoice`], each with its help.
 fn weights_parser() -> impl TypedValueParser<Value = WeightsChoice> {
     choice_parser(
-        "placement of weight panels",
+        "weight panel placement",
         &WeightsChoice::ALL,
         WeightsChoice::name,
         |w| {
