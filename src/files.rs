@@ -72,6 +72,14 @@ pub const INPUT: Kind = Kind {
     magic: b"\x93NUMPY",
     format: "a .npy file",
 };
+/// Inputs bound with `--inputs` (`.npz`, a zip of `.npy` files): every input of a run, which
+/// together are what the device holds (the archive's reader bounds them again once inflated).
+pub const INPUTS_ARCHIVE: Kind = Kind {
+    what: "inputs archive",
+    limit: 2 * GIB,
+    magic: b"PK",
+    format: "a .npz archive",
+};
 /// An application package (`model.ipuexe`): tile images of at most the device's memory.
 pub const PACKAGE: Kind = Kind {
     what: "application package",
@@ -405,6 +413,7 @@ mod tests {
     #[test]
     fn the_magics_are_the_formats() {
         assert_eq!(INPUT.magic, crate::tensors::npy::MAGIC);
+        assert_eq!(INPUTS_ARCHIVE.magic, crate::tensors::npz::MAGIC);
         assert_eq!(PACKAGE.magic, crate::ir::IPUEXE_MAGIC);
         assert_eq!(PROFILE.magic, crate::report::PROFILE_MAGIC);
     }

@@ -19,6 +19,7 @@ pub mod report;
 pub mod rng;
 pub mod stages;
 pub mod store;
+pub mod suggest;
 pub mod target;
 pub mod tensors;
 pub mod verify;

@@ -55,31 +55,11 @@ pub fn preset_text(name: &str) -> Option<String> {
 
 /// The preset names closest to a misspelled `name` (at most three edits away), closest first.
 pub fn suggest(name: &str) -> Vec<String> {
-    let mut close: Vec<(usize, String)> = presets()
+    let all = presets();
+    crate::suggest::closest(name, all.iter().map(String::as_str))
         .into_iter()
-        .map(|p| (edit_distance(name, &p), p))
-        .filter(|(d, _)| *d <= 3)
-        .collect();
-    close.sort();
-    close.into_iter().map(|(_, p)| p).collect()
-}
-
-/// Levenshtein distance over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (row[j + 1] + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
+        .map(str::to_string)
+        .collect()
 }
 
 /// A spec's weights file: where it is and, when the spec records it, the blake3 it must hash to

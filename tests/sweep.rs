@@ -216,19 +216,23 @@ fn a_point_that_fails_is_a_row_with_its_error_and_the_rest_still_run() {
 #[test]
 fn bad_vary_inputs_are_errors_that_name_what_is_wrong() {
     let sb = Sandbox::new();
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["tokens"], "--vary \"tokens\": expected NAME=V1,V2,..."),
         (
             &["tokenz=1,2"],
             "unknown name \"tokenz\"; names: target, batch, tokens,",
         ),
+        (&["tokenz=1,2"], "; did you mean `tokens`?"),
         (&["tokens="], "tokens has an empty value list"),
         (&["tokens=21,,30"], "the list of tokens has an empty value"),
         (
             &["tokens=abc"],
             "invalid value 'abc' for '--tokens <TOKENS>'",
         ),
-        (&["partials=f64"], "unknown type \"f64\"; use f16 or f32"),
+        (
+            &["partials=f64"],
+            "unknown type \"f64\" for --partials <PARTIALS>; types: f16, f32",
+        ),
         (
             &["build=x"],
             "a sweep names each point's build folder itself",

@@ -1,10 +1,13 @@
 //! The command line: flags, the environment, stdout and the device lock. It reads the workload, builds
-//! the phase configs from flags and hands them to the library's driver (`ipu_codegen::driver`), which
-//! runs the phases over the store; what it returns is printed here. One subcommand per row of the
-//! phase table is added to the derived ones.
+//! the phase configs from flags (`args`: the arguments every build takes and the parsers of closed
+//! sets) and hands them to the library's driver (`ipu_codegen::driver`), which runs the phases over
+//! the store; what it returns is printed here. One subcommand per row of the phase table is added to
+//! the derived ones; the options every subcommand takes are global, in their own help section.
 
+mod args;
 mod bench;
 mod cache;
+mod docs;
 mod import;
 mod json;
 mod plans;
@@ -14,28 +17,19 @@ mod run;
 mod sensitivity;
 mod sweep;
 
-use anyhow::{Context, Result, bail};
-use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use anyhow::{Result, bail};
+use args::{BuildArgs, DEFAULT_TARGET, dump_parser, phase_parser, target_parser, target_preset};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
-use ipu_codegen::driver::{Build, Fields, GRAPH, PhaseConfigs, SELECTED, producer};
+use ipu_codegen::driver::{Fields, SELECTED, producer};
 use ipu_codegen::driver::{PIPELINE, Phase};
 use ipu_codegen::files;
-use ipu_codegen::ir::{DType, Graph, Mid, Selected};
-use ipu_codegen::progress::Progress;
-use ipu_codegen::stages::build_images::BuildImagesConfig;
-use ipu_codegen::stages::emit::EmitConfig;
-use ipu_codegen::stages::lower_exchanges::LowerExchangesConfig;
-use ipu_codegen::stages::lower_mid::{FormChoice, LowerMidConfig, WeightsChoice, shortlists};
-use ipu_codegen::stages::place_storage::{PlaceStorageConfig, PlacementOrder};
-use ipu_codegen::stages::plan_exchange_storage::PlanExchangeStorageConfig;
-use ipu_codegen::stages::select_finalist::{MappingChoice, SelectFinalistConfig};
-use ipu_codegen::store::Store;
-use ipu_codegen::target::Target;
-use ipu_codegen::workload::{Overrides, WorkloadSpec};
+use ipu_codegen::ir::{Graph, Mid, Selected};
+use ipu_codegen::stages::lower_mid::shortlists;
+use ipu_codegen::store::{ArtifactKind, Store};
 use std::path::{Path, PathBuf};
 
-/// The target a build is for unless `--target` says otherwise.
-const DEFAULT_TARGET: &str = "mk2-1500";
+/// The help section of the options every subcommand takes.
+const GLOBAL: &str = "Global options";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,7 +52,8 @@ struct Globals {
         long,
         global = true,
         env = "IPU_CODEGEN_CACHE",
-        default_value = "cache"
+        default_value = "cache",
+        help_heading = GLOBAL
     )]
     cache: PathBuf,
     /// Where stage records, model.ipuexe and execution.ipuprofile go (one folder per build).
@@ -66,21 +61,41 @@ struct Globals {
         long,
         global = true,
         env = "IPU_CODEGEN_STAGES",
-        default_value = "stages"
+        default_value = "stages",
+        help_heading = GLOBAL
     )]
     stages: PathBuf,
     /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value = "text")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        help_heading = GLOBAL
+    )]
     log_format: LogFormat,
     /// Draw no progress bars (they are drawn only when stderr is a terminal) and log only warnings
     /// and errors (`RUST_LOG` still chooses, where it is set).
-    #[arg(long, short, global = true)]
+    #[arg(long, short, global = true, help_heading = GLOBAL)]
     quiet: bool,
+    /// Give up waiting for the simulated device (held by another run or sweep) after this many
+    /// seconds.
+    #[arg(
+        long,
+        global = true,
+        env = "IPU_CODEGEN_LOCK_TIMEOUT",
+        default_value_t = 600,
+        value_name = "SECONDS",
+        help_heading = GLOBAL
+    )]
+    lock_timeout: u64,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum LogFormat {
+    /// One line per event, for people.
     Text,
+    /// One JSON object per event, for programs.
     Json,
 }
 
@@ -88,18 +103,25 @@ enum LogFormat {
 enum Command {
     /// Print the reference target model.
     Target {
-        #[arg(default_value = "mk2-1500")]
+        /// The target preset.
+        #[arg(default_value = DEFAULT_TARGET, value_parser = target_parser())]
         name: String,
     },
     /// Print the pipeline's phases in order.
     Phases,
     /// Print a shell completion script on stdout (`ipu-codegen completions bash > ipu-codegen.bash`).
     Completions {
+        /// The shell the script is for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) on stdout (`ipu-codegen man | man -l -`).
-    Man,
+    /// Print the man page (roff) on stdout (`ipu-codegen man | man -l -`), or with --out-dir write
+    /// one page per command and subcommand.
+    Man {
+        /// Write ipu-codegen.1 and a page per subcommand (ipu-codegen-run.1, …) into DIR instead.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Print Make rules for per-phase targets over the stage records (the Makefile includes them).
     MakeRules,
     /// Print the build name (the workload id unless --build is given).
@@ -109,10 +131,10 @@ enum Command {
         #[command(flatten)]
         args: BuildArgs,
         /// First phase to run; earlier outputs come from this build's stage records.
-        #[arg(long, value_parser = parse_phase)]
+        #[arg(long, value_parser = phase_parser())]
         from: Option<Phase>,
         /// Last phase to run.
-        #[arg(long, value_parser = parse_phase)]
+        #[arg(long, value_parser = phase_parser())]
         to: Option<Phase>,
         /// Print the summary as one JSON object (kind `build`) with the same fields (`phasesRun` as
         /// a list).
@@ -121,8 +143,9 @@ enum Command {
     },
     /// Print the text dump of a phase's output (building it through the store first).
     Show {
-        /// `graph` or a phase name.
-        what: String,
+        /// `graph`, or a phase whose output to dump (by its name or its subcommand's).
+        #[arg(value_parser = dump_parser())]
+        what: ArtifactKind,
         #[command(flatten)]
         args: BuildArgs,
     },
@@ -146,9 +169,6 @@ enum Command {
         args: BuildArgs,
         #[command(flatten)]
         data: run::DataArgs,
-        /// Give up waiting for the device after this many seconds.
-        #[arg(long, default_value_t = 600)]
-        lock_timeout: u64,
         /// Print the summary as one JSON object (kind `run`) holding every line's fields: the checks
         /// under `checks`, the summary line under `summary`, the output files under `outputFiles`.
         #[arg(long)]
@@ -171,7 +191,8 @@ enum Command {
     /// Run micro-packages through the device beside the compiler's estimates and published hardware
     /// figures; fails when a case is outside its tolerance.
     Calibrate {
-        #[arg(long, default_value = "mk2-1500")]
+        /// The target preset the cases run for.
+        #[arg(long, default_value = DEFAULT_TARGET, value_parser = target_parser())]
         target: String,
         /// Print the cases (or with --sensitivity the points) as one JSON object (kind `calibrate`
         /// or `calibrateSensitivity`) instead of the table.
@@ -229,270 +250,6 @@ enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
-}
-
-/// The workload, its overrides, the target and every phase's options.
-#[derive(Args, Debug, Clone)]
-pub struct BuildArgs {
-    /// A preset (`siglip-mlp`, `siglip-mlp-small`, `attention-flash`, `attention-flash-small`,
-    /// `bert-encoder-small`, `minilm-encoder`) or a TOML file.
-    workload: String,
-    /// Build name (folder under the stages directory); defaults to the workload id, followed by the
-    /// target's name for a target other than the default.
-    #[arg(long)]
-    build: Option<String>,
-    /// The target preset (mk2-1500, gc200, bow).
-    #[arg(long, default_value = DEFAULT_TARGET)]
-    target: String,
-    /// Sequences in the batch (the spec's `batch` by default).
-    #[arg(long)]
-    batch: Option<u32>,
-    /// Tokens per sequence; an attention's query length.
-    #[arg(long)]
-    tokens: Option<u32>,
-    /// MLP and encoder: the model (hidden) dimension.
-    #[arg(long)]
-    dimension: Option<u32>,
-    /// MLP and encoder: the feed-forward (intermediate) dimension.
-    #[arg(long)]
-    hidden: Option<u32>,
-    /// MLP: blocks in sequence; encoder: layers.
-    #[arg(long)]
-    blocks: Option<u32>,
-    /// MLP: whether each matmul adds a bias (true or false).
-    #[arg(long)]
-    biases: Option<bool>,
-    /// The type the AMP accumulates in: f16 or f32.
-    #[arg(long, value_parser = parse_dtype)]
-    partials: Option<DType>,
-    /// The seed `run` draws unbound inputs and weights from (the spec's `seed` key by default); no
-    /// part of the build.
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Attention: key and value length (the query length by default).
-    #[arg(long)]
-    key_tokens: Option<u32>,
-    /// Attention and encoder: heads.
-    #[arg(long)]
-    heads: Option<u32>,
-    /// Attention: the dimension of each head.
-    #[arg(long)]
-    head_dim: Option<u32>,
-    /// Attention: whether query `i` sees only keys `0..=i` (true or false).
-    #[arg(long)]
-    causal: Option<bool>,
-    /// lower_mid: plans kept for select_finalist (1 to 64).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
-    finalists: u32,
-    /// lower_mid: the matmuls' operand forms the plan search may choose.
-    #[arg(long, value_parser = form_parser(), default_value = "auto")]
-    form: FormChoice,
-    /// lower_mid: where the matmuls' weight panels may live.
-    #[arg(long, value_parser = weights_parser(), default_value = "auto")]
-    weight_panels: WeightsChoice,
-    /// select_finalist: grid-to-tile mapping.
-    #[arg(long, value_parser = mapping_parser(), default_value = "auto")]
-    mapping: MappingChoice,
-    /// place_storage: the order buffers are placed in.
-    #[arg(long, value_parser = placement_order_parser(), default_value = "lifetime")]
-    placement_order: PlacementOrder,
-}
-
-/// A flag taking one of `all` by its name, each value listed with its help.
-fn choice_parser<T: Copy + Send + Sync + 'static>(
-    all: &'static [T],
-    name: fn(T) -> &'static str,
-    help: fn(T) -> Option<&'static str>,
-) -> impl TypedValueParser<Value = T> {
-    PossibleValuesParser::new(
-        all.iter()
-            .map(|&c| PossibleValue::new(name(c)).help(help(c))),
-    )
-    .try_map(move |given| {
-        (all.iter().copied())
-            .find(|&c| name(c) == given)
-            .ok_or_else(|| format!("unknown value {given:?}"))
-    })
-}
-
-/// `--mapping`: the names of [`MappingChoice`], each with its help.
-fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
-    choice_parser(&MappingChoice::ALL, MappingChoice::name, |m| match m {
-        MappingChoice::Auto => {
-            Some("Try every mapping, keep the one with the least estimated cycles")
-        }
-        MappingChoice::SharedPanels => {
-            Some("Column blocks that gather the same panel on adjacent tiles (supertile pairs)")
-        }
-        MappingChoice::RowMajor | MappingChoice::ColumnMajor => None,
-    })
-}
-
-/// `--form`: the names of [`FormChoice`], each with its help.
-fn form_parser() -> impl TypedValueParser<Value = FormChoice> {
-    choice_parser(&FormChoice::ALL, FormChoice::name, |f| {
-        Some(match f {
-            FormChoice::Auto => "Either form, chosen by estimated cycles",
-            FormChoice::Normal => "Tokens are the AMP's rows, the weights its stationary operand",
-            FormChoice::Transposed => {
-                "The weights' columns are the AMP's rows, the tokens its stationary operand"
-            }
-        })
-    })
-}
-
-/// `--weight-panels`: the names of [`WeightsChoice`], each with its help.
-fn weights_parser() -> impl TypedValueParser<Value = WeightsChoice> {
-    choice_parser(&WeightsChoice::ALL, WeightsChoice::name, |w| {
-        Some(match w {
-            WeightsChoice::Auto => "Resident or gathered, chosen by estimated cycles within memory",
-            WeightsChoice::Resident => {
-                "Each tile keeps its weight panels, streamed once at initialize"
-            }
-            WeightsChoice::Gathered => {
-                "Home pieces spread over the grid, gathered into panels at every run"
-            }
-        })
-    })
-}
-
-/// `--placement-order`: the names of [`PlacementOrder`], each with its help.
-fn placement_order_parser() -> impl TypedValueParser<Value = PlacementOrder> {
-    choice_parser(&PlacementOrder::ALL, PlacementOrder::name, |o| {
-        Some(match o {
-            PlacementOrder::Lifetime => {
-                "Place buffers in order of birth, larger first among equals"
-            }
-            PlacementOrder::Size => "Place the largest buffers first",
-        })
-    })
-}
-
-fn target_preset(name: &str) -> Result<Target> {
-    Target::preset(name).with_context(|| {
-        format!(
-            "unknown target {name:?}; targets: {}",
-            Target::PRESETS.join(", ")
-        )
-    })
-}
-
-fn parse_phase(s: &str) -> Result<Phase, String> {
-    Phase::parse(s).ok_or_else(|| {
-        format!(
-            "unknown phase {s:?}; phases: {}",
-            PIPELINE.map(|p| p.name()).join(", ")
-        )
-    })
-}
-
-fn parse_dtype(s: &str) -> Result<DType, String> {
-    match s {
-        "f16" => Ok(DType::F16),
-        "f32" => Ok(DType::F32),
-        _ => Err(format!("unknown type {s:?}; use f16 or f32")),
-    }
-}
-
-impl BuildArgs {
-    fn spec(&self) -> Result<WorkloadSpec> {
-        use ipu_codegen::workload::{preset_path, presets, suggest};
-        let (path, origin) = match preset_path(&self.workload) {
-            Some(path) => (path, format!("preset {}", self.workload)),
-            None => {
-                let path = PathBuf::from(&self.workload);
-                if !path.exists() {
-                    let hint = match suggest(&self.workload).first() {
-                        Some(close) => format!("; did you mean `{close}`?"),
-                        None => String::new(),
-                    };
-                    bail!(
-                        "unknown workload {:?}: not a preset ({}) nor a file{hint}",
-                        self.workload,
-                        presets().join(", ")
-                    );
-                }
-                let origin = path.display().to_string();
-                (path, origin)
-            }
-        };
-        let text = files::read_text(&path, &files::WORKLOAD)?;
-        let mut spec = WorkloadSpec::parse(&text, &origin)?;
-        spec.apply(&Overrides {
-            batch: self.batch,
-            tokens: self.tokens,
-            dimension: self.dimension,
-            hidden: self.hidden,
-            blocks: self.blocks,
-            biases: self.biases,
-            partials: self.partials,
-            seed: self.seed,
-            key_tokens: self.key_tokens,
-            heads: self.heads,
-            head_dim: self.head_dim,
-            causal: self.causal,
-        })?;
-        Ok(spec)
-    }
-
-    fn target(&self) -> Result<Target> {
-        target_preset(&self.target)
-    }
-
-    fn configs(&self) -> PhaseConfigs {
-        PhaseConfigs {
-            lower_mid: LowerMidConfig {
-                finalists: self.finalists,
-                form: self.form,
-                weights: self.weight_panels,
-            },
-            select_finalist: SelectFinalistConfig {
-                mapping: self.mapping,
-                passed_over: Vec::new(),
-            },
-            plan_exchange_storage: PlanExchangeStorageConfig {},
-            lower_exchanges: LowerExchangesConfig {},
-            place_storage: PlaceStorageConfig {
-                order: self.placement_order,
-            },
-            emit: EmitConfig {},
-            build_images: BuildImagesConfig {},
-        }
-    }
-
-    /// `--build`, or the workload's id, with the target's name unless it is the default one.
-    fn build_name(&self, spec: &WorkloadSpec) -> String {
-        self.build.clone().unwrap_or_else(|| {
-            let id = spec.id();
-            if self.target == DEFAULT_TARGET {
-                id
-            } else {
-                format!("{id}-{}", self.target)
-            }
-        })
-    }
-
-    /// The build of these arguments; `progress` hears of its phases' long steps.
-    fn build<'a>(
-        &self,
-        store: &'a Store,
-        stages: &Path,
-        progress: &'a dyn Progress,
-    ) -> Result<Build<'a>> {
-        let spec = self.spec()?;
-        let graph = spec.import()?;
-        Ok(Build {
-            store,
-            source: self.workload.clone(),
-            stages: stages.to_path_buf(),
-            build: self.build_name(&spec),
-            kind: spec.kind(),
-            target: self.target()?,
-            graph,
-            configs: self.configs(),
-            progress,
-        })
-    }
 }
 
 /// Writes a file a command was asked for ([`files::write_atomic`]: a link there is replaced, a failed
@@ -608,10 +365,15 @@ fn execute(cli: Cli) -> Result<()> {
         }
         Command::Phases => println!("{}", PIPELINE.map(|p| p.name()).join(" ")),
         Command::MakeRules => print!("{}", make_rules()),
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut command(), "ipu-codegen", &mut std::io::stdout())
+        Command::Completions { shell } => print!("{}", docs::completions(shell, &mut command())),
+        Command::Man { out_dir: None } => {
+            clap_mangen::Man::new(command()).render(&mut std::io::stdout())?
         }
-        Command::Man => clap_mangen::Man::new(command()).render(&mut std::io::stdout())?,
+        Command::Man { out_dir: Some(dir) } => {
+            for path in docs::man_pages(command(), &dir)? {
+                println!("man={}", path.display());
+            }
+        }
         Command::Id(args) => {
             let spec = args.spec()?;
             spec.import()?;
@@ -654,12 +416,7 @@ fn execute(cli: Cli) -> Result<()> {
                 println!("{}", line.line());
             }
         }
-        Command::Show { what, args } => {
-            let kind = if what == "graph" {
-                GRAPH
-            } else {
-                parse_phase(&what).map_err(anyhow::Error::msg)?.output()
-            };
+        Command::Show { what: kind, args } => {
             let store = Store::open(&g.cache)?;
             let b = args.build(&store, &g.stages, &bars)?;
             let to = producer(kind).unwrap_or(PIPELINE[0]);
@@ -744,13 +501,16 @@ fn execute(cli: Cli) -> Result<()> {
             what: BenchWhat::Build { args, runs, json },
         } => bench::cold_builds(&args, runs, json)?,
         Command::Import(args) => import::import(&args)?,
-        Command::Run {
-            args,
-            data,
-            lock_timeout,
+        Command::Run { args, data, json } => run::run(
+            &g.cache,
+            &g.stages,
+            &args,
+            &data,
+            g.lock_timeout,
             json,
-        } => run::run(&g.cache, &g.stages, &args, &data, lock_timeout, json, &bars)?,
-        Command::Sweep(args) => sweep::sweep(&g.cache, &g.stages, &args)?,
+            &bars,
+        )?,
+        Command::Sweep(args) => sweep::sweep(&g.cache, &g.stages, &args, g.lock_timeout)?,
         Command::Cache { action } => cache::cache(&g.cache, &g.stages, action)?,
     }
     Ok(())

@@ -1,11 +1,11 @@
-//! `ipu-codegen run`: build if needed, read the bound tensors (`--weights`, `--input`; the seeded
-//! generator for the rest), run the host operations before the device, take the device, load, stream,
-//! execute, run the host operations after it, check every output, write the profile, which names the
-//! package by its body's hash (and with `--output-dir` every output as `.npy`), print the summary (its
-//! figures and lines come from `ipu_codegen::driver::RunFigures`). The build's exchange scheduling,
-//! the supersteps and the host reference report to the `Progress` passed in (bars on a terminal).
-//! `sweep` runs each point through the same steps: `build_package`, `host_data`, `execute` and
-//! `check_outputs`.
+//! `ipu-codegen run`: build if needed, read the bound tensors (`--weights`, `--input`, `--inputs`'
+//! `.npz`; the seeded generator for the rest), run the host operations before the device, take the
+//! device, load, stream, execute, run the host operations after it, check every output, write the
+//! profile, which names the package by its body's hash (and with `--output-dir` every output as
+//! `.npy`, with `--output` all in one `.npz`), print the summary (its figures and lines come from
+//! `ipu_codegen::driver::RunFigures`). The build's exchange scheduling, the supersteps and the host
+//! reference report to the `Progress` passed in (bars on a terminal). `sweep` runs each point through
+//! the same steps: `build_package`, `host_data`, `execute` and `check_outputs`.
 
 use super::BuildArgs;
 use anyhow::{Context, Result, bail};
@@ -21,9 +21,9 @@ use ipu_codegen::progress::Progress;
 use ipu_codegen::report::write_profile;
 use ipu_codegen::store::{self, ContentHash, Store};
 use ipu_codegen::target::Target;
-use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files};
+use ipu_codegen::tensors::bind::{Bindings, TensorFile, bind, output_files, output_tensors};
 use ipu_codegen::tensors::host_ops::HostOps;
-use ipu_codegen::tensors::{npy, safetensors};
+use ipu_codegen::tensors::{npy, npz, safetensors};
 use ipu_codegen::workload::WeightsFile;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -85,16 +85,39 @@ pub struct DataArgs {
     /// nothing else); unbound weights come from the seeded generator.
     #[arg(long, value_name = "FILE")]
     weights: Option<PathBuf>,
-    /// Bind one input by name from a .npy file (repeatable). An imported model's (a graph workload's)
-    /// inputs must all be bound; a preset's unbound inputs come from the seeded generator.
+    /// Bind one input by name from a .npy file, given as NAME=FILE or NAME=@FILE (repeatable). An
+    /// imported model's (a graph workload's) inputs must all be bound; a preset's unbound inputs come
+    /// from the seeded generator.
     #[arg(long = "input", value_name = "NAME=FILE")]
     inputs: Vec<String>,
-    /// Draw every input no --input binds from the seeded generator, an imported model's too.
+    /// Bind inputs by name from a .npz archive (numpy's savez): each entry NAME.npy binds input
+    /// NAME (with --input, each input bound once).
+    #[arg(long = "inputs", value_name = "FILE.npz")]
+    inputs_archive: Option<PathBuf>,
+    /// Draw every input no --input or --inputs binds from the seeded generator, an imported model's
+    /// too.
     #[arg(long)]
     random_inputs: bool,
     /// Write every output as DIR/<name>.npy (characters outside [A-Za-z0-9._-] become _).
     #[arg(long, value_name = "DIR")]
     output_dir: Option<PathBuf>,
+    /// Write every output into one .npz archive, as NAME.npy by its name (numpy.load reads it).
+    #[arg(long = "output", value_name = "FILE.npz")]
+    output_archive: Option<PathBuf>,
+}
+
+/// `--input NAME=FILE` or `NAME=@FILE`: the input's name and the file.
+fn input_flag(given: &str) -> Result<(&str, &str)> {
+    match given.split_once('=') {
+        Some((name, file)) if !name.is_empty() => {
+            let file = file.strip_prefix('@').unwrap_or(file);
+            if file.is_empty() {
+                bail!("--input {given:?}: no file after `=`; expected NAME=FILE.npy");
+            }
+            Ok((name, file))
+        }
+        _ => bail!("--input {given:?}: expected NAME=FILE.npy (or NAME=@FILE.npy)"),
+    }
 }
 
 /// Where a summary line's fields go in `run`'s JSON object.
@@ -187,12 +210,20 @@ pub fn bindings(
     };
     let mut inputs = Vec::new();
     for given in &data.inputs {
-        let Some((name, file)) = given.split_once('=') else {
-            bail!("--input {given:?}: expected NAME=FILE.npy");
-        };
+        let (name, file) = input_flag(given)?;
         let tensor = npy::read(&files::read(Path::new(file), &files::INPUT)?)
             .with_context(|| file.to_string())?;
         inputs.push((name.to_string(), file.to_string(), tensor));
+    }
+    if let Some(path) = &data.inputs_archive {
+        let file = path.display().to_string();
+        let bytes = files::read(path, &files::INPUTS_ARCHIVE)?;
+        let tensors = npz::read(&bytes, files::INPUT.limit)
+            .with_context(|| format!("inputs archive {file}"))?;
+        for (name, tensor) in tensors {
+            let source = format!("{file} (entry {name}.npy)");
+            inputs.push((name, source, tensor));
+        }
     }
     Ok(Bindings {
         weights,
@@ -418,6 +449,15 @@ pub fn run(
             written
         }
         None => Vec::new(),
+    };
+    let files = match &data.output_archive {
+        Some(path) => {
+            let bytes = npz::write(&output_tensors(graph, &host)?)
+                .with_context(|| format!("outputs archive {}", path.display()))?;
+            files::write_atomic(path, "outputs archive", &bytes)?;
+            files.into_iter().chain([path.clone()]).collect()
+        }
+        None => files,
     };
 
     let figures = RunFigures::of(&package, &execution);

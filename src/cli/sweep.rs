@@ -68,9 +68,6 @@ pub struct SweepArgs {
     /// object with the table's columns.
     #[arg(long)]
     json: bool,
-    /// Give up waiting for the device after this many seconds.
-    #[arg(long, default_value_t = 600)]
-    lock_timeout: u64,
 }
 
 /// One axis of the grid: a flag of `build` and its values, in the order given.
@@ -133,8 +130,9 @@ pub fn axes(workload: &str, vary: &[String]) -> Result<Vec<Axis>> {
         }
         if !names.iter().any(|n| n == name) {
             bail!(
-                "--vary {given:?}: unknown name {name:?}; names: {}",
-                names.join(", ")
+                "--vary {given:?}: unknown name {name:?}; names: {}{}",
+                names.join(", "),
+                ipu_codegen::suggest::did_you_mean(name, names.iter().map(String::as_str))
             );
         }
         if axes.iter().any(|a| a.name == name) {
@@ -499,7 +497,13 @@ fn resolve(
 }
 
 /// Builds and runs every point of the grid; the rows in grid order.
-fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> Result<Vec<Row>> {
+fn sweep_rows(
+    cache: &Path,
+    stages: &Path,
+    args: &SweepArgs,
+    axes: &[Axis],
+    lock_timeout: u64,
+) -> Result<Vec<Row>> {
     // Resolve every point to its build folder and data; distinct folders in order of first use.
     let mut builds: Vec<BuildArgs> = Vec::new();
     let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
@@ -564,7 +568,7 @@ fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> R
     }
     let bindings = run::bindings(&DataArgs::default(), default_weights.flatten(), false)
         .map_err(|e| format!("{e:#}"));
-    let _lock = run::lock_device(stages, args.lock_timeout)?;
+    let _lock = run::lock_device(stages, lock_timeout)?;
     let bar = Bar::new(rows.len() as u64, "sweep runs");
     rows.par_iter_mut()
         .zip(&resolved)
@@ -589,7 +593,8 @@ fn sweep_rows(cache: &Path, stages: &Path, args: &SweepArgs, axes: &[Axis]) -> R
 
 /// `ipu-codegen sweep`: the rows on stdout (a table, or JSON), the CSV and the page where asked; fails
 /// after all of that when a point failed.
-pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs) -> Result<()> {
+/// `lock_timeout`: how long to wait for the device (`--lock-timeout`), in seconds.
+pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs, lock_timeout: u64) -> Result<()> {
     if args.workload.ends_with(".ipuexe") {
         bail!(
             "sweep takes a workload (a preset or a TOML file), not a package: {}",
@@ -597,7 +602,7 @@ pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs) -> Result<()> {
         );
     }
     let axes = axes(&args.workload, &args.vary)?;
-    let rows = sweep_rows(cache, stages, args, &axes)?;
+    let rows = sweep_rows(cache, stages, args, &axes, lock_timeout)?;
     if args.json {
         super::json::print("sweep", json(&args.workload, &axes, &rows));
     } else {

@@ -53,14 +53,17 @@ pub enum BindError {
         name: String,
         expected: String,
     },
-    #[error("--input {name}={file}: the package takes no input {name:?} (its inputs: {inputs})")]
+    #[error("{file}: the package takes no input {name:?} (its inputs: {inputs}){hint}")]
     NotAnInput {
         name: String,
         file: String,
         inputs: String,
+        /// The closest input's name, as `; did you mean …?`, or nothing.
+        hint: String,
     },
     #[error(
-        "input {name:?} ({expected}) is not bound: give --input {name}=FILE.npy, or --random-inputs to draw it from the seed"
+        "input {name:?} ({expected}) is not bound: give --input {name}=FILE.npy or an entry {name}.npy \
+         in --inputs FILE.npz, or --random-inputs to draw it from the seed"
     )]
     Unbound { name: String, expected: String },
     #[error("--input {name}: given twice ({first} and {second})")]
@@ -223,6 +226,7 @@ pub fn bind(graph: &Graph, seed: u64, bindings: &Bindings) -> Result<Vec<Vec<f32
             return Err(BindError::NotAnInput {
                 name: name.clone(),
                 file: file.clone(),
+                hint: crate::suggest::did_you_mean(name, inputs.iter().copied()),
                 inputs: inputs.join(", "),
             });
         };
@@ -289,22 +293,14 @@ pub enum OutputError {
     },
 }
 
-/// Every output's `.npy` file name and bytes, in value order; `data` is the host data after the run.
-pub fn output_files(
+/// Every output's name and tensor (in its user shape and type), in value order; `data` is the host
+/// data after the run.
+pub fn output_tensors(
     graph: &Graph,
     data: &[Vec<f32>],
-) -> Result<Vec<(String, Vec<u8>)>, OutputError> {
-    let mut names: BTreeMap<String, &str> = BTreeMap::new();
-    let mut files = Vec::new();
+) -> Result<Vec<(String, Tensor)>, OutputError> {
+    let mut tensors = Vec::new();
     for out in Signature::of(graph).outputs {
-        let file = output_file_name(&out.name);
-        if let Some(first) = names.insert(file.clone(), graph.value(out.value).name.as_str()) {
-            return Err(OutputError::Collision {
-                first: first.to_string(),
-                second: out.name,
-                file,
-            });
-        }
         let value = graph.value(out.value);
         let values = data.get(out.value.index()).map_or(&[][..], Vec::as_slice);
         if values.len() as u64 != value.elements() {
@@ -314,7 +310,28 @@ pub fn output_files(
                 expected: value.elements(),
             });
         }
-        files.push((file, npy::write(&value_tensor(value, values))));
+        tensors.push((out.name, value_tensor(value, values)));
+    }
+    Ok(tensors)
+}
+
+/// Every output's `.npy` file name and bytes, in value order; `data` is the host data after the run.
+pub fn output_files(
+    graph: &Graph,
+    data: &[Vec<f32>],
+) -> Result<Vec<(String, Vec<u8>)>, OutputError> {
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    let mut files = Vec::new();
+    for (name, tensor) in output_tensors(graph, data)? {
+        let file = output_file_name(&name);
+        if let Some(first) = names.insert(file.clone(), name.clone()) {
+            return Err(OutputError::Collision {
+                first,
+                second: name,
+                file,
+            });
+        }
+        files.push((file, npy::write(&tensor)));
     }
     Ok(files)
 }

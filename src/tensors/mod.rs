@@ -1,18 +1,19 @@
 //! Named host tensors: what `run` binds to a package's inputs and weights and writes of its outputs.
 //!
-//! Contract: [`npy`] and [`safetensors`] turn file bytes into [`Tensor`]s and back, over bytes only
-//! (the CLI reads and writes the files); any byte string, however damaged or crafted, gives a tensor or
-//! an error, never a panic, and sizes are checked against the bytes present before anything is
-//! allocated. [`bind`] binds tensors to a graph's values by name and fills the host data (one `Vec<f32>`
-//! per value, indexed by value id; the seeded generator gives what no file binds), runs the host
-//! operations ([`crate::ir::OpKind::on_host`]) before and after the device, and makes the `.npy`
-//! files of the outputs. Accepted element types: f16, f32, i64, i32, little-endian, and bool (one
-//! byte, nonzero true, as numpy reads it), C order.
+//! Contract: [`npy`], [`npz`] (a zip of `.npy` entries) and [`safetensors`] turn file bytes into
+//! [`Tensor`]s and back, over bytes only (the CLI reads and writes the files); any byte string,
+//! however damaged or crafted, gives a tensor or an error, never a panic, and sizes are checked
+//! against the bytes present before anything is allocated. [`bind`] binds tensors to a graph's values
+//! by name and fills the host data (one `Vec<f32>` per value, indexed by value id; the seeded
+//! generator gives what no file binds), runs the host operations ([`crate::ir::OpKind::on_host`])
+//! before and after the device, and makes the `.npy` files of the outputs. Accepted element types:
+//! f16, f32, i64, i32, little-endian, and bool (one byte, nonzero true, as numpy reads it), C order.
 //! Deterministic: tensors are kept in name order.
 
 pub mod bind;
 pub mod host_ops;
 pub mod npy;
+pub mod npz;
 pub mod safetensors;
 
 use half::f16;
