@@ -84,8 +84,7 @@ fn zsh_and_fish_scripts_parse() {
         ("zsh", ["-n"].as_slice()),
         ("fish", ["--no-execute"].as_slice()),
     ] {
-        if !installed(shell) {
-            println!("skipped: {shell} not installed");
+        if common::skip_without(shell, installed(shell)) {
             continue;
         }
         let r = sb.run(&["completions", shell]);
@@ -109,8 +108,7 @@ fn zsh_and_fish_scripts_parse() {
 
 #[test]
 fn fish_completes_a_subcommands_options_and_their_values() {
-    if !installed("fish") {
-        println!("skipped: fish not installed");
+    if common::skip_without("fish", installed("fish")) {
         return;
     }
     let sb = Sandbox::new();

@@ -190,12 +190,11 @@ fn the_schemas_reject_what_the_json_must_not_be() {
 
 #[test]
 fn json_on_a_terminal_is_indented_skipped_without_script() {
-    if std::process::Command::new("script")
+    let present = std::process::Command::new("script")
         .arg("--version")
         .output()
-        .is_err()
-    {
-        eprintln!("skipped: `script` (util-linux) is not installed, so no terminal to print on");
+        .is_ok();
+    if common::skip_without("`script` (util-linux)", present) {
         return;
     }
     let sb = Sandbox::new();

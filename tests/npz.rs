@@ -16,19 +16,6 @@ fn x() -> Tensor {
     }
 }
 
-/// A Python with numpy: the project's venv, else the system's.
-fn numpy() -> Option<String> {
-    ["/work/venv/bin/python", "python3"]
-        .into_iter()
-        .find_map(|python| {
-            let ok = Command::new(python)
-                .args(["-c", "import numpy"])
-                .output()
-                .is_ok_and(|o| o.status.success());
-            ok.then(|| python.to_string())
-        })
-}
-
 fn python(sb: &Sandbox, python: &str, program: &str) -> String {
     let out = Command::new(python)
         .args(["-c", program])
@@ -108,10 +95,11 @@ fn an_archive_binds_inputs_and_holds_outputs_as_npy_files_do() {
 
 #[test]
 fn numpy_writes_archives_run_reads_and_reads_run_s_archive() {
-    let Some(py) = numpy() else {
-        println!("skipped: numpy not installed");
+    let py = common::python_with_numpy();
+    if common::skip_without("numpy (IPU_CODEGEN_PYTHON or python3)", py.is_some()) {
         return;
-    };
+    }
+    let py = py.unwrap_or_default();
     let sb = Sandbox::new();
     std::fs::write(sb.path("x.npy"), npy::write(&x())).unwrap();
     python(

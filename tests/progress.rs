@@ -165,16 +165,13 @@ fn on_terminal(sb: &Sandbox, args: &str) -> String {
     r.stdout
 }
 
-/// Whether `script` (util-linux) is here to give a terminal; says so when it is not.
+/// Whether `script` (util-linux), which gives a terminal, is missing ([`common::skip_without`]).
 fn script_missing() -> bool {
-    let missing = std::process::Command::new("script")
+    let present = std::process::Command::new("script")
         .arg("--version")
         .output()
-        .is_err();
-    if missing {
-        eprintln!("skipped: `script` (util-linux) is not installed, so no terminal to draw on");
-    }
-    missing
+        .is_ok();
+    common::skip_without("`script` (util-linux)", present)
 }
 
 #[test]

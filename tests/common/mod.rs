@@ -252,3 +252,28 @@ pub fn graph_workload(text: &str, name: &str) -> (Sandbox, ipu_codegen::workload
     .unwrap();
     (sb, spec)
 }
+
+/// Whether a test must be skipped because `tool`, something this project did not write, is not
+/// installed (`present` false): it says `skipped: …` on stderr. With `IPU_CODEGEN_REQUIRE_TOOLS` set,
+/// as `.ci/run` sets it after installing them, a missing tool fails the test instead.
+pub fn skip_without(tool: &str, present: bool) -> bool {
+    if present {
+        return false;
+    }
+    assert!(
+        std::env::var_os("IPU_CODEGEN_REQUIRE_TOOLS").is_none(),
+        "{tool} is not installed, and IPU_CODEGEN_REQUIRE_TOOLS requires it"
+    );
+    eprintln!("skipped: {tool} is not installed");
+    true
+}
+
+/// The Python that checks against numpy: `IPU_CODEGEN_PYTHON`, else `python3`, if it imports numpy.
+pub fn python_with_numpy() -> Option<String> {
+    let python = std::env::var("IPU_CODEGEN_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(python)
+}
