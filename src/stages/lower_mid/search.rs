@@ -13,7 +13,9 @@
 //! (cycles, then the choices), so it never depends on the thread count.
 
 use crate::ids::ValueId;
-use crate::ir::{Graph, Operator, OperatorEstimate, Orders, Partition, Resident};
+use crate::ir::{
+    CODE_RESERVE_BYTES, Graph, Operator, OperatorEstimate, Orders, Partition, Resident,
+};
 use crate::ir::{fixed_output_order, reads};
 use crate::target::Target;
 use std::collections::{BTreeMap, HashMap};
@@ -84,6 +86,61 @@ struct State {
     cycles: u64,
     resident: Resident,
     orders: Orders,
+    /// Where the resident bytes may grow to beside the operators no later choice can change (those
+    /// whose epilogues no later reader can make transpose).
+    closed: Room,
+}
+
+/// The resident bytes beside which operators' working sets still fit a tile: at most `interleaved`
+/// of them interleaved-only and `total` in all. For one operator, [`Room::holds`] is exactly
+/// [`OperatorEstimate::fits_beside`] (a test checks it); for several, the least of their rooms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Room {
+    interleaved: i128,
+    total: i128,
+}
+
+impl Room {
+    /// Room for anything: no operator's.
+    const ANY: Room = Room {
+        interleaved: i128::MAX,
+        total: i128::MAX,
+    };
+
+    /// The room `e`'s working set leaves: interleaved memory less its interleaved-only bytes (less
+    /// its A panel too, when the panel is larger than standard memory), and both regions less all
+    /// of its bytes.
+    fn of(e: &OperatorEstimate, target: &Target) -> Room {
+        let standard = i128::from(target.interleaved_base - target.memory_base)
+            .saturating_sub(i128::from(CODE_RESERVE_BYTES))
+            .max(0);
+        let interleaved = i128::from(target.memory_end - target.interleaved_base);
+        let (panel, other, only) = (
+            i128::from(e.panel_bytes),
+            i128::from(e.other_bytes),
+            i128::from(e.interleaved_bytes),
+        );
+        Room {
+            interleaved: if panel <= standard {
+                interleaved - only
+            } else {
+                interleaved - only - panel
+            },
+            total: standard + interleaved - panel - other - only,
+        }
+    }
+
+    fn and(self, other: Room) -> Room {
+        Room {
+            interleaved: self.interleaved.min(other.interleaved),
+            total: self.total.min(other.total),
+        }
+    }
+
+    fn holds(self, r: &Resident) -> bool {
+        let interleaved = i128::from(r.interleaved);
+        interleaved <= self.interleaved && interleaved + i128::from(r.either) <= self.total
+    }
 }
 
 /// A partial plan one operator longer than a state of the beam, before it is kept or dropped: what
@@ -132,15 +189,24 @@ pub(super) fn joint(
             js
         })
         .collect();
+    // The last operator that can make each matmul's epilogue transpose: until then it stays open.
+    let mut last_reader: Vec<Option<usize>> = vec![None; operators.len()];
+    for (i, js) in producers.iter().enumerate() {
+        for &j in js {
+            last_reader[j] = Some(i);
+        }
+    }
     let mut beam = vec![State {
         choice: Vec::new(),
         transposing: Vec::new(),
         cycles: 0,
         resident: Resident::default(),
         orders: Orders::new(graph),
+        closed: Room::ANY,
     }];
     let mut why = None;
     for (i, op) in operators.iter().enumerate() {
+        let open: Vec<usize> = (0..i).filter(|&j| last_reader[j] >= Some(i)).collect();
         let mut next = Vec::new();
         for (parent, s) in beam.iter().enumerate() {
             for (c_index, c) in candidates[i].iter().enumerate() {
@@ -192,7 +258,8 @@ pub(super) fn joint(
         let mut kept: HashMap<u64, Vec<Resident>> = HashMap::new();
         let mut chosen = Vec::new();
         for n in next {
-            // Every chosen operator must still fit beside the resident bytes.
+            // Every chosen operator must still fit beside the resident bytes: the closed ones
+            // within the parent's room, the open ones and this one each within its own.
             let s = &beam[n.parent];
             let estimate = |j: usize| {
                 if j == i {
@@ -202,7 +269,10 @@ pub(super) fn joint(
                         .estimate(s.transposing[j] || n.transposes.contains(&j))
                 }
             };
-            if !(0..=i).all(|j| estimate(j).fits_beside(&n.resident, target)) {
+            let fits = s.closed.holds(&n.resident)
+                && (open.iter().chain([&i]))
+                    .all(|&j| Room::of(estimate(j), target).holds(&n.resident));
+            if !fits {
                 why.get_or_insert_with(|| {
                     "the operators' resident weights and working sets do not fit a tile together"
                         .to_string()
@@ -240,12 +310,21 @@ pub(super) fn joint(
                 }
                 let mut orders = s.orders.clone();
                 orders.record(&n.changes);
+                // This operator closes when no later one reads it, and so do those it reads last.
+                let closing = (open.iter().copied())
+                    .filter(|&j| last_reader[j] == Some(i))
+                    .chain((last_reader[i].is_none()).then_some(i));
+                let closed = closing.fold(s.closed, |room, j| {
+                    let c = &candidates[j][choice[j]];
+                    room.and(Room::of(c.estimate(transposing[j]), target))
+                });
                 State {
                     choice,
                     transposing,
                     cycles: n.cycles,
                     resident: n.resident,
                     orders,
+                    closed,
                 }
             })
             .collect();
@@ -262,4 +341,58 @@ pub(super) fn joint(
                 .collect()
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Resident, Room};
+    use crate::ir::OperatorEstimate;
+    use crate::target::Target;
+
+    #[test]
+    fn an_operators_room_holds_exactly_the_residents_it_fits_beside() {
+        let target = Target::preset("mk2-1500").expect("a preset");
+        let kib = |n: u64| n * 1024;
+        let standard =
+            u64::from(target.interleaved_base - target.memory_base) - crate::ir::CODE_RESERVE_BYTES;
+        let (mut checked, mut big_panel_fits) = ([0usize; 2], 0);
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut draw = |most: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % (most + 1)
+        };
+        for _ in 0..20_000 {
+            let e = OperatorEstimate {
+                panel_bytes: kib(draw(600)),
+                other_bytes: kib(draw(200)),
+                interleaved_bytes: kib(draw(100)),
+                compute_cycles: 0,
+                vector_cycles: 0,
+                exchange_cycles: 0,
+                receive_bytes: 0,
+                resident: Resident::default(),
+                cycles: 0,
+            };
+            let r = Resident {
+                interleaved: kib(draw(100)),
+                either: kib(draw(200)),
+            };
+            let room = Room::of(&e, &target);
+            assert_eq!(
+                room.holds(&r),
+                e.fits_beside(&r, &target),
+                "{e:?} beside {r:?}"
+            );
+            let fits = e.fits_beside(&r, &target);
+            checked[usize::from(fits)] += 1;
+            // A panel larger than standard memory fits only in interleaved memory.
+            big_panel_fits += usize::from(fits && e.panel_bytes > standard);
+        }
+        assert!(
+            checked.iter().all(|&n| n > 1000) && big_panel_fits > 100,
+            "too few draws of each kind to test anything: {checked:?}, {big_panel_fits}"
+        );
+    }
 }
