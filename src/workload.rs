@@ -204,17 +204,22 @@ pub enum WorkloadError {
     },
 }
 
-/// The most blocks (MLP) or layers (encoder) a workload may have.
+/// The most blocks an MLP may have: `siglip-mlp-small` with this many builds in about 14 s on two
+/// cores (README, "Limits").
 pub const MAX_BLOCKS: u32 = 256;
 
-/// Refuses more than [`MAX_BLOCKS`] of `parameter`, before the graph is built.
-fn at_most_max_blocks(id: &str, parameter: &'static str, value: u32) -> Result<(), WorkloadError> {
-    if value > MAX_BLOCKS {
+/// The most layers an encoder may have: `bert-encoder-small` with this many builds in about 12 s on
+/// two cores (README, "Limits").
+pub const MAX_LAYERS: u32 = 64;
+
+/// Refuses more than `limit` of `parameter`, before the graph is built.
+fn at_most(id: &str, parameter: &'static str, value: u32, limit: u32) -> Result<(), WorkloadError> {
+    if value > limit {
         return Err(WorkloadError::TooMany {
             id: id.to_string(),
             parameter,
             value,
-            limit: MAX_BLOCKS,
+            limit,
         });
     }
     Ok(())
@@ -425,7 +430,7 @@ impl WorkloadSpec {
                 if m.dtype != DType::F16 {
                     return Err(WorkloadError::DType { id, dtype: m.dtype });
                 }
-                at_most_max_blocks(&id, "blocks", m.blocks)?;
+                at_most(&id, "blocks", m.blocks, MAX_BLOCKS)?;
                 let rows = u64::from(m.batch) * u64::from(m.tokens);
                 let limit = 1u64 << 31;
                 for (what, elements) in [
@@ -484,7 +489,7 @@ impl WorkloadSpec {
                 if e.dtype != DType::F16 {
                     return Err(WorkloadError::DType { id, dtype: e.dtype });
                 }
-                at_most_max_blocks(&id, "layers", e.layers)?;
+                at_most(&id, "layers", e.layers, MAX_LAYERS)?;
                 let invalid = |message: String| WorkloadError::Parse {
                     origin: id.clone(),
                     message,

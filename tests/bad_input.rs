@@ -272,6 +272,13 @@ fn block_counts_and_weights_beyond_the_device_are_refused_at_once_naming_the_cau
         );
         assert!(r.phases_run().is_empty());
     }
+    for layers in ["65", "4294967295"] {
+        let r = sb.run(&["build", "bert-encoder-small", "--blocks", layers]);
+        r.assert_clean_failure();
+        let says = format!("layers {layers} is over the 64 this compiler builds");
+        assert!(r.stderr.contains(&says), "{}", r.stderr);
+        assert!(r.phases_run().is_empty());
+    }
     // 200 full-size blocks are allowed by count, but their weights alone overflow the device.
     let r = sb.run(&["build", "siglip-mlp", "--blocks", "200"]);
     r.assert_clean_failure();
