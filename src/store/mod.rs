@@ -45,18 +45,13 @@ impl ContentHash {
         ContentHash(*blake3::hash(bytes).as_bytes())
     }
     pub fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
     /// 64 lowercase hex digits, the only spelling a hash has.
     pub fn parse(hex: &str) -> Option<ContentHash> {
-        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return None;
-        }
-        let mut out = [0u8; 32];
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-        }
-        Some(ContentHash(out))
+        let lowercase = hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let hash = blake3::Hash::from_hex(hex).ok().filter(|_| lowercase)?;
+        Some(ContentHash(*hash.as_bytes()))
     }
     pub fn short(&self) -> String {
         self.hex()[..12].to_string()
@@ -584,5 +579,26 @@ impl fmt::Display for ArtifactKind {
 impl fmt::Debug for ArtifactKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ContentHash;
+
+    #[test]
+    fn a_hash_has_one_spelling_64_lowercase_hex_digits() {
+        let h = ContentHash::of(b"ipu");
+        assert_eq!(ContentHash::parse(&h.hex()), Some(h));
+        assert_eq!(h.hex(), blake3::hash(b"ipu").to_hex().as_str());
+        for bad in [
+            h.hex().to_uppercase(),
+            h.hex()[..63].to_string(),
+            format!("{}0", h.hex()),
+            format!("{}g", &h.hex()[..63]),
+            String::new(),
+        ] {
+            assert_eq!(ContentHash::parse(&bad), None, "{bad:?}");
+        }
     }
 }
