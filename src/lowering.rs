@@ -1,5 +1,5 @@
 //! The one lowering from the program to tile instructions, shared by `emit` (real addresses),
-//! `place_storage` (placeholder addresses, to size the code) and the calibration packages (exchange code
+//! `place_storage` (placeholder addresses, to size the code: [`code_bytes`], a superstep at a time) and the calibration packages (exchange code
 //! alone). It depends on the IR, the ISA, the exchange schedule model and the target; no phase.
 //!
 //! Per superstep, a tile's program holds its compute vertices (each operand placed at its buffer's
@@ -14,6 +14,7 @@ pub use exchange::{BoundTransfer, Unplaceable, exchange_programs};
 
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Operand, Selected, Step};
+use crate::isa::encoding::{encode_instr, header_bytes};
 use crate::isa::{Instr, PLACEHOLDER_ADDRESS, Placed, Run, TileProgram};
 use crate::target::Target;
 use rayon::prelude::*;
@@ -53,15 +54,12 @@ fn placed(sel: &Selected, operand: &Operand, base: u32) -> Placed {
     }
 }
 
-/// Every tile's program, with buffer addresses from `address`. `place_storage` calls this with
-/// [`PLACEHOLDER_ADDRESS`] to size the code.
-pub fn tile_programs(
+/// The program's exchange storage and schedules, refused unless they belong to it.
+fn check_belongs(
     sel: &Selected,
     storage: &ExchangeStorage,
     exchanges: &Exchanges,
-    target: &Target,
-    address: &(dyn Fn(BufferId) -> u32 + Sync),
-) -> Result<Vec<TileProgram>, LoweringError> {
+) -> Result<(), Mismatch> {
     let (program, storage_phases, schedules) = (
         sel.exchanges.len(),
         storage.phases.len(),
@@ -72,9 +70,21 @@ pub fn tile_programs(
             program,
             storage: storage_phases,
             schedules,
-        }
-        .into());
+        });
     }
+    Ok(())
+}
+
+/// One superstep's instructions, by tile, with buffer addresses from `address`: its exchange code,
+/// or a vertex per tile of its compute set (the `Sync` after it is the caller's).
+fn step_instrs(
+    sel: &Selected,
+    storage: &ExchangeStorage,
+    exchanges: &Exchanges,
+    target: &Target,
+    step: &Step,
+    address: &(dyn Fn(BufferId) -> u32 + Sync),
+) -> Result<Vec<(TileId, Vec<Instr>)>, Unplaceable> {
     // A placeholder base stays a placeholder, so sized code is never shorter than real code.
     let place = |run: &Run, base: u32| {
         if base == PLACEHOLDER_ADDRESS {
@@ -86,42 +96,95 @@ pub fn tile_programs(
             run.shifted(base)
         }
     };
-    // Each superstep's instructions by tile, lowered in parallel, then appended in step order.
-    let steps: Vec<Vec<(TileId, Vec<Instr>)>> = sel
-        .steps
-        .par_iter()
-        .map(|step| match step {
-            Step::Exchange(id) => {
-                let ex = &sel.exchanges[id.index()];
-                let ps = &storage.phases[id.index()];
-                let sched = &exchanges.phases[id.index()].schedule;
-                let bound: Vec<BoundTransfer> = ex
-                    .transfers
-                    .iter()
-                    .zip(&ps.transfers)
-                    .map(|(t, ts)| BoundTransfer {
-                        source: t.source,
-                        source_run: place(&ts.source, address(t.source_buffer)),
-                        bytes: t.bytes,
-                        destinations: t
-                            .destinations
-                            .iter()
-                            .zip(&ts.destinations)
-                            .map(|(d, run)| (d.tile, place(run, address(d.buffer))))
-                            .collect(),
-                    })
-                    .collect();
-                exchange_programs(*id, sched, &bound, target)
-            }
-            Step::Compute(c) => Ok(sel.compute_sets[*c as usize]
-                .vertices
+    match step {
+        Step::Exchange(id) => {
+            let ex = &sel.exchanges[id.index()];
+            let ps = &storage.phases[id.index()];
+            let sched = &exchanges.phases[id.index()].schedule;
+            let bound: Vec<BoundTransfer> = ex
+                .transfers
                 .iter()
-                .map(|v| {
-                    let vertex = v.kind.map(|o| placed(sel, o, address(o.buffer)));
-                    (v.tile, vec![Instr::Vertex(vertex)])
+                .zip(&ps.transfers)
+                .map(|(t, ts)| BoundTransfer {
+                    source: t.source,
+                    source_run: place(&ts.source, address(t.source_buffer)),
+                    bytes: t.bytes,
+                    destinations: t
+                        .destinations
+                        .iter()
+                        .zip(&ts.destinations)
+                        .map(|(d, run)| (d.tile, place(run, address(d.buffer))))
+                        .collect(),
                 })
-                .collect()),
+                .collect();
+            exchange_programs(*id, sched, &bound, target)
+        }
+        Step::Compute(c) => Ok(sel.compute_sets[*c as usize]
+            .vertices
+            .iter()
+            .map(|v| {
+                let vertex = v.kind.map(|o| placed(sel, o, address(o.buffer)));
+                (v.tile, vec![Instr::Vertex(vertex)])
+            })
+            .collect()),
+    }
+}
+
+/// The bytes of every tile's encoded program with every address a placeholder, so never fewer
+/// than the real code's: what [`tile_programs`] with [`PLACEHOLDER_ADDRESS`] encodes to, worked out
+/// one superstep at a time without holding the programs.
+pub fn code_bytes(
+    sel: &Selected,
+    storage: &ExchangeStorage,
+    exchanges: &Exchanges,
+    target: &Target,
+) -> Result<Vec<u64>, LoweringError> {
+    check_belongs(sel, storage, exchanges)?;
+    let placeholder = |_| PLACEHOLDER_ADDRESS;
+    let steps: Vec<Vec<(TileId, u64)>> = (sel.steps.par_iter())
+        .map(|step| {
+            let mut scratch = Vec::new();
+            let list = step_instrs(sel, storage, exchanges, target, step, &placeholder)?;
+            Ok(list
+                .into_iter()
+                .map(|(tile, instrs)| {
+                    scratch.clear();
+                    for instr in &instrs {
+                        encode_instr(&mut scratch, instr);
+                    }
+                    (tile, scratch.len() as u64)
+                })
+                .collect())
         })
+        .collect::<Vec<Result<_, Unplaceable>>>()
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    let mut sync = Vec::new();
+    encode_instr(&mut sync, &Instr::Sync);
+    let syncs = (sync.len() * sel.steps.len()) as u64;
+    let mut bytes: Vec<u64> = (0..target.tiles as usize)
+        .map(|t| header_bytes(TileId::from_index(t)) as u64 + syncs)
+        .collect();
+    for step in steps {
+        for (tile, b) in step {
+            bytes[tile.index()] += b;
+        }
+    }
+    Ok(bytes)
+}
+
+/// Every tile's program, with buffer addresses from `address`.
+pub fn tile_programs(
+    sel: &Selected,
+    storage: &ExchangeStorage,
+    exchanges: &Exchanges,
+    target: &Target,
+    address: &(dyn Fn(BufferId) -> u32 + Sync),
+) -> Result<Vec<TileProgram>, LoweringError> {
+    check_belongs(sel, storage, exchanges)?;
+    // Each superstep's instructions by tile, lowered in parallel, then appended in step order.
+    let steps: Vec<Vec<(TileId, Vec<Instr>)>> = (sel.steps.par_iter())
+        .map(|step| step_instrs(sel, storage, exchanges, target, step, address))
         .collect::<Vec<Result<_, Unplaceable>>>()
         .into_iter()
         .collect::<Result<_, _>>()?;

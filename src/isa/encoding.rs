@@ -51,39 +51,52 @@ pub fn encode(program: &TileProgram) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 * program.instrs.len() + 8);
     varint(&mut out, program.tile.0);
     for instr in &program.instrs {
-        match instr {
-            Instr::Sync => out.push(SYNC),
-            Instr::Exchange { phase } => {
-                out.push(EXCHANGE);
-                varint(&mut out, phase.0);
-            }
-            Instr::Send(s) => {
-                out.push(if s.wide { SEND_WIDE } else { SEND });
-                send(&mut out, s);
-            }
-            Instr::Receive(r) => {
-                out.push(if r.wide { RECEIVE_WIDE } else { RECEIVE });
-                receive(&mut out, r);
-            }
-            Instr::SendReceive(s, r) => {
-                out.push(SEND_RECEIVE);
-                out.push(u8::from(s.wide) | u8::from(r.wide) << 1);
-                send(&mut out, s);
-                receive(&mut out, r);
-            }
-            Instr::Delay { cycles } => {
-                out.push(DELAY);
-                varint(&mut out, *cycles);
-            }
-            Instr::Vertex(v) => {
-                out.push(VERTEX);
-                let body = rmp_serde::to_vec(v).expect("vertices serialise");
-                varint(&mut out, body.len() as u32);
-                out.extend_from_slice(&body);
-            }
-        }
+        encode_instr(&mut out, instr);
     }
     out
+}
+
+/// The bytes `encode` gives a program of `tile` before its instructions.
+pub fn header_bytes(tile: TileId) -> usize {
+    let mut out = Vec::new();
+    varint(&mut out, tile.0);
+    out.len()
+}
+
+/// Appends `instr`'s encoding to `out`; a program's encoding is its header and then each of its
+/// instructions' encodings in turn.
+pub fn encode_instr(out: &mut Vec<u8>, instr: &Instr) {
+    match instr {
+        Instr::Sync => out.push(SYNC),
+        Instr::Exchange { phase } => {
+            out.push(EXCHANGE);
+            varint(out, phase.0);
+        }
+        Instr::Send(s) => {
+            out.push(if s.wide { SEND_WIDE } else { SEND });
+            send(out, s);
+        }
+        Instr::Receive(r) => {
+            out.push(if r.wide { RECEIVE_WIDE } else { RECEIVE });
+            receive(out, r);
+        }
+        Instr::SendReceive(s, r) => {
+            out.push(SEND_RECEIVE);
+            out.push(u8::from(s.wide) | u8::from(r.wide) << 1);
+            send(out, s);
+            receive(out, r);
+        }
+        Instr::Delay { cycles } => {
+            out.push(DELAY);
+            varint(out, *cycles);
+        }
+        Instr::Vertex(v) => {
+            out.push(VERTEX);
+            let body = rmp_serde::to_vec(v).expect("vertices serialise");
+            varint(out, body.len() as u32);
+            out.extend_from_slice(&body);
+        }
+    }
 }
 
 pub fn decode(bytes: &[u8]) -> Result<TileProgram, DecodeError> {

@@ -18,8 +18,7 @@ use crate::ir::{
     Buffer, ExchangeStorage, Exchanges, Graph, Oversize, Placement, Selected, TileUsage,
     largest_values,
 };
-use crate::isa::PLACEHOLDER_ADDRESS;
-use crate::lowering::tile_programs;
+use crate::lowering::code_bytes;
 use crate::target::Target;
 use crate::verify::Verifier;
 use rayon::prelude::*;
@@ -123,11 +122,13 @@ pub fn place_storage(
     target: &Target,
     cfg: &PlaceStorageConfig,
 ) -> Result<Placement, PlaceStorageError> {
-    let code_bytes: Vec<u32> =
-        tile_programs(sel, storage, exchanges, target, &|_| PLACEHOLDER_ADDRESS)?
-            .par_iter()
-            .map(|p| (p.encode().len() as u32).next_multiple_of(16))
-            .collect();
+    let code_bytes: Vec<u32> = (code_bytes(sel, storage, exchanges, target)?.into_iter())
+        .map(|b| {
+            u32::try_from(b)
+                .unwrap_or(u32::MAX - 15)
+                .next_multiple_of(16)
+        })
+        .collect();
     let mut by_tile: Vec<Vec<&Buffer>> = vec![Vec::new(); target.tiles as usize];
     for b in &sel.buffers {
         by_tile[b.tile.index()].push(b);
