@@ -102,20 +102,11 @@ fn every_command_prints_json_its_schema_accepts() {
         "benchExchange",
         &["bench", "exchange", SMALL, "--synthetic-only", "--json"],
     );
-    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/models/encoder.onnx");
+    let mut import = common::encoder_import_args("out/encoder.toml");
+    import.push("--json".into());
     check(
         "import",
-        &[
-            "import",
-            model.to_str().unwrap(),
-            "--shape",
-            "input_ids=1x24",
-            "--shape",
-            "attention_mask=1x24",
-            "-o",
-            "out/encoder.toml",
-            "--json",
-        ],
+        &import.iter().map(String::as_str).collect::<Vec<_>>(),
     );
     check("cacheLs", &["cache", "ls", "--json"]);
     check("cacheStats", &["cache", "stats", "--json"]);

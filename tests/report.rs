@@ -401,17 +401,9 @@ fn an_imported_models_supersteps_are_named_by_its_onnx_nodes() {
     let sb = Sandbox::new();
     let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/encoder.onnx");
     let bytes = std::fs::read(&model).unwrap();
-    sb.run(&[
-        "import",
-        model.to_str().unwrap(),
-        "--shape",
-        "input_ids=1x24",
-        "--shape",
-        "attention_mask=1x24",
-        "-o",
-        "out/encoder.toml",
-    ])
-    .assert_ok();
+    let import = common::encoder_import_args("out/encoder.toml");
+    sb.run(&import.iter().map(String::as_str).collect::<Vec<_>>())
+        .assert_ok();
     sb.run(&["run", "out/encoder.toml", "--random-inputs"])
         .assert_ok();
     let id = sb

@@ -277,3 +277,20 @@ pub fn python_with_numpy() -> Option<String> {
         .is_ok_and(|o| o.status.success());
     ok.then_some(python)
 }
+
+/// The arguments that import the committed test encoder (`tests/models/encoder.onnx`) at 1x24 and
+/// write its spec to `out`.
+pub fn encoder_import_args(out: &str) -> Vec<String> {
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/encoder.onnx");
+    ["import", &model.display().to_string()]
+        .into_iter()
+        .chain([
+            "--shape",
+            "input_ids=1x24",
+            "--shape",
+            "attention_mask=1x24",
+        ])
+        .chain(["-o", out])
+        .map(str::to_string)
+        .collect()
+}
