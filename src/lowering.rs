@@ -173,6 +173,9 @@ pub fn code_bytes(
     Ok(bytes)
 }
 
+/// Supersteps [`tile_programs`] lowers at once.
+const STEPS_AT_ONCE: usize = 16;
+
 /// Every tile's program, with buffer addresses from `address`.
 pub fn tile_programs(
     sel: &Selected,
@@ -182,19 +185,22 @@ pub fn tile_programs(
     address: &(dyn Fn(BufferId) -> u32 + Sync),
 ) -> Result<Vec<TileProgram>, LoweringError> {
     check_belongs(sel, storage, exchanges)?;
-    // Each superstep's instructions by tile, lowered in parallel, then appended in step order.
-    let steps: Vec<Vec<(TileId, Vec<Instr>)>> = (sel.steps.par_iter())
-        .map(|step| step_instrs(sel, storage, exchanges, target, step, address))
-        .collect::<Vec<Result<_, Unplaceable>>>()
-        .into_iter()
-        .collect::<Result<_, _>>()?;
+    // Each superstep's instructions by tile, lowered in parallel a chunk of steps at a time, then
+    // appended in step order: only one chunk's instructions are held beside the programs.
     let mut instrs: Vec<Vec<Instr>> = vec![Vec::new(); target.tiles as usize];
-    for step in steps {
-        for (tile, list) in step {
-            instrs[tile.index()].extend(list);
-        }
-        for program in &mut instrs {
-            program.push(Instr::Sync);
+    for chunk in sel.steps.chunks(STEPS_AT_ONCE) {
+        let steps: Vec<Vec<(TileId, Vec<Instr>)>> = (chunk.par_iter())
+            .map(|step| step_instrs(sel, storage, exchanges, target, step, address))
+            .collect::<Vec<Result<_, Unplaceable>>>()
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        for step in steps {
+            for (tile, list) in step {
+                instrs[tile.index()].extend(list);
+            }
+            for program in &mut instrs {
+                program.push(Instr::Sync);
+            }
         }
     }
     Ok(instrs
