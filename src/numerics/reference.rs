@@ -32,6 +32,9 @@ pub struct Reference {
     pub rounded: Vec<Vec<f64>>,
 }
 
+/// Rows of a matmul the reference works on together.
+const ROWS_AT_ONCE: usize = 16;
+
 /// Evaluates the graph in float64 from the host data of its inputs and weights (f32, indexed by value
 /// id; what it holds for other values is recomputed), exactly and with storage precision modelled.
 /// `progress` hears of every row of every operation's result, in both evaluations.
@@ -100,26 +103,35 @@ fn evaluate(
             OpKind::MatMul { a, b } => {
                 let k = graph.value(a).cols as usize;
                 let (av, bv) = (data_of(a), data_of(b));
-                av.par_chunks(k)
-                    .flat_map_iter(|arow| {
-                        let mut row = vec![0f64; n];
-                        for (block, chunk) in arow.chunks(16).enumerate() {
-                            let mut sum = vec![0f64; n];
-                            for (i, &x) in chunk.iter().enumerate() {
-                                let kk = block * 16 + i;
-                                for (o, &w) in sum.iter_mut().zip(&bv[kk * n..(kk + 1) * n]) {
-                                    *o += x * w;
+                // Rows a group at a time, so each 16-deep block of `b` is read once for the group
+                // while it is in cache; each row's arithmetic is the same, in the same order.
+                av.par_chunks(k * ROWS_AT_ONCE)
+                    .flat_map_iter(|group| {
+                        let rows = group.len() / k.max(1);
+                        let mut out = vec![0f64; rows * n];
+                        let mut sum = vec![0f64; n];
+                        for block in (0..k).step_by(16) {
+                            let depth = block..(block + 16).min(k);
+                            for (arow, row) in group.chunks(k).zip(out.chunks_mut(n)) {
+                                sum.fill(0.0);
+                                for kk in depth.clone() {
+                                    let x = arow[kk];
+                                    for (o, &w) in sum.iter_mut().zip(&bv[kk * n..(kk + 1) * n]) {
+                                        *o += x * w;
+                                    }
+                                }
+                                for (o, &s) in row.iter_mut().zip(&sum) {
+                                    *o = match precision {
+                                        Some(p) => f64::from(round_to(p, (*o + s) as f32)),
+                                        None => *o + s,
+                                    };
                                 }
                             }
-                            for (o, s) in row.iter_mut().zip(sum) {
-                                *o = match precision {
-                                    Some(p) => f64::from(round_to(p, (*o + s) as f32)),
-                                    None => *o + s,
-                                };
-                            }
                         }
-                        progress.advance(1);
-                        row
+                        for _ in 0..rows {
+                            progress.advance(1);
+                        }
+                        out
                     })
                     .collect()
             }
