@@ -33,13 +33,15 @@ fn bash_complete(sb: &Sandbox, words: &[&str]) -> Vec<String> {
         quoted.join(" "),
         words.join(" "),
     );
-    let out = Command::new("bash")
-        .args(["--norc", "--noprofile", "-c", &program])
-        .output()
-        .expect("bash");
+    shell_lines("bash", &["--norc", "--noprofile", "-c", &program])
+}
+
+/// The lines `shell ARGS` prints, once it has succeeded.
+fn shell_lines(shell: &str, args: &[&str]) -> Vec<String> {
+    let out = Command::new(shell).args(args).output().expect(shell);
     assert!(
         out.status.success(),
-        "{}",
+        "{shell}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout)
@@ -118,17 +120,7 @@ fn fish_completes_a_subcommands_options_and_their_values() {
     std::fs::write(&script, &r.stdout).unwrap();
     let complete = |line: &str| -> Vec<String> {
         let program = format!("source '{}'; complete -C '{line}'", script.display());
-        let out = Command::new("fish")
-            .args(["-c", &program])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
+        (shell_lines("fish", &["-c", &program]).iter())
             .map(|l| l.split('\t').next().unwrap_or_default().to_string())
             .collect()
     };
