@@ -348,7 +348,7 @@ fn sensitivity_moves_each_constant_by_a_fifth_each_way() {
     let (low, high) = (point("sync", "low"), point("sync", "high"));
     assert_eq!(cycles - low, high - cycles);
     assert!(
-        high > cycles && (high - cycles) % 18 == 0,
+        high > cycles && (high - cycles).is_multiple_of(18),
         "{cycles} {high}"
     );
     for name in ["transit", "launch"] {

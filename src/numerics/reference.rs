@@ -196,8 +196,8 @@ fn evaluate(
                 ..
             } => {
                 let shape = graph.attention_shape(op).expect("an attention has a shape");
-                let mask = mask.map(|m| data_of(m));
-                let operands = [q, k, v].map(|x| data_of(x));
+                let mask = mask.map(&data_of);
+                let operands = [q, k, v].map(&data_of);
                 attention_f64(
                     &shape,
                     f64::from(scale),

@@ -314,13 +314,16 @@ fn place_tile(
     Ok((placed.into_iter().map(|(b, a)| (b.id, a)).collect(), usage))
 }
 
+/// The memory a placed buffer claims, from its start to its end ([`footprint`]).
+type Footprint = (u32, u32);
+
 /// The placed buffers of a tile by lifetime, to find those live with a buffer without visiting every
 /// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step, the others with their
 /// footprints in address order.
 #[derive(Default)]
 struct LiveIndex {
-    short: BTreeMap<u32, Vec<(usize, (u32, u32))>>,
-    long: Vec<((u32, u32), usize)>,
+    short: BTreeMap<u32, Vec<(usize, Footprint)>>,
+    long: Vec<(Footprint, usize)>,
 }
 
 impl LiveIndex {
