@@ -7,17 +7,9 @@
 
 mod common;
 use common::{Ran, SMALL, Sandbox};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn model(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/models")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
@@ -74,19 +66,6 @@ fn sparse(path: &Path, bytes: u64, head: &[u8]) {
     let f = std::fs::File::create(path).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f, head, 0).unwrap();
     f.set_len(bytes).unwrap();
-}
-
-fn import_args<'a>(model: &'a str, out: &'a str) -> Vec<&'a str> {
-    vec![
-        "import",
-        model,
-        "--shape",
-        "input_ids=1x24",
-        "--shape",
-        "attention_mask=1x24",
-        "-o",
-        out,
-    ]
 }
 
 #[test]
@@ -188,8 +167,9 @@ fn a_link_planted_at_an_output_is_replaced_and_its_target_left_alone() {
     for name in names_planted {
         std::os::unix::fs::symlink(&precious, imported.join(name)).unwrap();
     }
-    let encoder = model("encoder.onnx");
-    sb.run(&import_args(&encoder, "imp/x.toml")).assert_ok();
+    let encoder = common::test_model("encoder.onnx");
+    sb.run(&common::import_args(&encoder, "imp/x.toml"))
+        .assert_ok();
     assert_eq!(std::fs::read(&precious).unwrap(), b"keep me");
     assert!(is_regular(&imported.join("x.toml")));
     assert!(is_regular(&imported.join("x.safetensors")));
@@ -220,9 +200,9 @@ fn a_full_disk_leaves_no_partial_output_and_no_temp_file() {
         names(&sb.path("out"))
     );
 
-    let encoder = model("encoder.onnx");
+    let encoder = common::test_model("encoder.onnx");
     std::fs::create_dir_all(sb.path("imp")).unwrap();
-    let r = limited(&sb, full, &import_args(&encoder, "imp/x.toml"));
+    let r = limited(&sb, full, &common::import_args(&encoder, "imp/x.toml"));
     refused(&r, "writing weights file imp/x.safetensors", "import");
     assert!(
         names(&sb.path("imp")).is_empty(),
@@ -246,11 +226,14 @@ fn recorded_hash(toml: &Path) -> String {
 #[test]
 fn imports_side_by_side_to_one_output_leave_one_imports_pair() {
     let sb = Sandbox::new();
-    let models = [model("encoder.onnx"), model("spell_gelu_op.onnx")];
+    let models = [
+        common::test_model("encoder.onnx"),
+        common::test_model("spell_gelu_op.onnx"),
+    ];
     for round in 0..2 {
         let children: Vec<_> = (0..16)
             .map(|i| {
-                sb.command(&import_args(&models[i % 2], "out/x.toml"))
+                sb.command(&common::import_args(&models[i % 2], "out/x.toml"))
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -279,8 +262,9 @@ fn imports_side_by_side_to_one_output_leave_one_imports_pair() {
 #[test]
 fn a_spec_whose_weights_were_changed_is_refused_naming_the_hash() {
     let sb = Sandbox::new();
-    let encoder = model("encoder.onnx");
-    sb.run(&import_args(&encoder, "imp/x.toml")).assert_ok();
+    let encoder = common::test_model("encoder.onnx");
+    sb.run(&common::import_args(&encoder, "imp/x.toml"))
+        .assert_ok();
     sb.run(&["run", "imp/x.toml", "--random-inputs"])
         .assert_ok();
     // One weight's last byte changed: a pair mixed or edited.

@@ -15,12 +15,6 @@ use ipu_codegen::progress::Silent;
 use ipu_codegen::workload::{GraphSpec, WorkloadSpec};
 use std::path::PathBuf;
 
-fn model(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/models")
-        .join(name)
-}
-
 fn config(batch: u32, tokens: u32) -> ImportConfig {
     ImportConfig {
         external: Default::default(),
@@ -34,17 +28,7 @@ fn config(batch: u32, tokens: u32) -> ImportConfig {
 }
 
 fn import_cli(sb: &Sandbox, file: &str, out: &str) -> common::Ran {
-    let m = model(file);
-    sb.run(&[
-        "import",
-        m.to_str().unwrap(),
-        "--shape",
-        "input_ids=1x24",
-        "--shape",
-        "attention_mask=1x24",
-        "-o",
-        out,
-    ])
+    sb.run(&common::import_args(&common::test_model(file), out))
 }
 
 #[test]
@@ -143,13 +127,14 @@ fn import_is_deterministic() {
 #[test]
 fn the_imported_graph_computes_the_model() {
     let imported = onnx::import(
-        &std::fs::read(model("encoder.onnx")).unwrap(),
+        &std::fs::read(common::test_model("encoder.onnx")).unwrap(),
         &config(1, 24),
     )
     .unwrap();
-    let expected: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(model("encoder.expected.json")).unwrap())
-            .unwrap();
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::test_model("encoder.expected.json")).unwrap(),
+    )
+    .unwrap();
     let numbers = |key: &str| -> Vec<f64> {
         expected[key]
             .as_array()
@@ -194,7 +179,7 @@ fn the_imported_graph_computes_the_model() {
 #[test]
 fn the_encoder_imports_at_batch_two_with_broadcast_position_ids() {
     let imported = onnx::import(
-        &std::fs::read(model("encoder.onnx")).unwrap(),
+        &std::fs::read(common::test_model("encoder.onnx")).unwrap(),
         &config(2, 24),
     )
     .unwrap();
@@ -237,15 +222,8 @@ fn an_unsupported_operator_is_named_with_its_type_and_index() {
 #[test]
 fn a_missing_shape_names_the_input() {
     let sb = Sandbox::new();
-    let m = model("encoder.onnx");
-    let r = sb.run(&[
-        "import",
-        m.to_str().unwrap(),
-        "--shape",
-        "input_ids=1x24",
-        "-o",
-        "e.toml",
-    ]);
+    let m = common::test_model("encoder.onnx");
+    let r = sb.run(&["import", &m, "--shape", "input_ids=1x24", "-o", "e.toml"]);
     r.assert_clean_failure();
     assert!(
         r.stderr.contains("graph input `attention_mask`")
@@ -255,7 +233,7 @@ fn a_missing_shape_names_the_input() {
     );
     let r = sb.run(&[
         "import",
-        m.to_str().unwrap(),
+        &m,
         "--shape",
         "input_ids=1x24",
         "--shape",
@@ -276,7 +254,7 @@ fn a_missing_shape_names_the_input() {
 #[test]
 fn a_head_split_that_does_not_divide_names_the_reshape() {
     use prost::Message;
-    let bytes = std::fs::read(model("encoder.onnx")).unwrap();
+    let bytes = std::fs::read(common::test_model("encoder.onnx")).unwrap();
     let mut m = onnx::proto::ModelProto::decode(bytes.as_slice()).unwrap();
     let graph = m.graph.as_mut().unwrap();
     let heads = graph
@@ -308,7 +286,7 @@ fn a_head_split_that_does_not_divide_names_the_reshape() {
 
 #[test]
 fn damaged_model_bytes_are_errors_not_panics() {
-    let bytes = std::fs::read(model("encoder.onnx")).unwrap();
+    let bytes = std::fs::read(common::test_model("encoder.onnx")).unwrap();
     assert!(matches!(
         onnx::import(b"not a model", &config(1, 24)),
         Err(OnnxError::Decode(_))
@@ -337,7 +315,7 @@ fn damaged_model_bytes_are_errors_not_panics() {
 #[test]
 fn crafted_graph_specs_are_errors_naming_the_file_and_the_problem() {
     let imported = onnx::import(
-        &std::fs::read(model("encoder.onnx")).unwrap(),
+        &std::fs::read(common::test_model("encoder.onnx")).unwrap(),
         &config(1, 24),
     )
     .unwrap();
@@ -470,7 +448,7 @@ fn the_device_matches_the_onnx_reference_evaluator_and_a_changed_weight_does_not
     let sb = Sandbox::new();
     sb.run(&[
         "import",
-        model("encoder.onnx").to_str().unwrap(),
+        &common::test_model("encoder.onnx"),
         "--shape",
         "input_ids=1x24",
         "--shape",
@@ -479,9 +457,10 @@ fn the_device_matches_the_onnx_reference_evaluator_and_a_changed_weight_does_not
         sb.path("out/encoder.toml").to_str().unwrap(),
     ])
     .assert_ok();
-    let expected: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(model("encoder.expected.json")).unwrap())
-            .unwrap();
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::test_model("encoder.expected.json")).unwrap(),
+    )
+    .unwrap();
     let numbers = |key: &str| -> Vec<f64> {
         (expected[key].as_array().unwrap().iter())
             .map(|x| x.as_f64().unwrap())
@@ -547,7 +526,7 @@ fn the_device_matches_the_onnx_reference_evaluator_and_a_changed_weight_does_not
 
 #[test]
 fn a_length_past_the_model_s_positions_is_named_as_such() {
-    let bytes = std::fs::read(model("encoder.onnx")).unwrap();
+    let bytes = std::fs::read(common::test_model("encoder.onnx")).unwrap();
     let err = onnx::import(&bytes, &config(1, 40))
         .unwrap_err()
         .to_string();
@@ -563,7 +542,7 @@ fn external_tensor_data_is_read_from_beside_the_model_and_never_from_outside_it(
     use ipu_codegen::onnx::proto::StringStringEntryProto;
     use prost::Message;
     let sb = Sandbox::new();
-    let bytes = std::fs::read(model("encoder.onnx")).unwrap();
+    let bytes = std::fs::read(common::test_model("encoder.onnx")).unwrap();
     let mut m = onnx::proto::ModelProto::decode(bytes.as_slice()).unwrap();
     let mut data = Vec::new();
     for t in m
@@ -605,7 +584,7 @@ fn external_tensor_data_is_read_from_beside_the_model_and_never_from_outside_it(
     import("m/encoder.onnx", "a/encoder.toml").assert_ok();
     sb.run(&[
         "import",
-        model("encoder.onnx").to_str().unwrap(),
+        &common::test_model("encoder.onnx"),
         "--shape",
         "input_ids=1x24",
         "--shape",

@@ -102,12 +102,10 @@ fn every_command_prints_json_its_schema_accepts() {
         "benchExchange",
         &["bench", "exchange", SMALL, "--synthetic-only", "--json"],
     );
-    let mut import = common::encoder_import_args("out/encoder.toml");
-    import.push("--json".into());
-    check(
-        "import",
-        &import.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
+    let encoder = common::test_model("encoder.onnx");
+    let mut import = common::import_args(&encoder, "out/encoder.toml");
+    import.push("--json");
+    check("import", &import);
     check("cacheLs", &["cache", "ls", "--json"]);
     check("cacheStats", &["cache", "stats", "--json"]);
     check("cacheVerify", &["cache", "verify", "--json"]);

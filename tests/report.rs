@@ -399,10 +399,9 @@ fn every_superstep_of_a_run_names_the_graph_operations_it_serves() {
 fn an_imported_models_supersteps_are_named_by_its_onnx_nodes() {
     use prost::Message;
     let sb = Sandbox::new();
-    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/encoder.onnx");
+    let model = common::test_model("encoder.onnx");
     let bytes = std::fs::read(&model).unwrap();
-    let import = common::encoder_import_args("out/encoder.toml");
-    sb.run(&import.iter().map(String::as_str).collect::<Vec<_>>())
+    sb.run(&common::import_args(&model, "out/encoder.toml"))
         .assert_ok();
     sb.run(&["run", "out/encoder.toml", "--random-inputs"])
         .assert_ok();

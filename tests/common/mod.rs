@@ -278,19 +278,22 @@ pub fn python_with_numpy() -> Option<String> {
     ok.then_some(python)
 }
 
-/// The arguments that import the committed test encoder (`tests/models/encoder.onnx`) at 1x24 and
+/// A committed test model, `tests/models/NAME`.
+pub fn test_model(name: &str) -> String {
+    format!("{}/tests/models/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The arguments that import `model` with both inputs (`input_ids`, `attention_mask`) at 1x24 and
 /// write its spec to `out`.
-pub fn encoder_import_args(out: &str) -> Vec<String> {
-    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/models/encoder.onnx");
-    ["import", &model.display().to_string()]
-        .into_iter()
-        .chain([
-            "--shape",
-            "input_ids=1x24",
-            "--shape",
-            "attention_mask=1x24",
-        ])
-        .chain(["-o", out])
-        .map(str::to_string)
-        .collect()
+pub fn import_args<'a>(model: &'a str, out: &'a str) -> Vec<&'a str> {
+    vec![
+        "import",
+        model,
+        "--shape",
+        "input_ids=1x24",
+        "--shape",
+        "attention_mask=1x24",
+        "-o",
+        out,
+    ]
 }

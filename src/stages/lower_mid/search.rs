@@ -205,8 +205,10 @@ pub(super) fn joint(
         closed: Room::ANY,
     }];
     let mut why = None;
+    // The earlier operators a later reader may still make transpose, kept as the search goes.
+    let mut open: Vec<usize> = Vec::new();
     for (i, op) in operators.iter().enumerate() {
-        let open: Vec<usize> = (0..i).filter(|&j| last_reader[j] >= Some(i)).collect();
+        open.retain(|&j| last_reader[j] >= Some(i));
         let mut next = Vec::new();
         for (parent, s) in beam.iter().enumerate() {
             for (c_index, c) in candidates[i].iter().enumerate() {
@@ -328,6 +330,9 @@ pub(super) fn joint(
                 }
             })
             .collect();
+        if last_reader[i].is_some() {
+            open.push(i);
+        }
     }
     Ok(beam
         .into_iter()
