@@ -20,8 +20,8 @@ use crate::ir::{DType, Graph, Rect, StepEstimate, Value, ValueRole};
 use crate::ir::{Package, TileImage};
 use crate::isa::Activation;
 use crate::isa::{
-    Accumulate, Amp, Combine, Epilogue, HostProgram, HostTransfer, Instr, LayerNorm, Placed,
-    Softmax, TileProgram, VertexKind,
+    Accumulate, Amp, Combine, Epilogue, HostProgram, HostTransfer, Instr, LayerNorm,
+    LayerNormApply, LayerNormMoments, Placed, Softmax, TileProgram, VertexKind,
 };
 use crate::store::COMPILER_VERSION;
 use crate::target::{PEAK_FLOP_PER_TILE_CYCLE, Target};
@@ -493,7 +493,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
     let mut m = Micro::new(target, "compute");
     let (rows, cols, keys, queries, head_dim, parts) = (23, 384, 64, 24, 72, 3);
     let mut vertices = Vec::new();
-    for tile in 0..6u32 {
+    for tile in 0..10u32 {
         let mut o = Operands {
             m: &mut m,
             tile,
@@ -515,6 +515,40 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                 target.layer_norm_cycles(rows, cols),
                 rows * cols,
             ),
+            6 | 7 => {
+                let (rows, cols) = if tile == 6 { (1, 48) } else { (rows, 64) };
+                (
+                    format!("layer norm moments {rows}x{cols}"),
+                    VertexKind::LayerNormMoments(LayerNormMoments {
+                        x: o.place(rows, cols, DType::F16, false, true),
+                        moments: o.place(rows, 2, DType::F32, false, false),
+                        rows,
+                        cols,
+                    }),
+                    target.layer_norm_moments_cycles(rows, cols),
+                    rows * cols,
+                )
+            }
+            8 | 9 => {
+                let (rows, cols, blocks) = if tile == 8 { (1, 48, 8) } else { (rows, 64, 6) };
+                (
+                    format!("layer norm apply {rows}x{cols} of {blocks} blocks"),
+                    VertexKind::LayerNormApply(LayerNormApply {
+                        x: o.place(rows, cols, DType::F16, false, true),
+                        moments: (0..blocks)
+                            .map(|_| o.place(rows, 2, DType::F32, false, true))
+                            .collect(),
+                        gamma: o.place(1, cols, DType::F16, false, true),
+                        beta: o.place(1, cols, DType::F16, false, true),
+                        out: o.place(rows, cols, DType::F16, false, false),
+                        rows,
+                        cols,
+                        epsilon_bits: 1e-5f32.to_bits(),
+                    }),
+                    target.layer_norm_apply_cycles(rows, cols, blocks),
+                    rows * cols,
+                )
+            }
             1 | 4 => {
                 let scores = if tile == 1 { DType::F16 } else { DType::F32 };
                 (

@@ -128,13 +128,48 @@ pub fn gelu_erf_f32(x: f32) -> f32 {
     0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-/// One row of a layer norm, in f32: the mean, then the biased variance of the deviations (two
-/// passes, summed in order), `inverse = 1/√(variance + epsilon)`, and
-/// `out[c] = f16((x[c] − mean) · inverse · gamma[c] + beta[c])`.
+/// One row of a layer norm, in f32: its moments ([`row_moments`]), the biased variance
+/// `squared deviations / n`, and the row normalized ([`normalized_row`]).
 pub fn layer_norm_row(x: &[f32], gamma: &[f32], beta: &[f32], epsilon: f32) -> Vec<f32> {
+    let (mean, squares) = row_moments(x);
+    let variance = squares / x.len().max(1) as f32;
+    normalized_row(x, mean, variance, gamma, beta, epsilon)
+}
+
+/// A row's moments in f32, two passes summed in order: its mean (the sum over the count) and the
+/// sum of its squared deviations from that mean.
+pub fn row_moments(x: &[f32]) -> (f32, f32) {
     let n = x.len().max(1) as f32;
     let mean = x.iter().sum::<f32>() / n;
-    let variance = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    let squares = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>();
+    (mean, squares)
+}
+
+/// The mean and biased variance of a row split into equal column blocks of `count` elements, from
+/// each block's [`row_moments`] in block order, in f32 (the pairwise update of Chan, Golub and
+/// LeVeque for equal counts): `mean = Σ mean_j / blocks`, `squares = Σ (squares_j + count ·
+/// (mean_j − mean)²)`, `variance = squares / (count · blocks)`.
+pub fn combined_moments(blocks: &[(f32, f32)], count: u32) -> (f32, f32) {
+    let b = blocks.len().max(1) as f32;
+    let n = count as f32;
+    let mean = blocks.iter().map(|m| m.0).sum::<f32>() / b;
+    let squares = blocks
+        .iter()
+        .map(|&(m, s)| s + n * ((m - mean) * (m - mean)))
+        .sum::<f32>();
+    (mean, squares / (n * b))
+}
+
+/// A row normalized in f32: `inverse = 1/√(variance + epsilon)` and
+/// `out[c] = f16((x[c] − mean) · inverse · gamma[c] + beta[c])`.
+pub fn normalized_row(
+    x: &[f32],
+    mean: f32,
+    variance: f32,
+    gamma: &[f32],
+    beta: &[f32],
+    epsilon: f32,
+) -> Vec<f32> {
     let inverse = 1.0 / (variance + epsilon).sqrt();
     x.iter()
         .zip(gamma.iter().zip(beta))
@@ -570,5 +605,33 @@ mod tests {
         }
         let (unbiased, _) = run(None);
         assert_ne!(p, unbiased);
+    }
+
+    /// A row split into equal column blocks whose means differ widely: the blocks' moments combined
+    /// give the whole row's mean and variance to f32 precision, and so the normalized row to an f16
+    /// step; without the blocks' mean deviations the variance is far off.
+    #[test]
+    fn combined_moments_of_column_blocks_are_the_whole_rows() {
+        let mut rng = SplitMix64(17);
+        let (blocks, count) = (8usize, 48usize);
+        let x: Vec<f32> = (0..blocks * count)
+            .map(|i| (i / count) as f32 * 3.0 + (rng.uniform() as f32 - 0.5))
+            .collect();
+        let (mean, squares) = row_moments(&x);
+        let variance = squares / x.len() as f32;
+        let parts: Vec<(f32, f32)> = x.chunks(count).map(row_moments).collect();
+        let (m, v) = combined_moments(&parts, count as u32);
+        assert!((m - mean).abs() <= 1e-5 * mean.abs(), "{m} vs {mean}");
+        assert!((v - variance).abs() <= 1e-5 * variance, "{v} vs {variance}");
+        let ones = vec![1.0f32; x.len()];
+        let zeros = vec![0.0f32; x.len()];
+        // Equal but where the f32 difference crosses an f16 rounding boundary: one f16 step apart.
+        let split = normalized_row(&x, m, v, &ones, &zeros, 1e-5);
+        let whole = layer_norm_row(&x, &ones, &zeros, 1e-5);
+        for (a, b) in split.iter().zip(&whole) {
+            assert!((a - b).abs() <= b.abs() * 2f32.powi(-10), "{a} vs {b}");
+        }
+        let within: f32 = parts.iter().map(|p| p.1).sum::<f32>() / x.len() as f32;
+        assert!((within - variance).abs() > 0.5 * variance);
     }
 }

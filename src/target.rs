@@ -370,13 +370,53 @@ impl Target {
         let halves = share.div_ceil(2);
         let statistics =
             share * 2 * (cols.div_ceil(lanes) + 12) + 2 * share + 4 * halves + 12 * halves;
-        let whitening = if cols >= workers * lanes {
-            2 * rows * (8 + cols.div_ceil(workers).div_ceil(2))
-        } else {
-            2 * share * (8 + cols.div_ceil(2))
-        };
+        let whitening = 2 * self.row_broadcast(rows, cols);
         let affine = 2 * 2 * (rows * cols).div_ceil(workers).div_ceil(lanes);
         17 * workers + workers * (statistics + whitening + affine)
+    }
+
+    /// The estimate of a column block's moments of a split layer norm (`rows x cols` f16), in closed
+    /// form: one launch, then per worker its rows' two reductions (as [`Self::layer_norm_cycles`]),
+    /// the means' scaling (two floats a vector) and the means subtracted (8 cycles a row and half a
+    /// cycle per element, each row shared by the workers when it is at least a vector per worker).
+    pub fn layer_norm_moments_cycles(&self, rows: u32, cols: u32) -> u64 {
+        let workers = u64::from(self.workers.max(1));
+        let (rows, cols) = (u64::from(rows), u64::from(cols));
+        let share = rows.div_ceil(workers);
+        let reductions = share * 2 * (cols.div_ceil(self.vector_f16_lanes.max(1)) + 12);
+        let scale = 2 * share.div_ceil(2);
+        17 * workers + workers * (reductions + scale + self.row_broadcast(rows, cols))
+    }
+
+    /// The estimate of a column block of a split layer norm over `blocks` blocks, in closed form: one
+    /// launch, then per worker its rows' combination of the blocks' moments (two reductions over the
+    /// blocks, 12 cycles a row each, a cycle per whole vector of four and 2 for an odd count; four
+    /// float steps over the rows' blocks and two over the rows, 2 cycles per two floats; the inverse
+    /// standard deviation, 12 cycles per two rows), then the mean subtracted, the scale, gamma and beta as in
+    /// [`Self::layer_norm_cycles`].
+    pub fn layer_norm_apply_cycles(&self, rows: u32, cols: u32, blocks: u32) -> u64 {
+        let workers = u64::from(self.workers.max(1));
+        let lanes = self.vector_f16_lanes.max(1);
+        let (rows, cols, blocks) = (u64::from(rows), u64::from(cols), u64::from(blocks));
+        let share = rows.div_ceil(workers);
+        let reductions = 2 * (share * (blocks / lanes + 12) + 2 * (blocks & 1));
+        let floats = 2 * 4 * (rows * blocks).div_ceil(workers).div_ceil(2)
+            + 2 * 2 * share.div_ceil(2)
+            + 12 * share.div_ceil(2);
+        let affine = 2 * 2 * (rows * cols).div_ceil(workers).div_ceil(lanes);
+        17 * workers + workers * (reductions + floats + 2 * self.row_broadcast(rows, cols) + affine)
+    }
+
+    /// One per-row broadcast (a mean subtracted, a scale) over `rows x cols` halves, per worker: each
+    /// row shared by the workers when it is at least a vector per worker (8 cycles a row and half a
+    /// cycle per element), else whole rows dealt to them.
+    fn row_broadcast(&self, rows: u64, cols: u64) -> u64 {
+        let workers = u64::from(self.workers.max(1));
+        if cols >= workers * self.vector_f16_lanes.max(1) {
+            rows * (8 + cols.div_ceil(workers).div_ceil(2))
+        } else {
+            rows.div_ceil(workers) * (8 + cols.div_ceil(2))
+        }
     }
 
     /// The estimate of one online-softmax block over `keys x queries` scoresᵀ of type `scores`, in

@@ -55,6 +55,46 @@ fn the_check_fails_against_a_changed_weight_or_mask() {
     assert!(!check(&unmasked).pass, "a dropped mask must fail");
 }
 
+/// At 128 wide the layer norms split each row over column blocks on tiles of their own (moments,
+/// their exchange, the combination): the run passes, and a changed gamma fails the check.
+#[test]
+fn a_layer_norm_split_over_column_blocks_passes_and_a_changed_gamma_fails() {
+    use ipu_codegen::numerics;
+    const SPLIT: &str = "bert-encoder-small --dimension 128 --hidden 256";
+    let sb = Sandbox::new();
+    let mut args = vec!["show", "select_finalist"];
+    args.extend(SPLIT.split_whitespace());
+    let shown = sb.run(&args);
+    shown.assert_ok();
+    assert!(
+        shown.stdout.contains("buffers MomentsShare:"),
+        "{}",
+        shown.stdout
+    );
+    corruption_fails_the_check(
+        SPLIT,
+        "bert-encoder-f16-b1-t24-d128-h2-i256-l2-pf32",
+        ENCODER_SEED,
+    );
+
+    let run = run_in_process(
+        SPLIT,
+        "bert-encoder-f16-b1-t24-d128-h2-i256-l2-pf32",
+        ENCODER_SEED,
+    );
+    let (graph, out) = (&run.package.graph, run.out);
+    let check = |host: &[Vec<f32>]| {
+        numerics::check(&run.output, &numerics::reference(graph, host, &Silent), out)
+    };
+    let gamma = (graph.values.iter())
+        .find(|v| v.name == "layer1.output.norm.gamma")
+        .unwrap()
+        .id;
+    let mut changed = run.host.to_vec();
+    changed[gamma.index()][7] += 0.5;
+    assert!(!check(&changed).pass, "a changed gamma must fail");
+}
+
 #[test]
 fn lower_mid_makes_an_add_no_matmul_fuses_a_vector_operator() {
     use ipu_codegen::ir::{BinaryFn, OpKind, Operator};

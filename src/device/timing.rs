@@ -35,7 +35,9 @@ mod assemble;
 mod fused;
 mod vector_ops;
 pub use assemble::assemble;
-pub use fused::{accumulate, combine, epilogue, layer_norm, softmax};
+pub use fused::{
+    accumulate, combine, epilogue, layer_norm, layer_norm_apply, layer_norm_moments, softmax,
+};
 pub use vector_ops::vector_op;
 
 use crate::isa::{Amp, Placed};

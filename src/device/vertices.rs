@@ -21,7 +21,8 @@ use super::timing;
 use super::{Device, Fault, fault};
 use crate::ir::DType;
 use crate::isa::{
-    Accumulate, Amp, Combine, Epilogue, Instr, LayerNorm, Placed, Softmax, VertexKind,
+    Accumulate, Amp, Combine, Epilogue, Instr, LayerNorm, LayerNormApply, LayerNormMoments, Placed,
+    Softmax, VertexKind,
 };
 use crate::numerics;
 use crate::target::Target;
@@ -98,6 +99,14 @@ fn execute_vertex(
         VertexKind::LayerNorm(v) => {
             layer_norm(memory, v, step)?;
             Ok(timing::layer_norm(target, v))
+        }
+        VertexKind::LayerNormMoments(v) => {
+            layer_norm_moments(memory, v, step)?;
+            Ok(timing::layer_norm_moments(target, v))
+        }
+        VertexKind::LayerNormApply(v) => {
+            layer_norm_apply(memory, v, step)?;
+            Ok(timing::layer_norm_apply(target, v))
         }
         VertexKind::Vector(v) => vector::vector(target, memory, v, step),
         VertexKind::Assemble(v) => assemble::assemble(target, memory, v, step),
@@ -570,13 +579,7 @@ fn check_alignment(value: u32, align: u32, what: &str) -> Result<(), String> {
 /// A layer norm over rows of f16 elements, in f32 ([`LayerNorm`], [`numerics::layer_norm_row`]).
 fn layer_norm(memory: &mut TileMemory, v: &LayerNorm<Placed>, step: u32) -> Result<(), String> {
     let (rows, cols) = (v.rows, v.cols);
-    let matrix = |o: &Placed, rows| Matrix {
-        addr: o.address,
-        stride: o.stride,
-        rows,
-        cols,
-        dtype: DType::F16,
-    };
+    let matrix = |o: &Placed, rows| matrix(o, rows, cols, DType::F16);
     for (o, what) in [
         (&v.x, "layer norm input"),
         (&v.gamma, "layer norm gamma"),
@@ -594,4 +597,80 @@ fn layer_norm(memory: &mut TileMemory, v: &LayerNorm<Placed>, step: u32) -> Resu
         .flat_map(|row| numerics::layer_norm_row(row, &gamma, &beta, epsilon))
         .collect();
     memory.store(&matrix(&v.out, rows), &out, step, "layer norm output")
+}
+
+/// `rows x cols` of `dtype` at an operand.
+fn matrix(o: &Placed, rows: u32, cols: u32, dtype: DType) -> Matrix {
+    Matrix {
+        addr: o.address,
+        stride: o.stride,
+        rows,
+        cols,
+        dtype,
+    }
+}
+
+/// A column block's moments of each row, in f32 ([`LayerNormMoments`], [`numerics::row_moments`]).
+fn layer_norm_moments(
+    memory: &mut TileMemory,
+    v: &LayerNormMoments<Placed>,
+    step: u32,
+) -> Result<(), String> {
+    expect(&v.x, DType::F16, "layer norm input")?;
+    expect(&v.moments, DType::F32, "layer norm moments")?;
+    let x = memory.load(
+        &matrix(&v.x, v.rows, v.cols, DType::F16),
+        "layer norm input",
+    )?;
+    let moments: Vec<f32> = x
+        .chunks(v.cols.max(1) as usize)
+        .flat_map(|row| {
+            let (mean, squares) = numerics::row_moments(row);
+            [mean, squares]
+        })
+        .collect();
+    let out = matrix(&v.moments, v.rows, 2, DType::F32);
+    memory.store(&out, &moments, step, "layer norm moments")
+}
+
+/// A column block of a layer norm from every block's moments ([`LayerNormApply`],
+/// [`numerics::combined_moments`], [`numerics::normalized_row`]).
+fn layer_norm_apply(
+    memory: &mut TileMemory,
+    v: &LayerNormApply<Placed>,
+    step: u32,
+) -> Result<(), String> {
+    for m in &v.moments {
+        expect(m, DType::F32, "layer norm moments")?;
+    }
+    for (o, dtype, what) in [
+        (&v.x, DType::F16, "layer norm input"),
+        (&v.gamma, DType::F16, "layer norm gamma"),
+        (&v.beta, DType::F16, "layer norm beta"),
+        (&v.out, DType::F16, "layer norm output"),
+    ] {
+        expect(o, dtype, what)?;
+    }
+    let (rows, cols) = (v.rows, v.cols);
+    let x = memory.load(&matrix(&v.x, rows, cols, DType::F16), "layer norm input")?;
+    let moments = (v.moments.iter())
+        .map(|m| memory.load(&matrix(m, rows, 2, DType::F32), "layer norm moments"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let gamma = memory.load(&matrix(&v.gamma, 1, cols, DType::F16), "layer norm gamma")?;
+    let beta = memory.load(&matrix(&v.beta, 1, cols, DType::F16), "layer norm beta")?;
+    let epsilon = f32::from_bits(v.epsilon_bits);
+    let out: Vec<f32> = (x.chunks(cols.max(1) as usize).enumerate())
+        .flat_map(|(r, row)| {
+            let blocks: Vec<(f32, f32)> =
+                (moments.iter()).map(|m| (m[2 * r], m[2 * r + 1])).collect();
+            let (mean, variance) = numerics::combined_moments(&blocks, cols);
+            numerics::normalized_row(row, mean, variance, &gamma, &beta, epsilon)
+        })
+        .collect();
+    memory.store(
+        &matrix(&v.out, rows, cols, DType::F16),
+        &out,
+        step,
+        "layer norm output",
+    )
 }

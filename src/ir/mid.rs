@@ -618,6 +618,19 @@ fn whole_rows(p: &Grid, rows: u32, cols: u32) -> bool {
         && !p.resident
 }
 
+/// Whether `p` tiles a layer norm's `rows x cols` in row blocks, each split into `depth_blocks`
+/// equal column blocks (the row's reduction split over tiles; one block is whole rows).
+fn layer_norm_blocks(p: &Grid, rows: u32, cols: u32) -> bool {
+    let whole = Grid {
+        depth_blocks: 1,
+        block_depth: p.block_cols,
+        ..*p
+    };
+    whole_rows(&whole, rows, cols)
+        && p.depth_blocks > 0
+        && u64::from(p.depth_blocks) * u64::from(p.block_depth) == u64::from(cols)
+}
+
 impl Mid {
     /// Checks the mid against its graph and target; returns every problem found: every device
     /// operation of the graph covered by exactly one operator and no host operation by any, every finalist with a partition per operator that
@@ -698,8 +711,11 @@ impl Mid {
                         );
                     }
                     (Operator::LayerNorm(o), Partition::Grid(p)) => {
-                        v.check(whole_rows(p, o.rows, o.cols), || {
-                            format!("finalist {f} {id}: {p:?} is not whole rows of {}", o.cols)
+                        v.check(layer_norm_blocks(p, o.rows, o.cols), || {
+                            format!(
+                                "finalist {f} {id}: {p:?} is not row blocks of {} equal column blocks",
+                                o.cols
+                            )
                         });
                     }
                     (Operator::Vector(o), Partition::Grid(p)) => {

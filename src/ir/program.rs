@@ -141,6 +141,11 @@ pub enum BufferClass {
     /// Attention: a tile's f32 flash state, `head_dim` rows of accumulatorᵀ then the running max and
     /// the running sum, one column per query.
     FlashState,
+    /// A split layer norm's f32 moments of its column block's rows, two floats a row (the mean and
+    /// the squared deviations), written by its compute set.
+    Moments,
+    /// Another column block's moments of the same rows, received.
+    MomentsShare,
     /// An operator's f16 output block.
     Output,
 }

@@ -85,6 +85,34 @@ pub struct LayerNorm<O> {
     pub epsilon_bits: u32,
 }
 
+/// The first half of a layer norm whose rows are split into column blocks over tiles: per row of
+/// the `rows x cols` f16 block `x`, its [`crate::numerics::row_moments`] in f32, written as the two
+/// floats at columns 0 and 1 of that row of `moments`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerNormMoments<O> {
+    pub x: O,
+    pub moments: O,
+    pub rows: u32,
+    pub cols: u32,
+}
+
+/// The second half: per row, every column block's moments (`moments`, one `rows x 2` f32 operand a
+/// block, in block order, every block `cols` wide) combined in that order
+/// ([`crate::numerics::combined_moments`]), then this tile's `rows x cols` block of `x` normalized
+/// with gamma and beta (`1 x cols` f16, the block's share) as [`LayerNorm`] does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerNormApply<O> {
+    pub x: O,
+    pub moments: Vec<O>,
+    pub gamma: O,
+    pub beta: O,
+    pub out: O,
+    pub rows: u32,
+    pub cols: u32,
+    /// Epsilon as f32 bits.
+    pub epsilon_bits: u32,
+}
+
 /// One step of the online softmax over `keys x queries` scoresᵀ (vector unit,
 /// [`crate::numerics::softmax_block`]): per query, the new running max in the state, the rescale factor
 /// of the old one, `probabilities = f16(exp(scale · (score - max)))` and the rescaled running sum. The
@@ -274,6 +302,8 @@ pub enum VertexKind<O> {
     Accumulate(Accumulate<O>),
     Combine(Combine<O>),
     LayerNorm(LayerNorm<O>),
+    LayerNormMoments(LayerNormMoments<O>),
+    LayerNormApply(LayerNormApply<O>),
     Vector(Vector<O>),
     Assemble(Assemble<O>),
 }
@@ -314,6 +344,8 @@ impl<O> VertexKind<O> {
             VertexKind::Accumulate(_) => "accumulate",
             VertexKind::Combine(_) => "combine",
             VertexKind::LayerNorm(_) => "layer_norm",
+            VertexKind::LayerNormMoments(_) => "layer_norm_moments",
+            VertexKind::LayerNormApply(_) => "layer_norm_apply",
             VertexKind::Vector(_) => "vector",
             VertexKind::Assemble(_) => "assemble",
         }
@@ -390,6 +422,23 @@ impl<O> VertexKind<O> {
                 at("beta", Read, (1, v.cols), &v.beta),
                 at("out", Write, (v.rows, v.cols), &v.out),
             ],
+            VertexKind::LayerNormMoments(v) => vec![
+                at("x", Read, (v.rows, v.cols), &v.x),
+                at("moments", Write, (v.rows, 2), &v.moments),
+            ],
+            VertexKind::LayerNormApply(v) => [at("x", Read, (v.rows, v.cols), &v.x)]
+                .into_iter()
+                .chain(
+                    v.moments
+                        .iter()
+                        .map(|m| at("moments", Read, (v.rows, 2), m)),
+                )
+                .chain([
+                    at("gamma", Read, (1, v.cols), &v.gamma),
+                    at("beta", Read, (1, v.cols), &v.beta),
+                    at("out", Write, (v.rows, v.cols), &v.out),
+                ])
+                .collect(),
             VertexKind::Vector(v) => {
                 let (out_rows, out_cols) = v.out_shape();
                 let roles = v.function.roles();
@@ -466,6 +515,22 @@ impl<O> VertexKind<O> {
             }),
             VertexKind::LayerNorm(v) => VertexKind::LayerNorm(LayerNorm {
                 x: f(&v.x),
+                gamma: f(&v.gamma),
+                beta: f(&v.beta),
+                out: f(&v.out),
+                rows: v.rows,
+                cols: v.cols,
+                epsilon_bits: v.epsilon_bits,
+            }),
+            VertexKind::LayerNormMoments(v) => VertexKind::LayerNormMoments(LayerNormMoments {
+                x: f(&v.x),
+                moments: f(&v.moments),
+                rows: v.rows,
+                cols: v.cols,
+            }),
+            VertexKind::LayerNormApply(v) => VertexKind::LayerNormApply(LayerNormApply {
+                x: f(&v.x),
+                moments: v.moments.iter().map(&mut f).collect(),
                 gamma: f(&v.gamma),
                 beta: f(&v.beta),
                 out: f(&v.out),
@@ -615,6 +680,26 @@ impl fmt::Display for VertexKind<Placed> {
                 v.rows,
                 v.cols,
                 At(&v.x),
+                v.gamma.address,
+                v.beta.address,
+                At(&v.out),
+                f32::from_bits(v.epsilon_bits)
+            ),
+            VertexKind::LayerNormMoments(v) => write!(
+                f,
+                "layer_norm_moments {}x{} x={} moments={}",
+                v.rows,
+                v.cols,
+                At(&v.x),
+                At(&v.moments)
+            ),
+            VertexKind::LayerNormApply(v) => write!(
+                f,
+                "layer_norm_apply {}x{} x={} moments=[{}] gamma={:#x} beta={:#x} out={} epsilon={:e}",
+                v.rows,
+                v.cols,
+                At(&v.x),
+                list(&v.moments),
                 v.gamma.address,
                 v.beta.address,
                 At(&v.out),

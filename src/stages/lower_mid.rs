@@ -36,7 +36,7 @@ use crate::target::Target;
 use estimate::{
     assemble_estimate, attention_estimate, grid_estimate, layer_norm_estimate, vector_estimate,
 };
-use partitions::{attention_partitions, grid_partitions, row_partitions};
+use partitions::{attention_partitions, grid_partitions, layer_norm_partitions, row_partitions};
 pub use search::Candidate;
 use search::{joint, shortlist};
 use serde::{Deserialize, Serialize};
@@ -292,7 +292,7 @@ pub fn shortlists(
                     transposing: None,
                 })
                 .collect(),
-            Operator::LayerNorm(o) => row_partitions(o.rows, o.cols, target)
+            Operator::LayerNorm(o) => layer_norm_partitions(o.rows, o.cols, target)
                 .into_iter()
                 .map(|p| Candidate {
                     partition: Partition::Grid(p),

@@ -141,12 +141,16 @@ pub struct InProcess {
     pub output: Vec<f32>,
 }
 
-/// Builds `workload` (id `id`) and runs it on the device in-process with the data of `seed`.
+/// Builds `workload` (a preset and its flags, separated by spaces; id `id`) and runs it on the device
+/// in-process with the data of `seed`.
 pub fn run_in_process(workload: &str, id: &str, seed: u64) -> InProcess {
     use ipu_codegen::device::{Device, host_data};
     use ipu_codegen::ir::{ValueRole, read_ipuexe};
     let sb = Sandbox::new();
-    sb.run(&["build", workload]).assert_ok();
+    let args: Vec<&str> = std::iter::once("build")
+        .chain(workload.split_whitespace())
+        .collect();
+    sb.run(&args).assert_ok();
     let bytes = std::fs::read(sb.stages().join(id).join("model.ipuexe")).unwrap();
     let (_, package) = read_ipuexe(&bytes).unwrap();
     let host = host_data(&package.graph, seed);

@@ -1,4 +1,5 @@
-//! The device's timing of the fused vector vertices (`isa::Epilogue`, `isa::LayerNorm`, and flash
+//! The device's timing of the fused vector vertices (`isa::Epilogue`, `isa::LayerNorm` and the split
+//! layer norm's `isa::LayerNormMoments` and `isa::LayerNormApply`, and flash
 //! attention's `isa::Softmax`, `isa::Accumulate` and `isa::Combine`), from
 //! Graphcore's poplibs cycle estimators for the chain of codelets Poplar runs for the same work on
 //! one tile; the figures carry over, the code is ours (the codelet estimates are those of
@@ -17,7 +18,8 @@
 //! reductions, the casts and the transpose, whose estimates do not separate a loop's memory cycles from its
 //! arithmetic.
 //!
-//! Contract: [`epilogue`], [`layer_norm`], [`softmax`], [`accumulate`] and [`combine`] are
+//! Contract: [`epilogue`], [`layer_norm`], [`layer_norm_moments`], [`layer_norm_apply`],
+//! [`softmax`], [`accumulate`] and [`combine`] are
 //! functions of the decoded vertex and the target's hardware parameters only (`workers`, the f16
 //! and f32 vector widths); they never call the compiler's estimates (`Target::epilogue_cycles` and
 //! its siblings). Arithmetic saturates.
@@ -29,7 +31,10 @@ use super::vector_ops::{
 };
 use crate::ir::BinaryFn;
 use crate::ir::DType;
-use crate::isa::{Accumulate, Activation, Combine, Epilogue, LayerNorm, Placed, Softmax};
+use crate::isa::{
+    Accumulate, Activation, Combine, Epilogue, LayerNorm, LayerNormApply, LayerNormMoments, Placed,
+    Softmax,
+};
 use crate::target::Target;
 
 /// The cycles `binaryOpInnerLoopCycles` adds to an external codelet's loop per vector for loads,
@@ -187,6 +192,47 @@ pub fn layer_norm(t: &Target, v: &LayerNorm<Placed>) -> u64 {
     chain.push(continuous_reduce(t, v.rows, cols));
     chain.elementwise(t, 2 * rows, DType::F32, false);
     chain.elementwise(t, rows, DType::F32, false);
+    chain.elementwise(t, rows, DType::F32, false);
+    chain.push(inverse_std_dev(t, rows));
+    chain.push(broadcast_outer(t, BinaryFn::Sub, rows, cols));
+    chain.push(broadcast_outer(t, BinaryFn::Mul, rows, cols));
+    chain.elementwise(t, n, DType::F16, false);
+    chain.elementwise(t, n, DType::F16, false);
+    chain.total()
+}
+
+/// Tile cycles of a column block's moments of a split layer norm, as popnn's statistics would run
+/// them on one block: the rows' sums (`ContinuousReduce`), scaled by `1/cols` to the means
+/// (`BinaryOp1D` MULTIPLY over `rows` floats), the means subtracted (`BroadcastVectorOuter`
+/// SUBTRACT) and the squared deviations summed (`ContinuousReduce`, SQUARE_ADD).
+pub fn layer_norm_moments(t: &Target, v: &LayerNormMoments<Placed>) -> u64 {
+    let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
+    let mut chain = Chain::default();
+    chain.push(continuous_reduce(t, v.rows, cols));
+    chain.elementwise(t, rows, DType::F32, false);
+    chain.push(broadcast_outer(t, BinaryFn::Sub, rows, cols));
+    chain.push(continuous_reduce(t, v.rows, cols));
+    chain.total()
+}
+
+/// Tile cycles of a column block of a split layer norm: the blocks' means summed per row
+/// (`ContinuousReduce` over `blocks` partials) and scaled (`BinaryOp1D` over `rows` floats); the
+/// block means' deviations, squared, scaled by the count and added to the squared deviations
+/// (`BinaryOp1D` SUBTRACT, MULTIPLY, MULTIPLY and ADD over `rows · blocks` floats) and summed
+/// (`ContinuousReduce`); the variance scaled and its inverse standard deviation
+/// (`BroadcastScalar1D` VARIANCE_TO_INV_STD_DEV); then the whitening and the affine transform over
+/// the block as [`layer_norm`] charges them.
+pub fn layer_norm_apply(t: &Target, v: &LayerNormApply<Placed>) -> u64 {
+    let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
+    let blocks = v.moments.len() as u64;
+    let n = rows.saturating_mul(cols);
+    let mut chain = Chain::default();
+    chain.push(continuous_reduce(t, v.rows, blocks));
+    chain.elementwise(t, rows, DType::F32, false);
+    for _ in 0..4 {
+        chain.elementwise(t, rows.saturating_mul(blocks), DType::F32, false);
+    }
+    chain.push(continuous_reduce(t, v.rows, blocks));
     chain.elementwise(t, rows, DType::F32, false);
     chain.push(inverse_std_dev(t, rows));
     chain.push(broadcast_outer(t, BinaryFn::Sub, rows, cols));

@@ -17,16 +17,23 @@ fn standard_capacity(target: &Target) -> u64 {
     u64::from(target.interleaved_base - target.memory_base).saturating_sub(CODE_RESERVE_BYTES)
 }
 
-/// The busiest tile's figures for a layer norm on row blocks: its rows, gamma and beta gathered, then
-/// the vector unit over its rows.
+/// The busiest tile's figures for a layer norm on row blocks: its rows (or their column block),
+/// gamma and beta gathered, then the vector unit over them; split into column blocks, each block's
+/// moments, then every other block's moments of its rows gathered and the block normalized.
 pub(super) fn layer_norm_estimate(
     op: &LayerNorm,
     p: &Grid,
     target: &Target,
     homes: u64,
 ) -> OperatorEstimate {
-    let (rows, cols) = (u64::from(p.block_rows), u64::from(op.cols));
+    let (rows, cols) = (u64::from(p.block_rows), u64::from(p.block_depth));
+    let blocks = u64::from(p.depth_blocks);
     let row_bytes = cols.next_multiple_of(4) * 2;
+    let moments_bytes = if blocks > 1 {
+        rows * (2 * blocks * 4).next_multiple_of(8)
+    } else {
+        0
+    };
     let receive_bytes = rows * cols * 2 + 2 * cols * 2;
     let (switch, transit) = (
         u64::from(target.mux_switch_cycles),
@@ -38,19 +45,28 @@ pub(super) fn layer_norm_estimate(
         .div_ceil(u64::from(target.amp_block_width))
         .min(rows * cols)
         + 2;
-    let exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
-    let compute = target.layer_norm_cycles(p.block_rows, op.cols);
-    let vector = compute;
+    let mut exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
+    let (compute, steps) = if blocks > 1 {
+        // The other blocks' moments, a piece from each of their tiles.
+        let moments_in = (blocks - 1) * rows * 8;
+        exchange += target.exchange_words(moments_in) + (blocks - 1) * switch + transit;
+        let (r, c, b) = (p.block_rows, p.block_depth, p.depth_blocks);
+        let compute =
+            target.layer_norm_moments_cycles(r, c) + target.layer_norm_apply_cycles(r, c, b);
+        (compute, 4)
+    } else {
+        (target.layer_norm_cycles(p.block_rows, op.cols), 2)
+    };
     OperatorEstimate {
         compute_cycles: compute,
-        vector_cycles: vector,
+        vector_cycles: compute,
         exchange_cycles: exchange,
-        receive_bytes,
+        receive_bytes: receive_bytes + blocks.saturating_sub(1) * rows * 8,
         panel_bytes: rows * row_bytes,
-        other_bytes: rows * row_bytes + 2 * row_bytes + homes,
+        other_bytes: rows * row_bytes + 2 * row_bytes + moments_bytes + homes,
         interleaved_bytes: 0,
         resident: Resident::default(),
-        cycles: compute + exchange + target.sync_estimate(2),
+        cycles: compute + exchange + target.sync_estimate(steps),
     }
 }
 

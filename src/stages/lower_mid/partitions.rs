@@ -1,7 +1,8 @@
 //! The candidate partitions of each operator kind: every distinct one, in a fixed order.
 //!
 //! Contract: a matmul's grids tile its output and depth in either operand form (`grid_partitions`),
-//! a layer norm's its rows (`row_partitions`), an attention's its queries and keys per
+//! a vector operator's and a data movement's their rows (`row_partitions`), a layer norm's its rows
+//! whole or in equal column blocks (`layer_norm_partitions`), an attention's its queries and keys per
 //! batch-and-head group (`attention_partitions`); none has an empty block or uses more than the
 //! target's tiles.
 
@@ -24,6 +25,28 @@ pub(super) fn row_partitions(rows: u32, cols: u32, target: &Target) -> Vec<Grid>
                 transposed: false,
                 resident: false,
             })
+        })
+        .collect()
+}
+
+/// A layer norm's grids: every row partition, its rows whole or split into equal column blocks of
+/// at least a vector of four (the statistics then reduced across the blocks' tiles), on at most the
+/// target's tiles.
+pub(super) fn layer_norm_partitions(rows: u32, cols: u32, target: &Target) -> Vec<Grid> {
+    let lanes = u32::try_from(target.vector_f16_lanes.max(1)).unwrap_or(u32::MAX);
+    row_partitions(rows, cols, target)
+        .into_iter()
+        .flat_map(|p| {
+            (1..=cols / lanes)
+                .filter(move |&d| {
+                    cols.is_multiple_of(d)
+                        && u64::from(p.row_blocks) * u64::from(d) <= u64::from(target.tiles)
+                })
+                .map(move |d| Grid {
+                    depth_blocks: d,
+                    block_depth: cols / d,
+                    ..p
+                })
         })
         .collect()
 }

@@ -5,8 +5,8 @@
 //! once, by an id that exists; each recorded at its position, an exchange phase under its own id; an
 //! estimate for every step); buffers (tile, lifetime, rectangle, row alignment); transfers (each
 //! rectangle inside its source and every destination, both stored in the same order, the source
-//! written before and live at the phase, every destination born in it); coverage (every panel and
-//! partials share covered exactly once by its incoming transfers); vertices (every operand on the
+//! written before and live at the phase, every destination born in it); coverage (every panel,
+//! partials share and moments share covered exactly once by its incoming transfers); vertices (every operand on the
 //! vertex's tile, live at its step and inside its buffer's storage; AMP partials and weight panels in
 //! interleaved memory); assembles (every copy derived again from the graph's pieces); vectors (each
 //! vertex its operator's function of its operator's operands, in order, with their spreads); host
@@ -207,6 +207,7 @@ fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
                 | BufferClass::BiasPanel
                 | BufferClass::Residual
                 | BufferClass::PartialsShare
+                | BufferClass::MomentsShare
         ) {
             continue;
         }
