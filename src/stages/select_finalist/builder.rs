@@ -21,6 +21,8 @@ use crate::ir::{
 };
 use crate::target::Target;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 /// Transfers of a phase being built: (source buffer, rectangle, destination) triples, grouped into
 /// multicast transfers by (source buffer, rectangle) when the phase is appended.
@@ -308,19 +310,31 @@ impl Builder<'_> {
     /// Appends an exchange phase made of `groups` as the next step.
     fn exchange(&mut self, groups: Groups) {
         let id = ExchangeId::from_index(self.exchanges.len());
-        let mut sends = groups.0;
-        sends.sort_unstable_by_key(|&(h, rect, d)| (h, rect, d.tile, d.buffer));
-        let transfers: Vec<Transfer> = sends
-            .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-            .map(|group| {
-                let (h, rect, _) = group[0];
+        // The sends grouped by (source buffer, rectangle), the groups in that order and each group's
+        // destinations by (tile, buffer): grouping first leaves far fewer, shorter lists to sort.
+        let mut index: HashMap<(BufferId, Rect), usize> = HashMap::new();
+        let mut grouped: Vec<((BufferId, Rect), Vec<Destination>)> = Vec::new();
+        for (h, rect, d) in groups.0 {
+            match index.entry((h, rect)) {
+                Entry::Occupied(e) => grouped[*e.get()].1.push(d),
+                Entry::Vacant(e) => {
+                    e.insert(grouped.len());
+                    grouped.push(((h, rect), vec![d]));
+                }
+            }
+        }
+        grouped.sort_unstable_by_key(|g| g.0);
+        let transfers: Vec<Transfer> = grouped
+            .into_iter()
+            .map(|((h, rect), mut destinations)| {
+                destinations.sort_unstable_by_key(|d| (d.tile, d.buffer));
                 let src = &self.buffers[h.index()];
                 Transfer {
                     source: src.tile,
                     source_buffer: h,
                     value: src.value,
                     rect,
-                    destinations: group.iter().map(|s| s.2).collect(),
+                    destinations,
                     bytes: rect.rows() * rect.cols() * src.dtype.bytes(),
                 }
             })
