@@ -331,14 +331,14 @@ fn amp_cases(
             stride,
             dtype,
         };
-        m.programs[tile].push(Instr::Vertex(VertexKind::Amp(Amp {
+        m.programs[tile].push(Instr::Vertex(Box::new(VertexKind::Amp(Amp {
             a: at(a, depth * 2, DType::F16),
             b: at(b, cols * 2, DType::F16),
             partials: at(p, cols * partials.bytes(), partials),
             rows,
             depth,
             cols,
-        })));
+        }))));
     }
     let e = m.run()?;
     let busy = &e.steps[0].tile_busy;
@@ -403,7 +403,7 @@ fn vector_case(
         m.value(rows, stride / 2, 0, at);
         operands.push(f16(at, stride));
     }
-    m.programs[0].push(Instr::Vertex(VertexKind::Epilogue(Epilogue {
+    m.programs[0].push(Instr::Vertex(Box::new(VertexKind::Epilogue(Epilogue {
         partials: operands,
         bias: bias.then_some(f16(bias_at, row)),
         bias_by_row: false,
@@ -413,7 +413,7 @@ fn vector_case(
         cols,
         activation: gelu.then_some(Activation::GeluTanh),
         transpose: false,
-    })));
+    }))));
     let e = m.run()?;
     let activation = gelu.then_some(Activation::GeluTanh);
     Ok(Calibration {
@@ -612,7 +612,7 @@ fn kernel_cases(target: &Target) -> Result<Vec<Calibration>, Fault> {
                 )
             }
         };
-        m.programs[tile as usize].push(Instr::Vertex(vertex));
+        m.programs[tile as usize].push(Instr::Vertex(Box::new(vertex)));
         vertices.push((case, estimate, elements));
     }
     let e = m.run()?;

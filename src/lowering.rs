@@ -124,7 +124,7 @@ fn step_instrs(
             .iter()
             .map(|v| {
                 let vertex = v.kind.map(|o| placed(sel, o, address(o.buffer)));
-                (v.tile, vec![Instr::Vertex(vertex)])
+                (v.tile, vec![Instr::Vertex(Box::new(vertex))])
             })
             .collect()),
     }

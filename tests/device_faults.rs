@@ -73,7 +73,7 @@ fn first_amp(p: &Package) -> (usize, usize, TileProgram) {
             let prog = program(p, t);
             prog.instrs
                 .iter()
-                .position(|i| matches!(i, Instr::Vertex(VertexKind::Amp(_))))
+                .position(|i| matches!(i, Instr::Vertex(v) if matches!(**v, VertexKind::Amp(_))))
                 .map(|i| (t, i, prog))
         })
         .unwrap()
@@ -81,7 +81,7 @@ fn first_amp(p: &Package) -> (usize, usize, TileProgram) {
 
 fn edit_amp(p: &mut Package, f: impl FnOnce(&mut u32, &mut u32, &mut u32)) {
     let (_, i, mut prog) = first_amp(p);
-    if let Instr::Vertex(VertexKind::Amp(amp)) = &mut prog.instrs[i] {
+    if let Some(amp) = amp_of(&mut prog.instrs[i]) {
         f(
             &mut amp.a.address,
             &mut amp.b.address,
@@ -251,7 +251,9 @@ fn write_into_a_live_buffer() {
             let prog = program(&p, t);
             prog.instrs
                 .iter()
-                .position(|i| matches!(i, Instr::Vertex(VertexKind::Epilogue(_))))
+                .position(
+                    |i| matches!(i, Instr::Vertex(v) if matches!(**v, VertexKind::Epilogue(_))),
+                )
                 .map(|i| (t, i, prog))
         })
         .unwrap();
@@ -261,7 +263,7 @@ fn write_into_a_live_buffer() {
         .find(|b| b.label.class == BufferClass::WeightHome)
         .unwrap()
         .address;
-    if let Instr::Vertex(VertexKind::Epilogue(e)) = &mut prog.instrs[i] {
+    if let Some(e) = epilogue_of(&mut prog.instrs[i]) {
         e.out.address = weight;
     }
     set_program(&mut p, &prog);
@@ -358,7 +360,7 @@ fn a_wide_send_while_the_pair_mate_sends() {
 fn misaligned_row_stride() {
     let mut p = small_package();
     let (_, i, mut prog) = first_amp(&p);
-    if let Instr::Vertex(VertexKind::Amp(amp)) = &mut prog.instrs[i] {
+    if let Some(amp) = amp_of(&mut prog.instrs[i]) {
         amp.a.stride += 2;
     }
     set_program(&mut p, &prog);
@@ -615,14 +617,20 @@ fn syncs_past_u64_cycles_are_a_fault() {
 
 fn amp_of(i: &mut Instr) -> Option<&mut Amp<Placed>> {
     match i {
-        Instr::Vertex(VertexKind::Amp(a)) => Some(a),
+        Instr::Vertex(v) => match v.as_mut() {
+            VertexKind::Amp(a) => Some(a),
+            _ => None,
+        },
         _ => None,
     }
 }
 
 fn epilogue_of(i: &mut Instr) -> Option<&mut Epilogue<Placed>> {
     match i {
-        Instr::Vertex(VertexKind::Epilogue(e)) => Some(e),
+        Instr::Vertex(v) => match v.as_mut() {
+            VertexKind::Epilogue(e) => Some(e),
+            _ => None,
+        },
         _ => None,
     }
 }

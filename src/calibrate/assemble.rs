@@ -100,14 +100,14 @@ pub(super) fn assemble_cases(target: &Target) -> Result<Vec<Calibration>, Fault>
             .map(|&(r, c)| o.place(r, c, DType::F16, false, true))
             .collect();
         let out = o.place(case.out.0, case.out.1, DType::F16, false, false);
-        m.programs[tile].push(Instr::Vertex(VertexKind::Assemble(Assemble {
+        m.programs[tile].push(Instr::Vertex(Box::new(VertexKind::Assemble(Assemble {
             sources,
             extents: case.sources.clone(),
             out,
             rows: case.out.0,
             cols: case.out.1,
             pieces: case.pieces.clone(),
-        })));
+        }))));
     }
     let e = m.run()?;
     Ok(cases

@@ -90,14 +90,14 @@ pub(super) fn vector_op_cases(target: &Target) -> Result<Vec<Calibration>, Fault
             cols
         };
         let out = o.place(rows, out_cols, DType::F16, false, false);
-        m.programs[tile].push(Instr::Vertex(VertexKind::Vector(Vector {
+        m.programs[tile].push(Instr::Vertex(Box::new(VertexKind::Vector(Vector {
             function,
             operands,
             out,
             rows,
             cols,
             transpose: false,
-        })));
+        }))));
     }
     let e = m.run()?;
     Ok(cases

@@ -78,7 +78,7 @@ fn execute_vertex(
     let Instr::Vertex(vertex) = instr else {
         return Err(format!("{instr:?} inside a compute step"));
     };
-    match vertex {
+    match vertex.as_ref() {
         VertexKind::Amp(v) => amp(target, memory, v, step),
         VertexKind::Epilogue(v) => {
             epilogue(memory, v, step)?;

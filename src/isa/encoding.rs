@@ -133,7 +133,7 @@ pub fn decode(bytes: &[u8]) -> Result<TileProgram, DecodeError> {
                         at,
                         what: format!("vertex does not decode: {e}"),
                     })?;
-                Instr::Vertex(vertex)
+                Instr::Vertex(Box::new(vertex))
             }
             op => {
                 return Err(DecodeError {
@@ -292,14 +292,14 @@ mod tests {
         TileProgram {
             tile: TileId(1471),
             instrs: vec![
-                Instr::Vertex(VertexKind::Amp(Amp {
+                Instr::Vertex(Box::new(VertexKind::Amp(Amp {
                     a: placed(address),
                     b: placed(address),
                     partials: placed(address),
                     rows: 16,
                     depth: 64,
                     cols: 16,
-                })),
+                }))),
                 Instr::Sync,
                 Instr::Exchange {
                     phase: ExchangeId(3),

@@ -105,7 +105,7 @@ pub struct Receive {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Instr {
     /// A compute vertex with its operands placed.
-    Vertex(VertexKind<Placed>),
+    Vertex(Box<VertexKind<Placed>>),
     /// Labels the superstep as exchange phase `phase`; not executed, it takes no cycle.
     Exchange { phase: ExchangeId },
     /// A send of the tile's part of an exchange phase.
