@@ -358,9 +358,10 @@ pub struct Selected {
     pub estimate: SelectedEstimate,
 }
 
+/// Schema 8: a split layer norm's `Moments` and `MomentsShare` buffers and its two vertex kinds.
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
-    const SCHEMA: u32 = 7;
+    const SCHEMA: u32 = 8;
 }
 
 impl ExchangePhase {

@@ -15,10 +15,11 @@ pub struct TileCode {
     pub estimated_steps: Vec<u64>,
 }
 
-/// Schema 5: programs in encoding format 2 (`crate::isa::encoding::FORMAT`).
+/// Schema 7: the split layer norm's vertex kinds; since 5, programs in encoding format 2
+/// (`crate::isa::encoding::FORMAT`).
 impl crate::store::Artifact for TileCode {
     const KIND: &'static str = "tile_code";
-    const SCHEMA: u32 = 6;
+    const SCHEMA: u32 = 7;
 }
 
 impl TileCode {
