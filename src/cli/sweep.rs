@@ -26,11 +26,11 @@ mod page;
 use super::BuildArgs;
 use super::progress::Bar;
 use super::run::{self, DataArgs, Loaded};
+use super::storage::StoreArgs;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, FromArgMatches};
 use ipu_codegen::driver::{RunFigures, verdict, worst_check};
 use ipu_codegen::progress::Silent;
-use ipu_codegen::store::Store;
 use ipu_codegen::tensors::bind::Bindings;
 use ipu_codegen::workload::WeightsFile;
 use rayon::prelude::*;
@@ -498,7 +498,7 @@ fn resolve(
 
 /// Builds and runs every point of the grid; the rows in grid order.
 fn sweep_rows(
-    cache: &Path,
+    storage: &StoreArgs,
     stages: &Path,
     args: &SweepArgs,
     axes: &[Axis],
@@ -543,7 +543,7 @@ fn sweep_rows(
         rows.push(row);
     }
 
-    let store = Store::open(cache)?;
+    let store = storage.open()?;
     let parent = tracing::Span::current();
     // Points run in parallel: one bar for the builds and one for the runs, not one per point.
     let bar = Bar::new(builds.len() as u64, "sweep builds");
@@ -554,7 +554,7 @@ fn sweep_rows(
             let _span =
                 tracing::info_span!(parent: &parent, "ipu_codegen.sweep.build", build = name)
                     .entered();
-            let loaded = run::build_package(&store, stages, b, &Silent);
+            let loaded = run::build_package(&*store, stages, b, &Silent);
             bar.inc(1);
             loaded.map_err(|e| format!("{e:#}"))
         })
@@ -594,7 +594,12 @@ fn sweep_rows(
 /// `ipu-codegen sweep`: the rows on stdout (a table, or JSON), the CSV and the page where asked; fails
 /// after all of that when a point failed.
 /// `lock_timeout`: how long to wait for the device (`--lock-timeout`), in seconds.
-pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs, lock_timeout: u64) -> Result<()> {
+pub fn sweep(
+    storage: &StoreArgs,
+    stages: &Path,
+    args: &SweepArgs,
+    lock_timeout: u64,
+) -> Result<()> {
     if args.workload.ends_with(".ipuexe") {
         bail!(
             "sweep takes a workload (a preset or a TOML file), not a package: {}",
@@ -602,7 +607,7 @@ pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs, lock_timeout: u64) -
         );
     }
     let axes = axes(&args.workload, &args.vary)?;
-    let rows = sweep_rows(cache, stages, args, &axes, lock_timeout)?;
+    let rows = sweep_rows(storage, stages, args, &axes, lock_timeout)?;
     if args.json {
         super::json::print("sweep", json(&args.workload, &axes, &rows));
     } else {
