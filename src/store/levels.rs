@@ -1,7 +1,8 @@
 //! The two-level store: the local folder in front of a shared remote cache ([`RemoteCache`]).
 //!
 //! Contract:
-//! - A lookup reads the local folder, then (unless `recache`) the remote level. A remote entry is an
+//! - A lookup reads the local folder, then (unless `recache`) the remote level. With `recache`, an
+//!   output the local folder holds is sent again, overwriting the remote level's blob and entry. A remote entry is an
 //!   REAPI `ActionResult` naming one output file, `<kind>/<blake3 hex>`, by its `/cas/` digest.
 //!   Nothing from the remote level enters the local folder unchecked: the entry must decode and name
 //!   one output of the kind asked for; its blob must have the digest's size and SHA-256, the blake3
@@ -12,7 +13,7 @@
 //!   the remote level: an object after a `HEAD` says the server lacks it (always, with `recache`),
 //!   and an entry only after the object it names is there. A remote failure is a warning.
 //! - A server that cannot be reached, or does not answer in time, is left alone for the rest of the
-//!   process after one warning; a server that refuses an upload as unauthorised gets no more.
+//!   process after one warning; a server that refuses an upload gets no more from it.
 
 use super::reapi::{ActionResult, Digest, OutputFile};
 use super::remote::{RemoteCache, RemoteError, RemoteOptions, Trouble, sha256};
@@ -33,7 +34,7 @@ pub struct TwoLevel {
     recache: bool,
     /// The server could not be reached: the rest of this process goes without it.
     down: AtomicBool,
-    /// The server refused an upload as unauthorised: no more are tried.
+    /// The server refused an upload: no more are tried.
     refused: AtomicBool,
     /// The digest of every object this process knows the server holds, by content hash.
     held: Mutex<BTreeMap<ContentHash, Digest>>,
@@ -65,27 +66,37 @@ impl TwoLevel {
             && !self.refused.load(Ordering::Relaxed)
     }
 
-    /// Says what went wrong, once for a server that cannot be reached.
-    fn warn(&self, doing: &str, trouble: Trouble) {
-        let remote = self.remote.base();
+    /// Notes that the server cannot be reached; whether this is the first time (then it warns).
+    fn unreachable(&self, doing: &str, why: &str) {
+        if !self.down.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                remote = self.remote.base(),
+                "remote cache unreachable while {doing} ({why}); this process goes on without it"
+            );
+        }
+    }
+
+    /// A failed read: a warning, and the lookup is a miss.
+    fn read_failed(&self, doing: &str, trouble: Trouble) {
         match trouble {
-            Trouble::Unreachable(why) => {
-                if !self.down.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        remote,
-                        "remote cache unreachable while {doing} ({why}); this process goes on without it"
-                    );
-                }
-            }
-            Trouble::Status(code @ (401 | 403), url) if doing.starts_with("uploading") => {
-                if !self.refused.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        remote,
-                        "remote cache refused an upload (HTTP {code} on {url}); this process uploads nothing more"
-                    );
-                }
-            }
-            trouble => tracing::warn!(remote, "remote cache: {doing}: {trouble}; taken as a miss"),
+            Trouble::Unreachable(why) => self.unreachable(doing, &why),
+            trouble => tracing::warn!(
+                remote = self.remote.base(),
+                "remote cache: {doing}: {trouble}; taken as a miss"
+            ),
+        }
+    }
+
+    /// A failed upload: a warning; after a refusal, no more uploads.
+    fn upload_failed(&self, doing: &str, trouble: Trouble) {
+        match trouble {
+            Trouble::Unreachable(why) => self.unreachable(doing, &why),
+            Trouble::Status(..) if self.refused.swap(true, Ordering::Relaxed) => {}
+            Trouble::Status(..) => tracing::warn!(
+                remote = self.remote.base(),
+                "remote cache refused {doing} ({trouble}); this process uploads nothing more"
+            ),
+            Trouble::Bad(why) => tracing::warn!(remote = self.remote.base(), "{why}"),
         }
     }
 
@@ -213,6 +224,10 @@ impl Store for TwoLevel {
 
     fn lookup(&self, key: &ContentHash, expect: Expect) -> Result<Option<Found>, StoreError> {
         if let Some(found) = self.local.lookup(key, expect)? {
+            if self.recache {
+                // What this machine holds overwrites what the remote level has.
+                self.upload_entry(key, expect, &found.output)?;
+            }
             return Ok(Some(found));
         }
         if self.recache || self.down.load(Ordering::Relaxed) {
@@ -233,7 +248,7 @@ impl Store for TwoLevel {
                 }))
             }
             Err(trouble) => {
-                self.warn(
+                self.read_failed(
                     &format!("reading {} {}", expect.action, key.short()),
                     trouble,
                 );
@@ -247,7 +262,7 @@ impl Store for TwoLevel {
         if self.uploading()
             && let Err(trouble) = self.send(&object.hash(), object.bytes())
         {
-            self.warn(
+            self.upload_failed(
                 &format!("uploading object {}", object.hash().short()),
                 trouble,
             );
@@ -262,6 +277,18 @@ impl Store for TwoLevel {
         output: &ContentHash,
     ) -> Result<(), StoreError> {
         self.local.write_entry(key, expect, output)?;
+        self.upload_entry(key, expect, output)
+    }
+}
+
+impl TwoLevel {
+    /// Sends the entry of action `key` to the server, after the object it names.
+    fn upload_entry(
+        &self,
+        key: &ContentHash,
+        expect: Expect,
+        output: &ContentHash,
+    ) -> Result<(), StoreError> {
         if !self.uploading() {
             return Ok(());
         }
@@ -275,7 +302,10 @@ impl Store for TwoLevel {
                 match self.send(output, &bytes) {
                     Ok(digest) => digest,
                     Err(trouble) => {
-                        self.warn(&format!("uploading object {}", output.short()), trouble);
+                        self.upload_failed(
+                            &format!("uploading object {}", output.short()),
+                            trouble,
+                        );
                         return Ok(());
                     }
                 }
@@ -294,7 +324,7 @@ impl Store for TwoLevel {
             .remote
             .entry_url(&self.remote.entry_key(expect.action, key));
         if let Err(trouble) = self.remote.put(&url, &result.encode_to_vec()) {
-            self.warn(
+            self.upload_failed(
                 &format!("uploading the entry of {} {}", expect.action, key.short()),
                 trouble,
             );
