@@ -1,4 +1,6 @@
-//! The content-addressed store (`cache/`).
+//! The content-addressed store: the local folder (`cache/`, [`LocalStore`]) and, when asked, a shared
+//! remote cache behind it ([`TwoLevel`], [`RemoteCache`]), one [`Store`] interface over both. The
+//! local folder's layout:
 //!
 //! - `objects/<2 hex>/<64 hex>`: artifacts by the blake3 hash of their bytes. Every read re-hashes; a
 //!   mismatch (a damaged or truncated object) evicts the object and reads as a miss, with a warning.
