@@ -177,6 +177,8 @@ enum Command {
     /// estimate and its error against the device, the hardware test, with --check the numerical
     /// test, the build folder and the point's error. A point that fails to build or run is a row with
     /// its error; the command exits non-zero after printing every row and writing every file.
+    /// With --shard I/N --json it builds and runs one share of the grid, for a scheduler to run on
+    /// many machines; --merge puts the parts back together as the whole sweep.
     /// Example: `ipu-codegen sweep siglip-mlp-small --vary tokens=21,42 --vary partials=f16,f32
     /// --csv sweep.csv --html sweep.html`.
     Sweep(sweep::SweepArgs),

@@ -19,7 +19,10 @@
 //!   the numerical test against the float64 reference. A point that fails to resolve, build or run is
 //!   a row with its error; the command fails after printing every row and writing every file when any
 //!   point failed.
-//! - The table, the CSV and the JSON all come from [`Row::cells`]: the same columns and values.
+//! - The table, the CSV and the JSON all come from [`Row::cells`]: the same columns and values; a
+//!   point's efficiency is kept as the table shows it, so every form (a merged sweep's too) agrees.
+//! - `--shard I/N` resolves the whole grid as above but builds and runs only the shard's points, and
+//!   `--merge` reads the parts back instead of building (`shard`).
 
 mod page;
 mod shard;

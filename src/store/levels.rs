@@ -2,9 +2,9 @@
 //!
 //! Contract:
 //! - A lookup reads the local folder, then (unless `recache`) the remote level. With `recache`, an
-//!   output the local folder holds is sent again, overwriting the remote level's blob and entry. A remote entry is an
-//!   REAPI `ActionResult` naming one output file, `<kind>/<blake3 hex>`, by its `/cas/` digest.
-//!   Nothing from the remote level enters the local folder unchecked: the entry must decode and name
+//!   output the local folder holds is sent again, overwriting the remote level's blob and entry.
+//! - A remote entry is an REAPI `ActionResult` naming one output file, `<kind>/<blake3 hex>`, by its
+//!   `/cas/` digest. Nothing from the remote level enters the local folder unchecked: the entry must decode and name
 //!   one output of the kind asked for; its blob must have the digest's size and SHA-256, the blake3
 //!   hash the entry names, and a header of the kind and schema asked for. Only then are the object
 //!   and a local entry written, and the lookup answers. Any failed check, a blob missing behind an
@@ -211,6 +211,56 @@ impl TwoLevel {
             .insert(*hash, digest.clone());
         Ok(digest)
     }
+
+    /// Sends the entry of action `key` to the server, after the object it names.
+    fn upload_entry(
+        &self,
+        key: &ContentHash,
+        expect: Expect,
+        output: &ContentHash,
+    ) -> Result<(), StoreError> {
+        if !self.uploading() {
+            return Ok(());
+        }
+        let known = self.held.lock().expect("not poisoned").get(output).cloned();
+        let digest = match known {
+            Some(digest) => digest,
+            None => {
+                let Some(bytes) = self.local.get(output)? else {
+                    return Ok(());
+                };
+                match self.send(output, &bytes) {
+                    Ok(digest) => digest,
+                    Err(trouble) => {
+                        self.upload_failed(
+                            &format!("uploading object {}", output.short()),
+                            trouble,
+                        );
+                        return Ok(());
+                    }
+                }
+            }
+        };
+        let result = ActionResult {
+            output_files: vec![OutputFile {
+                path: format!("{}/{}", expect.kind, output.hex()),
+                digest: Some(digest),
+                is_executable: false,
+                contents: Vec::new(),
+            }],
+            exit_code: 0,
+        };
+        let url = self
+            .remote
+            .entry_url(&self.remote.entry_key(expect.action, key));
+        if let Err(trouble) = self.remote.put(&url, &result.encode_to_vec()) {
+            self.upload_failed(
+                &format!("uploading the entry of {} {}", expect.action, key.short()),
+                trouble,
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Store for TwoLevel {
@@ -278,57 +328,5 @@ impl Store for TwoLevel {
     ) -> Result<(), StoreError> {
         self.local.write_entry(key, expect, output)?;
         self.upload_entry(key, expect, output)
-    }
-}
-
-impl TwoLevel {
-    /// Sends the entry of action `key` to the server, after the object it names.
-    fn upload_entry(
-        &self,
-        key: &ContentHash,
-        expect: Expect,
-        output: &ContentHash,
-    ) -> Result<(), StoreError> {
-        if !self.uploading() {
-            return Ok(());
-        }
-        let known = self.held.lock().expect("not poisoned").get(output).cloned();
-        let digest = match known {
-            Some(digest) => digest,
-            None => {
-                let Some(bytes) = self.local.get(output)? else {
-                    return Ok(());
-                };
-                match self.send(output, &bytes) {
-                    Ok(digest) => digest,
-                    Err(trouble) => {
-                        self.upload_failed(
-                            &format!("uploading object {}", output.short()),
-                            trouble,
-                        );
-                        return Ok(());
-                    }
-                }
-            }
-        };
-        let result = ActionResult {
-            output_files: vec![OutputFile {
-                path: format!("{}/{}", expect.kind, output.hex()),
-                digest: Some(digest),
-                is_executable: false,
-                contents: Vec::new(),
-            }],
-            exit_code: 0,
-        };
-        let url = self
-            .remote
-            .entry_url(&self.remote.entry_key(expect.action, key));
-        if let Err(trouble) = self.remote.put(&url, &result.encode_to_vec()) {
-            self.upload_failed(
-                &format!("uploading the entry of {} {}", expect.action, key.short()),
-                trouble,
-            );
-        }
-        Ok(())
     }
 }
