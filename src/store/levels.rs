@@ -112,75 +112,16 @@ impl TwoLevel {
         let Some(bytes) = self.remote.get(&entry_url, ENTRY.limit)? else {
             return Ok(None);
         };
-        let bad = |why: String| Trouble::Bad(format!("entry {entry_url} {why}"));
-        let result = ActionResult::decode(&bytes[..])
-            .map_err(|e| bad(format!("is not an REAPI ActionResult: {e}")))?;
-        let [file] = &result.output_files[..] else {
-            return Err(bad(format!(
-                "names {} output files, where one is expected",
-                result.output_files.len()
-            )));
-        };
-        let output = (file.path.strip_prefix(expect.kind))
-            .and_then(|rest| rest.strip_prefix('/'))
-            .and_then(ContentHash::parse)
-            .ok_or_else(|| {
-                bad(format!(
-                    "names output {:?}, which is not a {} object",
-                    file.path, expect.kind
-                ))
-            })?;
-        let digest = file.digest.clone().unwrap_or_default();
-        let lowercase_hex =
-            |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        let size = u64::try_from(digest.size_bytes)
-            .ok()
-            .filter(|_| lowercase_hex(&digest.hash));
-        let Some(size) = size else {
-            return Err(bad("names no valid SHA-256 digest".to_string()));
-        };
-        if size > self.remote.max_blob_bytes() {
-            return Err(bad(format!(
-                "names a blob of {size} bytes, over the blob size limit of {}",
-                self.remote.max_blob_bytes()
-            )));
-        }
+        let (output, digest) = named_output(&bytes, expect, self.remote.max_blob_bytes())
+            .map_err(|why| Trouble::Bad(format!("entry {entry_url} {why}")))?;
         let blob_url = self.remote.blob_url(&digest.hash);
         let Some(blob) = self.remote.get(&blob_url, self.remote.max_blob_bytes())? else {
-            return Err(bad(format!(
-                "names {blob_url}, which the server does not hold"
+            return Err(Trouble::Bad(format!(
+                "entry {entry_url} names {blob_url}, which the server does not hold"
             )));
         };
-        let damaged = |why: String| Trouble::Bad(format!("blob {blob_url} {why}"));
-        if blob.len() as u64 != size {
-            return Err(damaged(format!(
-                "has {} bytes, where its entry says {size}",
-                blob.len()
-            )));
-        }
-        if sha256(&blob) != digest.hash {
-            return Err(damaged("does not hash to its SHA-256 name".to_string()));
-        }
-        if ContentHash::of(&blob) != output {
-            return Err(damaged(format!(
-                "does not hash to the blake3 hash {} its entry names",
-                output.short()
-            )));
-        }
-        match header(&blob) {
-            Some(h) if h.kind == expect.kind && h.schema == expect.schema => {}
-            found => {
-                return Err(damaged(format!(
-                    "holds {}, where {} schema {} was asked for",
-                    found.map_or("no artifact".to_string(), |h| format!(
-                        "{} schema {}",
-                        h.kind, h.schema
-                    )),
-                    expect.kind,
-                    expect.schema
-                )));
-            }
-        }
+        check_blob(&blob, &output, &digest, expect)
+            .map_err(|why| Trouble::Bad(format!("blob {blob_url} {why}")))?;
         Ok(Some((output, blob, digest)))
     }
 
@@ -241,15 +182,7 @@ impl TwoLevel {
                 }
             }
         };
-        let result = ActionResult {
-            output_files: vec![OutputFile {
-                path: format!("{}/{}", expect.kind, output.hex()),
-                digest: Some(digest),
-                is_executable: false,
-                contents: Vec::new(),
-            }],
-            exit_code: 0,
-        };
+        let result = entry(expect, output, digest);
         let url = self
             .remote
             .entry_url(&self.remote.entry_key(expect.action, key));
@@ -328,5 +261,208 @@ impl Store for TwoLevel {
     ) -> Result<(), StoreError> {
         self.local.write_entry(key, expect, output)?;
         self.upload_entry(key, expect, output)
+    }
+}
+
+/// The `/ac/` entry of an output of `expect`'s kind: one output file, `<kind>/<blake3 hex>`, with
+/// the `/cas/` digest of its bytes.
+fn entry(expect: Expect, output: &ContentHash, digest: Digest) -> ActionResult {
+    ActionResult {
+        output_files: vec![OutputFile {
+            path: format!("{}/{}", expect.kind, output.hex()),
+            digest: Some(digest),
+            is_executable: false,
+            contents: Vec::new(),
+        }],
+        exit_code: 0,
+    }
+}
+
+/// The output an `/ac/` entry's bytes name for `expect`, with its blob's digest; why not, when they
+/// are not such an entry or name a blob over `max_blob_bytes`.
+fn named_output(
+    bytes: &[u8],
+    expect: Expect,
+    max_blob_bytes: u64,
+) -> Result<(ContentHash, Digest), String> {
+    let result =
+        ActionResult::decode(bytes).map_err(|e| format!("is not an REAPI ActionResult: {e}"))?;
+    let [file] = &result.output_files[..] else {
+        return Err(format!(
+            "names {} output files, where one is expected",
+            result.output_files.len()
+        ));
+    };
+    let output = (file.path.strip_prefix(expect.kind))
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(ContentHash::parse)
+        .ok_or_else(|| {
+            format!(
+                "names output {:?}, which is not a {} object",
+                file.path, expect.kind
+            )
+        })?;
+    let digest = file.digest.clone().unwrap_or_default();
+    let lowercase_hex =
+        |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let size = u64::try_from(digest.size_bytes)
+        .ok()
+        .filter(|_| lowercase_hex(&digest.hash))
+        .ok_or("names no valid SHA-256 digest")?;
+    if size > max_blob_bytes {
+        return Err(format!(
+            "names a blob of {size} bytes, over the blob size limit of {max_blob_bytes}"
+        ));
+    }
+    Ok((output, digest))
+}
+
+/// Why `blob` is not the output an entry names (`output`, by its blob's `digest`), of the kind and
+/// schema `expect` asks for, if it is not.
+fn check_blob(
+    blob: &[u8],
+    output: &ContentHash,
+    digest: &Digest,
+    expect: Expect,
+) -> Result<(), String> {
+    if i64::try_from(blob.len()) != Ok(digest.size_bytes) {
+        return Err(format!(
+            "has {} bytes, where its entry says {}",
+            blob.len(),
+            digest.size_bytes
+        ));
+    }
+    if sha256(blob) != digest.hash {
+        return Err("does not hash to its SHA-256 name".to_string());
+    }
+    if ContentHash::of(blob) != *output {
+        return Err(format!(
+            "does not hash to the blake3 hash {} its entry names",
+            output.short()
+        ));
+    }
+    match header(blob) {
+        Some(h) if h.kind == expect.kind && h.schema == expect.schema => Ok(()),
+        found => Err(format!(
+            "holds {}, where {} schema {} was asked for",
+            found.map_or("no artifact".to_string(), |h| format!(
+                "{} schema {}",
+                h.kind, h.schema
+            )),
+            expect.kind,
+            expect.schema
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Artifact, encode};
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Note(String);
+
+    impl Artifact for Note {
+        const KIND: &'static str = "note";
+        const SCHEMA: u32 = 3;
+    }
+
+    const EXPECT: Expect = Expect {
+        action: "write_note",
+        kind: "note",
+        schema: 3,
+    };
+
+    /// A note's bytes, its blake3 hash and its `/cas/` digest.
+    fn note(text: &str) -> (Vec<u8>, ContentHash, Digest) {
+        let bytes = encode(&Note(text.to_string()));
+        let digest = Digest {
+            hash: sha256(&bytes),
+            size_bytes: bytes.len() as i64,
+        };
+        let output = ContentHash::of(&bytes);
+        (bytes, output, digest)
+    }
+
+    #[test]
+    fn an_entry_decodes_as_an_action_result_whose_digest_names_the_blob() {
+        let (bytes, output, digest) = note("remote");
+        let payload = entry(EXPECT, &output, digest).encode_to_vec();
+        let decoded = ActionResult::decode(&payload[..]).expect("an ActionResult");
+        assert_eq!(decoded.exit_code, 0);
+        let [file] = &decoded.output_files[..] else {
+            panic!("{decoded:?}")
+        };
+        assert_eq!(file.path, format!("note/{}", ContentHash::of(&bytes).hex()));
+        let named = file.digest.as_ref().expect("a digest");
+        assert_eq!(named.hash, sha256(&bytes));
+        assert_eq!(named.size_bytes, bytes.len() as i64);
+        let (found, found_digest) = named_output(&payload, EXPECT, 1 << 20).expect("usable");
+        assert_eq!((found, &found_digest), (output, named));
+        assert_eq!(check_blob(&bytes, &found, &found_digest, EXPECT), Ok(()));
+    }
+
+    #[test]
+    fn an_entry_that_is_not_one_for_the_kind_asked_for_is_refused() {
+        let (bytes, output, digest) = note("remote");
+        let good = entry(EXPECT, &output, digest.clone());
+        let mut two = good.clone();
+        two.output_files.push(two.output_files[0].clone());
+        let mut other_kind = good.clone();
+        other_kind.output_files[0].path = format!("mid/{}", output.hex());
+        let mut no_digest = good.clone();
+        no_digest.output_files[0].digest = None;
+        let mut upper = good.clone();
+        upper.output_files[0].digest.as_mut().unwrap().hash = digest.hash.to_uppercase();
+        let mut negative = good.clone();
+        negative.output_files[0].digest.as_mut().unwrap().size_bytes = -1;
+        for (result, says) in [
+            (two, "names 2 output files"),
+            (other_kind, "which is not a note object"),
+            (no_digest, "no valid SHA-256 digest"),
+            (upper, "no valid SHA-256 digest"),
+            (negative, "no valid SHA-256 digest"),
+        ] {
+            let why = named_output(&result.encode_to_vec(), EXPECT, 1 << 20).unwrap_err();
+            assert!(why.contains(says), "{says}: {why}");
+        }
+        let why = named_output(&good.encode_to_vec(), EXPECT, bytes.len() as u64 - 1).unwrap_err();
+        assert!(why.contains("over the blob size limit"), "{why}");
+        let why = named_output(b"\xff\xff\xff", EXPECT, 1 << 20).unwrap_err();
+        assert!(why.contains("not an REAPI ActionResult"), "{why}");
+    }
+
+    #[test]
+    fn a_blob_enters_only_with_its_size_sha256_blake3_kind_and_schema() {
+        let (bytes, output, digest) = note("remote");
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let (other, other_output, other_digest) = note("other");
+        let cases = [
+            (
+                &bytes[..bytes.len() - 1],
+                &output,
+                &digest,
+                EXPECT,
+                "where its entry says",
+            ),
+            (&flipped[..], &output, &digest, EXPECT, "SHA-256"),
+            (&other[..], &output, &other_digest, EXPECT, "blake3"),
+            (
+                &other[..],
+                &other_output,
+                &other_digest,
+                Expect {
+                    schema: 4,
+                    ..EXPECT
+                },
+                "holds note schema 3, where note schema 4",
+            ),
+        ];
+        for (blob, output, digest, expect, says) in cases {
+            let why = check_blob(blob, output, digest, expect).unwrap_err();
+            assert!(why.contains(says), "{says}: {why}");
+        }
     }
 }

@@ -20,8 +20,8 @@ use sha2::Digest as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How a remote cache is reached and used.
-#[derive(Clone, Debug)]
+/// How a remote cache is reached and used. Its `Debug` form shows the URL without credentials.
+#[derive(Clone)]
 pub struct RemoteOptions {
     /// `http[s]://[user[:password]@]host[:port][/prefix]`.
     pub url: String,
@@ -37,6 +37,20 @@ pub struct RemoteOptions {
     pub recache: bool,
     /// The compiler's fingerprint in every entry key.
     pub fingerprint: String,
+}
+
+impl std::fmt::Debug for RemoteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteOptions")
+            .field("url", &redact(&self.url))
+            .field("netrc", &self.netrc)
+            .field("timeout", &self.timeout)
+            .field("max_blob_bytes", &self.max_blob_bytes)
+            .field("read_only", &self.read_only)
+            .field("recache", &self.recache)
+            .field("fingerprint", &self.fingerprint)
+            .finish()
+    }
 }
 
 /// Why a remote cache cannot be used as given.
