@@ -26,8 +26,7 @@ use ipu_codegen::driver::{PIPELINE, Phase, Source};
 use ipu_codegen::files;
 use ipu_codegen::ir::{Graph, Mid, Selected};
 use ipu_codegen::stages::lower_mid::shortlists;
-use ipu_codegen::store::ArtifactKind;
-use ipu_codegen::store::Level;
+use ipu_codegen::store::{ArtifactKind, Level};
 use std::path::{Path, PathBuf};
 
 /// The help section of the options every subcommand takes.
