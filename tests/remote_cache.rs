@@ -220,6 +220,47 @@ fn a_read_only_client_uploads_nothing_and_reads_what_others_uploaded() {
 }
 
 #[test]
+fn objects_over_the_blob_size_limit_stay_local_and_so_do_their_entries() {
+    let Some(server) = CacheServer::start() else {
+        return;
+    };
+    let expected = local_package();
+    let r = build(
+        &Sandbox::new(),
+        &server.url(),
+        &["--remote-max-blob-bytes", "4K"],
+    );
+    r.assert_ok();
+    assert!(
+        r.stderr
+            .contains("over the blob size limit of 4096; it stays local"),
+        "{}",
+        r.stderr
+    );
+    let blobs = server.files("cas");
+    assert!(!blobs.is_empty(), "the small objects were sent");
+    for blob in &blobs {
+        assert!(
+            std::fs::metadata(blob).unwrap().len() <= 4096,
+            "{}",
+            blob.display()
+        );
+    }
+    // Every entry on the server names a blob it holds; the phases whose output stayed local are
+    // computed by the next store, which reads the rest.
+    let next = Sandbox::new();
+    let r = build(&next, &server.url(), &[]);
+    r.assert_ok();
+    assert!(warnings(&r).is_empty(), "{}", r.stderr);
+    let (ran, remote) = (field(&r, "phasesRun"), field(&r, "phasesRemote"));
+    assert!(
+        ran != "-" && remote != "-",
+        "ran {ran}, from the server {remote}"
+    );
+    assert_eq!(package(&next), expected);
+}
+
+#[test]
 fn several_builders_against_one_server_all_succeed_with_one_package() {
     let Some(server) = CacheServer::start() else {
         return;
@@ -341,6 +382,15 @@ fn a_bad_url_netrc_or_flag_is_a_clear_error_naming_it() {
         (
             vec!["--remote-read-only"],
             "--remote-read-only and --recache need a --remote-cache URL",
+        ),
+        (
+            vec![
+                "--remote-cache",
+                "http://127.0.0.1:9",
+                "--remote-read-only",
+                "--recache",
+            ],
+            "--recache overwrites remote entries, which --remote-read-only forbids",
         ),
         (
             vec![
