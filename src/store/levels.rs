@@ -220,7 +220,7 @@ impl Store for TwoLevel {
             Ok(None) => Ok(None),
             Ok(Some((output, bytes, digest))) => {
                 self.local.put_hashed(&output, &bytes)?;
-                self.local.write_entry(key, expect, &output)?;
+                self.local.record(key, expect, &output)?;
                 self.held
                     .lock()
                     .expect("not poisoned")
@@ -259,7 +259,7 @@ impl Store for TwoLevel {
         expect: Expect,
         output: &ContentHash,
     ) -> Result<(), StoreError> {
-        self.local.write_entry(key, expect, output)?;
+        self.local.record(key, expect, output)?;
         self.upload_entry(key, expect, output)
     }
 }

@@ -2,11 +2,14 @@
 //! reads objects from.
 //!
 //! Contract: see the store's module docs (layout, verification on read, atomic writes, the lock).
-//! A lookup here ([`LocalStore::find`]) takes an entry only when it is intact, filed under its own
-//! key, made for the action and kind asked for, and names an intact object of that kind and schema;
-//! any other entry is evicted with a warning and reads as a miss.
+//! A lookup here takes an entry only when it is intact, filed under its own key, made for the action
+//! and kind asked for, and names an intact object of that kind and schema; any other entry is
+//! evicted with a warning and reads as a miss.
 
-use super::{ActionEntry, ContentHash, ENTRY, Expect, OBJECT, StoreError, header, io_err};
+use super::{
+    ActionEntry, ContentHash, ENTRY, Expect, Found, Level, OBJECT, Object, Store, StoreError,
+    header, io_err,
+};
 use crate::files;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -148,11 +151,7 @@ impl LocalStore {
     /// The output recorded for an action key, when its entry is usable and names an intact object
     /// of the kind and schema `expect` asks for. A missing output is a miss; an unusable entry is
     /// evicted, with a warning, and is a miss.
-    pub fn find(
-        &self,
-        key: &ContentHash,
-        expect: Expect,
-    ) -> Result<Option<ContentHash>, StoreError> {
+    fn find(&self, key: &ContentHash, expect: Expect) -> Result<Option<ContentHash>, StoreError> {
         let path = self.action_path(key);
         let bytes = match files::read(&path, &ENTRY) {
             Ok(bytes) => bytes,
@@ -192,9 +191,29 @@ impl LocalStore {
         let _ = fs::remove_file(path);
         Ok(None)
     }
+}
 
-    /// Records `output` as the result of action `key`.
-    pub fn write_entry(
+impl Store for LocalStore {
+    fn local(&self) -> &LocalStore {
+        self
+    }
+
+    fn levels(&self) -> &[Level] {
+        &[Level::Local]
+    }
+
+    fn lookup(&self, key: &ContentHash, expect: Expect) -> Result<Option<Found>, StoreError> {
+        Ok(self.find(key, expect)?.map(|output| Found {
+            output,
+            level: Level::Local,
+        }))
+    }
+
+    fn put_object(&self, object: &Object) -> Result<(), StoreError> {
+        self.put_hashed(&object.hash(), object.bytes())
+    }
+
+    fn record(
         &self,
         key: &ContentHash,
         expect: Expect,

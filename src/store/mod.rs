@@ -447,36 +447,6 @@ pub trait Store: Sync {
     }
 }
 
-impl Store for LocalStore {
-    fn local(&self) -> &LocalStore {
-        self
-    }
-
-    fn levels(&self) -> &[Level] {
-        &[Level::Local]
-    }
-
-    fn lookup(&self, key: &ContentHash, expect: Expect) -> Result<Option<Found>, StoreError> {
-        Ok(self.find(key, expect)?.map(|output| Found {
-            output,
-            level: Level::Local,
-        }))
-    }
-
-    fn put_object(&self, object: &Object) -> Result<(), StoreError> {
-        self.put_hashed(&object.hash, &object.bytes)
-    }
-
-    fn record(
-        &self,
-        key: &ContentHash,
-        expect: Expect,
-        output: &ContentHash,
-    ) -> Result<(), StoreError> {
-        self.write_entry(key, expect, output)
-    }
-}
-
 mod levels;
 mod local;
 mod maintain;
