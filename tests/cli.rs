@@ -300,7 +300,8 @@ fn run_and_build_json_hold_the_same_fields_as_their_text() {
     assert_eq!(b["phasesRun"], serde_json::json!([]));
     assert_eq!(b["kind"], "build");
     for (key, value) in fields(&text) {
-        if key != "phasesRun" {
+        // The phase lists are lists in JSON.
+        if !key.starts_with("phases") {
             assert_eq!(b[&key], serde_json::json!(value), "{key}");
         }
     }

@@ -86,6 +86,19 @@ fn every_command_prints_json_its_schema_accepts() {
         "sweep",
         &["sweep", SMALL, "--vary", "tokens=21,30", "--json"],
     );
+    let part = check(
+        "sweep",
+        &[
+            "sweep",
+            SMALL,
+            "--vary",
+            "tokens=21,30",
+            "--shard",
+            "1/2",
+            "--json",
+        ],
+    );
+    assert_eq!(part["shard"]["index"], 1);
     let other = check("run", &["run", SMALL, "--tokens", "30", "--json"]);
     let other = other["profile"].as_str().unwrap().to_string();
     check("reportCompare", &["report", &profile, &other, "--json"]);

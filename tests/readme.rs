@@ -1,5 +1,6 @@
 //! The README's concrete `ipu-codegen` examples run as written, in order, in one scratch folder, and
-//! succeed. A line is an example when it starts with `ipu-codegen` and names no placeholder (`<…>`,
+//! succeed. A line is an example when it starts with `ipu-codegen` (or `parallel`, GNU parallel running
+//! `ipu-codegen` commands: without it the test is skipped) and names no placeholder (`<…>`,
 //! `[…]`, `…`); examples on the MiniLM model need `make model` (tools/model.sh) and the Make lines
 //! have their own test (tests/make.rs). A ```` ```text ```` block after an example's `sh` block is
 //! what that block's last example prints: every line of it but `...` must be a line of its output,
@@ -42,7 +43,8 @@ fn examples() -> Vec<Example> {
                 let placeholder = ["<", "[", "…", "MODEL", "minilm", "paraphrase-MiniLM"]
                     .iter()
                     .any(|p| command.contains(p));
-                if command.starts_with("ipu-codegen ") && !placeholder {
+                let runs = command.starts_with("ipu-codegen ") || command.starts_with("parallel ");
+                if runs && !placeholder {
                     examples.push(Example {
                         command,
                         shown: Vec::new(),
@@ -111,6 +113,15 @@ fn a_shown_line_matches_only_what_was_printed() {
 fn every_concrete_readme_example_runs_and_prints_what_the_readme_shows() {
     let examples = examples();
     assert!(examples.len() >= 3, "the README's examples were not found");
+    let parallel = std::process::Command::new("parallel")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if examples.iter().any(|e| e.command.starts_with("parallel "))
+        && common::skip_without("GNU parallel", parallel)
+    {
+        return;
+    }
     assert!(
         examples.iter().any(|e| !e.shown.is_empty()),
         "no example shows its output"

@@ -372,7 +372,7 @@ impl BuildArgs {
     /// The build of these arguments; `progress` hears of its phases' long steps.
     pub fn build<'a>(
         &self,
-        store: &'a Store,
+        store: &'a dyn Store,
         stages: &Path,
         progress: &'a dyn Progress,
     ) -> Result<Build<'a>> {

@@ -11,7 +11,7 @@ use ipu_codegen::exchange::schedule::schedule;
 use ipu_codegen::exchange::synthetic::{Family, SEED_PHASES, pattern};
 use ipu_codegen::exchange::{Overheads, Pattern, Schedule};
 use ipu_codegen::ir::Selected;
-use ipu_codegen::store::{self, ContentHash, Store};
+use ipu_codegen::store::{self, ContentHash, LocalStore};
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -163,7 +163,7 @@ fn cold_builds_in(
             std::fs::remove_dir_all(scratch)
                 .with_context(|| format!("clearing {}", scratch.display()))?;
         }
-        let store = Store::open(&scratch.join("cache"))?;
+        let store = LocalStore::open(&scratch.join("cache"))?;
         // Timed builds draw no bars.
         let b = args.build(
             &store,

@@ -6,8 +6,8 @@
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use ipu_codegen::driver::verify_records;
-use ipu_codegen::store::{Damage, Store};
+use ipu_codegen::driver::{latest_lookups, verify_records};
+use ipu_codegen::store::{Counts, Damage, LocalStore};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -19,7 +19,8 @@ pub enum CacheAction {
         #[arg(long)]
         json: bool,
     },
-    /// Count objects, bytes, action entries and temp files.
+    /// Count objects, bytes, action entries and temp files, and give the hits and misses per level
+    /// of the store of the most recent build under --stages (`-` for a level it did not read).
     Stats {
         /// Print one JSON object (kind `cacheStats`) instead of the line.
         #[arg(long)]
@@ -80,7 +81,7 @@ fn refuse_unreadable(unreadable: &[Damage]) -> Result<()> {
 pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
     match action {
         CacheAction::Ls { json } => {
-            let store = Store::open(root)?;
+            let store = LocalStore::open(root)?;
             let (objects, unreadable) = store.list();
             if json {
                 let objects: Vec<Value> = (objects.iter())
@@ -99,7 +100,8 @@ pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
             refuse_unreadable(&unreadable)
         }
         CacheAction::Stats { json } => {
-            let s = Store::open(root)?.stats();
+            let s = LocalStore::open(root)?.stats();
+            let last = latest_lookups(stages)?;
             if json {
                 let body = json!({
                     "objects": s.objects,
@@ -108,17 +110,29 @@ pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
                     "tempFiles": s.temp_files,
                     "tempBytes": s.temp_bytes,
                     "unreadable": damage_json(&s.unreadable),
+                    "lastBuild": last,
                 });
                 super::json::print("cacheStats", body);
             } else {
+                let counts = |c: Option<Counts>| {
+                    c.map_or(("-".to_string(), "-".to_string()), |c| {
+                        (c.hits.to_string(), c.misses.to_string())
+                    })
+                };
+                let (local_hits, local_misses) = counts(last.as_ref().map(|l| l.tally.local));
+                let (remote_hits, remote_misses) =
+                    counts(last.as_ref().and_then(|l| l.tally.remote));
                 println!(
-                    "objects={} bytes={} actions={} tempFiles={} tempBytes={} unreadable={}",
+                    "objects={} bytes={} actions={} tempFiles={} tempBytes={} unreadable={} \
+                     lastBuild={} localHits={local_hits} localMisses={local_misses} \
+                     remoteHits={remote_hits} remoteMisses={remote_misses}",
                     s.objects,
                     s.object_bytes,
                     s.actions,
                     s.temp_files,
                     s.temp_bytes,
-                    s.unreadable.len()
+                    s.unreadable.len(),
+                    last.as_ref().map_or("-", |l| l.build.as_str()),
                 );
                 print_all("unreadable", &s.unreadable);
             }
@@ -126,9 +140,9 @@ pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
         }
         CacheAction::Verify { repair, json } => {
             let store = if repair {
-                Store::open_exclusive(root)?
+                LocalStore::open_exclusive(root)?
             } else {
-                Store::open(root)?
+                LocalStore::open(root)?
             };
             let s = store.verify();
             let (records, damaged_records, unreadable_records) = verify_records(stages);
@@ -180,7 +194,7 @@ pub fn cache(root: &Path, stages: &Path, action: CacheAction) -> Result<()> {
             max_bytes,
             json,
         } => {
-            let store = Store::open_exclusive(root)?;
+            let store = LocalStore::open_exclusive(root)?;
             let age =
                 max_age_days.map(|d| std::time::Duration::from_secs(d.saturating_mul(86_400)));
             let gc = store.gc(age, max_bytes);

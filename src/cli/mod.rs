@@ -15,17 +15,18 @@ mod progress;
 mod report;
 mod run;
 mod sensitivity;
+mod storage;
 mod sweep;
 
 use anyhow::{Result, bail};
 use args::{BuildArgs, DEFAULT_TARGET, dump_parser, phase_parser, target_parser, target_preset};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use ipu_codegen::driver::{Fields, SELECTED, producer};
-use ipu_codegen::driver::{PIPELINE, Phase};
+use ipu_codegen::driver::{PIPELINE, Phase, Source};
 use ipu_codegen::files;
 use ipu_codegen::ir::{Graph, Mid, Selected};
 use ipu_codegen::stages::lower_mid::shortlists;
-use ipu_codegen::store::{ArtifactKind, Store};
+use ipu_codegen::store::{ArtifactKind, Level};
 use std::path::{Path, PathBuf};
 
 /// The help section of the options every subcommand takes.
@@ -47,15 +48,8 @@ pub struct Cli {
 /// Options every subcommand takes.
 #[derive(Args, Debug)]
 struct Globals {
-    /// The content-addressed store.
-    #[arg(
-        long,
-        global = true,
-        env = "IPU_CODEGEN_CACHE",
-        default_value = "cache",
-        help_heading = GLOBAL
-    )]
-    cache: PathBuf,
+    #[command(flatten)]
+    store: storage::StoreArgs,
     /// Where stage records, model.ipuexe and execution.ipuprofile go (one folder per build).
     #[arg(
         long,
@@ -136,8 +130,8 @@ enum Command {
         /// Last phase to run.
         #[arg(long, value_parser = phase_parser())]
         to: Option<Phase>,
-        /// Print the summary as one JSON object (kind `build`) with the same fields (`phasesRun` as
-        /// a list).
+        /// Print the summary as one JSON object (kind `build`) with the same fields (`phasesRun`,
+        /// `phasesLocal` and `phasesRemote` as lists).
         #[arg(long)]
         json: bool,
     },
@@ -182,6 +176,8 @@ enum Command {
     /// estimate and its error against the device, the hardware test, with --check the numerical
     /// test, the build folder and the point's error. A point that fails to build or run is a row with
     /// its error; the command exits non-zero after printing every row and writing every file.
+    /// With --shard I/N --json it builds and runs one share of the grid, for a scheduler to run on
+    /// many machines; --merge puts the parts back together as the whole sweep.
     /// Example: `ipu-codegen sweep siglip-mlp-small --vary tokens=21,42 --vary partials=f16,f32
     /// --csv sweep.csv --html sweep.html`.
     Sweep(sweep::SweepArgs),
@@ -301,9 +297,9 @@ pub fn main() -> std::process::ExitCode {
                     let args = BuildArgs::from_arg_matches(sub)?;
                     init_logging(g.log_format, g.quiet);
                     progress::set_quiet(g.quiet);
-                    let store = Store::open(&g.cache)?;
+                    let store = g.store.open()?;
                     let bars = progress::Terminal::default();
-                    args.build(&store, &g.stages, &bars)?.run(phase, phase)?;
+                    args.build(&*store, &g.stages, &bars)?.run(phase, phase)?;
                     Ok(())
                 })
         }
@@ -385,24 +381,30 @@ fn execute(cli: Cli) -> Result<()> {
             to,
             json,
         } => {
-            let store = Store::open(&g.cache)?;
-            let b = args.build(&store, &g.stages, &bars)?;
+            let store = g.store.open()?;
+            let b = args.build(&*store, &g.stages, &bars)?;
             let outcome = b.run(
                 from.unwrap_or(PIPELINE[0]),
                 to.unwrap_or(PIPELINE[PIPELINE.len() - 1]),
             )?;
             tracing::info!(ran = outcome.ran.len(), build = %b.dir().display(), "build finished");
-            let ran: Vec<&str> = outcome.ran.iter().map(|p| p.name()).collect();
+            let names =
+                |phases: &[Phase]| -> Vec<&str> { phases.iter().map(|p| p.name()).collect() };
+            let listed = |names: &[&str]| {
+                if names.is_empty() {
+                    "-".to_string()
+                } else {
+                    names.join(",")
+                }
+            };
+            let ran = names(&outcome.ran);
+            let local = names(&outcome.phases_from(Source::Stored(Level::Local)));
+            let remote = names(&outcome.phases_from(Source::Stored(Level::Remote)));
             let mut line = Fields::new()
                 .with("build", &b.build)
-                .with(
-                    "phasesRun",
-                    if ran.is_empty() {
-                        "-".to_string()
-                    } else {
-                        ran.join(",")
-                    },
-                )
+                .with("phasesRun", listed(&ran))
+                .with("phasesLocal", listed(&local))
+                .with("phasesRemote", listed(&remote))
                 .with("dir", b.dir().display());
             if let Some(package) = &outcome.package_path {
                 line = line.with("package", package.display());
@@ -411,21 +413,23 @@ fn execute(cli: Cli) -> Result<()> {
                 // The same fields, the phases as a list.
                 let mut summary = line.json();
                 summary["phasesRun"] = serde_json::json!(ran);
+                summary["phasesLocal"] = serde_json::json!(local);
+                summary["phasesRemote"] = serde_json::json!(remote);
                 json::print("build", summary);
             } else {
                 println!("{}", line.line());
             }
         }
         Command::Show { what: kind, args } => {
-            let store = Store::open(&g.cache)?;
-            let b = args.build(&store, &g.stages, &bars)?;
+            let store = g.store.open()?;
+            let b = args.build(&*store, &g.stages, &bars)?;
             let to = producer(kind).unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             print!("{}", b.dump(kind, &outcome.outputs)?);
         }
         Command::Plans { args, top, json } => {
-            let store = Store::open(&g.cache)?;
-            let b = args.build(&store, &g.stages, &bars)?;
+            let store = g.store.open()?;
+            let b = args.build(&*store, &g.stages, &bars)?;
             let to = producer(SELECTED).unwrap_or(PIPELINE[0]);
             let outcome = b.run(PIPELINE[0], to)?;
             let graph = b.load::<Graph>(&outcome.outputs)?;
@@ -447,8 +451,8 @@ fn execute(cli: Cli) -> Result<()> {
             sensitivity: true,
             workload,
         } => {
-            let store = Store::open(&g.cache)?;
-            let rows = sensitivity::sensitivity(&store, &workload, &target, &bars)?;
+            let store = g.store.open()?;
+            let rows = sensitivity::sensitivity(&*store, &workload, &target, &bars)?;
             let t = target_preset(&target)?;
             if json {
                 json::print("calibrateSensitivity", sensitivity::json(&t, &rows));
@@ -488,8 +492,8 @@ fn execute(cli: Cli) -> Result<()> {
             let real = if synthetic_only {
                 Vec::new()
             } else {
-                let store = Store::open(&g.cache)?;
-                let b = args.build(&store, &g.stages, &bars)?;
+                let store = g.store.open()?;
+                let b = args.build(&*store, &g.stages, &bars)?;
                 bench::real(&b, o, json)?
             };
             if json {
@@ -502,7 +506,7 @@ fn execute(cli: Cli) -> Result<()> {
         } => bench::cold_builds(&args, runs, json)?,
         Command::Import(args) => import::import(&args)?,
         Command::Run { args, data, json } => run::run(
-            &g.cache,
+            &g.store,
             &g.stages,
             &args,
             &data,
@@ -510,8 +514,8 @@ fn execute(cli: Cli) -> Result<()> {
             json,
             &bars,
         )?,
-        Command::Sweep(args) => sweep::sweep(&g.cache, &g.stages, &args, g.lock_timeout)?,
-        Command::Cache { action } => cache::cache(&g.cache, &g.stages, action)?,
+        Command::Sweep(args) => sweep::sweep(&g.store, &g.stages, &args, g.lock_timeout)?,
+        Command::Cache { action } => cache::cache(&g.store.cache, &g.stages, action)?,
     }
     Ok(())
 }

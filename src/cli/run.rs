@@ -251,7 +251,7 @@ pub struct Loaded {
 /// Builds the workload `args` names through `store` (every phase a cache hit when nothing changed)
 /// and reads the package the build wrote.
 pub fn build_package(
-    store: &Store,
+    store: &dyn Store,
     stages: &Path,
     args: &BuildArgs,
     progress: &dyn Progress,
@@ -373,7 +373,7 @@ pub fn check_outputs(
 }
 
 pub fn run(
-    cache: &Path,
+    storage: &super::storage::StoreArgs,
     stages: &Path,
     args: &BuildArgs,
     data: &DataArgs,
@@ -385,8 +385,8 @@ pub fn run(
         let path = PathBuf::from(&args.workload);
         (read_package(&path, None)?, args.seed.unwrap_or(1), None)
     } else {
-        let store = Store::open(cache)?;
-        let loaded = build_package(&store, stages, args, progress)?;
+        let store = storage.open()?;
+        let loaded = build_package(&*store, stages, args, progress)?;
         let spec = args.spec()?;
         (loaded, spec.seed(), spec.default_weights())
     };

@@ -78,7 +78,7 @@ struct One {
 /// Builds `workload` (its command-line words) for `target` through `store` and runs it on the
 /// device: its cycles.
 fn cycles(
-    store: &Store,
+    store: &dyn Store,
     words: &[&str],
     nominal: &str,
     target: &Target,
@@ -102,7 +102,7 @@ fn cycles(
 /// Every workload (a preset or a workload file, or by default the headline workloads) on `nominal`
 /// and with each constant moved.
 pub fn sensitivity(
-    store: &Store,
+    store: &dyn Store,
     workloads: &[String],
     nominal: &str,
     progress: &dyn Progress,

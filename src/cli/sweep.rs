@@ -19,22 +19,27 @@
 //!   the numerical test against the float64 reference. A point that fails to resolve, build or run is
 //!   a row with its error; the command fails after printing every row and writing every file when any
 //!   point failed.
-//! - The table, the CSV and the JSON all come from [`Row::cells`]: the same columns and values.
+//! - The table, the CSV and the JSON all come from [`Row::cells`]: the same columns and values; a
+//!   point's efficiency is kept as the table shows it, so every form (a merged sweep's too) agrees.
+//! - `--shard I/N` resolves the whole grid as above but builds and runs only the shard's points, and
+//!   `--merge` reads the parts back instead of building (`shard`).
 
 mod page;
+mod shard;
 
 use super::BuildArgs;
 use super::progress::Bar;
 use super::run::{self, DataArgs, Loaded};
+use super::storage::StoreArgs;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, FromArgMatches};
 use ipu_codegen::driver::{RunFigures, verdict, worst_check};
 use ipu_codegen::progress::Silent;
-use ipu_codegen::store::Store;
 use ipu_codegen::tensors::bind::Bindings;
 use ipu_codegen::workload::WeightsFile;
 use rayon::prelude::*;
 use serde::ser::{Serialize, SerializeMap, Serializer};
+use shard::Shard;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -46,13 +51,18 @@ pub const MAX_POINTS: usize = 256;
 #[derive(Args, Debug)]
 pub struct SweepArgs {
     /// A preset or a TOML workload file, as `build` takes it.
-    workload: String,
+    #[arg(required_unless_present = "merge")]
+    workload: Option<String>,
     /// One axis of the grid: NAME is any flag of `build` but --build, without its dashes (tokens,
     /// batch, partials, seed, heads, target, finalists, placement-order, ...), each value parsed as
     /// `build` parses it. Repeatable, at most 256 points in all; the first axis is the plots' x axis;
     /// a one-value axis sets a flag for every point. A swept phase option (finalists, form, ...)
     /// adds -NAME-VALUE to each point's build folder.
-    #[arg(long = "vary", value_name = "NAME=V1,V2,...", required = true)]
+    #[arg(
+        long = "vary",
+        value_name = "NAME=V1,V2,...",
+        required_unless_present = "merge"
+    )]
     vary: Vec<String>,
     /// Also check every output against the float64 reference, as `run` does.
     #[arg(long)]
@@ -68,6 +78,19 @@ pub struct SweepArgs {
     /// object with the table's columns.
     #[arg(long)]
     json: bool,
+    /// Build and run only shard I of N (0 ≤ I < N): the grid points p with p % N == I, written with
+    /// --json as a part (with a `shard` field) for --merge. Give each shard its own --stages.
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse, requires = "json")]
+    shard: Option<Shard>,
+    /// Put the parts of a sharded sweep (`--shard I/N --json` outputs, every shard once) back
+    /// together: the unsharded sweep's rows, in grid order, as a table, --json, --csv or --html.
+    #[arg(
+        long,
+        value_name = "PART.json",
+        num_args = 1..,
+        conflicts_with_all = ["workload", "vary", "shard", "check"]
+    )]
+    merge: Vec<PathBuf>,
 }
 
 /// One axis of the grid: a flag of `build` and its values, in the order given.
@@ -78,6 +101,17 @@ pub struct Axis {
     /// Its values give different phase configs (not a different workload id), so they name the
     /// point's build folder.
     phase_option: bool,
+}
+
+impl Axis {
+    /// An axis read back from a sweep's output: its name and values.
+    pub fn named(name: &str, values: Vec<String>) -> Axis {
+        Axis {
+            name: name.to_string(),
+            values,
+            phase_option: false,
+        }
+    }
 }
 
 /// The command a point's flags are parsed with: `build`'s arguments and nothing else.
@@ -459,9 +493,14 @@ fn measure(
         }
     };
     row.hardware_pass = Some(true);
+    // Efficiency as `run` prints it, so every form of the rows (a merged sweep's too) shows one value.
+    let efficiency = format!(
+        "{:.2}",
+        RunFigures::of(package, &execution).efficiency_percent
+    );
     row.measured = Some(Measured {
         cycles: execution.cycles,
-        efficiency_percent: RunFigures::of(package, &execution).efficiency_percent,
+        efficiency_percent: efficiency.parse().expect("a formatted number parses"),
         estimated_cycles: package.estimated_cycles,
     });
     if check {
@@ -496,10 +535,11 @@ fn resolve(
     Ok((args, spec.seed(), spec.default_weights()))
 }
 
-/// Builds and runs every point of the grid; the rows in grid order.
+/// Builds and runs every point of the grid, or of the shard's share of it; the rows in grid order.
 fn sweep_rows(
-    cache: &Path,
+    storage: &StoreArgs,
     stages: &Path,
+    workload: &str,
     args: &SweepArgs,
     axes: &[Axis],
     lock_timeout: u64,
@@ -511,7 +551,10 @@ fn sweep_rows(
     let mut resolved = Vec::new();
     // Every point runs one workload file, so the weights file it names is read once, for all.
     let mut default_weights = None;
-    for point in grid(axes) {
+    let points = (grid(axes).into_iter().enumerate())
+        .filter(|&(p, _)| args.shard.is_none_or(|shard| shard.holds(p)))
+        .map(|(_, point)| point);
+    for point in points {
         let values: Vec<String> = (axes.iter().zip(&point))
             .map(|(a, &i)| a.values[i].clone())
             .collect();
@@ -523,7 +566,7 @@ fn sweep_rows(
             numerical_pass: None,
             error: None,
         };
-        match resolve(&args.workload, axes, &row.values) {
+        match resolve(workload, axes, &row.values) {
             Ok((point_args, seed, weights)) => {
                 default_weights.get_or_insert(weights);
                 let name = point_args.build.clone().unwrap_or_default();
@@ -543,7 +586,7 @@ fn sweep_rows(
         rows.push(row);
     }
 
-    let store = Store::open(cache)?;
+    let store = storage.open()?;
     let parent = tracing::Span::current();
     // Points run in parallel: one bar for the builds and one for the runs, not one per point.
     let bar = Bar::new(builds.len() as u64, "sweep builds");
@@ -554,7 +597,7 @@ fn sweep_rows(
             let _span =
                 tracing::info_span!(parent: &parent, "ipu_codegen.sweep.build", build = name)
                     .entered();
-            let loaded = run::build_package(&store, stages, b, &Silent);
+            let loaded = run::build_package(&*store, stages, b, &Silent);
             bar.inc(1);
             loaded.map_err(|e| format!("{e:#}"))
         })
@@ -592,19 +635,34 @@ fn sweep_rows(
 }
 
 /// `ipu-codegen sweep`: the rows on stdout (a table, or JSON), the CSV and the page where asked; fails
-/// after all of that when a point failed.
+/// after all of that when a point failed. With `--shard`, only the shard's rows, as a part; with
+/// `--merge`, the rows of the parts.
 /// `lock_timeout`: how long to wait for the device (`--lock-timeout`), in seconds.
-pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs, lock_timeout: u64) -> Result<()> {
-    if args.workload.ends_with(".ipuexe") {
-        bail!(
-            "sweep takes a workload (a preset or a TOML file), not a package: {}",
-            args.workload
-        );
-    }
-    let axes = axes(&args.workload, &args.vary)?;
-    let rows = sweep_rows(cache, stages, args, &axes, lock_timeout)?;
+pub fn sweep(
+    storage: &StoreArgs,
+    stages: &Path,
+    args: &SweepArgs,
+    lock_timeout: u64,
+) -> Result<()> {
+    let (workload, axes, rows) = match &args.workload {
+        None => shard::merge(&args.merge)?,
+        Some(workload) => {
+            if workload.ends_with(".ipuexe") {
+                bail!(
+                    "sweep takes a workload (a preset or a TOML file), not a package: {workload}"
+                );
+            }
+            let axes = axes(workload, &args.vary)?;
+            let rows = sweep_rows(storage, stages, workload, args, &axes, lock_timeout)?;
+            (workload.clone(), axes, rows)
+        }
+    };
     if args.json {
-        super::json::print("sweep", json(&args.workload, &axes, &rows));
+        let mut body = json(&workload, &axes, &rows);
+        if let Some(shard) = args.shard {
+            body["shard"] = shard.json(&axes, args.check);
+        }
+        super::json::print("sweep", body);
     } else {
         print!("{}", table(&axes, &rows));
     }
@@ -612,16 +670,18 @@ pub fn sweep(cache: &Path, stages: &Path, args: &SweepArgs, lock_timeout: u64) -
         super::write_output(path, &csv(&axes, &rows), "csv", !args.json)?;
     }
     if let Some(path) = &args.html {
-        let page = page::page(&args.workload, &axes, &rows);
+        let page = page::page(&workload, &axes, &rows);
         super::write_output(path, &page, "html", !args.json)?;
     }
+    // A shard's row i is grid point index + i × count.
+    let point = |i: usize| args.shard.map_or(i, |s| s.index + i * s.count);
     let failed: Vec<String> = (rows.iter().enumerate())
         .filter(|(_, r)| r.failed())
         .map(|(i, r)| {
-            let point: Vec<String> = (axes.iter().zip(&r.values))
+            let values: Vec<String> = (axes.iter().zip(&r.values))
                 .map(|(a, v)| format!("{}={v}", a.name))
                 .collect();
-            format!("point {i} ({})", point.join(" "))
+            format!("point {} ({})", point(i), values.join(" "))
         })
         .collect();
     if !failed.is_empty() {

@@ -52,7 +52,7 @@ impl Decoded {
     /// The artifact stored under `hash`, decoded as an `A`.
     pub fn get<A: Artifact + 'static>(
         &self,
-        store: &Store,
+        store: &dyn Store,
         hash: &ContentHash,
     ) -> Result<Rc<A>, BuildError> {
         let known = self.0.borrow().get(hash).cloned();
@@ -65,7 +65,7 @@ impl Decoded {
         let bytes = store.get(hash)?.ok_or_else(|| BuildError::MissingObject {
             kind: A::KIND,
             hash: *hash,
-            store: store.root().to_path_buf(),
+            store: store.local().root().to_path_buf(),
         })?;
         let value: Rc<A> = Rc::new(store::decode(&bytes, hash)?);
         self.insert(*hash, value.clone());

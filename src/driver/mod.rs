@@ -35,7 +35,8 @@ pub use phases::{
     PhaseArtifacts, PhaseConfigs, PhaseSpec, SELECTED, TILE_CODE, check_table,
 };
 pub use records::{
-    RecordError, StageRecord, read as read_record, record_continues, write_if_changed,
+    LOOKUPS_FILE, Lookups, RecordError, StageRecord, latest_lookups, read as read_record,
+    record_continues, write_if_changed,
 };
 pub use summary::{Fields, RunFigures, estimate_warning, output_check_line, verdict, worst_check};
 use writer::{Write, Writer};
@@ -45,7 +46,9 @@ use crate::progress::Progress;
 use crate::stages::lower_mid::LowerMidError;
 use crate::stages::place_storage::PlaceStorageError;
 use crate::stages::select_finalist::{PassedOver, SelectFinalistError};
-use crate::store::{self, Artifact, ArtifactKind, ContentHash, Object, Store, StoreError};
+use crate::store::{
+    self, Artifact, ArtifactKind, ContentHash, Level, Object, Store, StoreError, Tally,
+};
 use crate::target::Target;
 use crate::workload::WorkloadKind;
 use std::collections::BTreeMap;
@@ -59,7 +62,7 @@ pub const LOG_TARGET: &str = module_path!();
 
 /// A build: a workload's graph, a target and every phase's config, over a store and a stages folder.
 pub struct Build<'a> {
-    pub store: &'a Store,
+    pub store: &'a dyn Store,
     /// The workload as the user named it, for hints.
     pub source: String,
     pub stages: PathBuf,
@@ -73,12 +76,45 @@ pub struct Build<'a> {
     pub progress: &'a dyn Progress,
 }
 
+/// Where a phase's output came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The phase ran.
+    Computed,
+    /// A level of the store held it.
+    Stored(Level),
+}
+
+impl Source {
+    /// Its name in logs: `computed`, `local`, `remote`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Computed => "computed",
+            Source::Stored(level) => level.name(),
+        }
+    }
+}
+
 /// What a build did.
 pub struct BuildOutcome {
     pub outputs: BTreeMap<ArtifactKind, ContentHash>,
     /// Phases whose body ran (cache misses).
     pub ran: Vec<Phase>,
+    /// Where the output of every phase the build looked up came from, in pipeline order.
+    pub sources: BTreeMap<Phase, Source>,
+    /// The hits and misses of the build's phase lookups, per level of the store.
+    pub lookups: Tally,
     pub package_path: Option<PathBuf>,
+}
+
+impl BuildOutcome {
+    /// The phases whose output came from `source`, in pipeline order.
+    pub fn phases_from(&self, source: Source) -> Vec<Phase> {
+        (self.sources.iter())
+            .filter(|&(_, &s)| s == source)
+            .map(|(&p, _)| p)
+            .collect()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -206,6 +242,8 @@ struct Attempt {
     configs: PhaseConfigs,
     carried: BTreeMap<ArtifactKind, ContentHash>,
     ran: Vec<Phase>,
+    sources: BTreeMap<Phase, Source>,
+    lookups: Tally,
     held: Option<(Phase, Phase)>,
 }
 
@@ -282,7 +320,7 @@ impl Build<'_> {
             return Err(BuildError::BuildName(name.clone()));
         }
         crate::files::remove_dead_temps(&self.dir());
-        self.store.remove_dead_temps();
+        self.store.local().remove_dead_temps();
         std::thread::scope(|scope| {
             let writer = Writer::spawn(scope, self.store);
             let outcome = self.run_finalists(from, to, &writer);
@@ -310,6 +348,8 @@ impl Build<'_> {
             configs: self.configs.clone(),
             carried: BTreeMap::new(),
             ran: Vec::new(),
+            sources: BTreeMap::new(),
+            lookups: Tally::default(),
             held: retries.then_some((select, place)),
         };
         let mut first_error = None;
@@ -400,7 +440,13 @@ impl Build<'_> {
                 })
                 .collect::<Result<_, _>>()?;
             let key = action_key(spec, configs, &target_hash, &inputs);
-            let cached = self.store.lookup(&key, phase.expect())?;
+            let found = self.store.lookup(&key, phase.expect())?;
+            attempt
+                .lookups
+                .count(self.store.levels(), found.map(|f| f.level));
+            let source = found.map_or(Source::Computed, |f| Source::Stored(f.level));
+            attempt.sources.insert(phase, source);
+            let cached = found.map(|f| f.output);
             let (output, fresh) = match cached {
                 Some(out) => (out, None),
                 None => {
@@ -428,6 +474,7 @@ impl Build<'_> {
                 phase = phase.name(),
                 elapsed_ms,
                 cached = cached.is_some(),
+                source = source.name(),
                 success = true,
                 "package build phase finished"
             );
@@ -489,9 +536,19 @@ impl Build<'_> {
         let mut ran = attempt.ran.clone();
         ran.sort();
         ran.dedup();
+        let lookups = Lookups {
+            build: self.build.clone(),
+            tally: attempt.lookups.clone(),
+        };
+        writer.push(Write::Record {
+            path: self.dir().join(LOOKUPS_FILE),
+            bytes: lookups.to_bytes(),
+        });
         Ok(BuildOutcome {
             outputs,
             ran,
+            sources: attempt.sources.clone(),
+            lookups: attempt.lookups.clone(),
             package_path,
         })
     }
@@ -529,12 +586,12 @@ impl Build<'_> {
             });
         }
         if let Some(stored) = self.store.lookup(&record.key, phase.expect())?
-            && stored != record.output
+            && stored.output != record.output
         {
             return Err(BuildError::Disagrees {
                 path: self.record_path(phase),
                 recorded: record.output,
-                stored,
+                stored: stored.output,
                 before,
                 workload: self.source.clone(),
             });

@@ -320,9 +320,9 @@ fn run_lower_exchanges(
     let s = a.store();
     let mut known = BTreeMap::new();
     for key in pattern_keys(&sel, t, &c.lower_exchanges) {
-        if let Some(hash) = s.lookup(&key, Expect::of::<Schedule>(SCHEDULE_ACTION))?
-            && let Some(bytes) = s.get(&hash)?
-            && let Ok(schedule) = store::decode::<Schedule>(&bytes, &hash)
+        if let Some(found) = s.lookup(&key, Expect::of::<Schedule>(SCHEDULE_ACTION))?
+            && let Some(bytes) = s.get(&found.output)?
+            && let Ok(schedule) = store::decode::<Schedule>(&bytes, &found.output)
         {
             known.insert(key, schedule);
         }
@@ -461,7 +461,7 @@ impl fmt::Debug for Phase {
 pub struct PhaseArtifacts<'a> {
     pub(super) phase: Phase,
     pub(super) outputs: &'a BTreeMap<ArtifactKind, ContentHash>,
-    pub(super) store: &'a Store,
+    pub(super) store: &'a dyn Store,
     pub(super) decoded: &'a Decoded,
     /// Hears how far the phase's long steps have come.
     pub(super) progress: &'a dyn Progress,
@@ -502,7 +502,7 @@ impl PhaseArtifacts<'_> {
 
     /// The store, for a phase that reuses results of earlier builds by their own keys
     /// (`lower_exchanges`' schedules).
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &dyn Store {
         self.store
     }
 }

@@ -8,7 +8,7 @@
 //! file and a rename ([`write_if_changed`], through [`crate::files::write_atomic`]); temp files of
 //! writers that died are removed by the next build of their folder.
 
-use crate::store::{ArtifactKind, ContentHash, Damage};
+use crate::store::{ArtifactKind, ContentHash, Damage, Tally};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -65,6 +65,51 @@ impl StageRecord {
             && self.config == other.config
             && self.target == other.target
     }
+}
+
+/// The file in a build's folder that holds its lookups' hits and misses per level.
+pub const LOOKUPS_FILE: &str = "lookups.json";
+
+/// `stages/<build>/lookups.json`: the hits and misses of the build's most recent run's phase
+/// lookups, per level of the store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lookups {
+    pub build: String,
+    #[serde(flatten)]
+    pub tally: Tally,
+}
+
+impl Lookups {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).expect("lookups serialise")
+    }
+}
+
+/// The lookups of the build under `stages` that ran last (the newest `lookups.json`; by name among
+/// equals); none when no build has one. A file that does not read is an error naming it.
+pub fn latest_lookups(stages: &Path) -> Result<Option<Lookups>, RecordError> {
+    let newest = walkdir::WalkDir::new(stages)
+        .min_depth(2)
+        .max_depth(2)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name() == LOOKUPS_FILE)
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.into_path())))
+        .max_by(|a, b| a.0.cmp(&b.0));
+    let Some((_, path)) = newest else {
+        return Ok(None);
+    };
+    let damaged = |why: String| RecordError::Damaged {
+        path: path.clone(),
+        why,
+    };
+    let bytes = crate::files::read(&path, &crate::files::STAGE_RECORD)
+        .map_err(|e| damaged(e.to_string()))?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| damaged(e.to_string()))
 }
 
 #[derive(Debug, thiserror::Error)]

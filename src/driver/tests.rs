@@ -9,6 +9,7 @@ use crate::ir::{Exchanges, Mid, Package, Placement, Selected, ValueRole, read_ip
 use crate::numerics;
 use crate::stages::place_storage::PlacementOrder;
 use crate::stages::select_finalist::{MappingChoice, PassedOver};
+use crate::store::LocalStore;
 use crate::workload::WorkloadSpec;
 
 fn phase(name: &str) -> Phase {
@@ -234,7 +235,7 @@ fn a_record_continues_a_build_only_from_its_own_inputs() {
 
 struct Small {
     _dir: tempfile::TempDir,
-    store: Store,
+    store: LocalStore,
     stages: PathBuf,
     graph: Graph,
 }
@@ -242,7 +243,7 @@ struct Small {
 impl Small {
     fn new() -> Small {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(&dir.path().join("cache")).expect("store");
+        let store = LocalStore::open(&dir.path().join("cache")).expect("store");
         let text = crate::workload::preset_text("siglip-mlp-small").expect("preset");
         let spec = WorkloadSpec::parse(&text, "preset").expect("spec");
         Small {

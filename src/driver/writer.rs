@@ -42,7 +42,10 @@ pub(super) struct Writer<'scope> {
 }
 
 impl<'scope> Writer<'scope> {
-    pub fn spawn<'env>(scope: &'scope Scope<'scope, 'env>, store: &'env Store) -> Writer<'scope> {
+    pub fn spawn<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        store: &'env dyn Store,
+    ) -> Writer<'scope> {
         let (queue, writes) = mpsc::channel::<Write>();
         let failed = Arc::new(AtomicBool::new(false));
         let flag = failed.clone();
@@ -80,7 +83,7 @@ impl<'scope> Writer<'scope> {
     }
 }
 
-fn perform(store: &Store, write: Write) -> Result<(), BuildError> {
+fn perform(store: &dyn Store, write: Write) -> Result<(), BuildError> {
     match write {
         Write::Object(object) => store.put_object(&object)?,
         Write::Action {

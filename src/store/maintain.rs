@@ -3,11 +3,13 @@
 //!
 //! Contract: every folder and file the store should hold is read or reported as unreadable, never
 //! skipped in silence; an action entry naming an object the store does not hold, or a damaged one,
-//! is damaged itself, and gc removes the entries whose objects it removed. [`Store::verify`] only reads; [`Store::repair`] and [`Store::gc`] remove files,
-//! and ask for a store opened with [`Store::open_exclusive`], so that no build is running: every temp
+//! is damaged itself, and gc removes the entries whose objects it removed. [`LocalStore::verify`] only reads; [`LocalStore::repair`] and [`LocalStore::gc`] remove files,
+//! and ask for a store opened with [`LocalStore::open_exclusive`], so that no build is running: every temp
 //! file is then the remains of a writer that died, and gc removes them all.
 
-use super::{ActionEntry, ArtifactHeader, ContentHash, HEADER_BYTES, Store, StoreError, header};
+use super::{
+    ActionEntry, ArtifactHeader, ContentHash, HEADER_BYTES, LocalStore, StoreError, header,
+};
 use crate::files;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -30,7 +32,7 @@ pub struct Health {
     /// Temp files: the remains of writes that never finished (or are under way).
     pub temp_files: u64,
     pub temp_bytes: u64,
-    /// Files whose contents are wrong (only [`Store::verify`] looks).
+    /// Files whose contents are wrong (only [`LocalStore::verify`] looks).
     pub damaged: Vec<Damage>,
     /// Files and folders that could not be read.
     pub unreadable: Vec<Damage>,
@@ -43,11 +45,11 @@ struct File {
     modified: SystemTime,
 }
 
-impl Store {
+impl LocalStore {
     /// Every file under `dir`, in name order, and every folder or file it could not read.
     fn walk(&self, dir: &str) -> (Vec<File>, Vec<Damage>) {
         let (mut files, mut unreadable) = (Vec::new(), Vec::new());
-        for entry in walkdir::WalkDir::new(self.root.join(dir)).sort_by_file_name() {
+        for entry in walkdir::WalkDir::new(self.root().join(dir)).sort_by_file_name() {
             match entry.and_then(|e| Ok((e.metadata()?, e))) {
                 Ok((m, e)) if m.is_file() => files.push(File {
                     path: e.into_path(),
@@ -62,7 +64,7 @@ impl Store {
                 Err(e) => unreadable.push(Damage {
                     path: e
                         .path()
-                        .map_or_else(|| self.root.join(dir), Path::to_path_buf),
+                        .map_or_else(|| self.root().join(dir), Path::to_path_buf),
                     what: e
                         .io_error()
                         .map_or_else(|| e.to_string(), ToString::to_string),
@@ -93,7 +95,7 @@ impl Store {
         self.census().0
     }
 
-    /// [`Store::stats`] with the object and action files it counted.
+    /// [`LocalStore::stats`] with the object and action files it counted.
     fn census(&self) -> (Health, Vec<File>, Vec<File>) {
         let mut health = Health::default();
         let (objects, mut unreadable) = self.walk("objects");
@@ -110,7 +112,7 @@ impl Store {
         (health, objects, actions)
     }
 
-    /// [`Store::stats`], and every object re-hashed (in pieces: memory does not grow with the object)
+    /// [`LocalStore::stats`], and every object re-hashed (in pieces: memory does not grow with the object)
     /// and every action entry checked: intact, under its own key, naming an object the store holds,
     /// intact and of the entry's kind and schema. Reads each file once; removes nothing.
     pub fn verify(&self) -> Health {
@@ -193,8 +195,8 @@ impl Store {
         health
     }
 
-    /// Removes damaged files (as [`Store::verify`] found them); how many it removed. The store must
-    /// be open alone ([`Store::open_exclusive`]).
+    /// Removes damaged files (as [`LocalStore::verify`] found them); how many it removed. The store must
+    /// be open alone ([`LocalStore::open_exclusive`]).
     pub fn repair(&self, damaged: &[Damage]) -> Result<u64, StoreError> {
         let mut removed = 0;
         for d in damaged {
@@ -214,7 +216,7 @@ impl Store {
 
     /// Removes every temp file, then objects and actions not used for `max_age`, then the oldest
     /// until the store fits in `max_bytes`. The store must be open alone
-    /// ([`Store::open_exclusive`]). Returns (files removed, bytes removed) and what it could not read.
+    /// ([`LocalStore::open_exclusive`]). Returns (files removed, bytes removed) and what it could not read.
     pub fn gc(&self, max_age: Option<Duration>, max_bytes: Option<u64>) -> Gc {
         let now = SystemTime::now();
         let mut gc = Gc::default();
@@ -261,7 +263,7 @@ impl Store {
     }
 }
 
-/// What [`Store::gc`] did.
+/// What [`LocalStore::gc`] did.
 #[derive(Clone, Debug, Default)]
 pub struct Gc {
     pub files: u64,

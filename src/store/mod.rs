@@ -1,4 +1,6 @@
-//! The content-addressed store (`cache/`).
+//! The content-addressed store: the local folder (`cache/`, [`LocalStore`]) and, when asked, a shared
+//! remote cache behind it ([`TwoLevel`], [`RemoteCache`]), one [`Store`] interface over both. The
+//! local folder's layout:
 //!
 //! - `objects/<2 hex>/<64 hex>`: artifacts by the blake3 hash of their bytes. Every read re-hashes; a
 //!   mismatch (a damaged or truncated object) evicts the object and reads as a miss, with a warning.
@@ -13,11 +15,11 @@
 //! - `tmp/`: every write goes to a unique temp file there, locked by its writer, and is renamed into
 //!   place ([`crate::files::write_atomic_via`]), so readers never see a partial file and two builds
 //!   into one store both succeed. A build starts by removing the temp files of writers that died
-//!   ([`Store::remove_dead_temps`]: those no writer holds a lock on).
+//!   ([`LocalStore::remove_dead_temps`]: those no writer holds a lock on).
 //! - Reads go through [`crate::files`]: a store file that is not a regular file is damaged, never
 //!   waited on; an object is hashed in pieces where only its hash is wanted.
-//! - `lock`: every [`Store`] holds a shared lock on it while it is open; maintenance that removes
-//!   files ([`Store::open_exclusive`]: gc, repair) holds it exclusively, so it never removes what a
+//! - `lock`: every [`LocalStore`] holds a shared lock on it while it is open; maintenance that removes
+//!   files ([`LocalStore::open_exclusive`]: gc, repair) holds it exclusively, so it never removes what a
 //!   running build wrote or is about to read, and every temp file it finds belongs to no live writer.
 //!
 //! Objects are MessagePack: an [`ArtifactHeader`] first, then the body.
@@ -26,9 +28,7 @@ use crate::files;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 /// Derive-key context: names the project and the store layout version.
 const KEY_CONTEXT: &str = "ipu-codegen store v2 action key";
@@ -345,214 +345,117 @@ impl Object {
     }
 }
 
-/// Marks a store file as used now, so `gc --max-age-days` keeps what builds still use.
-fn touch(path: &Path) {
-    if let Ok(f) = fs::File::options().write(true).open(path) {
-        let _ = f.set_modified(SystemTime::now());
+/// A level of the store: the local folder, or the shared remote cache behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    Local,
+    Remote,
+}
+
+impl Level {
+    /// Its name in summaries and records: `local`, `remote`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Local => "local",
+            Level::Remote => "remote",
+        }
     }
 }
 
-/// An open store: its folders, and the lock on them that this value holds until it is dropped.
-pub struct Store {
-    root: PathBuf,
-    _lock: fs::File,
+/// An action's output as a lookup found it: its content hash, now in the local folder, and the
+/// level that answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub output: ContentHash,
+    pub level: Level,
 }
 
-impl Store {
-    /// Opens (creating) the store at `root`, sharing its lock with other builds. Waits while an
-    /// exclusive holder (gc, repair) works.
-    pub fn open(root: &Path) -> Result<Store, StoreError> {
-        Store::open_locked(root, false)
-    }
+/// Hits and misses of lookups at one level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counts {
+    pub hits: u64,
+    pub misses: u64,
+}
 
-    /// Opens the store alone: waits until no other process has it open.
-    pub fn open_exclusive(root: &Path) -> Result<Store, StoreError> {
-        Store::open_locked(root, true)
-    }
+/// Hits and misses of lookups per level: the local folder's, and the remote level's when one was
+/// read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tally {
+    pub local: Counts,
+    pub remote: Option<Counts>,
+}
 
-    fn open_locked(root: &Path, exclusive: bool) -> Result<Store, StoreError> {
-        for dir in ["objects", "actions", "tmp"] {
-            let p = root.join(dir);
-            fs::create_dir_all(&p).map_err(io_err(&p))?;
-        }
-        let path = root.join("lock");
-        let lock = fs::File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        let tried = if exclusive {
-            lock.try_lock()
-        } else {
-            lock.try_lock_shared()
-        };
-        match tried {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                if exclusive {
-                    tracing::warn!(store = %root.display(), "waiting for the builds using the store to finish");
-                } else {
-                    tracing::warn!(store = %root.display(), "waiting for the store's maintenance to finish");
-                }
-                let waited = if exclusive {
-                    lock.lock()
-                } else {
-                    lock.lock_shared()
-                };
-                waited.map_err(io_err(&path))?;
+impl Tally {
+    /// Counts one lookup over `levels` (in the order it read them) that `found` answered: a miss
+    /// at every level before, a hit there; a miss at every level when none did.
+    pub fn count(&mut self, levels: &[Level], found: Option<Level>) {
+        for &level in levels {
+            let counts = match level {
+                Level::Local => &mut self.local,
+                Level::Remote => self.remote.get_or_insert_default(),
+            };
+            if Some(level) == found {
+                counts.hits += 1;
+                return;
             }
-            Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
-        }
-        Ok(Store {
-            root: root.to_path_buf(),
-            _lock: lock,
-        })
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    fn object_path(&self, hash: &ContentHash) -> PathBuf {
-        let hex = hash.hex();
-        self.root.join("objects").join(&hex[..2]).join(&hex)
-    }
-
-    fn action_path(&self, key: &ContentHash) -> PathBuf {
-        let hex = key.hex();
-        self.root.join("actions").join(&hex[..2]).join(&hex)
-    }
-
-    /// Writes `bytes` to `path` through a unique temp file in `tmp/` and a rename
-    /// ([`crate::files::write_atomic_via`]: the writer locks its temp file, so a build's sweep of
-    /// `tmp/` removes only the temps of writers that died).
-    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-        let dir = path.parent().expect("store paths have parents");
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
-        Ok(files::write_atomic_via(
-            &self.root.join("tmp"),
-            path,
-            "store file",
-            bytes,
-        )?)
-    }
-
-    /// Removes the temp files in `tmp/` of writers that died (a killed build's); how many. Safe
-    /// beside running builds: a live writer holds a lock on its temp file.
-    pub fn remove_dead_temps(&self) -> usize {
-        files::remove_dead_temps(&self.root.join("tmp"))
-    }
-
-    /// Stores bytes under their content hash (no-op when present and intact).
-    pub fn put(&self, bytes: &[u8]) -> Result<ContentHash, StoreError> {
-        let hash = ContentHash::of(bytes);
-        self.put_hashed(&hash, bytes)?;
-        Ok(hash)
-    }
-
-    /// Stores an object under its hash (no-op when present and intact).
-    pub fn put_object(&self, object: &Object) -> Result<(), StoreError> {
-        self.put_hashed(&object.hash, &object.bytes)
-    }
-
-    /// `bytes` under `hash`, which is theirs.
-    fn put_hashed(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
-        let path = self.object_path(hash);
-        let intact = files::hash(&path, "store object", 0)
-            .is_ok_and(|(found, _)| found.as_bytes() == &hash.0);
-        if !intact {
-            self.write_atomic(&path, bytes)?;
-        }
-        Ok(())
-    }
-
-    /// Reads an object, re-hashing it. A damaged object is evicted and reads as `None`.
-    pub fn get(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
-        let path = self.object_path(hash);
-        let bytes = match files::read(&path, &OBJECT) {
-            Ok(b) => b,
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(files::FileError::Io { error: source, .. }) => {
-                return Err(StoreError::Io { path, source });
-            }
-            // Not a regular file, or too large: damaged.
-            Err(_) => Vec::new(),
-        };
-        if ContentHash::of(&bytes) == *hash {
-            touch(&path);
-        } else {
-            tracing::warn!(object = %hash.short(), path = %path.display(), "evicted damaged store object; it will be recomputed");
-            let _ = fs::remove_file(&path);
-            return Ok(None);
-        }
-        Ok(Some(bytes))
-    }
-
-    /// The output recorded for an action key, when its entry is usable and names an intact object
-    /// of the kind and schema `expect` asks for. A missing output is a miss; an unusable entry is
-    /// evicted, with a warning, and is a miss.
-    pub fn lookup(
-        &self,
-        key: &ContentHash,
-        expect: Expect,
-    ) -> Result<Option<ContentHash>, StoreError> {
-        let path = self.action_path(key);
-        let bytes = match files::read(&path, &ENTRY) {
-            Ok(bytes) => bytes,
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(files::FileError::Io { error: source, .. }) => {
-                return Err(StoreError::Io { path, source });
-            }
-            Err(e) => return self.evict_entry(&path, key, &e.to_string()),
-        };
-        let entry = match ActionEntry::parse(&bytes, key) {
-            Ok(entry) => entry,
-            Err(why) => return self.evict_entry(&path, key, &why),
-        };
-        if let Some(why) = entry.mismatch(expect) {
-            return self.evict_entry(&path, key, &why);
-        }
-        let Some(object) = self.get(&entry.output)? else {
-            return Ok(None);
-        };
-        // The entry answers `expect`, so the object must be of the entry's kind and schema.
-        match entry.wrong_object(header(&object).as_ref()) {
-            None => {
-                touch(&path);
-                Ok(Some(entry.output))
-            }
-            Some(why) => self.evict_entry(&path, key, &why),
+            counts.misses += 1;
         }
     }
+}
 
-    fn evict_entry(
-        &self,
-        path: &Path,
-        key: &ContentHash,
-        why: &str,
-    ) -> Result<Option<ContentHash>, StoreError> {
-        tracing::warn!(action = %key.short(), path = %path.display(), "evicted an unusable action entry ({why}); it will be recomputed");
-        let _ = fs::remove_file(path);
-        Ok(None)
-    }
+/// The store a build reads and writes, whatever its levels: the local folder alone
+/// ([`LocalStore`]), or the local folder in front of a shared remote cache ([`TwoLevel`]).
+///
+/// Contract: every object a build reads comes from the local folder ([`Store::get`]); a lookup that
+/// another level answers has put the output, checked, into the local folder before it returns.
+/// Writes reach the local folder before anything else, and a failure there is an error.
+pub trait Store: Sync {
+    /// The local folder.
+    fn local(&self) -> &LocalStore;
 
-    /// Records `output` as the result of action `key`.
-    pub fn record(
+    /// The levels a lookup reads, in the order it reads them.
+    fn levels(&self) -> &[Level];
+
+    /// The output recorded for action `key`, when some level holds a usable entry naming an intact
+    /// object of the kind and schema `expect` asks for; anything else is a miss.
+    fn lookup(&self, key: &ContentHash, expect: Expect) -> Result<Option<Found>, StoreError>;
+
+    /// Stores an object under its hash.
+    fn put_object(&self, object: &Object) -> Result<(), StoreError>;
+
+    /// Records `output`, an object already put, as the result of action `key`.
+    fn record(
         &self,
         key: &ContentHash,
         expect: Expect,
         output: &ContentHash,
-    ) -> Result<(), StoreError> {
-        let entry = ActionEntry::new(key, expect, output);
-        let bytes = serde_json::to_vec(&entry).expect("entries serialise");
-        self.write_atomic(&self.action_path(key), &bytes)
+    ) -> Result<(), StoreError>;
+
+    /// Reads an object from the local folder, re-hashing it; a damaged object is evicted and reads
+    /// as `None`.
+    fn get(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
+        self.local().get(hash)
+    }
+
+    /// Stores bytes under their content hash.
+    fn put(&self, bytes: &[u8]) -> Result<ContentHash, StoreError> {
+        let object = Object::new(bytes.to_vec());
+        self.put_object(&object)?;
+        Ok(object.hash())
     }
 }
 
+mod levels;
+mod local;
 mod maintain;
+pub mod reapi;
+mod remote;
+pub use levels::TwoLevel;
+pub use local::LocalStore;
 pub use maintain::{Damage, Gc, Health};
+pub use remote::{RemoteCache, RemoteError, RemoteOptions};
 
 /// An artifact a phase reads or writes, named by its store kind (`mid`, `selected`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod cache_server;
 pub mod pipeline;
 
 use ipu_codegen::progress::Silent;
