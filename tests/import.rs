@@ -446,17 +446,10 @@ fn errors(got: &[f64], want: &[f64]) -> (f64, f64) {
 fn the_device_matches_the_onnx_reference_evaluator_and_a_changed_weight_does_not() {
     use ipu_codegen::tensors::{Elements, Tensor, npy, safetensors as st};
     let sb = Sandbox::new();
-    sb.run(&[
-        "import",
-        &common::test_model("encoder.onnx"),
-        "--shape",
-        "input_ids=1x24",
-        "--shape",
-        "attention_mask=1x24",
-        "-o",
-        sb.path("out/encoder.toml").to_str().unwrap(),
-    ])
-    .assert_ok();
+    let model = common::test_model("encoder.onnx");
+    let out = sb.path("out/encoder.toml");
+    sb.run(&common::import_args(&model, out.to_str().unwrap()))
+        .assert_ok();
     let expected: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(common::test_model("encoder.expected.json")).unwrap(),
     )
@@ -569,30 +562,16 @@ fn external_tensor_data_is_read_from_beside_the_model_and_never_from_outside_it(
     std::fs::create_dir_all(sb.path("m")).unwrap();
     std::fs::write(sb.path("m/weights.bin"), &data).unwrap();
     std::fs::write(sb.path("m/encoder.onnx"), m.encode_to_vec()).unwrap();
-    let import = |file: &str, out: &str| {
-        sb.run(&[
-            "import",
-            sb.path(file).to_str().unwrap(),
-            "--shape",
-            "input_ids=1x24",
-            "--shape",
-            "attention_mask=1x24",
-            "-o",
-            sb.path(out).to_str().unwrap(),
-        ])
+    let import = |model: &str, out: &str| {
+        let out = sb.path(out);
+        sb.run(&common::import_args(model, out.to_str().unwrap()))
     };
-    import("m/encoder.onnx", "a/encoder.toml").assert_ok();
-    sb.run(&[
-        "import",
-        &common::test_model("encoder.onnx"),
-        "--shape",
-        "input_ids=1x24",
-        "--shape",
-        "attention_mask=1x24",
-        "-o",
-        sb.path("b/encoder.toml").to_str().unwrap(),
-    ])
+    import(
+        sb.path("m/encoder.onnx").to_str().unwrap(),
+        "a/encoder.toml",
+    )
     .assert_ok();
+    import(&common::test_model("encoder.onnx"), "b/encoder.toml").assert_ok();
     for f in ["encoder.toml", "encoder.safetensors"] {
         let same = std::fs::read(sb.path(&format!("a/{f}"))).unwrap()
             == std::fs::read(sb.path(&format!("b/{f}"))).unwrap();

@@ -2,10 +2,12 @@
 //!
 //! Contract: a build decodes each artifact from the store at most once ([`Decoded`]) and hands back
 //! the type asked for; the phase table's `PhaseArtifacts` decides which of them a phase may see. A
-//! phase's result leaves its adapter as an [`Output`]: its store bytes (header first) and its value.
+//! phase's result leaves its adapter as an [`Output`]: its store bytes (header first), its value, and
+//! the entries it adds to the store beside its output (`lower_exchanges`' schedules), which the
+//! driver's writer stores with it.
 
 use super::BuildError;
-use crate::store::{self, Artifact, ArtifactKind, ContentHash, Store};
+use crate::store::{self, Artifact, ArtifactKind, ContentHash, Expect, Object, Store};
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -22,6 +24,8 @@ pub struct Output {
     pub(super) schema: u32,
     pub(super) bytes: Vec<u8>,
     pub(super) value: Rc<dyn Any>,
+    /// Entries beside the output: each action key with what its object is and the object's bytes.
+    pub(super) entries: Vec<(ContentHash, Expect<'static>, Object)>,
 }
 
 impl Output {
@@ -31,7 +35,19 @@ impl Output {
             schema: A::SCHEMA,
             bytes: store::encode(&artifact),
             value: Rc::new(artifact),
+            entries: Vec::new(),
         }
+    }
+
+    /// The output with an entry beside it: `key` naming `object`, which `expect` describes.
+    pub fn with_entry(
+        mut self,
+        key: ContentHash,
+        expect: Expect<'static>,
+        object: Object,
+    ) -> Output {
+        self.entries.push((key, expect, object));
+        self
     }
 
     /// The kind and schema version the artifact was encoded with.

@@ -102,8 +102,6 @@ pub struct BuildOutcome {
     pub ran: Vec<Phase>,
     /// Where the output of every phase the build looked up came from, in pipeline order.
     pub sources: BTreeMap<Phase, Source>,
-    /// The hits and misses of the build's phase lookups, per level of the store.
-    pub lookups: Tally,
     pub package_path: Option<PathBuf>,
 }
 
@@ -451,7 +449,7 @@ impl Build<'_> {
                 Some(out) => (out, None),
                 None => {
                     let object = self
-                        .run_phase(phase, &outputs, &decoded, configs)
+                        .run_phase(phase, &outputs, &decoded, configs, writer)
                         .map_err(|error| self.unplaced(phase, error, &outputs, &decoded))?;
                     attempt.ran.push(phase);
                     let output = object.hash();
@@ -548,7 +546,6 @@ impl Build<'_> {
             outputs,
             ran,
             sources: attempt.sources.clone(),
-            lookups: attempt.lookups.clone(),
             package_path,
         })
     }
@@ -621,6 +618,7 @@ impl Build<'_> {
         outputs: &BTreeMap<ArtifactKind, ContentHash>,
         decoded: &Decoded,
         configs: &PhaseConfigs,
+        writer: &Writer,
     ) -> Result<Object, BuildError> {
         let spec = phase.spec();
         let out = (spec.run)(&self.view(phase, outputs, decoded), &self.target, configs)
@@ -629,6 +627,15 @@ impl Build<'_> {
             return Err(BuildError::WrongOutput {
                 phase,
                 found: out.kind(),
+            });
+        }
+        for (key, expect, object) in out.entries {
+            let output = object.hash();
+            writer.push(Write::Object(object));
+            writer.push(Write::Action {
+                key,
+                expect,
+                output,
             });
         }
         let object = Object::new(out.bytes);

@@ -28,7 +28,7 @@ use crate::stages::plan_exchange_storage::{
     self, PlanExchangeStorageConfig, plan_exchange_storage,
 };
 use crate::stages::select_finalist::{self, MappingChoice, SelectFinalistConfig, select_finalist};
-use crate::store::{self, Artifact, ArtifactKind, ContentHash, Expect, Store};
+use crate::store::{self, Artifact, ArtifactKind, ContentHash, Expect, Object, Store};
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
@@ -328,15 +328,15 @@ fn run_lower_exchanges(
         }
     }
     let exchanges = lower_exchanges(&sel, &xs, t, &c.lower_exchanges, &known, a.progress)?;
-    for phase in &exchanges.phases {
-        let hash = s.put(&store::encode(&phase.schedule))?;
-        s.record(
-            &phase.pattern,
-            Expect::of::<Schedule>(SCHEDULE_ACTION),
-            &hash,
-        )?;
+    // Every schedule is stored under its pattern, beside the phase's output.
+    let schedules: Vec<_> = (exchanges.phases.iter())
+        .map(|phase| (phase.pattern, Object::new(store::encode(&phase.schedule))))
+        .collect();
+    let mut out = Output::of(exchanges);
+    for (pattern, schedule) in schedules {
+        out = out.with_entry(pattern, Expect::of::<Schedule>(SCHEDULE_ACTION), schedule);
     }
-    Ok(Output::of(exchanges))
+    Ok(out)
 }
 
 /// Every rule a phase table keeps, each broken one with its row: names are distinct snake_case words;

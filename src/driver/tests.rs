@@ -233,6 +233,12 @@ fn a_record_continues_a_build_only_from_its_own_inputs() {
 
 // ---- a build of the small preset, in process ----
 
+/// Stores `bytes` as an object in `store` and returns its hash.
+fn put(store: &LocalStore, bytes: Vec<u8>) -> ContentHash {
+    let object = Object::new(bytes);
+    store.put_object(&object).expect("put");
+    object.hash()
+}
 struct Small {
     _dir: tempfile::TempDir,
     store: LocalStore,
@@ -343,8 +349,7 @@ fn a_damaged_output_fails_its_verifier_through_the_table() {
     // A buffer moved off its alignment.
     let mut placement: Placement = (*b.load::<Placement>(&outputs).expect("placement")).clone();
     placement.addresses[0] += 1;
-    let moved = small.store.put(&store::encode(&placement)).expect("put");
-    outputs.insert(PLACEMENT, moved);
+    outputs.insert(PLACEMENT, put(&small.store, store::encode(&placement)));
     let err = b
         .verify(phase("place_storage"), &outputs, &decoded)
         .expect_err("a misaligned buffer is invalid");
@@ -353,10 +358,7 @@ fn a_damaged_output_fails_its_verifier_through_the_table() {
     // A schedule missing for the last exchange phase.
     let mut exchanges: Exchanges = (*b.load::<Exchanges>(&outputs).expect("exchanges")).clone();
     exchanges.phases.pop();
-    outputs.insert(
-        EXCHANGES,
-        small.store.put(&store::encode(&exchanges)).expect("put"),
-    );
+    outputs.insert(EXCHANGES, put(&small.store, store::encode(&exchanges)));
     let err = b
         .verify(phase("lower_exchanges"), &outputs, &decoded)
         .expect_err("a missing schedule is invalid");

@@ -126,13 +126,6 @@ impl Orders {
         z ^ (z >> 31)
     }
 
-    /// The order `op` writes its output in under `p`, once every reader is recorded.
-    pub fn output(&self, op: &Operator, p: &Partition) -> bool {
-        fixed_output_order(op).unwrap_or_else(|| {
-            self.matmul_output(op.out(), matches!(p, Partition::Grid(g) if g.transposed))
-        })
-    }
-
     /// The order a matmul writes its output `out` in: as its device readers read it, or its
     /// partials' order (`transposed_form`) when only the host reads it.
     pub fn matmul_output(&self, out: ValueId, transposed_form: bool) -> bool {

@@ -37,7 +37,8 @@ const ROWS_AT_ONCE: usize = 64;
 
 /// `a[.., depth] · b` in float64 through `matrixmultiply`'s `dgemm`: `a` holds `rows` rows of `k`
 /// (row-major), of which columns `depth` are multiplied; `b` is the `depth.len() x n` rows of the
-/// right operand those columns meet (row-major). Returns the `rows x n` product, row-major.
+/// right operand those columns meet (row-major). Writes the `rows x n` product, row-major, over `c`
+/// (all zeros when the sizes do not agree).
 fn block_product(
     a: &[f64],
     b: &[f64],
@@ -45,11 +46,19 @@ fn block_product(
     k: usize,
     depth: std::ops::Range<usize>,
     n: usize,
-) -> Vec<f64> {
-    let mut c = vec![0f64; rows * n];
+    c: &mut [f64],
+) {
     let d = depth.len();
-    if rows == 0 || d == 0 || n == 0 || a.len() < rows * k || b.len() < d * n || depth.end > k {
-        return c;
+    if rows == 0
+        || d == 0
+        || n == 0
+        || a.len() < rows * k
+        || b.len() < d * n
+        || depth.end > k
+        || c.len() < rows * n
+    {
+        c.fill(0.0);
+        return;
     }
     // SAFETY: `a` holds `rows` rows of `k` elements, of which columns `depth.start..depth.end` lie
     // inside every row (`depth.end <= k`); `b` holds `d` rows of `n`; `c` holds `rows` rows of `n` and
@@ -72,7 +81,6 @@ fn block_product(
             1,
         );
     }
-    c
 }
 
 /// Evaluates the graph in float64 from the host data of its inputs and weights (f32, indexed by value
@@ -150,18 +158,13 @@ fn evaluate(
                     .flat_map_iter(|group| {
                         let rows = group.len() / k.max(1);
                         let mut out = vec![0f64; rows * n];
+                        let mut sum = vec![0f64; rows * n];
                         // Exact, the whole depth is one block.
                         let step = if precision.is_some() { 16 } else { k.max(1) };
                         for block in (0..k).step_by(step) {
                             let depth = block..(block + step).min(k);
-                            let sum = block_product(
-                                group,
-                                &bv[depth.start * n..depth.end * n],
-                                rows,
-                                k,
-                                depth,
-                                n,
-                            );
+                            let b_rows = &bv[depth.start * n..depth.end * n];
+                            block_product(group, b_rows, rows, k, depth, n, &mut sum);
                             for (o, &s) in out.iter_mut().zip(&sum) {
                                 *o = match precision {
                                     Some(p) => f64::from(round_to(p, (*o + s) as f32)),

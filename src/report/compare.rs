@@ -66,6 +66,23 @@ impl StepPair {
     pub fn ratio(&self) -> Option<f64> {
         Some(ratio(self.cycles_a?, self.cycles_b?))
     }
+
+    /// The step's kind as the table and page show it: one kind, or A's and B's apart.
+    pub fn kind(&self) -> String {
+        match (&self.kind_a, &self.kind_b) {
+            (Some(a), Some(b)) if a == b => a.clone(),
+            (a, b) => format!(
+                "{}/{}",
+                a.as_deref().unwrap_or("-"),
+                b.as_deref().unwrap_or("-")
+            ),
+        }
+    }
+
+    /// The ratio as the table and page print it, `-` without one.
+    pub fn ratio_text(&self) -> String {
+        self.ratio().map_or("-".to_string(), |r| format!("{r:.3}"))
+    }
 }
 
 /// How the table and page label a ratio: B's cycles over A's.
@@ -152,15 +169,7 @@ impl Comparison {
         );
         let or_dash = |c: Option<u64>| c.map_or("-".to_string(), |c| c.to_string());
         for p in &self.steps {
-            let kind = match (&p.kind_a, &p.kind_b) {
-                (Some(a), Some(b)) if a == b => a.clone(),
-                (a, b) => format!(
-                    "{}/{}",
-                    a.as_deref().unwrap_or("-"),
-                    b.as_deref().unwrap_or("-")
-                ),
-            };
-            let ratio = p.ratio().map_or("-".to_string(), |r| format!("{r:.3}"));
+            let (kind, ratio) = (p.kind(), p.ratio_text());
             let _ = writeln!(
                 s,
                 "{:<6} {:<17} {:>10} {:>10} {:>7} {:>7} {:>+10} {:>7}",
@@ -269,14 +278,11 @@ pub fn html(a: &Execution, b: &Execution) -> String {
             @for p in &c.steps {
                 tr {
                     td { "step" (p.step) }
-                    td { (match (&p.kind_a, &p.kind_b) {
-                        (Some(a), Some(b)) if a == b => a.clone(),
-                        (a, b) => format!("{}/{}", a.as_deref().unwrap_or("-"), b.as_deref().unwrap_or("-")),
-                    }) }
+                    td { (p.kind()) }
                     td { (or_dash(p.cycles_a)) } td { (or_dash(p.cycles_b)) }
                     td { (or_dash(p.sync_a)) } td { (or_dash(p.sync_b)) }
                     td { (format!("{:+}", p.delta)) }
-                    td { (p.ratio().map_or("-".to_string(), |r| format!("{r:.3}"))) }
+                    td { (p.ratio_text()) }
                     td.names { (step_serves(a, b, p.step)) }
                 }
             }

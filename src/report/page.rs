@@ -62,16 +62,19 @@ pub(super) fn scrolled(inner: Markup) -> Markup {
     markup! { div.scroll { (inner) } }
 }
 
-/// The width a 10-pixel label of `chars` characters takes at most, in pixels: wider than any glyph
-/// of the page's fonts averages, so a label judged to fit does.
+/// The width one character of a 10-pixel label takes at most, in pixels: wider than any glyph of the
+/// page's fonts averages, so a label judged to fit does.
+const CHAR_PX: f64 = 7.0;
+
+/// The width a 10-pixel label takes at most, in pixels.
 pub(super) fn label_width(text: &str) -> f64 {
-    7.0 * text.chars().count() as f64
+    CHAR_PX * text.chars().count() as f64
 }
 
 /// Every how many of `n` evenly spaced labels of up to `chars` characters to draw, `slot` pixels
 /// apart, so that none overlaps the next.
 pub(super) fn label_stride(slot: f64, chars: usize) -> usize {
-    let wide = 7.0 * chars as f64 + 4.0;
+    let wide = CHAR_PX * chars as f64 + 4.0;
     ((wide / slot.max(0.01)).ceil() as usize).max(1)
 }
 

@@ -29,7 +29,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct TwoLevel {
     local: LocalStore,
     remote: RemoteCache,
-    levels: Vec<Level>,
     read_only: bool,
     recache: bool,
     /// The server could not be reached: the rest of this process goes without it.
@@ -43,15 +42,9 @@ pub struct TwoLevel {
 impl TwoLevel {
     /// The local folder in front of the remote cache `options` describe.
     pub fn new(local: LocalStore, options: &RemoteOptions) -> Result<TwoLevel, RemoteError> {
-        let levels = if options.recache {
-            vec![Level::Local]
-        } else {
-            vec![Level::Local, Level::Remote]
-        };
         Ok(TwoLevel {
             local,
             remote: RemoteCache::new(options)?,
-            levels,
             read_only: options.read_only,
             recache: options.recache,
             down: AtomicBool::new(false),
@@ -202,7 +195,11 @@ impl Store for TwoLevel {
     }
 
     fn levels(&self) -> &[Level] {
-        &self.levels
+        if self.recache {
+            &[Level::Local]
+        } else {
+            &[Level::Local, Level::Remote]
+        }
     }
 
     fn lookup(&self, key: &ContentHash, expect: Expect) -> Result<Option<Found>, StoreError> {
@@ -303,11 +300,10 @@ fn named_output(
             )
         })?;
     let digest = file.digest.clone().unwrap_or_default();
-    let lowercase_hex =
-        |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    // A SHA-256 in hex is what a content hash is spelled as: 64 lowercase digits.
     let size = u64::try_from(digest.size_bytes)
         .ok()
-        .filter(|_| lowercase_hex(&digest.hash))
+        .filter(|_| ContentHash::parse(&digest.hash).is_some())
         .ok_or("names no valid SHA-256 digest")?;
     if size > max_blob_bytes {
         return Err(format!(

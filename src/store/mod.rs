@@ -438,13 +438,6 @@ pub trait Store: Sync {
     fn get(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
         self.local().get(hash)
     }
-
-    /// Stores bytes under their content hash.
-    fn put(&self, bytes: &[u8]) -> Result<ContentHash, StoreError> {
-        let object = Object::new(bytes.to_vec());
-        self.put_object(&object)?;
-        Ok(object.hash())
-    }
 }
 
 mod levels;

@@ -352,11 +352,7 @@ fn percent_decode(s: &str) -> Option<String> {
 
 /// The login and password a netrc file gives `host` (its `machine` entry, else its `default`).
 fn netrc_entry(path: &Path, host: &str) -> Result<Option<(String, String)>, RemoteError> {
-    let text = String::from_utf8(files::read(path, &NETRC)?).map_err(|_| RemoteError::Netrc {
-        path: path.to_path_buf(),
-        line: 1,
-        why: "it is not UTF-8 text".to_string(),
-    })?;
+    let text = files::read_text(path, &NETRC)?;
     let entries = parse_netrc(&text).map_err(|(line, why)| RemoteError::Netrc {
         path: path.to_path_buf(),
         line,

@@ -46,9 +46,9 @@ pub(super) fn layer_norm_estimate(
         .min(rows * cols)
         + 2;
     let mut exchange = target.exchange_words(receive_bytes) + pieces * switch + transit;
+    // The other blocks' moments, a piece from each of their tiles.
+    let moments_in = blocks.saturating_sub(1) * rows * 8;
     let (compute, steps) = if blocks > 1 {
-        // The other blocks' moments, a piece from each of their tiles.
-        let moments_in = (blocks - 1) * rows * 8;
         exchange += target.exchange_words(moments_in) + (blocks - 1) * switch + transit;
         let (r, c, b) = (p.block_rows, p.block_depth, p.depth_blocks);
         let compute =
@@ -61,7 +61,7 @@ pub(super) fn layer_norm_estimate(
         compute_cycles: compute,
         vector_cycles: compute,
         exchange_cycles: exchange,
-        receive_bytes: receive_bytes + blocks.saturating_sub(1) * rows * 8,
+        receive_bytes: receive_bytes + moments_in,
         panel_bytes: rows * row_bytes,
         other_bytes: rows * row_bytes + 2 * row_bytes + moments_bytes + homes,
         interleaved_bytes: 0,

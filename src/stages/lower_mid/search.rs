@@ -229,8 +229,8 @@ pub(super) fn joint(
                 for &j in &producers[i] {
                     let cj = &candidates[j][s.choice[j]];
                     let partials = matches!(cj.partition, Partition::Grid(g) if g.transposed);
-                    let output = fixed_output_order(&operators[j])
-                        .unwrap_or_else(|| read_order(operators[j].out()).unwrap_or(partials));
+                    // A matmul writes its output as its readers read it, else as its partials.
+                    let output = read_order(operators[j].out()).unwrap_or(partials);
                     if !s.transposing[j] && output != partials {
                         transposes.push(j);
                         cycles = cycles - cj.estimate.cycles + cj.estimate(true).cycles;
