@@ -134,24 +134,28 @@ pub struct EpilogueCost {
 }
 
 impl EpilogueCost {
-    /// A worker's steps over its elements, each as (elements a vector, cycles a vector): per extra
-    /// part an add at the partials' width (3 cycles a vector for the first step of the chain, 2
-    /// after), a cast from f32 (2 cycles per 4), a bias add along the rows (3 or 2 per 4; one down
-    /// the rows is charged by rows, [`Target::epilogue_cycles`]), the activation (GELU with tanh 5
-    /// cycles per 4 halves, with erf 15) and a residual add (3 or 2 per 4); an epilogue that only
-    /// copies its one f16 part ([`EpilogueCost::copies`]) is charged by rows instead.
-    pub fn steps(&self) -> Vec<(u64, u64)> {
+    /// A worker's steps over its elements, each as (elements a vector, cycles a vector): unless the
+    /// parts are `reduced` ([`EpilogueCost::summed`]), per extra part an add at the partials' width
+    /// (3 cycles a vector as the chain's first step, 2 after) and a cast from f32 (2 cycles per 4);
+    /// a bias add along the rows (3 or 2 per 4; one down the rows is charged by rows,
+    /// [`Target::epilogue_cycles`]), the activation (GELU with tanh 5 cycles per 4 halves, with erf
+    /// 15) and a residual add (3 or 2 per 4); an epilogue that only copies its one f16 part
+    /// ([`EpilogueCost::copies`]) is charged by rows instead.
+    pub fn steps(&self, reduced: bool) -> Vec<(u64, u64)> {
         let parts_width = if self.partials == DType::F16 { 4 } else { 2 };
         let mut steps = Vec::new();
-        let mut push = |width: u64, first: u64, later: u64| {
-            let cycles = if steps.is_empty() { first } else { later };
-            steps.push((width, cycles));
+        let mut first = !reduced;
+        let mut push = |width: u64, on_first: u64, later: u64| {
+            steps.push((width, if first { on_first } else { later }));
+            first = false;
         };
-        for _ in 1..self.parts.max(1) {
-            push(parts_width, 3, 2);
-        }
-        if self.partials != DType::F16 {
-            push(4, 2, 2);
+        if !reduced {
+            for _ in 1..self.parts.max(1) {
+                push(parts_width, 3, 2);
+            }
+            if self.partials != DType::F16 {
+                push(4, 2, 2);
+            }
         }
         if self.bias && !self.bias_by_row {
             push(4, 3, 2);
@@ -167,11 +171,30 @@ impl EpilogueCost {
         steps
     }
 
+    /// A worker's cycles summing the parts into halves by reduction, past its entry: the loops of 4
+    /// floats or 8 halves (one more per remainder bit) dealt to the workers, each 3 cycles a part and
+    /// 6 (f32) or 8 (f16) besides; a remainder left over when the loops do not deal evenly costs
+    /// `2 · parts` and 13 or 11 instead of a loop.
+    pub fn summed(&self, elements: u64, workers: u64) -> u64 {
+        let float = self.partials != DType::F16;
+        let (vector, besides, left) = if float { (4, 6, 13) } else { (8, 8, 11) };
+        let parts = u64::from(self.parts);
+        let loops = elements / vector + u64::from((elements % vector).count_ones());
+        let (each, remainder) = match (loops % workers, elements % vector) {
+            (0, _) => (loops / workers, 0),
+            (_, 0) => (loops / workers + 1, 0),
+            _ => (loops / workers, 2 * parts + left),
+        };
+        remainder + each * (3 * parts + besides)
+    }
+
     /// The launch of the chain's first step with `workers` workers: the supervisor's and each
-    /// worker's entry (an in-place add of parts 58 a worker, a cast 37, a bias or residual add 26,
-    /// a bias down the rows 15, an activation 20).
-    fn launch(&self, workers: u64) -> u64 {
-        let (per_worker, supervisor) = if self.parts > 1 {
+    /// worker's entry (a reduction of the parts 32 a worker, an in-place add of parts 58, a cast
+    /// 37, a bias or residual add 26, a bias down the rows 15, an activation 20).
+    fn launch(&self, workers: u64, reduced: bool) -> u64 {
+        let (per_worker, supervisor) = if reduced {
+            (32, 0)
+        } else if self.parts > 1 {
             (58, 11)
         } else if self.partials != DType::F16 {
             (37, 12)
@@ -305,8 +328,9 @@ impl Target {
     }
 
     /// The estimate of a matmul epilogue over `rows x cols` outputs, in closed form: one codelet's
-    /// launch (the supervisor's and each worker's entry), then each worker's
-    /// share of the elements at the summed cost per element of the steps Poplar would chain
+    /// launch (the supervisor's and each worker's entry), several parts summed by in-place adds or
+    /// by a reduction ([`EpilogueCost::summed`]), whichever is cheaper, then each worker's share of
+    /// the elements at the summed cost per element of the steps Poplar would chain
     /// ([`EpilogueCost::steps`], each rounded to whole vectors), the tile waiting `workers` cycles a worker cycle, and a
     /// non-linearity's fill and drain; a bias down the rows is charged per row; a transposed output adds its rows' transposes, a grain of 4x4 elements costing 4 cycles; a
     /// copy is a run a row (35 cycles, one per 4 bytes, 5 per byte left over), whole rows dealt to
@@ -322,12 +346,25 @@ impl Target {
         }
         let n = u64::from(rows) * u64::from(cols);
         let share = n.div_ceil(workers);
-        let per_worker: u64 = (e.steps().iter())
-            .map(|&(width, cycles)| share.div_ceil(width) * cycles)
-            .sum();
-        // A cast ends on its remainder: about 4 cycles.
-        let tail = if e.partials == DType::F16 { 0 } else { 4 };
-        let mut cycles = e.launch(workers) + workers * (per_worker + tail);
+        // The parts summed by in-place adds and a cast, or by one reduction: the cheaper.
+        let sum = |reduced: bool| {
+            let per_worker: u64 = (e.steps(reduced).iter())
+                .map(|&(width, cycles)| share.div_ceil(width) * cycles)
+                .sum();
+            // A cast ends on its remainder: about 4 cycles.
+            let tail = if e.partials == DType::F16 || reduced {
+                0
+            } else {
+                4
+            };
+            let summed = if reduced { e.summed(n, workers) } else { 0 };
+            e.launch(workers, reduced) + workers * (summed + per_worker + tail)
+        };
+        let mut cycles = if e.parts > 1 {
+            sum(false).min(sum(true))
+        } else {
+            sum(false)
+        };
         // A non-linearity's pipeline fills and drains once a worker.
         cycles += workers
             * match e.activation {

@@ -55,6 +55,39 @@ fn the_check_fails_against_a_changed_weight_or_mask() {
     assert!(!check(&unmasked).pass, "a dropped mask must fail");
 }
 
+/// Q, K and V of a layer (three matmuls of one input) run as one matmul with the three weights side
+/// by side, each tile's block inside one of them; the run passes, and a tripled key or value weight
+/// fails the check.
+#[test]
+fn q_k_and_v_run_as_one_matmul_and_a_tripled_key_or_value_weight_fails() {
+    let sb = Sandbox::new();
+    let mid = sb.run(&["show", "lower_mid", ENCODER]);
+    mid.assert_ok();
+    let fused = "layer0.query.matmul+layer0.key.matmul+layer0.value.matmul";
+    assert!(mid.stdout.contains(&format!("{fused}: ")), "{}", mid.stdout);
+    assert!(mid.stdout.contains("[24x64x192]"), "{}", mid.stdout);
+    let plans = sb.run(&["plans", ENCODER]);
+    plans.assert_ok();
+    assert!(
+        plans.stdout.contains("matmul 24x64x192, 3 weights side by side (64 + 64 + 64)"),
+        "{}",
+        plans.stdout
+    );
+    use ipu_codegen::numerics;
+    let run = run_in_process(ENCODER, ENCODER_ID, ENCODER_SEED);
+    let (graph, host, out, output) = (&run.package.graph, &run.host, run.out, &run.output);
+    let check = |host: &[Vec<f32>]| {
+        numerics::check(output, &numerics::reference(graph, host, &Silent), out)
+    };
+    assert!(check(host).pass, "{:?}", check(host));
+    for name in ["layer1.key.weight", "layer1.value.weight"] {
+        let w = graph.values.iter().find(|v| v.name == name).unwrap().id;
+        let mut changed = host.to_vec();
+        changed[w.index()].iter_mut().for_each(|x| *x *= 3.0);
+        assert!(!check(&changed).pass, "a tripled {name} must fail");
+    }
+}
+
 /// At 128 wide the layer norms split each row over column blocks on tiles of their own (moments,
 /// their exchange, the combination): the run passes, and a changed gamma fails the check.
 #[test]

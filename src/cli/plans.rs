@@ -33,6 +33,17 @@ fn estimate_json(e: &OperatorEstimate) -> Value {
 
 fn shape(op: &Operator) -> String {
     match op {
+        Operator::MatMul(m) if m.parts.len() > 1 => {
+            let widths: Vec<String> = m.parts.iter().map(|p| p.cols.to_string()).collect();
+            format!(
+                "matmul {}x{}x{}, {} weights side by side ({})",
+                m.m,
+                m.k,
+                m.n,
+                m.parts.len(),
+                widths.join(" + ")
+            )
+        }
         Operator::MatMul(m) => format!("matmul {}x{}x{}", m.m, m.k, m.n),
         Operator::LayerNorm(l) => format!("layer norm {}x{}", l.rows, l.cols),
         Operator::Vector(v) => format!("vector {} {}x{}", v.function.name(), v.rows, v.cols),

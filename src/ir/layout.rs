@@ -56,7 +56,7 @@ impl Orders {
     ) -> Result<(), String> {
         let fixed = |v: ValueId| {
             (operators.iter())
-                .find(|o| o.out() == v)
+                .find(|o| o.outs().contains(&v))
                 .and_then(fixed_output_order)
         };
         let changes = self.changes(graph, op, p, &fixed)?;
@@ -175,10 +175,12 @@ pub fn reads(op: &Operator, transposed_form: bool) -> Vec<(ValueId, bool)> {
     match op {
         Operator::MatMul(m) => {
             let t = transposed_form;
-            [(m.a, t), (m.b, t)]
+            let parts = || m.parts.iter();
+            [(m.a, t)]
                 .into_iter()
+                .chain(parts().map(|p| (p.b, t)))
                 .chain(m.residual.map(|r| (r, t)))
-                .chain(m.bias.map(|b| (b, false)))
+                .chain(parts().filter_map(|p| p.bias.map(|b| (b, false))))
                 .collect()
         }
         Operator::Attention(a) => [(a.q, true), (a.v, true), (a.k, false)]

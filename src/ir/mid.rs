@@ -4,13 +4,14 @@
 //! plans with their estimates. Written by `lower_mid`, read by `select_finalist`.
 
 mod assemble;
+mod matmul;
 mod vector;
 pub use assemble::{AssembleBlock, AssembleOp};
+pub use matmul::{MatMul, MatMulPart};
 pub use vector::VectorOp;
 
 use crate::ids::{OpId, ValueId};
 use crate::ir::{AttentionShape, DType, Graph};
-use crate::isa::Activation;
 use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
@@ -46,13 +47,14 @@ impl Operator {
             Operator::Assemble(o) => &o.name,
         }
     }
-    pub fn out(&self) -> ValueId {
+    /// The values it writes: a matmul's one per part, every other operator's one.
+    pub fn outs(&self) -> Vec<ValueId> {
         match self {
-            Operator::MatMul(o) => o.out,
-            Operator::Attention(o) => o.out,
-            Operator::LayerNorm(o) => o.out,
-            Operator::Vector(o) => o.out,
-            Operator::Assemble(o) => o.out,
+            Operator::MatMul(o) => o.outs().collect(),
+            Operator::Attention(o) => vec![o.out],
+            Operator::LayerNorm(o) => vec![o.out],
+            Operator::Vector(o) => vec![o.out],
+            Operator::Assemble(o) => vec![o.out],
         }
     }
     /// The graph operations this operator implements.
@@ -97,65 +99,6 @@ impl Attention {
     /// The score scale, as the device computes with it.
     pub fn scale(&self) -> f32 {
         f32::from_bits(self.scale_bits)
-    }
-}
-
-/// A matmul with its fused epilogue: `out = f16(activation?(a · b + bias?) + residual?)`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MatMul {
-    pub id: OpId,
-    pub name: String,
-    pub a: ValueId,
-    pub b: ValueId,
-    pub bias: Option<ValueId>,
-    pub activation: Option<Activation>,
-    /// `[m, n]`, added after the activation (a residual connection).
-    pub residual: Option<ValueId>,
-    pub out: ValueId,
-    pub m: u32,
-    pub k: u32,
-    pub n: u32,
-    pub partials: DType,
-    /// The graph operations this operator implements.
-    pub covers: Vec<OpId>,
-}
-
-impl MatMul {
-    /// Whether the AMP's partials need a separate epilogue pass to become the f16 output: a bias, an
-    /// activation, a residual, f32 partials, partials of several depth blocks to sum, or an output
-    /// stored in the other order than the partials (`transpose`).
-    pub fn has_epilogue(&self, depth_blocks: u32, transpose: bool) -> bool {
-        self.bias.is_some()
-            || self.activation.is_some()
-            || self.residual.is_some()
-            || transpose
-            || self.partials != DType::F16
-            || depth_blocks > 1
-    }
-
-    /// The estimate of one epilogue vertex over `rows x cols` partials (the AMP's rows and columns:
-    /// in the transposed form the bias runs down the rows).
-    pub fn epilogue_cycles(
-        &self,
-        target: &Target,
-        rows: u32,
-        cols: u32,
-        p: &Grid,
-        transpose: bool,
-    ) -> u64 {
-        target.epilogue_cycles(
-            rows,
-            cols,
-            &crate::target::EpilogueCost {
-                partials: self.partials,
-                parts: p.depth_blocks,
-                bias: self.bias.is_some(),
-                bias_by_row: p.transposed,
-                activation: self.activation,
-                residual: self.residual.is_some(),
-                transposed: transpose,
-            },
-        )
     }
 }
 
@@ -430,9 +373,10 @@ pub struct Mid {
     pub finalists: Vec<Plan>,
 }
 
+/// Schema 7: a matmul's weights side by side (`MatMulPart`).
 impl crate::store::Artifact for Mid {
     const KIND: &'static str = "mid";
-    const SCHEMA: u32 = 6;
+    const SCHEMA: u32 = 7;
 }
 
 impl Mid {
@@ -493,22 +437,7 @@ impl Mid {
                     continue;
                 }
             };
-            let _ = writeln!(
-                s,
-                "  {} {}: {} = {} · {} [{}x{}x{}] bias={} {}partials={} covers={}",
-                o.id,
-                o.name,
-                o.out,
-                o.a,
-                o.b,
-                o.m,
-                o.k,
-                o.n,
-                o.bias.map_or("-".to_string(), |b| b.to_string()),
-                epilogue_extras(o),
-                o.partials,
-                covers.join(",")
-            );
+            let _ = writeln!(s, "{}", o.dump(&covers.join(",")));
         }
         for (f, plan) in self.finalists.iter().enumerate() {
             let e = &plan.estimate;
@@ -541,19 +470,6 @@ impl Mid {
         }
         s
     }
-}
-
-/// The dump's words for a matmul's activation and residual (`gelu=true` for tanh-GELU as ever).
-fn epilogue_extras(o: &MatMul) -> String {
-    let mut s = match o.activation {
-        None => "gelu=false ".to_string(),
-        Some(Activation::GeluTanh) => "gelu=true ".to_string(),
-        Some(Activation::GeluErf) => "gelu=erf ".to_string(),
-    };
-    if let Some(r) = o.residual {
-        let _ = write!(s, "residual={r} ");
-    }
-    s
 }
 
 /// The dump's words for an attention's scale and mask, when they are not the default.
@@ -655,6 +571,25 @@ impl Mid {
                     )
                 });
             }
+            if let Operator::MatMul(m) = o {
+                let values = |p: &crate::ir::MatMulPart| {
+                    Some((
+                        graph.values.get(p.b.index())?,
+                        graph.values.get(p.out.index())?,
+                    ))
+                };
+                let shaped = m.parts.iter().all(|p| {
+                    values(p).is_some_and(|(b, out)| {
+                        (b.rows, b.cols, out.rows, out.cols) == (m.k, p.cols, m.m, p.cols)
+                    })
+                });
+                v.check(m.parts_are_consistent() && shaped, || {
+                    format!(
+                        "{}: parts not side by side, of one bias, or not their values' shapes",
+                        m.id
+                    )
+                });
+            }
             for c in o.covers() {
                 match covered.get_mut(c.index()) {
                     Some(n) => *n += 1,
@@ -691,6 +626,9 @@ impl Mid {
                                 "finalist {f} {id}: column blocks {p:?} do not tile {} columns",
                                 o.n
                             )
+                        });
+                        v.check(o.tiles_parts(p.block_cols), || {
+                            format!("finalist {f} {id}: column blocks {p:?} straddle its parts")
                         });
                         let (stationary, what) = if p.transposed {
                             (p.block_rows, "block height")

@@ -358,10 +358,11 @@ pub struct Selected {
     pub estimate: SelectedEstimate,
 }
 
-/// Schema 8: a split layer norm's `Moments` and `MomentsShare` buffers and its two vertex kinds.
+/// Schema 9: a matmul's weights side by side (`MatMulPart`); 8: a split layer norm's `Moments`
+/// and `MomentsShare` buffers and its two vertex kinds.
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
-    const SCHEMA: u32 = 8;
+    const SCHEMA: u32 = 9;
 }
 
 impl ExchangePhase {

@@ -27,9 +27,9 @@ mod partitions;
 mod search;
 
 use crate::ir::{
-    AssembleOp, Attention, CODE_RESERVE_BYTES, Graph, LayerNorm, MatMul, Mid, Op, OpKind, Operator,
-    OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident, ValueRole, VectorOp,
-    largest_values, verify_mid,
+    AssembleOp, Attention, CODE_RESERVE_BYTES, Graph, LayerNorm, MatMul, MatMulPart, Mid, Op,
+    OpKind, Operator, OperatorEstimate, Oversize, Partition, Plan, PlanEstimate, Resident,
+    ValueRole, VectorOp, largest_values, verify_mid,
 };
 use crate::isa::{Activation, Spread, VectorFn};
 use crate::target::Target;
@@ -230,7 +230,10 @@ pub fn shortlists(
         .flat_map(|o| {
             let weight = |x: &ValueId| graph.value(*x).role == ValueRole::Weight;
             match o {
-                Operator::MatMul(o) => [Some(o.b), o.bias].into_iter().flatten().collect(),
+                Operator::MatMul(o) => (o.parts.iter())
+                    .flat_map(|p| [Some(p.b), p.bias])
+                    .flatten()
+                    .collect(),
                 Operator::LayerNorm(o) => vec![o.gamma, o.beta],
                 Operator::Attention(_) => Vec::new(),
                 // A vector operator's and a data movement's constants: its operands that are
@@ -269,7 +272,7 @@ pub fn shortlists(
     for op in &operators {
         let all: Vec<Candidate> = match op {
             Operator::MatMul(o) => {
-                let weights = graph.value(o.b).role == ValueRole::Weight;
+                let weights = (o.parts.iter()).all(|p| graph.value(p.b).role == ValueRole::Weight);
                 grid_partitions(o, weights, target)
                     .into_iter()
                     .filter(|p| cfg.form.allows(p.transposed) && cfg.weights.allows(p.resident))
@@ -350,7 +353,10 @@ fn does_not_fit(
         Operator::MatMul(o) => (
             format!("{}x{} times {}x{}", o.m, o.k, o.k, o.n),
             Oversize::MatMul,
-            [Some(o.a), Some(o.b), Some(o.out), o.bias, o.residual].to_vec(),
+            (o.parts.iter())
+                .flat_map(|p| [Some(p.b), Some(p.out), p.bias])
+                .chain([Some(o.a), o.residual])
+                .collect(),
         ),
         Operator::LayerNorm(o) => (
             format!("{} rows of {}", o.rows, o.cols),
@@ -421,23 +427,77 @@ fn plan(chosen: &[(Partition, OperatorEstimate)]) -> Plan {
     }
 }
 
-/// Fuses each matmul with the bias add, the GELU and the residual add that follow it; an attention,
-/// a layer norm and a general vector operation are operators of their own, and so is a bias add,
-/// GELU or add no matmul fuses (a vector operator); host operations are no operator's.
-fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
-    let consumers = |v: ValueId| {
-        graph
-            .ops
-            .iter()
-            .filter(move |op| op.kind.inputs().contains(&v))
-    };
+/// A matmul's epilogue: the bias add, the GELU and the residual add that follow it, each the only
+/// reader of what came before; `out` is the last one's output.
+#[derive(Clone)]
+struct Chain {
+    covers: Vec<OpId>,
+    out: ValueId,
+    bias: Option<ValueId>,
+    activation: Option<Activation>,
+    residual: Option<ValueId>,
+}
+
+/// The operations reading `v`.
+fn consumers(graph: &Graph, v: ValueId) -> impl Iterator<Item = &Op> {
+    (graph.ops.iter()).filter(move |op| op.kind.inputs().contains(&v))
+}
+
+/// The epilogue of the matmul `op`, the graph's operation `index`.
+fn epilogue_chain(graph: &Graph, op: &Op, index: usize) -> Chain {
     let single = |v: ValueId| {
-        let mut it = consumers(v);
+        let mut it = consumers(graph, v);
         match (it.next(), it.next()) {
             (Some(c), None) => Some(c),
             _ => None,
         }
     };
+    let mut chain = Chain {
+        covers: vec![op.id],
+        out: op.out,
+        bias: None,
+        activation: None,
+        residual: None,
+    };
+    if let Some(next) = single(chain.out)
+        && let OpKind::AddBias { x, bias } = next.kind
+        && x == chain.out
+    {
+        chain.bias = Some(bias);
+        chain.covers.push(next.id);
+        chain.out = next.out;
+    }
+    if let Some(next) = single(chain.out) {
+        chain.activation = match next.kind {
+            OpKind::GeluTanh { .. } => Some(Activation::GeluTanh),
+            OpKind::GeluErf { .. } => Some(Activation::GeluErf),
+            _ => None,
+        };
+        if chain.activation.is_some() {
+            chain.covers.push(next.id);
+            chain.out = next.out;
+        }
+    }
+    if let Some(next) = single(chain.out)
+        && let OpKind::Add { a: x, b: y } = next.kind
+    {
+        let other = if x == chain.out { y } else { x };
+        // The residual must exist before the matmul runs.
+        let earlier = graph.producer(other).is_none_or(|p| p.id.index() < index);
+        if other != chain.out && earlier {
+            chain.residual = Some(other);
+            chain.covers.push(next.id);
+            chain.out = next.out;
+        }
+    }
+    chain
+}
+
+/// Fuses each matmul with the bias add, the GELU and the residual add that follow it, and with the
+/// later matmuls of the same input it can run beside (Q, K and V as one); an attention, a layer
+/// norm and a general vector operation are operators of their own, and so is a bias add, GELU or
+/// add no matmul fuses (a vector operator); host operations are no operator's.
+fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
     let mut covered: Vec<bool> = graph.ops.iter().map(|op| op.kind.on_host()).collect();
     let mut operators = Vec::new();
     for (index, op) in graph.ops.iter().enumerate() {
@@ -479,7 +539,7 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
                     shape,
                     scale_bits: scale.to_bits(),
                     mask,
-                    transposed_out: !consumers(op.out).any(|c| !c.kind.on_host()),
+                    transposed_out: !consumers(graph, op.out).any(|c| !c.kind.on_host()),
                     partials: graph.partials,
                     covers: vec![op.id],
                 }));
@@ -507,8 +567,8 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
                 }));
                 continue;
             }
-            OpKind::MatMul { .. } => {}
             _ if op.kind.on_host() || covered[op.id.index()] => continue,
+            OpKind::MatMul { .. } => {}
             _ => {
                 covered[op.id.index()] = true;
                 operators.push(Operator::Vector(vector_operator(graph, op, id)?));
@@ -518,58 +578,61 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
         let OpKind::MatMul { a, b } = op.kind else {
             continue;
         };
-        let mut covers = vec![op.id];
-        let mut out = op.out;
-        let mut bias = None;
-        let mut activation = None;
-        let mut residual = None;
-        if let Some(next) = single(out)
-            && let OpKind::AddBias { x, bias: b } = next.kind
-            && x == out
-        {
-            bias = Some(b);
-            covers.push(next.id);
-            out = next.out;
-        }
-        if let Some(next) = single(out) {
-            activation = match next.kind {
-                OpKind::GeluTanh { .. } => Some(Activation::GeluTanh),
-                OpKind::GeluErf { .. } => Some(Activation::GeluErf),
-                _ => None,
-            };
-            if activation.is_some() {
-                covers.push(next.id);
-                out = next.out;
+        let first = epilogue_chain(graph, op, index);
+        // Later matmuls of the same input by weights of the same depth, each with the same
+        // activation and bias or none and no residual (Q, K and V), join as parts side by side.
+        let weight = |v: ValueId| graph.value(v).role == ValueRole::Weight;
+        let joins = |chain: &Chain| {
+            chain.residual.is_none()
+                && chain.activation == first.activation
+                && chain.bias.is_some() == first.bias.is_some()
+        };
+        let mut chains = vec![(b, first.clone())];
+        if weight(b) && first.residual.is_none() {
+            for (later, other) in graph.ops.iter().enumerate().skip(index + 1) {
+                if let OpKind::MatMul { a: oa, b: ob } = other.kind
+                    && oa == a
+                    && weight(ob)
+                    && graph.value(ob).rows == graph.value(b).rows
+                    && !covered[later]
+                {
+                    let chain = epilogue_chain(graph, other, later);
+                    if joins(&chain) {
+                        chains.push((ob, chain));
+                    }
+                }
             }
         }
-        if let Some(next) = single(out)
-            && let OpKind::Add { a: x, b: y } = next.kind
-        {
-            let other = if x == out { y } else { x };
-            // The residual must exist before the matmul runs.
-            let earlier = graph.producer(other).is_none_or(|p| p.id.index() < index);
-            if other != out && earlier {
-                residual = Some(other);
-                covers.push(next.id);
-                out = next.out;
-            }
+        let (mut covers, mut parts, mut names): (Vec<OpId>, _, Vec<&str>) =
+            (Vec::new(), Vec::new(), Vec::new());
+        let mut start = 0;
+        for (b, chain) in &chains {
+            let cols = graph.value(*b).cols;
+            parts.push(MatMulPart {
+                b: *b,
+                bias: chain.bias,
+                out: chain.out,
+                start,
+                cols,
+            });
+            start += cols;
+            covers.extend(&chain.covers);
+            names.push(graph.ops[chain.covers[0].index()].name.as_str());
         }
         for c in &covers {
             covered[c.index()] = true;
         }
-        let (av, bv) = (graph.value(a), graph.value(b));
+        let (first, av) = (&chains[0].1, graph.value(a));
         operators.push(Operator::MatMul(MatMul {
             id,
-            name: op.name.clone(),
+            name: names.join("+"),
             a,
-            b,
-            bias,
-            activation,
-            residual,
-            out,
+            parts,
+            activation: first.activation,
+            residual: first.residual,
             m: av.rows,
             k: av.cols,
-            n: bv.cols,
+            n: start,
             partials: graph.partials,
             covers,
         }));

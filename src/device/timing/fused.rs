@@ -109,6 +109,37 @@ fn cast_to_half(t: &Target, n: u64) -> Codelet {
     }
 }
 
+/// poplin's `ReduceAdd` (`getReduceCycleEstimate`, poplin `PerformanceEstimation.hpp`; its supervisor
+/// form, the partials not in interleaved memory), the vertex Poplar's matmuls sum their partials
+/// with: `parts` partials of `n` elements summed in f32 and written as halves. Its accumulator takes
+/// 4 floats or 8 halves a loop, each part's load costing a vector over the 64-bit data path (the
+/// f16 or f32 lanes) and a cycle for the next pointer; the loops (one more per remainder bit) are
+/// dealt to the workers; a worker spends 32 cycles on entry and 6 (f32 parts) or 8 (f16) a loop
+/// besides the loads; a remainder the workers do not share evenly costs `2 · parts` and 13 or 11.
+fn reduce_add(t: &Target, n: u64, parts: u64, partials: DType) -> Codelet {
+    let workers = u64::from(t.workers.max(1));
+    let float = partials != DType::F16;
+    let accumulator: u64 = if float { 4 } else { 8 };
+    let per_loop = accumulator / accumulator.min(lanes(t, partials)) + 1;
+    let loops = n / accumulator + u64::from((n % accumulator).count_ones());
+    let mut each = loops / workers;
+    let mut remainder = 0;
+    if !loops.is_multiple_of(workers) {
+        if !n.is_multiple_of(accumulator) {
+            remainder = 2 * parts + if float { 13 } else { 11 };
+        } else {
+            each += 1;
+        }
+    }
+    let overhead = if float { 6 } else { 8 };
+    Codelet {
+        fixed: workers * 32,
+        work: workers.saturating_mul(
+            remainder + each.saturating_mul(per_loop.saturating_mul(parts) + overhead),
+        ),
+    }
+}
+
 /// `rows` rows of `row_bytes` copied, a `LongMemcpy` run a row (`BroadcastSelectorSelectCycles`, as
 /// `timing/assemble.rs` charges runs: 11 + 1 cycles a worker), whole rows dealt to the workers.
 fn copy_rows(t: &Target, rows: u64, row_bytes: u64) -> Codelet {
@@ -130,9 +161,10 @@ fn inverse_std_dev(t: &Target, n: u64) -> Codelet {
     }
 }
 
-/// Tile cycles of a matmul epilogue: the partials' other parts added in place at their type
-/// (`BinaryOp1DInPlace`), the sum cast to half (`Cast1D`) unless it is one half part, the bias added
-/// (`BinaryOp1D` along the rows, a `BroadcastVectorOuter` down them), the activation
+/// Tile cycles of a matmul epilogue: several parts of the partials summed either by in-place adds
+/// at their type (`BinaryOp1DInPlace`) and a cast to half (`Cast1D`) or by one reduction into
+/// halves (poplin's `ReduceAdd`), whichever is cheaper; one part of f32 partials cast to half; the
+/// bias added (`BinaryOp1D` along the rows, a `BroadcastVectorOuter` down them), the activation
 /// (`NonLinearity1D` GELU or GELU_ERF, popnn `popnnCycleEstimators.cpp`), the residual added
 /// (`BinaryOp1D`), and a transposed output written by the transpose vertex
 /// (`getTransposeCycleEstimate`, the rows shared among the workers); one half part with nothing to
@@ -141,13 +173,33 @@ pub fn epilogue(t: &Target, v: &Epilogue<Placed>) -> u64 {
     let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
     let n = rows.saturating_mul(cols);
     let partials = v.partials.first().map_or(DType::F16, |p| p.dtype);
-    let mut chain = Chain::default();
-    for _ in 1..v.partials.len() {
-        chain.elementwise(t, n, partials, true);
+    let parts = v.partials.len() as u64;
+    let chain = |reduced: bool| {
+        let mut chain = Chain::default();
+        if reduced {
+            chain.push(reduce_add(t, n, parts, partials));
+        } else {
+            for _ in 1..parts {
+                chain.elementwise(t, n, partials, true);
+            }
+            if partials != DType::F16 {
+                chain.push(cast_to_half(t, n));
+            }
+        }
+        applied(t, v, chain).total()
+    };
+    if parts > 1 {
+        chain(false).min(chain(true))
+    } else {
+        chain(false)
     }
-    if partials != DType::F16 {
-        chain.push(cast_to_half(t, n));
-    }
+}
+
+/// An epilogue's chain after its parts are summed: the bias, the activation, the residual, and the
+/// copy or the transpose that writes the output.
+fn applied(t: &Target, v: &Epilogue<Placed>, mut chain: Chain) -> Chain {
+    let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
+    let n = rows.saturating_mul(cols);
     match (&v.bias, v.bias_by_row) {
         (None, _) => {}
         (Some(_), false) => chain.elementwise(t, n, DType::F16, false),
@@ -173,7 +225,7 @@ pub fn epilogue(t: &Target, v: &Epilogue<Placed>) -> u64 {
             work: transposes(workers, workers, each, cols).saturating_sub(7),
         });
     }
-    chain.total()
+    chain
 }
 
 /// Tile cycles of a layer norm over `rows x cols` halves, as popnn's layer norm runs it (statistics
@@ -398,4 +450,85 @@ pub fn combine(t: &Target, v: &Combine<Placed>) -> u64 {
         });
     }
     chain.total()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        Target::preset("mk2-1500").unwrap()
+    }
+
+    #[test]
+    fn reduce_add_follows_poplins_estimate() {
+        let t = target();
+        // getReduceCycleEstimate(48, 12, 64, half out, float partials, 6 workers): 12 loops, two a
+        // worker, each 3 cycles a part and 6: 6 · (32 + 2 · (36 + 6)).
+        assert_eq!(reduce_add(&t, 48, 12, DType::F32).total(), 696);
+        // 42 floats: 10 loops and one for the remainder's bit; 11 do not deal evenly and 42 is
+        // no whole vectors, so a worker does one loop and the remainder's 2 · 12 + 13.
+        assert_eq!(
+            reduce_add(&t, 42, 12, DType::F32).total(),
+            6 * (32 + 37 + 42)
+        );
+        // 64 halves in 3 parts: 8 loops, two a worker, each 3 · 3 + 8.
+        assert_eq!(reduce_add(&t, 64, 3, DType::F16).total(), 6 * (32 + 2 * 17));
+    }
+
+    fn reduction(
+        rows: u32,
+        cols: u32,
+        parts: u32,
+        partials: DType,
+        transposed: bool,
+    ) -> (u64, u64) {
+        let t = target();
+        let placed = |address| Placed {
+            address,
+            stride: 64,
+            dtype: partials,
+        };
+        let v = Epilogue {
+            partials: (0..parts).map(|p| placed(p * 4096)).collect(),
+            bias: Some(placed(0)),
+            bias_by_row: transposed,
+            residual: None,
+            out: placed(0),
+            rows,
+            cols,
+            activation: None,
+            transpose: transposed,
+        };
+        let cost = crate::target::EpilogueCost {
+            partials,
+            parts,
+            bias: true,
+            bias_by_row: transposed,
+            activation: None,
+            residual: false,
+            transposed,
+        };
+        (epilogue(&t, &v), t.epilogue_cycles(rows, cols, &cost))
+    }
+
+    #[test]
+    fn many_small_parts_are_reduced_and_few_large_ones_added_and_the_estimate_agrees() {
+        // Twelve depth blocks' f32 partials over a small share: the reduction is the cheaper.
+        let (device, estimate) = reduction(3, 16, 12, DType::F32, false);
+        assert_eq!(device, estimate);
+        // Down the rows and transposed, the estimate's closed forms stay within 2 %.
+        let (down, estimate) = reduction(3, 16, 12, DType::F32, true);
+        assert!(down.abs_diff(estimate) * 50 <= down, "{down} vs {estimate}");
+        let t = target();
+        let added = (1..12).fold(Chain::default(), |mut c, _| {
+            c.elementwise(&t, 48, DType::F32, true);
+            c
+        });
+        assert!(device < added.total(), "{device} vs {}", added.total());
+        // Two f16 parts over a large block: adding in place is the cheaper.
+        let (device, estimate) = reduction(64, 128, 2, DType::F16, false);
+        assert_eq!(device, estimate);
+        assert!(reduce_add(&t, 64 * 128, 2, DType::F16).total() > device);
+    }
 }

@@ -241,7 +241,7 @@ pub(super) fn grid_estimate(
     let gathered = if p.resident {
         0
     } else {
-        depth * n_cols * 2 + op.bias.map_or(0, |_| n_cols * 2)
+        depth * n_cols * 2 + if op.has_bias() { n_cols * 2 } else { 0 }
     };
     // Under the shared-panels mapping a (row block, depth block)'s column blocks are adjacent
     // tiles: with an even count every supertile pair lies inside one and shares its panel; with an
@@ -273,7 +273,11 @@ pub(super) fn grid_estimate(
     }
     let steps = if split { 4 } else { 2 };
     let standard = standard_capacity(target);
-    let bias = op.bias.map_or(0, |_| stored(1, n_cols, 2, false));
+    let bias = if op.has_bias() {
+        stored(1, n_cols, 2, false)
+    } else {
+        0
+    };
     let mut resident = Resident::default();
     // The one large buffer in either region (the activation panel in the normal form, a gathered
     // weight panel in the transposed form) and the interleaved-only panels, live from the gather
@@ -501,7 +505,7 @@ mod tests {
     use super::{busiest_pair_keys, grid_estimate};
     use crate::elements::DType;
     use crate::ids::{OpId, ValueId};
-    use crate::ir::{AttentionPartition, AttentionShape, Grid, MatMul};
+    use crate::ir::{AttentionPartition, AttentionShape, Grid, MatMul, MatMulPart};
     use crate::target::Target;
 
     /// A 96x256x192 matmul in the transposed form: six blocks of 16 tokens, `col_blocks` blocks of
@@ -512,11 +516,15 @@ mod tests {
             id: OpId(0),
             name: "fc".into(),
             a: v(0),
-            b: v(1),
-            bias: None,
+            parts: vec![MatMulPart {
+                b: v(1),
+                bias: None,
+                out: v(2),
+                start: 0,
+                cols: 192,
+            }],
             activation: None,
             residual: None,
-            out: v(2),
             m: 96,
             k: 256,
             n: 192,

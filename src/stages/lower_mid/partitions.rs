@@ -1,6 +1,7 @@
 //! The candidate partitions of each operator kind: every distinct one, in a fixed order.
 //!
-//! Contract: a matmul's grids tile its output and depth in either operand form (`grid_partitions`),
+//! Contract: a matmul's grids tile its output and depth in either operand form, no column block
+//! straddling two of its parts (`grid_partitions`),
 //! a vector operator's and a data movement's their rows (`row_partitions`), a layer norm's its rows
 //! whole or in equal column blocks (`layer_norm_partitions`), an attention's its queries and keys per
 //! batch-and-head group (`attention_partitions`); none has an empty block or uses more than the
@@ -55,7 +56,7 @@ pub(super) fn layer_norm_partitions(rows: u32, cols: u32, target: &Target) -> Ve
 /// columns in the normal form, its rows in the transposed form) of a multiple of the AMP width, the
 /// narrowest of each block count; every block count of the other output dimension; every split of
 /// the depth into blocks of a multiple of the AMP block depth; and, when `b` is a weight, with the
-/// weights resident or gathered.
+/// weights resident or gathered. Column blocks straddling two parts are left out.
 pub(super) fn grid_partitions(op: &MatMul, weights: bool, target: &Target) -> Vec<Grid> {
     let (width, depth, tiles) = (target.amp_block_width, target.amp_block_depth, target.tiles);
     let (m, k, n) = (op.m, op.k, op.n);
@@ -98,6 +99,9 @@ pub(super) fn grid_partitions(op: &MatMul, weights: bool, target: &Target) -> Ve
                             (stationary_blocks, block_stationary),
                         )
                     };
+                    if !op.tiles_parts(block_cols) {
+                        continue;
+                    }
                     for resident in [false, true].into_iter().take(1 + usize::from(weights)) {
                         out.push(Grid {
                             row_blocks,

@@ -172,8 +172,10 @@ pub(super) fn joint(
     // Each value's producing operator, and the earlier matmuls whose outputs each operator reads.
     let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
     for (j, op) in operators.iter().enumerate() {
-        if let Some(slot) = producer.get_mut(op.out().index()) {
-            slot.get_or_insert(j);
+        for out in op.outs() {
+            if let Some(slot) = producer.get_mut(out.index()) {
+                slot.get_or_insert(j);
+            }
         }
     }
     let produced = |v: ValueId| producer.get(v.index()).copied().flatten();
@@ -229,9 +231,10 @@ pub(super) fn joint(
                 for &j in &producers[i] {
                     let cj = &candidates[j][s.choice[j]];
                     let partials = matches!(cj.partition, Partition::Grid(g) if g.transposed);
-                    // A matmul writes its output as its readers read it, else as its partials.
-                    let output = read_order(operators[j].out()).unwrap_or(partials);
-                    if !s.transposing[j] && output != partials {
+                    // A matmul writes each output as its readers read it, else as its partials.
+                    let transposing = (operators[j].outs().into_iter())
+                        .any(|out| read_order(out).unwrap_or(partials) != partials);
+                    if !s.transposing[j] && transposing {
                         transposes.push(j);
                         cycles = cycles - cj.estimate.cycles + cj.estimate(true).cycles;
                     }

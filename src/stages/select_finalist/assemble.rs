@@ -85,6 +85,6 @@ impl Builder<'_> {
             });
             work.outputs.push(out);
         }
-        self.finish(op.id, &op.name, "copy", op.out, work);
+        self.finish(op.id, &op.name, "copy", &[op.out], work);
     }
 }

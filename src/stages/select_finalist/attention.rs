@@ -161,7 +161,7 @@ impl Builder<'_> {
                 self.combine(&l, &q, &states, &mut work);
             }
         }
-        self.finish(a.id, &a.name, "merge", a.out, work);
+        self.finish(a.id, &a.name, "merge", &[a.out], work);
     }
 
     /// Home pieces of what the host supplies: the query block on its first tile; each key block's

@@ -285,13 +285,13 @@ impl Builder<'_> {
     }
 
     /// Appends an operator's supersteps from its `work` (the reducing pair, named with `reduction`,
-    /// when split) and makes its outputs the holders of `value`.
+    /// when split) and makes its outputs the holders of `values`, each of those buffers holding.
     pub(super) fn finish(
         &mut self,
         operator: OpId,
         name: &str,
         reduction: &str,
-        value: ValueId,
+        values: &[ValueId],
         work: Work,
     ) {
         self.exchange(work.groups);
@@ -304,7 +304,12 @@ impl Builder<'_> {
                 work.reduce_vertices,
             );
         }
-        self.outputs(value, work.outputs);
+        for &value in values {
+            let held = (work.outputs.iter().copied())
+                .filter(|o| self.buffers[o.index()].value == value)
+                .collect();
+            self.outputs(value, held);
+        }
     }
 
     /// Appends an exchange phase made of `groups` as the next step.

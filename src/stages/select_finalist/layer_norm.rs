@@ -182,7 +182,7 @@ impl Builder<'_> {
             });
             work.outputs.push(b.out);
         }
-        self.finish(op.id, &op.name, "normalize", op.out, work);
+        self.finish(op.id, &op.name, "normalize", &[op.out], work);
     }
 
     /// Column block `db` of the rows of row block `rb`.

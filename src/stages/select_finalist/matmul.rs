@@ -19,7 +19,9 @@
 
 use super::builder::{Builder, Supersteps, Work, chunks};
 use crate::ids::{BufferId, TileId, ValueId};
-use crate::ir::{BufferClass, DType, Destination, Grid, MatMul, Operand, Rect, ValueRole, Vertex};
+use crate::ir::{
+    BufferClass, DType, Destination, Grid, MatMul, MatMulPart, Operand, Rect, ValueRole, Vertex,
+};
 use crate::isa::{Amp, Epilogue, VertexKind};
 
 /// Home pieces of a value: (row block, column block, depth block, rectangle) on the operator's grid.
@@ -34,49 +36,63 @@ impl Builder<'_> {
     pub(super) fn matmul_homes(&mut self, op: &MatMul, p: &Grid) {
         let db = p.depth_blocks;
         let mut homes: Vec<(ValueId, HomePieces)> = Vec::new();
-        let bv = self.graph.value(op.b);
-        let col_range = |cb: u32| (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
+        // Column block `cb`'s part and its columns within the part.
+        let part_cols = |cb: u32| {
+            op.part_of((cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n)))
+                .expect("column blocks lie inside parts")
+        };
         // A weight two matmuls share has its homes on the grid of the first.
-        let weights = bv.role == ValueRole::Weight && !self.is_held(op.b);
-        let bias = op.bias.filter(|&b| !self.is_held(b));
+        let weights =
+            |b: ValueId| self.graph.value(b).role == ValueRole::Weight && !self.is_held(b);
+        let weights: Vec<bool> = op.parts.iter().map(|part| weights(part.b)).collect();
+        let biases: Vec<Option<ValueId>> = (op.parts.iter())
+            .map(|part| part.bias.filter(|&b| !self.is_held(b)))
+            .collect();
+        let index = |part: &MatMulPart| op.parts.iter().position(|q| q == part).unwrap_or(0);
         if p.resident {
             for (rb, cb, kb) in cells(p) {
                 let tile = self.mapping.tile(p, rb, cb, kb);
-                let (c0, c1) = col_range(cb);
+                let (part, (c0, c1)) = part_cols(cb);
+                let i = index(part);
                 let (d0, d1) = (kb * p.block_depth, ((kb + 1) * p.block_depth).min(op.k));
                 // The first row block's panels tile the weights once: they are what another
                 // operator reading these weights gathers from.
-                if weights && d0 < d1 {
+                if weights[i] && d0 < d1 {
                     let rect = Rect::new(d0, d1, c0, c1);
                     let flags = [p.transposed, !p.transposed, rb == 0];
-                    self.resident_panel(tile, op.b, rect, flags);
+                    self.resident_panel(tile, part.b, rect, flags);
                 }
-                if let Some(bias) = bias {
+                if let Some(bias) = biases[i] {
                     let flags = [false, false, rb == 0 && kb == 0];
                     self.resident_panel(tile, bias, Rect::new(0, 1, c0, c1), flags);
                 }
             }
         } else {
-            if weights {
-                let mut pieces = Vec::new();
-                for cb in 0..p.col_blocks {
-                    let cols = col_range(cb);
-                    for (i, (r0, r1)) in chunks(op.k, p.row_blocks * db, 1).into_iter().enumerate()
+            let mut pieces: Vec<HomePieces> = vec![Vec::new(); op.parts.len()];
+            let mut bias_pieces: Vec<HomePieces> = vec![Vec::new(); op.parts.len()];
+            for cb in 0..p.col_blocks {
+                let (part, cols) = part_cols(cb);
+                let i = index(part);
+                if weights[i] {
+                    for (j, (r0, r1)) in chunks(op.k, p.row_blocks * db, 1).into_iter().enumerate()
                     {
-                        let i = i as u32;
-                        pieces.push((i / db, cb, i % db, Rect::new(r0, r1, cols.0, cols.1)));
+                        let j = j as u32;
+                        pieces[i].push((j / db, cb, j % db, Rect::new(r0, r1, cols.0, cols.1)));
                     }
                 }
-                homes.push((op.b, pieces));
+                if biases[i].is_some() {
+                    bias_pieces[i].push((0, cb, 0, Rect::new(0, 1, cols.0, cols.1)));
+                }
             }
-            if let Some(bias) = bias {
-                let pieces = (0..p.col_blocks)
-                    .map(|cb| {
-                        let cols = col_range(cb);
-                        (0, cb, 0, Rect::new(0, 1, cols.0, cols.1))
-                    })
-                    .collect();
-                homes.push((bias, pieces));
+            for (i, part) in op.parts.iter().enumerate() {
+                if weights[i] {
+                    homes.push((part.b, std::mem::take(&mut pieces[i])));
+                }
+            }
+            for (i, bias) in biases.iter().enumerate() {
+                if let Some(bias) = *bias {
+                    homes.push((bias, std::mem::take(&mut bias_pieces[i])));
+                }
             }
         }
         if self.needs_home(op.a) {
@@ -99,7 +115,7 @@ impl Builder<'_> {
             for rb in 0..p.row_blocks {
                 for cb in 0..p.col_blocks {
                     let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
-                    let cols = col_range(cb);
+                    let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
                     pieces.push((rb, cb, 0, Rect::new(rows.0, rows.1, cols.0, cols.1)));
                 }
             }
@@ -119,8 +135,6 @@ impl Builder<'_> {
     /// output block the others' partials for its share of the AMP's rows, and its epilogue sums them.
     pub(super) fn matmul(&mut self, op: &MatMul, p: &Grid) {
         let steps = self.supersteps(p.depth_blocks > 1);
-        let transpose = self.orders.matmul_output(op.out, p.transposed) != p.transposed;
-        let epilogue = op.has_epilogue(p.depth_blocks, transpose);
         let mut work = Work::new(steps.split);
         for row_block in 0..p.row_blocks {
             for col_block in 0..p.col_blocks {
@@ -132,6 +146,8 @@ impl Builder<'_> {
                     col_block * p.block_cols,
                     ((col_block + 1) * p.block_cols).min(op.n),
                 );
+                let (part, cols) = op.part_of(cols).expect("column blocks lie inside parts");
+                let transpose = self.orders.matmul_output(part.out, p.transposed) != p.transposed;
                 let out_rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
                 // Per depth block: its tile, partials and bias.
                 let mut blocks = Vec::new();
@@ -141,16 +157,19 @@ impl Builder<'_> {
                         continue;
                     }
                     let tile = self.mapping.tile(p, row_block, col_block, kb);
-                    blocks.push(self.depth_block(op, p, tile, out_rect, depth, steps, &mut work));
+                    let block =
+                        self.depth_block(op, part, p, tile, out_rect, depth, steps, &mut work);
+                    blocks.push(block);
                 }
-                if !epilogue {
+                if !op.has_epilogue(p.depth_blocks, transpose) {
                     work.outputs.push(blocks[0].1);
                     continue;
                 }
-                self.epilogues(op, p, out_rect, &blocks, transpose, steps, &mut work);
+                self.epilogues(op, part, p, out_rect, &blocks, transpose, steps, &mut work);
             }
         }
-        self.finish(op.id, &op.name, "reduce", op.out, work);
+        let outs: Vec<ValueId> = op.outs().collect();
+        self.finish(op.id, &op.name, "reduce", &outs, work);
     }
 
     /// One depth block (`depth` of k) of an output block on `tile`: its panels (gathered unless
@@ -159,6 +178,7 @@ impl Builder<'_> {
     fn depth_block(
         &mut self,
         op: &MatMul,
+        part: &MatMulPart,
         p: &Grid,
         tile: TileId,
         out_rect: Rect,
@@ -182,15 +202,15 @@ impl Builder<'_> {
         let act = self.buffer(tile, op.a, act_class, a_rect, DType::F16, t, live);
         self.gather(op.a, a_rect, act, ex_step, &mut work.groups);
         let b_rect = Rect::new(depth.0, depth.1, out_rect.col0, out_rect.col1);
-        let weights = match self.resident_on(op.b, tile, b_rect) {
+        let weights = match self.resident_on(part.b, tile, b_rect) {
             Some(id) => id,
             None => {
-                let id = self.buffer(tile, op.b, weight_class, b_rect, DType::F16, t, live);
-                self.gather(op.b, b_rect, id, ex_step, &mut work.groups);
+                let id = self.buffer(tile, part.b, weight_class, b_rect, DType::F16, t, live);
+                self.gather(part.b, b_rect, id, ex_step, &mut work.groups);
                 id
             }
         };
-        let bias = op.bias.map(|bias| {
+        let bias = part.bias.map(|bias| {
             let rect = Rect::new(0, 1, out_rect.col0, out_rect.col1);
             if let Some(id) = self.resident_on(bias, tile, rect) {
                 return id;
@@ -209,7 +229,7 @@ impl Builder<'_> {
         });
         let partials = self.buffer(
             tile,
-            op.out,
+            part.out,
             BufferClass::Partials,
             out_rect,
             op.partials,
@@ -244,6 +264,7 @@ impl Builder<'_> {
     fn epilogues(
         &mut self,
         op: &MatMul,
+        part: &MatMulPart,
         p: &Grid,
         out_rect: Rect,
         blocks: &[DepthBlock],
@@ -277,7 +298,7 @@ impl Builder<'_> {
                 }
                 let copy = self.buffer(
                     tile,
-                    op.out,
+                    part.out,
                     BufferClass::PartialsShare,
                     share,
                     op.partials,
@@ -303,7 +324,7 @@ impl Builder<'_> {
             });
             let out = self.buffer(
                 tile,
-                op.out,
+                part.out,
                 BufferClass::Output,
                 share,
                 DType::F16,

@@ -96,7 +96,7 @@ impl Builder<'_> {
             });
             work.outputs.push(out);
         }
-        self.finish(op.id, &op.name, "reduce", op.out, work);
+        self.finish(op.id, &op.name, "reduce", &[op.out], work);
     }
 }
 
