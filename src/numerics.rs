@@ -47,6 +47,22 @@ pub fn round_to(dtype: DType, v: f32) -> f32 {
     }
 }
 
+/// Every value of `values` rounded to `dtype` as [`round_to`] rounds one, a slice at a time (the
+/// f16 conversions by `half`'s slice methods, which convert several lanes at once); `halves` is
+/// scratch.
+pub fn round_slice(dtype: DType, values: &mut [f32], halves: &mut Vec<f16>) {
+    use half::slice::HalfFloatSliceExt;
+    match dtype {
+        DType::F16 | DType::Bool => {
+            halves.resize(values.len(), f16::ZERO);
+            halves.convert_from_f32_slice(values);
+            halves.convert_to_f32_slice(values);
+        }
+        DType::F32 => {}
+        DType::I64 => values.iter_mut().for_each(|v| *v = v.round()),
+    }
+}
+
 #[inline]
 pub fn gelu_tanh_f32(x: f32) -> f32 {
     let inner = GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
@@ -82,6 +98,7 @@ pub fn amp_matmul(
     partials: DType,
 ) {
     let mut block_sum = vec![0f32; cols];
+    let mut halves = Vec::new();
     for r in 0..rows {
         let arow = &a[r * a_stride..r * a_stride + depth];
         let orow = &mut out[r * out_stride..r * out_stride + cols];
@@ -99,8 +116,9 @@ pub fn amp_matmul(
                 }
             }
             for (o, &s) in orow.iter_mut().zip(&block_sum) {
-                *o = round_to(partials, *o + s);
+                *o += s;
             }
+            round_slice(partials, orow, &mut halves);
         }
     }
 }
@@ -411,6 +429,40 @@ pub fn check(device: &[f32], reference: &Reference, output: ValueId) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slice_rounds_as_each_value_rounds_ties_subnormals_and_overflow_included() {
+        // Halfway between two halves (ties to even), subnormal halves, past the largest half, and
+        // values that are halves already.
+        let values: Vec<f32> = vec![
+            1.0 + 1.0 / 2048.0,
+            1.0 + 3.0 / 2048.0,
+            -2049.0,
+            3.0e-6,
+            -6.0e-8,
+            65519.0,
+            65520.0,
+            -1.0e6,
+            0.5,
+            0.0,
+            f32::INFINITY,
+            2.5,
+            7.25,
+        ];
+        for dtype in [DType::F16, DType::Bool, DType::F32, DType::I64] {
+            let mut slice = values.clone();
+            round_slice(dtype, &mut slice, &mut Vec::new());
+            let each: Vec<f32> = values.iter().map(|&v| round_to(dtype, v)).collect();
+            assert_eq!(
+                slice.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                each.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{dtype}"
+            );
+        }
+        let mut ties = vec![1.0 + 1.0 / 2048.0, 65520.0];
+        round_slice(DType::F16, &mut ties, &mut Vec::new());
+        assert_eq!(ties, vec![1.0, f32::INFINITY]);
+    }
 
     /// Scores in two blocks, stepped with the online softmax, accumulated and merged, agree with a
     /// one-pass float64 softmax-weighted sum; a masked column stays empty until its first key.

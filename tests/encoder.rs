@@ -69,7 +69,9 @@ fn q_k_and_v_run_as_one_matmul_and_a_tripled_key_or_value_weight_fails() {
     let plans = sb.run(&["plans", ENCODER]);
     plans.assert_ok();
     assert!(
-        plans.stdout.contains("matmul 24x64x192, 3 weights side by side (64 + 64 + 64)"),
+        plans
+            .stdout
+            .contains("matmul 24x64x192, 3 weights side by side (64 + 64 + 64)"),
         "{}",
         plans.stdout
     );

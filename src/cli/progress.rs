@@ -3,16 +3,17 @@
 //!
 //! [`Bar`] is one bar any command can use (`Bar::new(len, "what")`, `inc`, `finish`); [`Terminal`]
 //! is the library's `Progress` drawn as bars, one step at a time, what the commands pass into the
-//! library. A bar is removed from the terminal when it finishes or is dropped, so what the command
-//! prints afterwards reads as it would without it. Nothing drawn changes an artifact or a summary.
-//! [`LogWriter`] is where log lines go: it lifts the bars off the terminal while a line is written, so
-//! log lines and bars never overwrite each other.
+//! library. Bars of steps running side by side (a run's device and its host reference) are drawn
+//! together, one line each. A bar is removed from the terminal when it finishes or is dropped, so
+//! what the command prints afterwards reads as it would without it. Nothing drawn changes an
+//! artifact or a summary. [`LogWriter`] is where log lines go: it lifts the bars off the terminal
+//! while a line is written, so log lines and bars never overwrite each other.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use ipu_codegen::progress::Progress;
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{LazyLock, Mutex};
 
 /// Set once from `--quiet`, before any bar is made.
 static QUIET: AtomicBool = AtomicBool::new(false);
@@ -27,13 +28,8 @@ fn drawn() -> bool {
     !QUIET.load(Ordering::Relaxed) && std::io::stderr().is_terminal()
 }
 
-/// The bar on the terminal, if any: a command draws one at a time (a step, or a sweep's points).
-static CURRENT: Mutex<Option<ProgressBar>> = Mutex::new(None);
-
-/// The bar on the terminal now.
-fn current() -> Option<ProgressBar> {
-    CURRENT.lock().ok().and_then(|c| c.clone())
-}
+/// The bars on the terminal, drawn together on stderr.
+static BARS: LazyLock<MultiProgress> = LazyLock::new(MultiProgress::new);
 
 /// Log output on stderr, written with the bars lifted off the terminal.
 #[derive(Clone, Copy, Default)]
@@ -41,9 +37,10 @@ pub struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match current() {
-            Some(bar) => bar.suspend(|| std::io::stderr().write(buf)),
-            None => std::io::stderr().write(buf),
+        if drawn() {
+            BARS.suspend(|| std::io::stderr().write(buf))
+        } else {
+            std::io::stderr().write(buf)
         }
     }
 
@@ -69,15 +66,12 @@ impl Bar {
         if !drawn() {
             return Bar(ProgressBar::hidden());
         }
-        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+        let bar = BARS.add(ProgressBar::new(len));
         let style = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
         bar.set_style(style);
         bar.set_message(what.to_string());
-        if let Ok(mut current) = CURRENT.lock() {
-            *current = Some(bar.clone());
-        }
         Bar(bar)
     }
 
@@ -89,11 +83,7 @@ impl Bar {
     /// The step is over: the bar leaves the terminal.
     pub fn finish(&self) {
         self.0.finish_and_clear();
-        if let Ok(mut current) = CURRENT.lock()
-            && current.as_ref().is_some_and(ProgressBar::is_finished)
-        {
-            *current = None;
-        }
+        BARS.remove(&self.0);
     }
 }
 

@@ -348,16 +348,15 @@ pub fn execute(
 }
 
 /// Takes what the device `streamed` back into `host`, runs the host's operations after the device and
-/// checks every output of the package's signature, in order, against the float64 reference over the
-/// data the device was given.
+/// checks every output of the package's signature, in order, against `reference`, the float64
+/// reference over the data the device was given.
 pub fn check_outputs(
     package: &Package,
     host: &mut [Vec<f32>],
     streamed: BTreeMap<ValueId, Vec<f32>>,
-    progress: &dyn Progress,
+    reference: &numerics::Reference,
 ) -> Result<Vec<numerics::Check>> {
     let graph = &package.graph;
-    let reference = numerics::reference(graph, host, progress);
     for (value, data) in streamed {
         host[value.index()] = data;
     }
@@ -368,7 +367,7 @@ pub fn check_outputs(
     }
     Ok(outputs
         .iter()
-        .map(|o| numerics::check(&host[o.value.index()], &reference, o.value))
+        .map(|o| numerics::check(&host[o.value.index()], reference, o.value))
         .collect())
 }
 
@@ -414,7 +413,19 @@ pub fn run(
     let summary_head = Fields::new()
         .with("package", package_path.display())
         .with("tiles", package.tiles.len());
-    let (execution, streamed) = match execute(&package, &body_hash, &host, progress) {
+    // The host reference runs beside the device, over the same data, with a bar of its own.
+    let reference_bars = super::progress::Terminal::default();
+    let (ran, reference) = std::thread::scope(|s| {
+        let reference = s.spawn(|| {
+            let started = Instant::now();
+            let r = numerics::reference(graph, &host, &reference_bars);
+            (r, started.elapsed().as_millis())
+        });
+        let ran = execute(&package, &body_hash, &host, progress);
+        let simulated_ms = started.elapsed().as_millis();
+        (ran.map(|r| (r, simulated_ms)), reference.join())
+    });
+    let ((execution, streamed), simulated_ms) = match ran {
         Ok(ran) => ran,
         Err(fault) => {
             let line = summary_head
@@ -424,14 +435,15 @@ pub fn run(
             bail!("hardware test failed: {fault}");
         }
     };
-    let simulated_ms = started.elapsed().as_millis();
-    let reference_started = Instant::now();
-    let checks = check_outputs(&package, &mut host, streamed, progress)?;
+    let Ok((reference, reference_ms)) = reference else {
+        bail!("the host reference stopped before it finished");
+    };
+    let checks = check_outputs(&package, &mut host, streamed, &reference)?;
     let outputs = package.signature().outputs;
     let check = worst_check(&checks);
     tracing::info!(
         simulation_ms = simulated_ms,
-        reference_ms = reference_started.elapsed().as_millis(),
+        reference_ms,
         "device run checked"
     );
 

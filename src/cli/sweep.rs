@@ -504,7 +504,10 @@ fn measure(
         estimated_cycles: package.estimated_cycles,
     });
     if check {
-        let worst = worst_check(&run::check_outputs(package, &mut host, streamed, &Silent)?);
+        let reference = ipu_codegen::numerics::reference(&package.graph, &host, &Silent);
+        let worst = worst_check(&run::check_outputs(
+            package, &mut host, streamed, &reference,
+        )?);
         row.numerical_pass = Some(worst.pass);
         if !worst.pass {
             bail!("{}", run::check_failure(&worst));

@@ -13,13 +13,14 @@
 
 use super::{Device, Fault, fault};
 use crate::ids::ValueId;
-use crate::ir::{Graph, OpKind, Package, Value, ValueRole};
+use crate::ir::{Graph, OpKind, Package, Rect, Value, ValueRole};
 use crate::isa::HostTransfer;
 use crate::numerics;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 /// The seeded host data of every input and weight value of a graph (empty for the others). An integer
 /// value draws indices below the rows of the smallest table an embedding looks it up in.
@@ -102,42 +103,44 @@ impl Device {
         graph: &Graph,
     ) -> Result<u64, Fault> {
         let mut bytes = 0;
+        // Each rectangle as stored bytes, made once for every tile it goes to (a resident weight
+        // panel goes to every row block's tiles).
+        let mut stored: HashMap<(ValueId, Rect, bool), Vec<u8>> = HashMap::new();
         for t in transfers {
             let (tile, v) = self.transfer(t, graph, 0, "host write")?;
             let data = host.get(t.value.index()).map_or(&[][..], Vec::as_slice);
+            let what = format!("host write of {}", v.name);
             if !v.dtype.held_as_f16() || data.len() as u64 != v.elements() {
                 return Err(fault(
                     tile,
                     0,
                     0,
                     format!(
-                        "host write of {} ({}, {} elements): the host holds {} elements for it, \
-                         and streams f16 values (and booleans as f16) only",
-                        v.name,
+                        "{what} ({}, {} elements): the host holds {} elements for it, and streams \
+                         f16 values (and booleans as f16) only",
                         v.dtype,
                         v.elements(),
                         data.len()
                     ),
                 ));
             }
+            let raw = match stored.entry((t.value, t.rect, t.transposed)) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(stored_halves(t, v, data).ok_or_else(|| {
+                    fault(tile, 0, 0, format!("{what}: elements beyond the value"))
+                })?),
+            };
             let memory = &mut self.tiles[tile].memory;
+            let r = t.rect;
+            let row_bytes = 2 * if t.transposed { r.rows() } else { r.cols() } as usize;
             for (i, row) in t.stored_rows(v.cols).enumerate() {
-                let what = format!("host write of {} stored row {i}", v.name);
-                let at = row_address(t, i, row.address, &what).map_err(|m| fault(tile, 0, 0, m))?;
-                // The rectangle lies within the value (checked at load), whose data has all its elements.
-                let values: Vec<f32> = row
-                    .of(data)
-                    .ok_or_else(|| fault(tile, 0, 0, format!("{what}: elements beyond the value")))?
-                    .copied()
-                    .collect();
-                // Rounded as `f16::from_f32` rounds each, a row at a time.
-                let mut halves = vec![f16::ZERO; values.len()];
-                halves.convert_from_f32_slice(&values);
-                let raw: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
+                let in_row = |m: String| fault(tile, 0, 0, format!("{m} (stored row {i})"));
+                let at = row_address(t, i, row.address, &what).map_err(in_row)?;
+                let bytes_of_row = &raw[i * row_bytes..(i + 1) * row_bytes];
                 memory
-                    .write(at, &raw, None, &what)
-                    .map_err(|m| fault(tile, 0, 0, m))?;
-                bytes += raw.len() as u64;
+                    .write(at, bytes_of_row, None, &what)
+                    .map_err(in_row)?;
+                bytes += bytes_of_row.len() as u64;
             }
         }
         Ok(bytes)
@@ -221,6 +224,32 @@ impl Device {
             )),
         }
     }
+}
+
+/// The bytes of transfer `t`'s rectangle of `v` (whose data is `data`, row-major) as the tile stores
+/// them: stored row after stored row (a column a stored row when transposed), each element rounded
+/// as `f16::from_f32` rounds it; `None` when the rectangle reaches past the data.
+fn stored_halves(t: &HostTransfer, v: &Value, data: &[f32]) -> Option<Vec<u8>> {
+    let r = t.rect;
+    let (rows, cols) = (r.rows() as usize, r.cols() as usize);
+    let at = |row: u32, col: u32| row as usize * v.cols as usize + col as usize;
+    let block = (r.row0..r.row1)
+        .map(|row| data.get(at(row, r.col0)..at(row, r.col1)))
+        .collect::<Option<Vec<_>>>()?;
+    let mut values = Vec::with_capacity(rows * cols);
+    if t.transposed {
+        values.resize(rows * cols, 0.0);
+        for (i, row) in block.iter().enumerate() {
+            for (j, &x) in row.iter().enumerate() {
+                values[j * rows + i] = x;
+            }
+        }
+    } else {
+        block.iter().for_each(|row| values.extend_from_slice(row));
+    }
+    let mut halves = vec![f16::ZERO; values.len()];
+    halves.convert_from_f32_slice(&values);
+    Some(halves.iter().flat_map(|h| h.to_le_bytes()).collect())
 }
 
 /// A stored row's address, or the message saying it passes u32.

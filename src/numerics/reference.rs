@@ -12,8 +12,8 @@
 //! and the comparisons among them) broadcast each operand over the output as the device does.
 
 use super::{
-    binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_to, saturate, select,
-    softmax_row_f64, unary_f64,
+    binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_slice, round_to, saturate,
+    select, softmax_row_f64, unary_f64,
 };
 use crate::ids::ValueId;
 use crate::ir::{AttentionShape, DType, Graph, OpKind};
@@ -159,17 +159,24 @@ fn evaluate(
                         let rows = group.len() / k.max(1);
                         let mut out = vec![0f64; rows * n];
                         let mut sum = vec![0f64; rows * n];
+                        let (mut rounded, mut halves) = (Vec::new(), Vec::new());
                         // Exact, the whole depth is one block.
                         let step = if precision.is_some() { 16 } else { k.max(1) };
                         for block in (0..k).step_by(step) {
                             let depth = block..(block + step).min(k);
                             let b_rows = &bv[depth.start * n..depth.end * n];
                             block_product(group, b_rows, rows, k, depth, n, &mut sum);
-                            for (o, &s) in out.iter_mut().zip(&sum) {
-                                *o = match precision {
-                                    Some(p) => f64::from(round_to(p, (*o + s) as f32)),
-                                    None => *o + s,
-                                };
+                            match precision {
+                                Some(p) => {
+                                    rounded.clear();
+                                    let sums = out.iter().zip(&sum).map(|(o, s)| (o + s) as f32);
+                                    rounded.extend(sums);
+                                    round_slice(p, &mut rounded, &mut halves);
+                                    for (o, &r) in out.iter_mut().zip(&rounded) {
+                                        *o = f64::from(r);
+                                    }
+                                }
+                                None => out.iter_mut().zip(&sum).for_each(|(o, s)| *o += s),
                             }
                         }
                         for _ in 0..rows {

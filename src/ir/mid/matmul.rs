@@ -194,7 +194,10 @@ mod tests {
         assert!(m.parts_are_consistent());
         let (part, cols) = m.part_of((416, 448)).unwrap();
         assert_eq!((part.out, cols), (ValueId::from_index(6), (32, 64)));
-        assert!(m.part_of((368, 400)).is_none(), "straddles the first two parts");
+        assert!(
+            m.part_of((368, 400)).is_none(),
+            "straddles the first two parts"
+        );
         assert!(m.tiles_parts(48) && m.tiles_parts(128));
         assert!(!m.tiles_parts(53) && !m.tiles_parts(0));
         // The last part may end in a partial block.
