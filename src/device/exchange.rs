@@ -23,16 +23,21 @@
 mod timeline;
 
 use super::{Device, Fault, fault};
-use crate::isa::{Receive, Run};
+use crate::isa::{Instr, Receive, Run};
 use crate::target::Target;
 use rayon::prelude::*;
 use timeline::{Armed, Issued, Timeline, named, timeline};
 
 impl Device {
-    /// Executes exchange superstep `step` on every tile; returns each tile's busy cycles.
-    pub(super) fn exchange(&mut self, step: usize) -> Result<Vec<u32>, Fault> {
-        let lines: Vec<Timeline> = (self.tiles.par_iter().enumerate())
-            .map(|(t, tile)| timeline(&self.target, t, step, &tile.steps[step]))
+    /// Executes exchange superstep `step` on every tile, `program` its instructions per tile; returns
+    /// each tile's busy cycles.
+    pub(super) fn exchange(
+        &mut self,
+        step: usize,
+        program: &[Vec<Instr>],
+    ) -> Result<Vec<u32>, Fault> {
+        let lines: Vec<Timeline> = (program.par_iter().enumerate())
+            .map(|(t, instrs)| timeline(&self.target, t, step, instrs))
             .collect::<Vec<Result<_, _>>>()
             .into_iter()
             .collect::<Result<_, _>>()?;

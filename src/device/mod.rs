@@ -4,7 +4,9 @@
 //! sync cost, from the target's parameters; it never calls the compiler's estimates.
 //!
 //! It runs what was emitted: it loads each tile's code image into the tile's memory and decodes the
-//! program from there; streams the host's data in (`initialize`, `run`) and results out; executes each
+//! program from there, whole, to check it and find where each superstep starts; then decodes each
+//! superstep's instructions from the code image as that superstep runs (so one superstep's program is
+//! held decoded at a time); streams the host's data in (`initialize`, `run`) and results out; executes each
 //! superstep on every tile (compute vertices, or the exchange phase, each tile's exchange code timed
 //! by its instructions' issue, in intervals), then the sync. It refuses what real hardware would get
 //! wrong, as a [`Fault`] naming tile, superstep, cycle and buffer (and, in an exchange, the
@@ -35,7 +37,8 @@ mod vertices;
 
 use crate::ids::{TileId, ValueId};
 use crate::ir::Package;
-use crate::isa::{Instr, TileProgram};
+use crate::isa::Instr;
+use crate::isa::encoding::{DecodeError, decode_header, decode_instr};
 use crate::progress::Progress;
 use crate::target::Target;
 pub use host::host_data;
@@ -56,8 +59,29 @@ pub struct Fault {
 
 struct Tile {
     memory: TileMemory,
-    /// The program, split into supersteps at its syncs.
-    steps: Vec<Vec<Instr>>,
+    /// Where each superstep's instructions start in the tile's code image (its program split at its
+    /// syncs); a superstep's instructions are decoded when it runs, so only one superstep's program
+    /// is held decoded at a time.
+    step_starts: Vec<usize>,
+    /// The code image's length, to know the image `run` is given is the one loaded.
+    code_len: usize,
+}
+
+impl Tile {
+    /// Superstep `step`'s instructions, from the tile's code image.
+    fn step(&self, code: &[u8], step: usize) -> Result<Vec<Instr>, DecodeError> {
+        let mut at = self.step_starts[step];
+        let mut instrs = Vec::new();
+        while at < code.len() {
+            let (instr, next) = decode_instr(code, at)?;
+            if matches!(instr, Instr::Sync) {
+                break;
+            }
+            instrs.push(instr);
+            at = next;
+        }
+        Ok(instrs)
+    }
 }
 
 pub struct Device {
@@ -140,36 +164,57 @@ impl Device {
                 let code = memory
                     .read(image.code_address, code_bytes, "code")
                     .map_err(|m| fault(t, 0, 0, m))?;
-                let program = TileProgram::decode(code)
-                    .map_err(|e| fault(t, 0, 0, format!("code does not decode: {e}")))?;
-                let mut steps = vec![Vec::new()];
-                for i in program.instrs {
-                    if matches!(i, Instr::Sync) {
-                        steps.push(Vec::new());
-                    } else {
-                        steps.last_mut().expect("non-empty").push(i);
+                // The whole program decodes; each superstep starts after a sync (the first after
+                // the header) and ends at the next.
+                let undecodable =
+                    |e: DecodeError| fault(t, 0, 0, format!("code does not decode: {e}"));
+                let (_, mut at) = decode_header(code).map_err(undecodable)?;
+                let mut step_starts = vec![at];
+                while at < code.len() {
+                    let (instr, next) = decode_instr(code, at).map_err(undecodable)?;
+                    if matches!(instr, Instr::Sync) {
+                        step_starts.push(next);
                     }
+                    at = next;
                 }
-                steps.pop();
-                Ok(Tile { memory, steps })
+                step_starts.pop();
+                let code_len = code.len();
+                Ok(Tile {
+                    memory,
+                    step_starts,
+                    code_len,
+                })
             })
             .collect::<Vec<Result<_, Fault>>>()
             .into_iter()
             .collect::<Result<_, _>>()?;
-        let n = tiles[0].steps.len();
-        if let Some(t) = tiles.iter().position(|t| t.steps.len() != n) {
+        let n = tiles[0].step_starts.len();
+        if let Some(t) = tiles.iter().position(|t| t.step_starts.len() != n) {
             return Err(fault(
                 t,
                 0,
                 0,
-                format!("{} supersteps where tile0 has {n}", tiles[t].steps.len()),
+                format!(
+                    "{} supersteps where tile0 has {n}",
+                    tiles[t].step_starts.len()
+                ),
             ));
         }
         Ok(Device { target, tiles })
     }
 
     pub fn supersteps(&self) -> usize {
-        self.tiles[0].steps.len()
+        self.tiles[0].step_starts.len()
+    }
+
+    /// Superstep `step`'s instructions on every tile, decoded from `package`'s code images.
+    fn step_programs(&self, package: &Package, step: usize) -> Result<Vec<Vec<Instr>>, Fault> {
+        (self.tiles.par_iter().zip(&package.tiles).enumerate())
+            .map(|(t, (tile, image))| {
+                tile.step(&image.code, step)
+                    .map_err(|e| fault(t, step, 0, format!("code does not decode: {e}")))
+            })
+            .collect()
     }
 
     /// The sync ending a superstep, once its slowest tile is done: every tile's `sync` releases
@@ -187,19 +232,26 @@ impl Device {
         host: &[Vec<f32>],
         progress: &dyn Progress,
     ) -> Result<(Execution, BTreeMap<ValueId, Vec<f32>>), Fault> {
+        let loaded = package.tiles.len() == self.tiles.len()
+            && (self.tiles.iter().zip(&package.tiles)).all(|(t, i)| t.code_len == i.code.len());
+        if !loaded {
+            return Err(fault(
+                0,
+                0,
+                0,
+                "run given another package than the one loaded".into(),
+            ));
+        }
         let input_bytes = self.stream_in(&package.host.run_inputs, host, &package.graph)?;
         let mut steps = Vec::new();
         progress.start("supersteps", self.supersteps() as u64);
         for s in 0..self.supersteps() {
-            let exchange = self.tiles.iter().any(|t| {
-                t.steps[s]
-                    .iter()
-                    .any(|i| matches!(i, Instr::Exchange { .. }))
-            });
+            let program = self.step_programs(package, s)?;
+            let exchange = (program.iter().flatten()).any(|i| matches!(i, Instr::Exchange { .. }));
             let busy = if exchange {
-                self.exchange(s)?
+                self.exchange(s, &program)?
             } else {
-                self.compute(s)?
+                self.compute(s, &program)?
             };
             let estimate = package.steps.get(s).cloned().unwrap_or_default();
             let cycles = u64::from(busy.iter().copied().max().unwrap_or(0));

@@ -29,15 +29,19 @@ use crate::target::Target;
 use rayon::prelude::*;
 
 impl Device {
-    /// Executes compute superstep `step` on every tile; returns each tile's cycles.
-    pub(super) fn compute(&mut self, step: usize) -> Result<Vec<u32>, Fault> {
+    /// Executes compute superstep `step` on every tile, `program` its instructions per tile; returns
+    /// each tile's cycles.
+    pub(super) fn compute(
+        &mut self,
+        step: usize,
+        program: &[Vec<Instr>],
+    ) -> Result<Vec<u32>, Fault> {
         let target = &self.target;
-        self.tiles
-            .par_iter_mut()
+        (self.tiles.par_iter_mut().zip(program))
             .enumerate()
-            .map(|(t, tile)| {
+            .map(|(t, (tile, instrs))| {
                 let mut cycles = 0u32;
-                for instr in &tile.steps[step] {
+                for instr in instrs {
                     let at = u64::from(cycles);
                     let took = execute_vertex(target, &mut tile.memory, instr, step as u32)
                         .map_err(|m| fault(t, step, at, m))?;

@@ -100,51 +100,64 @@ pub fn encode_instr(out: &mut Vec<u8>, instr: &Instr) {
 }
 
 pub fn decode(bytes: &[u8]) -> Result<TileProgram, DecodeError> {
-    let mut r = Reader { bytes, at: 0 };
-    let tile = TileId(r.varint()?);
+    let (tile, mut at) = decode_header(bytes)?;
     let mut instrs = Vec::new();
-    while r.at < bytes.len() {
-        let at = r.at;
-        let instr = match r.byte()? {
-            SYNC => Instr::Sync,
-            EXCHANGE => Instr::Exchange {
-                phase: ExchangeId(r.varint()?),
-            },
-            op @ (SEND | SEND_WIDE) => Instr::Send(r.send(op == SEND_WIDE)?),
-            op @ (RECEIVE | RECEIVE_WIDE) => Instr::Receive(r.receive(op == RECEIVE_WIDE)?),
-            SEND_RECEIVE => {
-                let widths = r.byte()?;
-                if widths > 3 {
-                    return Err(DecodeError {
-                        at: at + 1,
-                        what: format!("width byte {widths} of a send-receive (0 to 3)"),
-                    });
-                }
-                Instr::SendReceive(r.send(widths & 1 != 0)?, r.receive(widths & 2 != 0)?)
-            }
-            DELAY => Instr::Delay {
-                cycles: r.varint()?,
-            },
-            VERTEX => {
-                let len = r.varint()? as usize;
-                let body = r.take(len)?;
-                let vertex: VertexKind<Placed> =
-                    rmp_serde::from_slice(body).map_err(|e| DecodeError {
-                        at,
-                        what: format!("vertex does not decode: {e}"),
-                    })?;
-                Instr::Vertex(Box::new(vertex))
-            }
-            op => {
-                return Err(DecodeError {
-                    at,
-                    what: format!("unknown opcode {op}"),
-                });
-            }
-        };
+    while at < bytes.len() {
+        let (instr, next) = decode_instr(bytes, at)?;
         instrs.push(instr);
+        at = next;
     }
     Ok(TileProgram { tile, instrs })
+}
+
+/// A program's header: its tile and where its first instruction starts.
+pub fn decode_header(bytes: &[u8]) -> Result<(TileId, usize), DecodeError> {
+    let mut r = Reader { bytes, at: 0 };
+    let tile = TileId(r.varint()?);
+    Ok((tile, r.at))
+}
+
+/// The instruction starting at byte `at` of a program's bytes, and where the next one starts.
+pub fn decode_instr(bytes: &[u8], at: usize) -> Result<(Instr, usize), DecodeError> {
+    let mut r = Reader { bytes, at };
+    let instr = match r.byte()? {
+        SYNC => Instr::Sync,
+        EXCHANGE => Instr::Exchange {
+            phase: ExchangeId(r.varint()?),
+        },
+        op @ (SEND | SEND_WIDE) => Instr::Send(r.send(op == SEND_WIDE)?),
+        op @ (RECEIVE | RECEIVE_WIDE) => Instr::Receive(r.receive(op == RECEIVE_WIDE)?),
+        SEND_RECEIVE => {
+            let widths = r.byte()?;
+            if widths > 3 {
+                return Err(DecodeError {
+                    at: at + 1,
+                    what: format!("width byte {widths} of a send-receive (0 to 3)"),
+                });
+            }
+            Instr::SendReceive(r.send(widths & 1 != 0)?, r.receive(widths & 2 != 0)?)
+        }
+        DELAY => Instr::Delay {
+            cycles: r.varint()?,
+        },
+        VERTEX => {
+            let len = r.varint()? as usize;
+            let body = r.take(len)?;
+            let vertex: VertexKind<Placed> =
+                rmp_serde::from_slice(body).map_err(|e| DecodeError {
+                    at,
+                    what: format!("vertex does not decode: {e}"),
+                })?;
+            Instr::Vertex(Box::new(vertex))
+        }
+        op => {
+            return Err(DecodeError {
+                at,
+                what: format!("unknown opcode {op}"),
+            });
+        }
+    };
+    Ok((instr, r.at))
 }
 
 fn varint(out: &mut Vec<u8>, mut v: u32) {

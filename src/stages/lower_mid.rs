@@ -582,10 +582,12 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
         // Later matmuls of the same input by weights of the same depth, each with the same
         // activation and bias or none and no residual (Q, K and V), join as parts side by side.
         let weight = |v: ValueId| graph.value(v).role == ValueRole::Weight;
+        // A part runs where the first does: its bias must exist by then.
         let joins = |chain: &Chain| {
             chain.residual.is_none()
                 && chain.activation == first.activation
                 && chain.bias.is_some() == first.bias.is_some()
+                && (chain.bias.and_then(|b| graph.producer(b))).is_none_or(|p| p.id.index() < index)
         };
         let mut chains = vec![(b, first.clone())];
         if weight(b) && first.residual.is_none() {
