@@ -597,6 +597,7 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
                     && weight(ob)
                     && graph.value(ob).rows == graph.value(b).rows
                     && !covered[later]
+                    && chains.iter().all(|(joined, _)| *joined != ob)
                 {
                     let chain = epilogue_chain(graph, other, later);
                     if joins(&chain) {
