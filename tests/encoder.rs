@@ -201,7 +201,10 @@ fn a_sibling_by_a_weight_already_joined_runs_on_its_own() {
         .collect();
     assert_eq!(
         names,
-        ["layer0.query.matmul+layer0.value.matmul", "layer0.key.matmul"]
+        [
+            "layer0.query.matmul+layer0.value.matmul",
+            "layer0.key.matmul"
+        ]
     );
 }
 
