@@ -172,20 +172,21 @@ impl EpilogueCost {
     }
 
     /// A worker's cycles summing the parts into halves by reduction, past its entry: the loops of 4
-    /// floats or 8 halves (one more per remainder bit) dealt to the workers, each 3 cycles a part and
-    /// 6 (f32) or 8 (f16) besides; a remainder left over when the loops do not deal evenly costs
+    /// floats or 8 halves (one more per remainder bit) dealt to the workers, each a cycle a part per
+    /// load of `lanes` elements and one more, and 6 (f32) or 8 (f16) besides; a remainder left over when the loops do not deal evenly costs
     /// `2 · parts` and 13 or 11 instead of a loop.
-    pub fn summed(&self, elements: u64, workers: u64) -> u64 {
+    pub fn summed(&self, elements: u64, workers: u64, lanes: u64) -> u64 {
         let float = self.partials != DType::F16;
         let (vector, besides, left) = if float { (4, 6, 13) } else { (8, 8, 11) };
         let parts = u64::from(self.parts);
+        let per_part = vector / vector.min(lanes.max(1)) + 1;
         let loops = elements / vector + u64::from((elements % vector).count_ones());
         let (each, remainder) = match (loops % workers, elements % vector) {
             (0, _) => (loops / workers, 0),
             (_, 0) => (loops / workers + 1, 0),
             _ => (loops / workers, 2 * parts + left),
         };
-        remainder + each * (3 * parts + besides)
+        remainder + each * (per_part * parts + besides)
     }
 
     /// The launch of the chain's first step with `workers` workers: the supervisor's and each
@@ -357,7 +358,15 @@ impl Target {
             } else {
                 4
             };
-            let summed = if reduced { e.summed(n, workers) } else { 0 };
+            let lanes = match e.partials {
+                DType::F16 | DType::Bool => self.vector_f16_lanes,
+                DType::F32 | DType::I64 => self.vector_f32_lanes,
+            };
+            let summed = if reduced {
+                e.summed(n, workers, lanes)
+            } else {
+                0
+            };
             e.launch(workers, reduced) + workers * (summed + per_worker + tail)
         };
         let mut cycles = if e.parts > 1 {

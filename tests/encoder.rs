@@ -165,9 +165,10 @@ fn lower_mid_makes_an_add_no_matmul_fuses_a_vector_operator() {
 }
 
 /// A matmul of the same input by a weight already among the parts (the key projection made to use
-/// the query's weight) stays a matmul of its own; the others still join.
+/// the query's weight), or adding a bias already among them (the query's), stays a matmul of its own;
+/// the others still join, and the plan still builds and runs.
 #[test]
-fn a_sibling_by_a_weight_already_joined_runs_on_its_own() {
+fn a_sibling_by_a_weight_or_bias_already_joined_runs_on_its_own() {
     use ipu_codegen::ir::{OpKind, Operator};
     use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
     use ipu_codegen::target::Target;
@@ -177,35 +178,47 @@ fn a_sibling_by_a_weight_already_joined_runs_on_its_own() {
         ENCODER,
     )
     .unwrap();
-    let mut graph = spec.import().unwrap();
-    let op = |name: &str| graph.ops.iter().position(|o| o.name == name).unwrap();
-    let (query, key) = (op("layer0.query.matmul"), op("layer0.key.matmul"));
-    let OpKind::MatMul { b: wq, .. } = graph.ops[query].kind else {
-        panic!("not a matmul")
-    };
-    if let OpKind::MatMul { b, .. } = &mut graph.ops[key].kind {
-        *b = wq;
-    }
     let target = Target::preset("mk2-1500").unwrap();
     let cfg = LowerMidConfig {
         finalists: 1,
         ..LowerMidConfig::default()
     };
-    let mid = lower_mid(&graph, &target, &cfg).unwrap();
-    let names: Vec<&str> = (mid.operators.iter())
-        .filter_map(|o| match o {
-            Operator::MatMul(m) => Some(m.name.as_str()),
-            _ => None,
-        })
-        .take(2)
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "layer0.query.matmul+layer0.value.matmul",
-            "layer0.key.matmul"
-        ]
-    );
+    for shared in ["weight", "bias"] {
+        let mut graph = spec.import().unwrap();
+        let op = |name: &str| graph.ops.iter().position(|o| o.name == name).unwrap();
+        let (query, key) = match shared {
+            "weight" => (op("layer0.query.matmul"), op("layer0.key.matmul")),
+            _ => (op("layer0.query"), op("layer0.key")),
+        };
+        match (graph.ops[query].kind.clone(), &mut graph.ops[key].kind) {
+            (OpKind::MatMul { b: wq, .. }, OpKind::MatMul { b, .. }) => *b = wq,
+            (OpKind::AddBias { bias: bq, .. }, OpKind::AddBias { bias, .. }) => *bias = bq,
+            other => panic!("{other:?}"),
+        }
+        let mid = lower_mid(&graph, &target, &cfg).unwrap();
+        let names: Vec<&str> = (mid.operators.iter())
+            .filter_map(|o| match o {
+                Operator::MatMul(m) => Some(m.name.as_str()),
+                _ => None,
+            })
+            .take(2)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "layer0.query.matmul+layer0.value.matmul",
+                "layer0.key.matmul"
+            ],
+            "a shared {shared}"
+        );
+        let selected = ipu_codegen::stages::select_finalist::select_finalist(
+            &graph,
+            &mid,
+            &target,
+            &ipu_codegen::driver::PhaseConfigs::default().select_finalist,
+        );
+        assert!(selected.is_ok(), "a shared {shared}: {:?}", selected.err());
+    }
 }
 
 /// The encoder's mid and graph as `lower_mid` makes them by default.

@@ -5,7 +5,7 @@
 //!
 //! It runs what was emitted: it loads each tile's code image into the tile's memory and decodes the
 //! program from there, whole, to check it and find where each superstep starts; then decodes each
-//! superstep's instructions from the code image as that superstep runs (so one superstep's program is
+//! superstep's instructions from there again as that superstep runs (so one superstep's program is
 //! held decoded at a time); streams the host's data in (`initialize`, `run`) and results out; executes each
 //! superstep on every tile (compute vertices, or the exchange phase, each tile's exchange code timed
 //! by its instructions' issue, in intervals), then the sync. It refuses what real hardware would get
@@ -63,17 +63,19 @@ struct Tile {
     /// syncs); a superstep's instructions are decoded when it runs, so only one superstep's program
     /// is held decoded at a time.
     step_starts: Vec<usize>,
-    /// The code image's length, to know the image `run` is given is the one loaded.
-    code_len: usize,
+    /// Where the code image lies in the tile's memory: its address and length.
+    code: (u32, u32),
 }
 
 impl Tile {
-    /// Superstep `step`'s instructions, from the tile's code image.
-    fn step(&self, code: &[u8], step: usize) -> Result<Vec<Instr>, DecodeError> {
+    /// Superstep `step`'s instructions, decoded from the code in the tile's memory.
+    fn step(&self, step: usize) -> Result<Vec<Instr>, String> {
+        let code = self.memory.read(self.code.0, self.code.1, "code")?;
         let mut at = self.step_starts[step];
         let mut instrs = Vec::new();
         while at < code.len() {
-            let (instr, next) = decode_instr(code, at)?;
+            let (instr, next) =
+                decode_instr(code, at).map_err(|e| format!("code does not decode: {e}"))?;
             if matches!(instr, Instr::Sync) {
                 break;
             }
@@ -178,11 +180,10 @@ impl Device {
                     at = next;
                 }
                 step_starts.pop();
-                let code_len = code.len();
                 Ok(Tile {
                     memory,
                     step_starts,
-                    code_len,
+                    code: (image.code_address, code_bytes),
                 })
             })
             .collect::<Vec<Result<_, Fault>>>()
@@ -207,13 +208,10 @@ impl Device {
         self.tiles[0].step_starts.len()
     }
 
-    /// Superstep `step`'s instructions on every tile, decoded from `package`'s code images.
-    fn step_programs(&self, package: &Package, step: usize) -> Result<Vec<Vec<Instr>>, Fault> {
-        (self.tiles.par_iter().zip(&package.tiles).enumerate())
-            .map(|(t, (tile, image))| {
-                tile.step(&image.code, step)
-                    .map_err(|e| fault(t, step, 0, format!("code does not decode: {e}")))
-            })
+    /// Superstep `step`'s instructions on every tile, decoded from the code in its memory.
+    fn step_programs(&self, step: usize) -> Result<Vec<Vec<Instr>>, Fault> {
+        (self.tiles.par_iter().enumerate())
+            .map(|(t, tile)| tile.step(step).map_err(|m| fault(t, step, 0, m)))
             .collect()
     }
 
@@ -232,21 +230,11 @@ impl Device {
         host: &[Vec<f32>],
         progress: &dyn Progress,
     ) -> Result<(Execution, BTreeMap<ValueId, Vec<f32>>), Fault> {
-        let loaded = package.tiles.len() == self.tiles.len()
-            && (self.tiles.iter().zip(&package.tiles)).all(|(t, i)| t.code_len == i.code.len());
-        if !loaded {
-            return Err(fault(
-                0,
-                0,
-                0,
-                "run given another package than the one loaded".into(),
-            ));
-        }
         let input_bytes = self.stream_in(&package.host.run_inputs, host, &package.graph)?;
         let mut steps = Vec::new();
         progress.start("supersteps", self.supersteps() as u64);
         for s in 0..self.supersteps() {
-            let program = self.step_programs(package, s)?;
+            let program = self.step_programs(s)?;
             let exchange = (program.iter().flatten()).any(|i| matches!(i, Instr::Exchange { .. }));
             let busy = if exchange {
                 self.exchange(s, &program)?

@@ -1,7 +1,8 @@
 //! `lower_mid`: graph + target -> `mid`.
 //!
 //! Lowers the graph's device operations to tileable operators (a matmul with its bias, GELU and
-//! residual add fused into the epilogue; an attention as a flash attention; a layer norm over row
+//! residual add fused into the epilogue, and the later matmuls of the same input it can run beside
+//! joined as parts side by side; an attention as a flash attention; a layer norm over row
 //! blocks; a unary, binary, select, reduce or softmax operation, and a bias add, GELU or add that no
 //! matmul fuses, as a general vector operator over row blocks, its operands listed with their
 //! spreads); the host's operations (`OpKind::on_host`) are left to the host. It enumerates candidate
@@ -18,7 +19,8 @@
 //! every device operation of the graph is covered by exactly one operator, no host operation by any;
 //! every partition covers its output and its reduction (`row_blocks * block_rows >= m`,
 //! `col_blocks * block_cols >= n`, `depth_blocks * block_depth >= k`; query and key blocks likewise)
-//! with no empty block and uses at most `target.tiles` tiles; every finalist reads each value in one
+//! with no empty block, no column block of a matmul straddles two of its parts, and a partition uses
+//! at most `target.tiles` tiles; every finalist reads each value in one
 //! order, and its operators' estimated memory fits a tile beside every resident byte of the plan.
 
 use crate::ids::{OpId, ValueId};
@@ -600,7 +602,9 @@ fn lower_operators(graph: &Graph) -> Result<Vec<Operator>, LowerMidError> {
                     && chains.iter().all(|(joined, _)| *joined != ob)
                 {
                     let chain = epilogue_chain(graph, other, later);
-                    if joins(&chain) {
+                    let own_bias =
+                        (chains.iter()).all(|(_, c)| c.bias.is_none() || c.bias != chain.bias);
+                    if joins(&chain) && own_bias {
                         chains.push((ob, chain));
                     }
                 }

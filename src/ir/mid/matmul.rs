@@ -56,10 +56,8 @@ impl MatMul {
     /// The part holding the product's columns `c0..c1` and the columns within it, if one holds
     /// them all.
     pub fn part_of(&self, (c0, c1): (u32, u32)) -> Option<(&MatMulPart, (u32, u32))> {
-        let part = self
-            .parts
-            .iter()
-            .find(|p| p.start <= c0 && c1 <= p.start + p.cols)?;
+        let part = (self.parts.iter())
+            .find(|p| p.start <= c0 && u64::from(c1) <= u64::from(p.start) + u64::from(p.cols))?;
         Some((part, (c0 - part.start, c1 - part.start)))
     }
 
@@ -73,15 +71,15 @@ impl MatMul {
     /// Whether the parts lie side by side from column 0 to `n` and agree in their bias, with a
     /// residual only beside one part.
     pub fn parts_are_consistent(&self) -> bool {
-        let mut next = 0;
+        let mut next = 0u64;
         let side_by_side = self.parts.iter().all(|p| {
-            let ok = p.start == next && p.cols > 0;
-            next += p.cols;
+            let ok = u64::from(p.start) == next && p.cols > 0;
+            next += u64::from(p.cols);
             ok
         });
         let bias = self.has_bias();
         side_by_side
-            && next == self.n
+            && next == u64::from(self.n)
             && self.parts.iter().all(|p| p.bias.is_some() == bias)
             && (self.residual.is_none() || self.parts.len() == 1)
     }

@@ -67,9 +67,11 @@ pub(super) fn grid_partitions(op: &MatMul, weights: bool, target: &Target) -> Ve
         for w in 1..=stationary.div_ceil(width) {
             let block_stationary = w * width;
             let stationary_blocks = stationary.div_ceil(block_stationary);
-            // The narrowest width of each block count: wider ones only waste the AMP.
+            // The narrowest width of each block count: wider ones only waste the AMP (but with
+            // several parts along the stationary columns, a wider width may be the one tiling them).
+            let parted = !transposed && op.parts.len() > 1;
             if stationary_blocks > tiles
-                || (w > 1 && stationary.div_ceil((w - 1) * width) == stationary_blocks)
+                || (!parted && w > 1 && stationary.div_ceil((w - 1) * width) == stationary_blocks)
             {
                 continue;
             }

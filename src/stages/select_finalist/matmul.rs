@@ -1,5 +1,7 @@
-//! The matmul planner: a fused matmul (`out = f16(activation?(a · b + bias?) + residual?)`) on its
-//! grid of tiles, in either operand form.
+//! The matmul planner: a fused matmul (per part, `out = f16(activation?(a · b + bias?) +
+//! residual?)`) on its grid of tiles, in either operand form. Each column block lies inside one
+//! part: its weight and bias panels are that part's, its output that part's output, written in that
+//! output's order.
 //!
 //! Contract: [`Builder::matmul_homes`] lays down a matmul's weights and bias (resident: each tile's
 //! own panels; otherwise home pieces spread over the grid) and the home pieces of its first-read
