@@ -136,13 +136,7 @@ fn lower_mid_makes_an_add_no_matmul_fuses_a_vector_operator() {
     use ipu_codegen::isa::{Spread, VectorFn};
     use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
     use ipu_codegen::target::Target;
-    use ipu_codegen::workload::WorkloadSpec;
-    let spec = WorkloadSpec::parse(
-        &ipu_codegen::workload::preset_text(ENCODER).unwrap(),
-        ENCODER,
-    )
-    .unwrap();
-    let mut graph = spec.import().unwrap();
+    let mut graph = encoder_graph();
     // The embeddings added to themselves in place of their layer norm: no matmul precedes the add.
     let x = graph.ops[0].kind.inputs()[0];
     graph.ops[0].kind = OpKind::Add { a: x, b: x };
@@ -172,19 +166,13 @@ fn a_sibling_by_a_weight_or_bias_already_joined_runs_on_its_own() {
     use ipu_codegen::ir::{OpKind, Operator};
     use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
     use ipu_codegen::target::Target;
-    use ipu_codegen::workload::WorkloadSpec;
-    let spec = WorkloadSpec::parse(
-        &ipu_codegen::workload::preset_text(ENCODER).unwrap(),
-        ENCODER,
-    )
-    .unwrap();
     let target = Target::preset("mk2-1500").unwrap();
     let cfg = LowerMidConfig {
         finalists: 1,
         ..LowerMidConfig::default()
     };
     for shared in ["weight", "bias"] {
-        let mut graph = spec.import().unwrap();
+        let mut graph = encoder_graph();
         let op = |name: &str| graph.ops.iter().position(|o| o.name == name).unwrap();
         let (query, key) = match shared {
             "weight" => (op("layer0.query.matmul"), op("layer0.key.matmul")),
@@ -229,16 +217,21 @@ fn encoder_mid() -> (
 ) {
     use ipu_codegen::stages::lower_mid::{LowerMidConfig, lower_mid};
     use ipu_codegen::target::Target;
+    let graph = encoder_graph();
+    let target = Target::preset("mk2-1500").unwrap();
+    let mid = lower_mid(&graph, &target, &LowerMidConfig::default()).unwrap();
+    (graph, mid, target)
+}
+
+/// The encoder preset's graph.
+fn encoder_graph() -> ipu_codegen::ir::Graph {
     use ipu_codegen::workload::WorkloadSpec;
     let spec = WorkloadSpec::parse(
         &ipu_codegen::workload::preset_text(ENCODER).unwrap(),
         ENCODER,
     )
     .unwrap();
-    let graph = spec.import().unwrap();
-    let target = Target::preset("mk2-1500").unwrap();
-    let mid = lower_mid(&graph, &target, &LowerMidConfig::default()).unwrap();
-    (graph, mid, target)
+    spec.import().unwrap()
 }
 
 #[test]
