@@ -238,19 +238,27 @@ fn applied(t: &Target, v: &Epilogue<Placed>, mut chain: Chain) -> Chain {
 /// MULTIPLY and ADD).
 pub fn layer_norm(t: &Target, v: &LayerNorm<Placed>) -> u64 {
     let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
-    let n = rows.saturating_mul(cols);
     let mut chain = Chain::default();
     chain.push(continuous_reduce(t, v.rows, cols));
     chain.push(continuous_reduce(t, v.rows, cols));
     chain.elementwise(t, 2 * rows, DType::F32, false);
     chain.elementwise(t, rows, DType::F32, false);
     chain.elementwise(t, rows, DType::F32, false);
+    normalized(t, &mut chain, rows, cols);
+    chain.total()
+}
+
+/// The rows' inverse standard deviations with epsilon (`BroadcastScalar1D`
+/// VARIANCE_TO_INV_STD_DEV), the mean subtracted and the result scaled per row
+/// (`BroadcastVectorOuter` SUBTRACT and MULTIPLY), and gamma and beta along the rows (`BinaryOp1D`
+/// MULTIPLY and ADD) over `rows x cols` halves, added to `chain`.
+fn normalized(t: &Target, chain: &mut Chain, rows: u64, cols: u64) {
+    let n = rows.saturating_mul(cols);
     chain.push(inverse_std_dev(t, rows));
     chain.push(broadcast_outer(t, BinaryFn::Sub, rows, cols));
     chain.push(broadcast_outer(t, BinaryFn::Mul, rows, cols));
     chain.elementwise(t, n, DType::F16, false);
     chain.elementwise(t, n, DType::F16, false);
-    chain.total()
 }
 
 /// Tile cycles of a column block's moments of a split layer norm, as popnn's statistics would run
@@ -277,7 +285,6 @@ pub fn layer_norm_moments(t: &Target, v: &LayerNormMoments<Placed>) -> u64 {
 pub fn layer_norm_apply(t: &Target, v: &LayerNormApply<Placed>) -> u64 {
     let (rows, cols) = (u64::from(v.rows), u64::from(v.cols));
     let blocks = v.moments.len() as u64;
-    let n = rows.saturating_mul(cols);
     let mut chain = Chain::default();
     chain.push(continuous_reduce(t, v.rows, blocks));
     chain.elementwise(t, rows, DType::F32, false);
@@ -286,11 +293,7 @@ pub fn layer_norm_apply(t: &Target, v: &LayerNormApply<Placed>) -> u64 {
     }
     chain.push(continuous_reduce(t, v.rows, blocks));
     chain.elementwise(t, rows, DType::F32, false);
-    chain.push(inverse_std_dev(t, rows));
-    chain.push(broadcast_outer(t, BinaryFn::Sub, rows, cols));
-    chain.push(broadcast_outer(t, BinaryFn::Mul, rows, cols));
-    chain.elementwise(t, n, DType::F16, false);
-    chain.elementwise(t, n, DType::F16, false);
+    normalized(t, &mut chain, rows, cols);
     chain.total()
 }
 
@@ -476,14 +479,9 @@ mod tests {
         assert_eq!(reduce_add(&t, 64, 3, DType::F16).total(), 6 * (32 + 2 * 17));
     }
 
-    fn reduction(
-        rows: u32,
-        cols: u32,
-        parts: u32,
-        partials: DType,
-        transposed: bool,
-    ) -> (u64, u64) {
-        let t = target();
+    /// The device's cycles for a reduction's epilogue: `parts` parts of `partials` over
+    /// `rows x cols`, a bias along the rows.
+    fn reduction(rows: u32, cols: u32, parts: u32, partials: DType) -> u64 {
         let placed = |address| Placed {
             address,
             stride: 64,
@@ -492,43 +490,29 @@ mod tests {
         let v = Epilogue {
             partials: (0..parts).map(|p| placed(p * 4096)).collect(),
             bias: Some(placed(0)),
-            bias_by_row: transposed,
+            bias_by_row: false,
             residual: None,
             out: placed(0),
             rows,
             cols,
             activation: None,
-            transpose: transposed,
+            transpose: false,
         };
-        let cost = crate::target::EpilogueCost {
-            partials,
-            parts,
-            bias: true,
-            bias_by_row: transposed,
-            activation: None,
-            residual: false,
-            transposed,
-        };
-        (epilogue(&t, &v), t.epilogue_cycles(rows, cols, &cost))
+        epilogue(&target(), &v)
     }
 
     #[test]
-    fn many_small_parts_are_reduced_and_few_large_ones_added_and_the_estimate_agrees() {
-        // Twelve depth blocks' f32 partials over a small share: the reduction is the cheaper.
-        let (device, estimate) = reduction(3, 16, 12, DType::F32, false);
-        assert_eq!(device, estimate);
-        // Down the rows and transposed, the estimate's closed forms stay within 2 %.
-        let (down, estimate) = reduction(3, 16, 12, DType::F32, true);
-        assert!(down.abs_diff(estimate) * 50 <= down, "{down} vs {estimate}");
+    fn many_small_parts_are_reduced_and_few_large_ones_added() {
         let t = target();
+        // Twelve depth blocks' f32 partials over a small share: the reduction is the cheaper.
+        let device = reduction(3, 16, 12, DType::F32);
         let added = (1..12).fold(Chain::default(), |mut c, _| {
             c.elementwise(&t, 48, DType::F32, true);
             c
         });
         assert!(device < added.total(), "{device} vs {}", added.total());
         // Two f16 parts over a large block: adding in place is the cheaper.
-        let (device, estimate) = reduction(64, 128, 2, DType::F16, false);
-        assert_eq!(device, estimate);
+        let device = reduction(64, 128, 2, DType::F16);
         assert!(reduce_add(&t, 64 * 128, 2, DType::F16).total() > device);
     }
 }
