@@ -59,26 +59,22 @@ pub struct Fault {
 
 struct Tile {
     memory: TileMemory,
-    /// Where each superstep's instructions start in the tile's code image (its program split at its
-    /// syncs); a superstep's instructions are decoded when it runs, so only one superstep's program
-    /// is held decoded at a time.
-    step_starts: Vec<usize>,
-    /// Where the code image lies in the tile's memory: its address and length.
-    code: (u32, u32),
+    /// Each superstep's instructions (its program split at its syncs, the syncs left out) as the
+    /// address and length of their code in the tile's memory; a superstep's instructions are decoded
+    /// when it runs, so only one superstep's program is held decoded at a time.
+    steps: Vec<(u32, u32)>,
 }
 
 impl Tile {
-    /// Superstep `step`'s instructions, decoded from the code in the tile's memory.
+    /// Superstep `step`'s instructions, decoded from their code in the tile's memory.
     fn step(&self, step: usize) -> Result<Vec<Instr>, String> {
-        let code = self.memory.read(self.code.0, self.code.1, "code")?;
-        let mut at = self.step_starts[step];
+        let (address, bytes) = self.steps[step];
+        let code = self.memory.read(address, bytes, "code")?;
+        let mut at = 0;
         let mut instrs = Vec::new();
         while at < code.len() {
             let (instr, next) =
                 decode_instr(code, at).map_err(|e| format!("code does not decode: {e}"))?;
-            if matches!(instr, Instr::Sync) {
-                break;
-            }
             instrs.push(instr);
             at = next;
         }
@@ -167,45 +163,38 @@ impl Device {
                     .read(image.code_address, code_bytes, "code")
                     .map_err(|m| fault(t, 0, 0, m))?;
                 // The whole program decodes; each superstep starts after a sync (the first after
-                // the header) and ends at the next.
+                // the header) and ends before the next. Offsets lie within the code, so within u32.
                 let undecodable =
                     |e: DecodeError| fault(t, 0, 0, format!("code does not decode: {e}"));
                 let (_, mut at) = decode_header(code).map_err(undecodable)?;
-                let mut step_starts = vec![at];
+                let (mut start, mut steps) = (at, Vec::new());
                 while at < code.len() {
                     let (instr, next) = decode_instr(code, at).map_err(undecodable)?;
                     if matches!(instr, Instr::Sync) {
-                        step_starts.push(next);
+                        steps.push((image.code_address + start as u32, (at - start) as u32));
+                        start = next;
                     }
                     at = next;
                 }
-                step_starts.pop();
-                Ok(Tile {
-                    memory,
-                    step_starts,
-                    code: (image.code_address, code_bytes),
-                })
+                Ok(Tile { memory, steps })
             })
             .collect::<Vec<Result<_, Fault>>>()
             .into_iter()
             .collect::<Result<_, _>>()?;
-        let n = tiles[0].step_starts.len();
-        if let Some(t) = tiles.iter().position(|t| t.step_starts.len() != n) {
+        let n = tiles[0].steps.len();
+        if let Some(t) = tiles.iter().position(|t| t.steps.len() != n) {
             return Err(fault(
                 t,
                 0,
                 0,
-                format!(
-                    "{} supersteps where tile0 has {n}",
-                    tiles[t].step_starts.len()
-                ),
+                format!("{} supersteps where tile0 has {n}", tiles[t].steps.len()),
             ));
         }
         Ok(Device { target, tiles })
     }
 
     pub fn supersteps(&self) -> usize {
-        self.tiles[0].step_starts.len()
+        self.tiles[0].steps.len()
     }
 
     /// Superstep `step`'s instructions on every tile, decoded from the code in its memory.

@@ -56,7 +56,7 @@ impl Orders {
     ) -> Result<(), String> {
         let fixed = |v: ValueId| {
             (operators.iter())
-                .find(|o| o.outs().contains(&v))
+                .find(|o| o.outs().any(|out| out == v))
                 .and_then(fixed_output_order)
         };
         let changes = self.changes(graph, op, p, &fixed)?;

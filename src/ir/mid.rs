@@ -48,14 +48,15 @@ impl Operator {
         }
     }
     /// The values it writes: a matmul's one per part, every other operator's one.
-    pub fn outs(&self) -> Vec<ValueId> {
-        match self {
-            Operator::MatMul(o) => o.outs().collect(),
-            Operator::Attention(o) => vec![o.out],
-            Operator::LayerNorm(o) => vec![o.out],
-            Operator::Vector(o) => vec![o.out],
-            Operator::Assemble(o) => vec![o.out],
-        }
+    pub fn outs(&self) -> impl Iterator<Item = ValueId> + '_ {
+        let (parts, single): (&[MatMulPart], Option<ValueId>) = match self {
+            Operator::MatMul(o) => (&o.parts, None),
+            Operator::Attention(o) => (&[], Some(o.out)),
+            Operator::LayerNorm(o) => (&[], Some(o.out)),
+            Operator::Vector(o) => (&[], Some(o.out)),
+            Operator::Assemble(o) => (&[], Some(o.out)),
+        };
+        parts.iter().map(|p| p.out).chain(single)
     }
     /// The graph operations this operator implements.
     pub fn covers(&self) -> &[OpId] {

@@ -53,12 +53,14 @@ impl MatMul {
         self.parts.iter().map(|p| p.out)
     }
 
-    /// The part holding the product's columns `c0..c1` and the columns within it, if one holds
-    /// them all.
-    pub fn part_of(&self, (c0, c1): (u32, u32)) -> Option<(&MatMulPart, (u32, u32))> {
-        let part = (self.parts.iter())
-            .find(|p| p.start <= c0 && u64::from(c1) <= u64::from(p.start) + u64::from(p.cols))?;
-        Some((part, (c0 - part.start, c1 - part.start)))
+    /// The index of the part holding the product's columns `c0..c1` and the columns within it, if
+    /// one holds them all.
+    pub fn part_of(&self, (c0, c1): (u32, u32)) -> Option<(usize, (u32, u32))> {
+        let i = (self.parts.iter()).position(|p| {
+            p.start <= c0 && u64::from(c1) <= u64::from(p.start) + u64::from(p.cols)
+        })?;
+        let start = self.parts[i].start;
+        Some((i, (c0 - start, c1 - start)))
     }
 
     /// Whether `block_cols` wide column blocks each lie inside one part: every part but the last
@@ -190,8 +192,8 @@ mod tests {
     fn a_column_block_belongs_to_the_part_holding_it_whole() {
         let m = qkv(&[384, 384, 384]);
         assert!(m.parts_are_consistent());
-        let (part, cols) = m.part_of((416, 448)).unwrap();
-        assert_eq!((part.out, cols), (ValueId::from_index(6), (32, 64)));
+        let (i, cols) = m.part_of((416, 448)).unwrap();
+        assert_eq!((m.parts[i].out, cols), (ValueId::from_index(6), (32, 64)));
         assert!(
             m.part_of((368, 400)).is_none(),
             "straddles the first two parts"

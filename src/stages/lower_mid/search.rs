@@ -232,7 +232,7 @@ pub(super) fn joint(
                     let cj = &candidates[j][s.choice[j]];
                     let partials = matches!(cj.partition, Partition::Grid(g) if g.transposed);
                     // A matmul writes each output as its readers read it, else as its partials.
-                    let transposing = (operators[j].outs().into_iter())
+                    let transposing = (operators[j].outs())
                         .any(|out| read_order(out).unwrap_or(partials) != partials);
                     if !s.transposing[j] && transposing {
                         transposes.push(j);

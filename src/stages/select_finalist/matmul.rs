@@ -44,18 +44,17 @@ impl Builder<'_> {
                 .expect("column blocks lie inside parts")
         };
         // A weight two matmuls share has its homes on the grid of the first.
-        let weights =
-            |b: ValueId| self.graph.value(b).role == ValueRole::Weight && !self.is_held(b);
-        let weights: Vec<bool> = op.parts.iter().map(|part| weights(part.b)).collect();
+        let weights: Vec<bool> = (op.parts.iter())
+            .map(|part| self.graph.value(part.b).role == ValueRole::Weight && !self.is_held(part.b))
+            .collect();
         let biases: Vec<Option<ValueId>> = (op.parts.iter())
             .map(|part| part.bias.filter(|&b| !self.is_held(b)))
             .collect();
-        let index = |part: &MatMulPart| op.parts.iter().position(|q| q == part).unwrap_or(0);
         if p.resident {
             for (rb, cb, kb) in cells(p) {
                 let tile = self.mapping.tile(p, rb, cb, kb);
-                let (part, (c0, c1)) = part_cols(cb);
-                let i = index(part);
+                let (i, (c0, c1)) = part_cols(cb);
+                let part = &op.parts[i];
                 let (d0, d1) = (kb * p.block_depth, ((kb + 1) * p.block_depth).min(op.k));
                 // The first row block's panels tile the weights once: they are what another
                 // operator reading these weights gathers from.
@@ -73,8 +72,7 @@ impl Builder<'_> {
             let mut pieces: Vec<HomePieces> = vec![Vec::new(); op.parts.len()];
             let mut bias_pieces: Vec<HomePieces> = vec![Vec::new(); op.parts.len()];
             for cb in 0..p.col_blocks {
-                let (part, cols) = part_cols(cb);
-                let i = index(part);
+                let (i, cols) = part_cols(cb);
                 if weights[i] {
                     for (j, (r0, r1)) in chunks(op.k, p.row_blocks * db, 1).into_iter().enumerate()
                     {
@@ -148,7 +146,8 @@ impl Builder<'_> {
                     col_block * p.block_cols,
                     ((col_block + 1) * p.block_cols).min(op.n),
                 );
-                let (part, cols) = op.part_of(cols).expect("column blocks lie inside parts");
+                let (i, cols) = op.part_of(cols).expect("column blocks lie inside parts");
+                let part = &op.parts[i];
                 let transpose = self.orders.matmul_output(part.out, p.transposed) != p.transposed;
                 let out_rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
                 // Per depth block: its tile, partials and bias.
