@@ -101,6 +101,11 @@ impl Attention {
     pub fn scale(&self) -> f32 {
         f32::from_bits(self.scale_bits)
     }
+    /// Float partials are the flash accumulator's own type, so a tile's first key sub-block has its
+    /// weighted values written by the AMP straight into the accumulator, with nothing to accumulate.
+    pub fn partials_are_accumulator(&self) -> bool {
+        self.partials == DType::F32
+    }
 }
 
 /// A layer norm of one graph operation over the rows of `x: [rows, cols]`. Its partition is a

@@ -139,8 +139,12 @@ pub enum BufferClass {
     /// Attention: the f32 rescale factor of each query for the current key sub-block.
     Rescale,
     /// Attention: a tile's f32 flash state, `head_dim` rows of accumulatorᵀ then the running max and
-    /// the running sum, one column per query.
+    /// the running sum, one column per query; stored as AMP partials are, since the AMP may write
+    /// its accumulator.
     FlashState,
+    /// Another tile's flash state for a share of the same queries, received to be merged, in either
+    /// region.
+    FlashStateShare,
     /// A split layer norm's f32 moments of its column block's rows, two floats a row (the mean and
     /// the squared deviations), written by its compute set.
     Moments,
@@ -233,9 +237,10 @@ impl Buffer {
     pub fn needs_interleaved(&self) -> bool {
         self.interleaved
     }
-    /// Partials own whole memory elements, so an AMP's input and output never share one.
+    /// Partials and flash states (which the AMP may write) own whole memory elements, so an AMP's
+    /// input and output never share one.
     pub fn owns_elements(&self) -> bool {
-        self.class == BufferClass::Partials
+        matches!(self.class, BufferClass::Partials | BufferClass::FlashState)
     }
     /// `buf12 APanel of v4 [0..23, 0..1152]`: how logs, errors and device faults name a buffer.
     pub fn describe(&self) -> String {
@@ -362,7 +367,7 @@ pub struct Selected {
 /// and `MomentsShare` buffers and its two vertex kinds.
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
-    const SCHEMA: u32 = 9;
+    const SCHEMA: u32 = 10;
 }
 
 impl ExchangePhase {

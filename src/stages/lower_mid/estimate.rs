@@ -362,12 +362,18 @@ pub(super) fn attention_estimate(
 ) -> OperatorEstimate {
     let (s, pt) = (a.shape, a.partials);
     let (bq, bk, d, sub) = (p.block_queries, p.block_keys, s.head_dim, p.sub_block);
-    // One step of the online softmax over `keys` keys: (AMP cycles, vector cycles).
+    // One step of the online softmax over `keys` keys: (AMP cycles, vector cycles). The first
+    // step's float partials are the accumulator, with nothing to accumulate.
+    let accumulated = |first: bool| !(first && a.partials_are_accumulator());
     let step = |keys: u32, first: bool| {
         (
             target.amp_cycles(keys, d, bq, pt) + target.amp_cycles(d, keys, bq, pt),
             target.softmax_cycles(keys, bq, pt, s.causal, a.mask.is_some(), first)
-                + target.accumulate_cycles(d, bq, first, pt),
+                + if accumulated(first) {
+                    target.accumulate_cycles(d, bq, first, pt)
+                } else {
+                    0
+                },
         )
     };
     let (full, rest) = (bk / sub, bk % sub);
@@ -415,7 +421,6 @@ pub(super) fn attention_estimate(
         + target.exchange_words(2 * pair_keys * d * 2).div_ceil(2)
         + (1 + 2 * u64::from(p.query_blocks)) * switch
         + transit;
-    let state = (d + 2) * bq.next_multiple_of(2) * 4;
     // Per count of states: the other states' shares a tile receives, and its output.
     let received = |&(v, share): &(u32, u32)| u64::from(v - 1) * (d + 2) * u64::from(share) * 4;
     let merged = merges.iter().map(received).max().unwrap_or(0);
@@ -434,6 +439,9 @@ pub(super) fn attention_estimate(
     }
     let steps = if split { 4 } else { 2 };
     let element = u64::from(target.memory_element_bytes);
+    // The tile's flash state is stored as the AMP's partials are: 16-byte rows in whole memory
+    // elements of interleaved memory.
+    let state = ((d + 2) * bq.next_multiple_of(4) * 4).next_multiple_of(element);
     let scores = |rows: u64| {
         (rows * bq.next_multiple_of(8) * u64::from(pt.bytes())).next_multiple_of(element)
     };
@@ -452,16 +460,16 @@ pub(super) fn attention_estimate(
         exchange_cycles: exchange,
         receive_bytes: receive_bytes.max(merged),
         panel_bytes: keys_panel.max(values_panel),
-        other_bytes: if second_interleaved { 0 } else { second }
-            + state
-            + merged
-            + output
-            + homes
-            + bq * 4,
+        other_bytes: if second_interleaved { 0 } else { second } + merged + output + homes + bq * 4,
         interleaved_bytes: d * bq.next_multiple_of(8) * 2
             + sub * bq.next_multiple_of(8) * 2
             + scores(sub)
-            + scores(d)
+            + if accumulated(true) || bk > sub {
+                scores(d)
+            } else {
+                0
+            }
+            + state
             + if second_interleaved { second } else { 0 },
         resident: Resident::default(),
         cycles: compute + exchange + target.sync_estimate(steps),

@@ -8,7 +8,7 @@
 //! - a compute set stepping through the tile's keys in sub-blocks: scoresᵀ = keys · queriesᵀ on the
 //!   AMP, the online softmax (running max, rescale, sum) writing probabilitiesᵀ, valuesᵀ ·
 //!   probabilitiesᵀ on the AMP, and the rescaled accumulation into its flash state (accumulatorᵀ,
-//!   max, sum);
+//!   max, sum); with float partials the first sub-block's AMP writes the accumulator itself;
 //! - with several key blocks, an exchange sending each tile the other tiles' states for its share of
 //!   the query block's queries, and a compute set where each merges its share into the output
 //!   (stored transposed); with one, the merge ends the first compute set.
@@ -70,7 +70,9 @@ struct FlashTile {
     values: BufferId,
     scores: BufferId,
     probabilities: BufferId,
-    weighted: BufferId,
+    /// A later sub-block's weighted values, before they are accumulated; none when every sub-block
+    /// of the tile writes the accumulator itself.
+    weighted: Option<BufferId>,
     rescale: BufferId,
     state: BufferId,
     /// The additive mask of the tile's keys.
@@ -285,7 +287,9 @@ impl Builder<'_> {
         };
         let scores = scratch(self, BufferClass::Partials, sub, a.partials);
         let probabilities = scratch(self, BufferClass::Probabilities, sub, DType::F16);
-        let weighted = scratch(self, BufferClass::Partials, d, a.partials);
+        // A tile of one sub-block whose AMP writes the accumulator itself needs no weighted values.
+        let weighted = (!a.partials_are_accumulator() || nk > sub)
+            .then(|| scratch(self, BufferClass::Partials, d, a.partials));
         let rescale = scratch(self, BufferClass::Rescale, 1, DType::F32);
         let state = self.buffer(
             tile,
@@ -343,7 +347,7 @@ impl Builder<'_> {
                 let copy = self.buffer(
                     tile,
                     a.out,
-                    BufferClass::FlashState,
+                    BufferClass::FlashStateShare,
                     share,
                     DType::F32,
                     false,
@@ -397,11 +401,16 @@ impl FlashTile {
     }
 
     /// Keys `j0..j0 + nj` of the tile: scoresᵀ on the AMP, the online softmax, valuesᵀ ·
-    /// probabilitiesᵀ on the AMP, and the rescaled accumulation into the flash state.
-    fn sub_block(&self, target: &Target, l: &Layout, j0: u32, nj: u32, first: bool) -> [Vertex; 4] {
+    /// probabilitiesᵀ on the AMP, and the rescaled accumulation into the flash state; the first
+    /// sub-block's float partials are written by the AMP into the accumulator itself.
+    fn sub_block(&self, target: &Target, l: &Layout, j0: u32, nj: u32, first: bool) -> Vec<Vertex> {
         let (a, s, d) = (l.a, &l.shape, l.shape.head_dim);
         let (tile, nq) = (self.tile, self.nq);
-        [
+        let weighted = match self.weighted {
+            Some(w) if !(first && a.partials_are_accumulator()) => w,
+            _ => self.state,
+        };
+        let mut vertices = vec![
             Vertex {
                 tile,
                 estimated_cycles: target.amp_cycles(nj, d, nq, a.partials),
@@ -459,24 +468,28 @@ impl FlashTile {
                         col: j0,
                     },
                     b: Operand::whole(self.probabilities),
-                    partials: Operand::whole(self.weighted),
+                    partials: Operand::whole(weighted),
                     rows: d,
                     depth: nj,
                     cols: nq,
                 }),
             },
-            Vertex {
-                tile,
-                estimated_cycles: target.accumulate_cycles(d, nq, first, a.partials),
-                kind: VertexKind::Accumulate(Accumulate {
-                    partials: Operand::whole(self.weighted),
-                    state: Operand::whole(self.state),
-                    rescale: Operand::whole(self.rescale),
-                    rows: d,
-                    cols: nq,
-                    first,
-                }),
-            },
-        ]
+        ];
+        if weighted == self.state {
+            return vertices;
+        }
+        vertices.push(Vertex {
+            tile,
+            estimated_cycles: target.accumulate_cycles(d, nq, first, a.partials),
+            kind: VertexKind::Accumulate(Accumulate {
+                partials: Operand::whole(weighted),
+                state: Operand::whole(self.state),
+                rescale: Operand::whole(self.rescale),
+                rows: d,
+                cols: nq,
+                first,
+            }),
+        });
+        vertices
     }
 }

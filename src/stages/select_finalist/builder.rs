@@ -109,7 +109,8 @@ impl Work {
 
 impl Builder<'_> {
     /// A buffer of `class` live over the steps `[first, last]`, in interleaved memory if the class
-    /// must be: the AMP's partials, its stationary operand and the attention's probabilities.
+    /// must be: the AMP's partials, its stationary operand, the attention's probabilities and its
+    /// flash states (the AMP writes a first key sub-block's float partials into the accumulator).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn buffer(
         &mut self,
@@ -123,7 +124,10 @@ impl Builder<'_> {
     ) -> BufferId {
         let interleaved = matches!(
             class,
-            BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
+            BufferClass::Partials
+                | BufferClass::BPanel
+                | BufferClass::Probabilities
+                | BufferClass::FlashState
         );
         self.add(Buffer {
             id: BufferId::from_index(0),

@@ -208,6 +208,7 @@ fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
                 | BufferClass::Residual
                 | BufferClass::PartialsShare
                 | BufferClass::MomentsShare
+                | BufferClass::FlashStateShare
         ) {
             continue;
         }
