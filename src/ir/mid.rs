@@ -310,7 +310,7 @@ pub struct OperatorEstimate {
     pub panel_bytes: u64,
     /// Output, resident weight pieces: small buffers, in either region.
     pub other_bytes: u64,
-    /// Weight panel and partials: interleaved only.
+    /// Weight panel, partials and what else the AMP writes: interleaved only.
     pub interleaved_bytes: u64,
     /// What the operator keeps on its busiest tile for the whole program.
     pub resident: Resident,

@@ -63,12 +63,12 @@ pub struct StepEstimate {
     pub operators: Vec<String>,
 }
 
-/// Schema 12: the split layer norm's vertex kinds; since 11, each superstep names the graph operations
+/// Schema 13: the `FlashStateShare` buffer class; 12: the split layer norm's vertex kinds; since 11, each superstep names the graph operations
 /// it serves; since 9, tile programs in encoding
 /// format 2 (exchange code timed by its instructions); since 8, a sync estimate per superstep.
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
-    const SCHEMA: u32 = 12;
+    const SCHEMA: u32 = 13;
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.

@@ -139,8 +139,8 @@ pub enum BufferClass {
     /// Attention: the f32 rescale factor of each query for the current key sub-block.
     Rescale,
     /// Attention: a tile's f32 flash state, `head_dim` rows of accumulatorᵀ then the running max and
-    /// the running sum, one column per query; stored as AMP partials are, since the AMP may write
-    /// its accumulator.
+    /// the running sum, one column per query; with float partials, whose first key sub-block the
+    /// AMP writes into the accumulator, stored as AMP partials are.
     FlashState,
     /// Another tile's flash state for a share of the same queries, received to be merged, in either
     /// region.
@@ -161,13 +161,15 @@ pub struct Buffer {
     pub value: ValueId,
     pub class: BufferClass,
     /// The region of the value held; for tile-local scratch (scores, probabilities, rescale factors,
-    /// flash states) the shape `[0..rows, 0..cols]` of the data instead.
+    /// flash states) the shape `[0..rows, 0..cols]` of the data instead, and for a flash state
+    /// received to be merged, the columns `[0..rows, c0..c1]` of its share of the queries.
     pub rect: Rect,
     pub dtype: DType,
     /// Stored column-major: the rectangle's transpose, one stored row per column of the value.
     pub transposed: bool,
     /// Placed in interleaved memory, every stored row at 16 bytes: the AMP's partials and its
-    /// stationary operand (read by 128-bit loads), and an attention's probabilities.
+    /// stationary operand (read by 128-bit loads), an attention's probabilities, and its flash
+    /// state when the AMP writes the accumulator.
     pub interleaved: bool,
     /// Stored row stride in elements: every stored row starts at the buffer's alignment.
     pub stride: u32,
@@ -237,10 +239,15 @@ impl Buffer {
     pub fn needs_interleaved(&self) -> bool {
         self.interleaved
     }
-    /// Partials and flash states (which the AMP may write) own whole memory elements, so an AMP's
-    /// input and output never share one.
+    /// What the AMP writes owns whole memory elements, so an AMP's input and output never share
+    /// one: partials, and a flash state in interleaved memory (whose accumulator the AMP writes
+    /// with float partials).
     pub fn owns_elements(&self) -> bool {
-        matches!(self.class, BufferClass::Partials | BufferClass::FlashState)
+        match self.class {
+            BufferClass::Partials => true,
+            BufferClass::FlashState => self.interleaved,
+            _ => false,
+        }
     }
     /// `buf12 APanel of v4 [0..23, 0..1152]`: how logs, errors and device faults name a buffer.
     pub fn describe(&self) -> String {
@@ -363,8 +370,9 @@ pub struct Selected {
     pub estimate: SelectedEstimate,
 }
 
-/// Schema 9: a matmul's weights side by side (`MatMulPart`); 8: a split layer norm's `Moments`
-/// and `MomentsShare` buffers and its two vertex kinds.
+/// Schema 10: flash states received to be merged are `FlashStateShare`; a flash state the AMP
+/// writes is interleaved; 9: a matmul's weights side by side (`MatMulPart`); 8: a split layer
+/// norm's `Moments` and `MomentsShare` buffers and its two vertex kinds.
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
     const SCHEMA: u32 = 10;

@@ -321,9 +321,9 @@ fn describe(b: &BufferInfo, name: &str) -> String {
     )
 }
 
-/// The colour of a buffer kind: twelve hues around the wheel.
+/// The colour of a buffer kind: fifteen hues 24° apart, neighbouring kinds seven steps apart.
 fn colour(class: BufferClass) -> String {
-    format!("hsl({}, 65%, 50%)", (class as u32 * 150) % 360)
+    format!("hsl({}, 65%, 50%)", (class as u32 * 7 % 15) * 24)
 }
 
 /// One profile's page; with `map`, the memory map of its tile; otherwise `no_map` says why not.

@@ -2,16 +2,17 @@
 //!
 //! Gives every buffer of every tile an address. Each tile's code sits at the base of memory, sized by
 //! encoding its program with placeholder addresses (never shorter than the real code). Buffers are placed
-//! first-fit: the AMP's stationary operands and partials and an attention's probabilities in
-//! interleaved memory (16-byte aligned; partials own whole memory elements so an AMP's input and
-//! output never share one), placed first; everything else, the shares of others' partials an
+//! first-fit: the AMP's stationary operands and partials, an attention's probabilities and a flash
+//! state the AMP writes in interleaved memory (16-byte aligned; what the AMP writes owns whole
+//! memory elements, `Buffer::owns_elements`, so an AMP's input and output never share one), placed
+//! first; everything else, the shares of others' partials an
 //! epilogue sums among them, in standard memory when it fits, else interleaved. Buffers whose
 //! lifetimes are disjoint share memory.
 //! Buffers go in the configured order; a tile whose memory that order fragments goes in the other.
 //!
 //! Invariants (checked by [`verify`]): every buffer lies in tile memory, in interleaved memory when it
 //! needs to, aligned; no two buffers of a tile with overlapping lifetimes overlap in memory, nor any buffer
-//! the code; partials share no memory element with a buffer live at the same time.
+//! the code; a buffer that owns its memory elements shares none with a buffer live at the same time.
 
 use crate::ids::{BufferId, TileId, ValueId};
 use crate::ir::{
@@ -165,7 +166,7 @@ pub fn place_storage(
 /// One tile's buffer addresses and usage.
 type TilePlacement = (Vec<(BufferId, u32)>, TileUsage);
 
-/// The memory a buffer claims: partials own whole elements.
+/// The memory a buffer claims: whole elements for one that owns them (`Buffer::owns_elements`).
 fn footprint(b: &Buffer, address: u32, target: &Target) -> (u32, u32) {
     if b.owns_elements() {
         let e = target.memory_element_bytes;

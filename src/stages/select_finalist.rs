@@ -11,7 +11,8 @@
 //! mapping whose storage `place_storage` could not place in an earlier try of the build.
 //!
 //! Storage layout: every buffer holds a rectangle of one value, row-major or transposed, every stored row
-//! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities and partials). Weights and
+//! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities, partials and a flash state
+//! the AMP writes). Weights and
 //! inputs live in *home* pieces spread over the grid (weights persist across runs); each operator
 //! gathers its operands (a matmul's A and B panels, an attention's queries, keys and values) with
 //! multicast transfers from wherever those rectangles live.
@@ -19,7 +20,7 @@
 //! Invariants (checked by [`verify()`]): every transfer's rectangle lies inside its source buffer and every
 //! destination buffer; every panel is covered exactly once by its incoming transfers; every buffer read
 //! in a step was written in an earlier step (or by the host) and is live across its uses; AMP partials and
-//! weight panels are marked interleaved.
+//! weight panels are marked interleaved, and the partials own their memory elements.
 //!
 //! Modules: this one holds the config, the entry and the choice among the finalists; `builder` builds
 //! the program of one finalist under one mapping (buffers, homes, gathers, exchange phases, compute

@@ -12,7 +12,8 @@
 //! another id, an estimate a step short; a buffer beyond the tiles, with an empty lifetime or rectangle
 //! or a stride off its alignment; a transfer reading a dead or unwritten source, outside it or of the
 //! wrong size; a panel left short or filled twice; a destination stored in another order or born early;
-//! an operand read after it dies, AMP weights outside interleaved memory; a host stream lost or into
+//! an operand read after it dies, AMP weights outside interleaved memory, AMP partials sharing their
+//! memory elements; a host stream lost or into
 //! another rectangle, an output read in part or never written.
 
 use crate::common::pipeline::{Built, small};
@@ -409,6 +410,23 @@ fn select_finalist_verifier_rejects_amp_weights_outside_interleaved_memory() {
         &select_errors(b, &sel),
         &[&format!(
             "{read}: AMP on {tile} has operands outside interleaved memory"
+        )],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_amp_partials_sharing_their_memory_elements() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    // Interleaved still, but of a kind that owns no memory elements of its own.
+    let id = first_of(&sel, BufferClass::Partials);
+    let buf = &mut sel.buffers[id.index()];
+    buf.class = BufferClass::Probabilities;
+    let (tile, written) = (buf.tile, buf.first_step);
+    assert_rejects(
+        &select_errors(b, &sel),
+        &[&format!(
+            "{written}: AMP on {tile} writes partials that do not own their memory elements"
         )],
     );
 }

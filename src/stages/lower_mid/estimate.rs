@@ -407,7 +407,7 @@ pub(super) fn attention_estimate(
         u64::from(target.exchange_transit_cycles),
     );
     // Stored rows as `select_finalist` lays them out: f16 rows of a multiple of 4 elements (8 bytes),
-    // 8 for the AMP's weights (16 bytes), f32 rows of a multiple of 2.
+    // 8 for the AMP's weights (16 bytes), f32 rows of a multiple of 2 (4 for what the AMP writes).
     let (bq, bk, d, sub) = (u64::from(bq), u64::from(bk), u64::from(d), u64::from(sub));
     let keys_panel = bk * d.next_multiple_of(4) * 2;
     let values_panel = d * bk.next_multiple_of(4) * 2;
@@ -439,9 +439,16 @@ pub(super) fn attention_estimate(
     }
     let steps = if split { 4 } else { 2 };
     let element = u64::from(target.memory_element_bytes);
-    // The tile's flash state is stored as the AMP's partials are: 16-byte rows in whole memory
-    // elements of interleaved memory.
-    let state = ((d + 2) * bq.next_multiple_of(4) * 4).next_multiple_of(element);
+    // The tile's flash state; with float partials, whose first sub-block the AMP writes into it,
+    // stored as its partials are: 16-byte rows in whole memory elements of interleaved memory.
+    let (state, interleaved_state) = if a.partials_are_accumulator() {
+        (
+            0,
+            ((d + 2) * bq.next_multiple_of(4) * 4).next_multiple_of(element),
+        )
+    } else {
+        ((d + 2) * bq.next_multiple_of(2) * 4, 0)
+    };
     let scores = |rows: u64| {
         (rows * bq.next_multiple_of(8) * u64::from(pt.bytes())).next_multiple_of(element)
     };
@@ -460,7 +467,12 @@ pub(super) fn attention_estimate(
         exchange_cycles: exchange,
         receive_bytes: receive_bytes.max(merged),
         panel_bytes: keys_panel.max(values_panel),
-        other_bytes: if second_interleaved { 0 } else { second } + merged + output + homes + bq * 4,
+        other_bytes: if second_interleaved { 0 } else { second }
+            + state
+            + merged
+            + output
+            + homes
+            + bq * 4,
         interleaved_bytes: d * bq.next_multiple_of(8) * 2
             + sub * bq.next_multiple_of(8) * 2
             + scores(sub)
@@ -469,7 +481,7 @@ pub(super) fn attention_estimate(
             } else {
                 0
             }
-            + state
+            + interleaved_state
             + if second_interleaved { second } else { 0 },
         resident: Resident::default(),
         cycles: compute + exchange + target.sync_estimate(steps),

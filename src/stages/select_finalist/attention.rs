@@ -8,7 +8,8 @@
 //! - a compute set stepping through the tile's keys in sub-blocks: scoresᵀ = keys · queriesᵀ on the
 //!   AMP, the online softmax (running max, rescale, sum) writing probabilitiesᵀ, valuesᵀ ·
 //!   probabilitiesᵀ on the AMP, and the rescaled accumulation into its flash state (accumulatorᵀ,
-//!   max, sum); with float partials the first sub-block's AMP writes the accumulator itself;
+//!   max, sum); with float partials the first sub-block's AMP writes the accumulator itself (the
+//!   state then stored as AMP partials are: interleaved, in memory elements of its own);
 //! - with several key blocks, an exchange sending each tile the other tiles' states for its share of
 //!   the query block's queries, and a compute set where each merges its share into the output
 //!   (stored transposed); with one, the merge ends the first compute set.
@@ -17,8 +18,9 @@
 //! scaled scores. Keys no query sees are neither stored nor sent; under a causal mask, keys past a query block's last
 //! query are neither sent nor scored, and a tile whose keys are all masked does no work. Buffers are
 //! made per group, query block and key block: queries, keys, values, then the scratch (scores,
-//! probabilities, weighted values, rescale factors) and the flash state; then, per share, the copies
-//! of the others' states and the output.
+//! probabilities, rescale factors), the flash state and the weighted values (none for a tile of one
+//! sub-block whose AMP writes the accumulator); then, per share, the copies of the others' states
+//! and the output.
 
 use super::builder::{Builder, Groups, Supersteps, Work, chunks};
 use crate::ids::{BufferId, TileId};
@@ -70,9 +72,9 @@ struct FlashTile {
     values: BufferId,
     scores: BufferId,
     probabilities: BufferId,
-    /// A later sub-block's weighted values, before they are accumulated; none when every sub-block
-    /// of the tile writes the accumulator itself.
-    weighted: Option<BufferId>,
+    /// A sub-block's weighted values before they are accumulated; the flash state itself when the
+    /// tile's one sub-block writes the accumulator.
+    weighted: BufferId,
     rescale: BufferId,
     state: BufferId,
     /// The additive mask of the tile's keys.
@@ -287,9 +289,6 @@ impl Builder<'_> {
         };
         let scores = scratch(self, BufferClass::Partials, sub, a.partials);
         let probabilities = scratch(self, BufferClass::Probabilities, sub, DType::F16);
-        // A tile of one sub-block whose AMP writes the accumulator itself needs no weighted values.
-        let weighted = (!a.partials_are_accumulator() || nk > sub)
-            .then(|| scratch(self, BufferClass::Partials, d, a.partials));
         let rescale = scratch(self, BufferClass::Rescale, 1, DType::F32);
         let state = self.buffer(
             tile,
@@ -300,6 +299,16 @@ impl Builder<'_> {
             false,
             [cs_step, l.steps.reduce],
         );
+        // With float partials the AMP writes the first sub-block into the accumulator, which is
+        // then stored as its partials are; a tile of one sub-block needs no weighted values.
+        if a.partials_are_accumulator() {
+            self.interleave(state);
+        }
+        let weighted = if a.partials_are_accumulator() && nk <= sub {
+            state
+        } else {
+            scratch(self, BufferClass::Partials, d, a.partials)
+        };
         FlashTile {
             tile,
             q0: q.q0,
@@ -406,9 +415,10 @@ impl FlashTile {
     fn sub_block(&self, target: &Target, l: &Layout, j0: u32, nj: u32, first: bool) -> Vec<Vertex> {
         let (a, s, d) = (l.a, &l.shape, l.shape.head_dim);
         let (tile, nq) = (self.tile, self.nq);
-        let weighted = match self.weighted {
-            Some(w) if !(first && a.partials_are_accumulator()) => w,
-            _ => self.state,
+        let weighted = if first && a.partials_are_accumulator() {
+            self.state
+        } else {
+            self.weighted
         };
         let mut vertices = vec![
             Vertex {

@@ -109,8 +109,7 @@ impl Work {
 
 impl Builder<'_> {
     /// A buffer of `class` live over the steps `[first, last]`, in interleaved memory if the class
-    /// must be: the AMP's partials, its stationary operand, the attention's probabilities and its
-    /// flash states (the AMP writes a first key sub-block's float partials into the accumulator).
+    /// must be: the AMP's partials, its stationary operand and the attention's probabilities.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn buffer(
         &mut self,
@@ -124,10 +123,7 @@ impl Builder<'_> {
     ) -> BufferId {
         let interleaved = matches!(
             class,
-            BufferClass::Partials
-                | BufferClass::BPanel
-                | BufferClass::Probabilities
-                | BufferClass::FlashState
+            BufferClass::Partials | BufferClass::BPanel | BufferClass::Probabilities
         );
         self.add(Buffer {
             id: BufferId::from_index(0),
@@ -149,11 +145,17 @@ impl Builder<'_> {
     fn add(&mut self, mut buffer: Buffer) -> BufferId {
         let id = BufferId::from_index(self.buffers.len());
         buffer.id = id;
-        buffer.stride = buffer
-            .storage_cols()
-            .next_multiple_of(buffer.alignment() / buffer.dtype.bytes());
+        buffer.stride = aligned_stride(&buffer);
         self.buffers.push(buffer);
         id
+    }
+
+    /// Moves buffer `id` into interleaved memory, its rows at 16 bytes: a flash state the AMP
+    /// writes.
+    pub(super) fn interleave(&mut self, id: BufferId) {
+        let b = &mut self.buffers[id.index()];
+        b.interleaved = true;
+        b.stride = aligned_stride(b);
     }
 
     /// A home piece of an input or weight, written by the host.
@@ -557,4 +559,10 @@ pub(super) fn build(
         run_outputs: b.run_outputs,
         estimate,
     }
+}
+
+/// The row stride, in elements, that starts every stored row of `b` at its alignment.
+fn aligned_stride(b: &Buffer) -> u32 {
+    b.storage_cols()
+        .next_multiple_of(b.alignment() / b.dtype.bytes())
 }

@@ -50,8 +50,8 @@ pub(super) fn estimate(
 
 /// The first (tile, step) whose live buffers overflow tile memory with the code reserve, or whose
 /// interleaved-only buffers overflow interleaved memory, with the bytes live there and what the tile
-/// holds, or none when every step of every tile fits. AMP partials count as the whole memory elements
-/// they own (`place_storage` gives them whole elements).
+/// holds, or none when every step of every tile fits. What the AMP writes counts as the whole memory
+/// elements it owns (`Buffer::owns_elements`; `place_storage` gives it whole elements).
 pub(super) fn overflow(
     buffers: &[Buffer],
     steps: usize,

@@ -6,7 +6,7 @@
 //! estimate for every step); buffers (tile, lifetime, rectangle, row alignment); transfers (each
 //! rectangle inside its source and every destination, both stored in the same order, the source
 //! written before and live at the phase, every destination born in it); coverage (every panel,
-//! partials share and moments share covered exactly once by its incoming transfers); vertices (every operand on the
+//! partials share, moments share and flash-state share covered exactly once by its incoming transfers); vertices (every operand on the
 //! vertex's tile, live at its step and inside its buffer's storage; AMP partials and weight panels in
 //! interleaved memory); assembles (every copy derived again from the graph's pieces); vectors (each
 //! vertex its operator's function of its operator's operands, in order, with their spreads); host
@@ -233,7 +233,7 @@ fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
 }
 
 /// Every vertex's operands on its tile, live at its step and inside their storage; the AMP's
-/// partials and weights in interleaved memory.
+/// partials and weights in interleaved memory, its partials in memory elements of their own.
 fn check_vertices(v: &mut Verifier, s: &Selected) {
     for cs in &s.compute_sets {
         for vx in &cs.vertices {
@@ -281,6 +281,15 @@ fn check_vertices(v: &mut Verifier, s: &Selected) {
                     || {
                         format!(
                             "{}: AMP on {} has operands outside interleaved memory",
+                            cs.step, vx.tile
+                        )
+                    },
+                );
+                v.check(
+                    s.buffers[amp.partials.buffer.index()].owns_elements(),
+                    || {
+                        format!(
+                            "{}: AMP on {} writes partials that do not own their memory elements",
                             cs.step, vx.tile
                         )
                     },
