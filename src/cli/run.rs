@@ -315,7 +315,6 @@ pub fn execute(
     );
     tracing::info!(tile_count = package.tiles.len(), "loading application");
     let mut device = Device::load(package)?;
-
     tracing::info!(
         tile_count = package.tiles.len(),
         "application loaded and initial synchronization completed"

@@ -38,7 +38,7 @@ mod vertices;
 use crate::ids::{TileId, ValueId};
 use crate::ir::Package;
 use crate::isa::Instr;
-use crate::isa::encoding::{DecodeError, decode_header, decode_instr};
+use crate::isa::encoding::{DecodeError, decode_header, decode_instr, decode_instrs};
 use crate::progress::Progress;
 use crate::target::Target;
 pub use host::host_data;
@@ -70,15 +70,7 @@ impl Tile {
     fn step(&self, step: usize) -> Result<Vec<Instr>, String> {
         let (address, bytes) = self.steps[step];
         let code = self.memory.read(address, bytes, "code")?;
-        let mut at = 0;
-        let mut instrs = Vec::new();
-        while at < code.len() {
-            let (instr, next) =
-                decode_instr(code, at).map_err(|e| format!("code does not decode: {e}"))?;
-            instrs.push(instr);
-            at = next;
-        }
-        Ok(instrs)
+        decode_instrs(code, 0).map_err(|e| format!("code does not decode: {e}"))
     }
 }
 

@@ -100,14 +100,20 @@ pub fn encode_instr(out: &mut Vec<u8>, instr: &Instr) {
 }
 
 pub fn decode(bytes: &[u8]) -> Result<TileProgram, DecodeError> {
-    let (tile, mut at) = decode_header(bytes)?;
+    let (tile, at) = decode_header(bytes)?;
+    let instrs = decode_instrs(bytes, at)?;
+    Ok(TileProgram { tile, instrs })
+}
+
+/// The instructions from byte `at` of a program's bytes to their end.
+pub fn decode_instrs(bytes: &[u8], mut at: usize) -> Result<Vec<Instr>, DecodeError> {
     let mut instrs = Vec::new();
     while at < bytes.len() {
         let (instr, next) = decode_instr(bytes, at)?;
         instrs.push(instr);
         at = next;
     }
-    Ok(TileProgram { tile, instrs })
+    Ok(instrs)
 }
 
 /// A program's header: its tile and where its first instruction starts.

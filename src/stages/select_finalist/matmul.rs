@@ -38,11 +38,6 @@ impl Builder<'_> {
     pub(super) fn matmul_homes(&mut self, op: &MatMul, p: &Grid) {
         let db = p.depth_blocks;
         let mut homes: Vec<(ValueId, HomePieces)> = Vec::new();
-        // Column block `cb`'s part and its columns within the part.
-        let part_cols = |cb: u32| {
-            op.part_of((cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n)))
-                .expect("column blocks lie inside parts")
-        };
         // A weight two matmuls share has its homes on the grid of the first.
         let weights: Vec<bool> = (op.parts.iter())
             .map(|part| self.graph.value(part.b).role == ValueRole::Weight && !self.is_held(part.b))
@@ -53,7 +48,7 @@ impl Builder<'_> {
         if p.resident {
             for (rb, cb, kb) in cells(p) {
                 let tile = self.mapping.tile(p, rb, cb, kb);
-                let (i, (c0, c1)) = part_cols(cb);
+                let (i, (c0, c1)) = block_part(op, p, cb);
                 let part = &op.parts[i];
                 let (d0, d1) = (kb * p.block_depth, ((kb + 1) * p.block_depth).min(op.k));
                 // The first row block's panels tile the weights once: they are what another
@@ -69,29 +64,31 @@ impl Builder<'_> {
                 }
             }
         } else {
-            let mut pieces: Vec<HomePieces> = vec![Vec::new(); op.parts.len()];
-            let mut bias_pieces: Vec<HomePieces> = vec![Vec::new(); op.parts.len()];
-            for cb in 0..p.col_blocks {
-                let (i, cols) = part_cols(cb);
-                if weights[i] {
-                    for (j, (r0, r1)) in chunks(op.k, p.row_blocks * db, 1).into_iter().enumerate()
-                    {
-                        let j = j as u32;
-                        pieces[i].push((j / db, cb, j % db, Rect::new(r0, r1, cols.0, cols.1)));
-                    }
-                }
-                if biases[i].is_some() {
-                    bias_pieces[i].push((0, cb, 0, Rect::new(0, 1, cols.0, cols.1)));
-                }
-            }
-            for (i, part) in op.parts.iter().enumerate() {
-                if weights[i] {
-                    homes.push((part.b, std::mem::take(&mut pieces[i])));
-                }
+            // Part `i`'s column blocks, each with its columns within the part.
+            let blocks_of = |i: usize| {
+                (0..p.col_blocks).filter_map(move |cb| {
+                    let (j, cols) = block_part(op, p, cb);
+                    (j == i).then_some((cb, cols))
+                })
+            };
+            let depths = chunks(op.k, p.row_blocks * db, 1);
+            for (i, part) in op.parts.iter().enumerate().filter(|&(i, _)| weights[i]) {
+                let pieces = blocks_of(i)
+                    .flat_map(|(cb, (c0, c1))| {
+                        (depths.iter().enumerate()).map(move |(j, &(r0, r1))| {
+                            let j = j as u32;
+                            (j / db, cb, j % db, Rect::new(r0, r1, c0, c1))
+                        })
+                    })
+                    .collect();
+                homes.push((part.b, pieces));
             }
             for (i, bias) in biases.iter().enumerate() {
                 if let Some(bias) = *bias {
-                    homes.push((bias, std::mem::take(&mut bias_pieces[i])));
+                    let pieces = blocks_of(i)
+                        .map(|(cb, (c0, c1))| (0, cb, 0, Rect::new(0, 1, c0, c1)))
+                        .collect();
+                    homes.push((bias, pieces));
                 }
             }
         }
@@ -115,7 +112,7 @@ impl Builder<'_> {
             for rb in 0..p.row_blocks {
                 for cb in 0..p.col_blocks {
                     let rows = (rb * p.block_rows, ((rb + 1) * p.block_rows).min(op.m));
-                    let cols = (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n));
+                    let cols = block_cols(op, p, cb);
                     pieces.push((rb, cb, 0, Rect::new(rows.0, rows.1, cols.0, cols.1)));
                 }
             }
@@ -142,11 +139,7 @@ impl Builder<'_> {
                     row_block * p.block_rows,
                     ((row_block + 1) * p.block_rows).min(op.m),
                 );
-                let cols = (
-                    col_block * p.block_cols,
-                    ((col_block + 1) * p.block_cols).min(op.n),
-                );
-                let (i, cols) = op.part_of(cols).expect("column blocks lie inside parts");
+                let (i, cols) = block_part(op, p, col_block);
                 let part = &op.parts[i];
                 let transpose = self.orders.matmul_output(part.out, p.transposed) != p.transposed;
                 let out_rect = Rect::new(rows.0, rows.1, cols.0, cols.1);
@@ -356,6 +349,18 @@ impl Builder<'_> {
             work.outputs.push(out);
         }
     }
+}
+
+/// Column block `cb`'s columns of the whole product.
+fn block_cols(op: &MatMul, p: &Grid, cb: u32) -> (u32, u32) {
+    (cb * p.block_cols, ((cb + 1) * p.block_cols).min(op.n))
+}
+
+/// Column block `cb`'s part and its columns within the part (the mid's verifier has checked that
+/// every column block lies inside one).
+fn block_part(op: &MatMul, p: &Grid, cb: u32) -> (usize, (u32, u32)) {
+    op.part_of(block_cols(op, p, cb))
+        .expect("column blocks lie inside parts")
 }
 
 /// Every cell of a grid: (row block, column block, depth block).
