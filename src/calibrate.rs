@@ -302,10 +302,8 @@ impl<'a> Micro<'a> {
             estimated_cycles: 0,
         };
         let host = host_data(&package.graph, 1);
-        let mut device = Device::load(&package)?;
-        device
-            .run(&package, &host, &crate::progress::Silent)
-            .map(|(e, _)| e)
+        let mut device = Device::load(package)?;
+        device.run(&host, &crate::progress::Silent).map(|(e, _)| e)
     }
 }
 

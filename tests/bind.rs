@@ -120,9 +120,9 @@ fn bound_weights_and_inputs_give_the_devices_output_for_that_data() {
     let written: Vec<f32> = written.iter().map(|x| x.to_f32()).collect();
 
     // Exactly what the device computes from the changed data...
-    let mut device = Device::load(&package).unwrap();
-    device.initialize(&package, &changed).unwrap();
-    let (_, streamed) = device.run(&package, &changed, &Silent).unwrap();
+    let mut device = Device::load(package.clone()).unwrap();
+    device.initialize(&changed).unwrap();
+    let (_, streamed) = device.run(&changed, &Silent).unwrap();
     let out = graph
         .values
         .iter()

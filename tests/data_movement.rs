@@ -122,9 +122,9 @@ fn each_output_is_its_direct_computation_and_a_corrupted_element_is_caught() {
     let (_, package) = read_ipuexe(&bytes).unwrap();
     let graph = &package.graph;
     let host = host_data(graph, 5);
-    let mut device = Device::load(&package).unwrap();
-    device.initialize(&package, &host).unwrap();
-    let (_, outputs) = device.run(&package, &host, &Silent).unwrap();
+    let mut device = Device::load(package.clone()).unwrap();
+    device.initialize(&host).unwrap();
+    let (_, outputs) = device.run(&host, &Silent).unwrap();
     let half = |v: f32| half::f16::from_f32(v).to_f32();
     let by_name: BTreeMap<String, Vec<f32>> = (graph.values.iter())
         .map(|v| {

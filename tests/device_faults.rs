@@ -38,9 +38,9 @@ fn encoder_package() -> Package {
 
 fn run(p: &Package) -> Result<(), Fault> {
     let host = host_data(&p.graph, 7);
-    let mut device = Device::load(p)?;
-    device.initialize(p, &host)?;
-    device.run(p, &host, &Silent).map(|_| ())
+    let mut device = Device::load(p.clone())?;
+    device.initialize(&host)?;
+    device.run(&host, &Silent).map(|_| ())
 }
 
 fn program(p: &Package, tile: usize) -> TileProgram {
@@ -457,7 +457,7 @@ fn a_buffer_ending_past_u32_is_refused_when_the_package_loads() {
     let mut p = small_package();
     let t = p.tiles.iter().position(|t| !t.buffers.is_empty()).unwrap();
     p.tiles[t].buffers[0].address = u32::MAX - 4;
-    let fault = Device::load(&p)
+    let fault = Device::load(p.clone())
         .err()
         .expect("a buffer past u32 must be refused");
     assert_eq!(fault.tile.index(), t, "{fault}");

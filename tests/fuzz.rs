@@ -285,9 +285,9 @@ fn mutated_packages_that_still_decode_fault_cleanly_on_the_device() {
         decoded += 1;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let host = host_data(&p.graph, 1);
-            let mut device = Device::load(&p)?;
-            device.initialize(&p, &host)?;
-            device.run(&p, &host, &Silent).map(|_| ())
+            let mut device = Device::load(p.clone())?;
+            device.initialize(&host)?;
+            device.run(&host, &Silent).map(|_| ())
         }));
         match outcome {
             Ok(Ok(())) => ran += 1,

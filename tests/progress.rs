@@ -45,11 +45,11 @@ fn the_device_reports_every_superstep_and_the_reference_every_row_exactly_once()
     let built = small();
     let package = &built.package;
     let host = host_data(&package.graph, 7);
-    let mut device = Device::load(package).unwrap();
-    device.initialize(package, &host).unwrap();
+    let mut device = Device::load(package.clone()).unwrap();
+    device.initialize(&host).unwrap();
     let supersteps = device.supersteps() as u64;
     let counting = Counting::default();
-    device.run(package, &host, &counting).unwrap();
+    device.run(&host, &counting).unwrap();
     assert_eq!(counting.step(), ("supersteps", supersteps, supersteps));
     assert!(supersteps > 1);
 

@@ -31,9 +31,9 @@ fn device_outputs() -> (Package, Vec<Vec<f32>>, BTreeMap<ValueId, Vec<f32>>) {
     let bytes = std::fs::read(sb.stages().join(spec.id()).join("model.ipuexe")).unwrap();
     let (_, package) = read_ipuexe(&bytes).unwrap();
     let host = host_data(&package.graph, 5);
-    let mut device = Device::load(&package).unwrap();
-    device.initialize(&package, &host).unwrap();
-    let (_, outputs) = device.run(&package, &host, &Silent).unwrap();
+    let mut device = Device::load(package.clone()).unwrap();
+    device.initialize(&host).unwrap();
+    let (_, outputs) = device.run(&host, &Silent).unwrap();
     (package, host, outputs)
 }
 

@@ -88,9 +88,9 @@ fn a_corrupted_vector_result_fails_the_check() {
     let bytes = std::fs::read(sb.stages().join(&id).join("model.ipuexe")).unwrap();
     let (_, package) = read_ipuexe(&bytes).unwrap();
     let host = host_data(&package.graph, 5);
-    let mut device = Device::load(&package).unwrap();
-    device.initialize(&package, &host).unwrap();
-    let (_, outputs) = device.run(&package, &host, &Silent).unwrap();
+    let mut device = Device::load(package.clone()).unwrap();
+    device.initialize(&host).unwrap();
+    let (_, outputs) = device.run(&host, &Silent).unwrap();
     let reference = numerics::reference(&package.graph, &host, &Silent);
     for v in package
         .graph

@@ -295,28 +295,36 @@ fn read_package(path: &Path, asked: Option<(&Graph, &Target)>) -> Result<Loaded>
     })
 }
 
+/// What a device run gives back: the run's profile, the outputs the device streamed back, and the
+/// package it ran, but for its code images (which went to the device and were let go with it).
+pub struct Ran {
+    pub execution: Execution,
+    pub streamed: BTreeMap<ValueId, Vec<f32>>,
+    pub package: Package,
+}
+
 /// Loads `package` on the device, streams the host's weights (`initialize`) and inputs (`run`) and
 /// executes every superstep: the run's profile, naming the package by `body_hash`, and the outputs
 /// the device streamed back; or the fault the device refused it with.
 pub fn execute(
-    package: &Package,
+    package: Package,
     body_hash: &ContentHash,
     host: &[Vec<f32>],
     progress: &dyn Progress,
-) -> Result<(Execution, BTreeMap<ValueId, Vec<f32>>), Fault> {
+) -> Result<Ran, Fault> {
+    let tiles = package.tiles.len();
     tracing::info!(path = "sim:0", "opening IPU device");
     tracing::info!(path = "sim:0", "IPU device attached");
     tracing::info!("initializing IPU device");
-    tracing::info!(tiles = package.tiles.len(), "IPU device initialized");
+    tracing::info!(tiles, "IPU device initialized");
     // One code-base register per tile: where its program starts.
-    tracing::info!(
-        register_writes = package.tiles.len(),
-        "replaying device configuration"
-    );
-    tracing::info!(tile_count = package.tiles.len(), "loading application");
+    tracing::info!(register_writes = tiles, "replaying device configuration");
+    tracing::info!(tile_count = tiles, "loading application");
     let mut device = Device::load(package)?;
+    // The package's code images now live in tile memory; their freed blocks go back to the system.
+    ipu_codegen::host_memory::release_freed();
     tracing::info!(
-        tile_count = package.tiles.len(),
+        tile_count = tiles,
         "application loaded and initial synchronization completed"
     );
     tracing::info!("starting host exchange session");
@@ -324,27 +332,29 @@ pub fn execute(
     tracing::info!(
         call = "initialize",
         phases = 1,
-        transfers = package.host.initialize.len(),
+        transfers = device.package().host.initialize.len(),
         "invoking streaming host exchange call"
     );
-    device.initialize(package, host)?;
+    device.initialize(host)?;
     tracing::info!(
         call = "run",
         phases = device.supersteps(),
-        transfers = package.host.run_inputs.len() + package.host.run_outputs.len(),
+        transfers =
+            device.package().host.run_inputs.len() + device.package().host.run_outputs.len(),
         "invoking streaming host exchange call"
     );
-    let (execution, streamed) = device.run(package, host, progress)?;
-    tracing::info!(
-        samples = execution.steps.len() * package.tiles.len(),
-        "profile read back"
-    );
+    let (execution, streamed) = device.run(host, progress)?;
+    tracing::info!(samples = execution.steps.len() * tiles, "profile read back");
     // The profile names the package by its body's hash.
     let execution = Execution {
         package: body_hash.hex(),
         ..execution
     };
-    Ok((execution, streamed))
+    Ok(Ran {
+        execution,
+        streamed,
+        package: device.into_package(),
+    })
 }
 
 /// Takes what the device `streamed` back into `host`, runs the host's operations after the device and
@@ -398,7 +408,8 @@ pub fn run(
         .parent()
         .unwrap_or(Path::new("."))
         .to_path_buf();
-    let graph = &package.graph;
+    // The graph apart from the package, which goes to the device and comes back without its code.
+    let graph = &package.graph.clone();
     let required = imported(graph);
     if required && data.random_inputs {
         tracing::info!(
@@ -421,11 +432,18 @@ pub fn run(
             let r = numerics::reference(graph, &host, &reference_bars);
             (r, started.elapsed().as_millis())
         });
-        let ran = execute(&package, &body_hash, &host, progress);
+        let ran = execute(package, &body_hash, &host, progress);
         let simulated_ms = started.elapsed().as_millis();
         (ran.map(|r| (r, simulated_ms)), reference.join())
     });
-    let ((execution, streamed), simulated_ms) = match ran {
+    let (
+        Ran {
+            execution,
+            streamed,
+            package,
+        },
+        simulated_ms,
+    ) = match ran {
         Ok(ran) => ran,
         Err(fault) => {
             let line = summary_head

@@ -93,9 +93,9 @@ fn cycles(
     let outcome = build.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?;
     let package = build.load::<Package>(&outcome.outputs)?;
     let host = host_data(&package.graph, 1);
-    let mut device = Device::load(&package)?;
-    device.initialize(&package, &host)?;
-    let (execution, _) = device.run(&package, &host, &ipu_codegen::progress::Silent)?;
+    let mut device = Device::load(std::rc::Rc::unwrap_or_clone(package))?;
+    device.initialize(&host)?;
+    let (execution, _) = device.run(&host, &ipu_codegen::progress::Silent)?;
     Ok(execution.cycles)
 }
 

@@ -485,8 +485,10 @@ fn measure(
 ) -> Result<()> {
     let package = &loaded.package;
     let mut host = run::host_data(&package.graph, point.seed, bindings)?;
-    let (execution, streamed) = match run::execute(package, &loaded.body_hash, &host, &Silent) {
-        Ok(ran) => ran,
+    // The device takes a copy: the package runs again at the next point of its build.
+    let ran = run::execute(package.clone(), &loaded.body_hash, &host, &Silent);
+    let (execution, streamed) = match ran {
+        Ok(ran) => (ran.execution, ran.streamed),
         Err(fault) => {
             row.hardware_pass = Some(false);
             bail!("hardware test failed: {fault}");

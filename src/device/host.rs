@@ -91,72 +91,19 @@ pub(super) fn validate_host(package: &Package) -> Result<(), Fault> {
 
 impl Device {
     /// `initialize`: streams the weights in.
-    pub fn initialize(&mut self, package: &Package, host: &[Vec<f32>]) -> Result<u64, Fault> {
-        self.stream_in(&package.host.initialize, host, &package.graph)
-    }
-
-    /// Host writes: copies rectangles of host values into tile memory.
-    pub(super) fn stream_in(
-        &mut self,
-        transfers: &[HostTransfer],
-        host: &[Vec<f32>],
-        graph: &Graph,
-    ) -> Result<u64, Fault> {
-        let mut bytes = 0;
-        // Each rectangle as stored bytes, made once for every tile it goes to (a resident weight
-        // panel goes to every row block's tiles).
-        let mut stored: HashMap<(ValueId, Rect, bool), Vec<u8>> = HashMap::new();
-        for t in transfers {
-            let (tile, v) = self.transfer(t, graph, 0, "host write")?;
-            let data = host.get(t.value.index()).map_or(&[][..], Vec::as_slice);
-            let what = format!("host write of {}", v.name);
-            if !v.dtype.held_as_f16() || data.len() as u64 != v.elements() {
-                return Err(fault(
-                    tile,
-                    0,
-                    0,
-                    format!(
-                        "{what} ({}, {} elements): the host holds {} elements for it, and streams \
-                         f16 values (and booleans as f16) only",
-                        v.dtype,
-                        v.elements(),
-                        data.len()
-                    ),
-                ));
-            }
-            let raw = match stored.entry((t.value, t.rect, t.transposed)) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => e.insert(stored_halves(t, v, data).ok_or_else(|| {
-                    fault(tile, 0, 0, format!("{what}: elements beyond the value"))
-                })?),
-            };
-            let memory = &mut self.tiles[tile].memory;
-            let r = t.rect;
-            let row_bytes = 2 * if t.transposed { r.rows() } else { r.cols() } as usize;
-            for (i, row) in t.stored_rows(v.cols).enumerate() {
-                let in_row = |m: String| fault(tile, 0, 0, format!("{m} (stored row {i})"));
-                let at = row_address(t, i, row.address, &what).map_err(in_row)?;
-                let bytes_of_row = &raw[i * row_bytes..(i + 1) * row_bytes];
-                memory
-                    .write(at, bytes_of_row, None, &what)
-                    .map_err(in_row)?;
-                bytes += bytes_of_row.len() as u64;
-            }
-        }
-        Ok(bytes)
+    pub fn initialize(&mut self, host: &[Vec<f32>]) -> Result<u64, Fault> {
+        let Device { tiles, package, .. } = self;
+        stream_in(tiles, &package.host.initialize, host, &package.graph)
     }
 
     /// Host reads: every value `run_outputs` names, by value id, from the tiles that hold it after the
     /// last superstep (NaN where no transfer reads), widened to f32.
-    pub(super) fn stream_out(
-        &self,
-        package: &Package,
-    ) -> Result<BTreeMap<ValueId, Vec<f32>>, Fault> {
-        let graph = &package.graph;
+    pub(super) fn stream_out(&self) -> Result<BTreeMap<ValueId, Vec<f32>>, Fault> {
+        let graph = &self.package.graph;
         let mut out: BTreeMap<ValueId, Vec<f32>> = BTreeMap::new();
         let step = self.supersteps();
-        for t in &package.host.run_outputs {
-            let (tile, v) = self.transfer(t, graph, step, "host read")?;
+        for t in &self.package.host.run_outputs {
+            let (tile, v) = transfer(self.tiles.len(), t, graph, step, "host read")?;
             if !v.dtype.held_as_f16() {
                 return Err(fault(
                     tile,
@@ -202,28 +149,91 @@ impl Device {
         }
         Ok(out)
     }
+}
 
-    /// The tile and value a host transfer names, as an index and a value; a fault naming the
-    /// transfer when either does not exist (a package loaded checks them; this is the device's own
-    /// guard).
-    fn transfer<'g>(
-        &self,
-        t: &HostTransfer,
-        graph: &'g Graph,
-        step: usize,
-        what: &str,
-    ) -> Result<(usize, &'g Value), Fault> {
-        let tile = t.tile.index();
-        match graph.values.get(t.value.index()) {
-            Some(v) if tile < self.tiles.len() => Ok((tile, v)),
-            _ => Err(fault(
-                tile.min(self.tiles.len().saturating_sub(1)),
-                step,
+/// The tile and value a host transfer names, as an index and a value; a fault naming the transfer
+/// when either does not exist among `tiles` tiles (a package loaded checks them; this is the device's
+/// own guard).
+fn transfer<'g>(
+    tiles: usize,
+    t: &HostTransfer,
+    graph: &'g Graph,
+    step: usize,
+    what: &str,
+) -> Result<(usize, &'g Value), Fault> {
+    let tile = t.tile.index();
+    match graph.values.get(t.value.index()) {
+        Some(v) if tile < tiles => Ok((tile, v)),
+        _ => Err(fault(
+            tile.min(tiles.saturating_sub(1)),
+            step,
+            0,
+            format!("{what} of {} to {}: no such value or tile", t.value, t.tile),
+        )),
+    }
+}
+
+/// Host writes: copies rectangles of host values into the memories of `tiles`.
+pub(super) fn stream_in(
+    tiles: &mut [super::Tile],
+    transfers: &[HostTransfer],
+    host: &[Vec<f32>],
+    graph: &Graph,
+) -> Result<u64, Fault> {
+    let mut bytes = 0;
+    // Each rectangle as stored bytes, made once for every tile it goes to (a resident weight
+    // panel goes to every row block's tiles) and let go after the last of them.
+    let mut uses: HashMap<(ValueId, Rect, bool), usize> = HashMap::new();
+    for t in transfers {
+        *uses.entry((t.value, t.rect, t.transposed)).or_default() += 1;
+    }
+    let mut stored: HashMap<(ValueId, Rect, bool), Vec<u8>> = HashMap::new();
+    for t in transfers {
+        let key = (t.value, t.rect, t.transposed);
+        let (tile, v) = transfer(tiles.len(), t, graph, 0, "host write")?;
+        let data = host.get(t.value.index()).map_or(&[][..], Vec::as_slice);
+        let what = format!("host write of {}", v.name);
+        if !v.dtype.held_as_f16() || data.len() as u64 != v.elements() {
+            return Err(fault(
+                tile,
                 0,
-                format!("{what} of {} to {}: no such value or tile", t.value, t.tile),
-            )),
+                0,
+                format!(
+                    "{what} ({}, {} elements): the host holds {} elements for it, and streams \
+                     f16 values (and booleans as f16) only",
+                    v.dtype,
+                    v.elements(),
+                    data.len()
+                ),
+            ));
+        }
+        let raw =
+            match stored.entry(key) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(stored_halves(t, v, data).ok_or_else(|| {
+                    fault(tile, 0, 0, format!("{what}: elements beyond the value"))
+                })?),
+            };
+        let memory = &mut tiles[tile].memory;
+        let r = t.rect;
+        let row_bytes = 2 * if t.transposed { r.rows() } else { r.cols() } as usize;
+        for (i, row) in t.stored_rows(v.cols).enumerate() {
+            let in_row = |m: String| fault(tile, 0, 0, format!("{m} (stored row {i})"));
+            let at = row_address(t, i, row.address, &what).map_err(in_row)?;
+            let bytes_of_row = &raw[i * row_bytes..(i + 1) * row_bytes];
+            memory
+                .write(at, bytes_of_row, None, &what)
+                .map_err(in_row)?;
+            bytes += bytes_of_row.len() as u64;
+        }
+        if let Some(n) = uses.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                stored.remove(&key);
+            }
         }
     }
+    Ok(bytes)
 }
 
 /// The bytes of transfer `t`'s rectangle of `v` (whose data is `data`, row-major) as the tile stores

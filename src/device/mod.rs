@@ -74,9 +74,12 @@ impl Tile {
     }
 }
 
+/// A device loaded with a package: it holds the package it runs, and each tile's code image in that
+/// tile's memory only (moved there from the package, whose `TileImage::code` is left empty).
 pub struct Device {
     target: Target,
     tiles: Vec<Tile>,
+    package: Package,
 }
 
 fn fault(tile: usize, step: usize, cycle: u64, message: String) -> Fault {
@@ -89,8 +92,8 @@ fn fault(tile: usize, step: usize, cycle: u64, message: String) -> Fault {
 }
 
 impl Device {
-    /// Loads the application: code images into tile memories, programs decoded from there.
-    pub fn load(package: &Package) -> Result<Device, Fault> {
+    /// Loads the application: code images moved into tile memories, programs decoded from there.
+    pub fn load(mut package: Package) -> Result<Device, Fault> {
         let target = package.target.clone();
         // Every rate the timing divides by is at least one, and an access fits a tile's address.
         let rates = [
@@ -119,7 +122,7 @@ impl Device {
                 format!("package names an impossible target: {target:?}"),
             ));
         }
-        host::validate_host(package)?;
+        host::validate_host(&package)?;
         if package.tiles.len() != target.tiles as usize {
             return Err(fault(
                 0,
@@ -134,7 +137,7 @@ impl Device {
         }
         let tiles: Vec<Tile> = package
             .tiles
-            .par_iter()
+            .par_iter_mut()
             .enumerate()
             .map(|(t, image)| {
                 let code_bytes = u32::try_from(image.code.len()).map_err(|_| {
@@ -149,7 +152,12 @@ impl Device {
                 let mut memory = TileMemory::new(&target, image.buffers.clone())
                     .map_err(|m| fault(t, 0, 0, m))?;
                 memory
-                    .write(image.code_address, &image.code, None, "code image")
+                    .write(
+                        image.code_address,
+                        &std::mem::take(&mut image.code),
+                        None,
+                        "code image",
+                    )
                     .map_err(|m| fault(t, 0, 0, m))?;
                 let code = memory
                     .read(image.code_address, code_bytes, "code")
@@ -182,7 +190,21 @@ impl Device {
                 format!("{} supersteps where tile0 has {n}", tiles[t].steps.len()),
             ));
         }
-        Ok(Device { target, tiles })
+        Ok(Device {
+            target,
+            tiles,
+            package,
+        })
+    }
+
+    /// The package loaded, but for its code images, which live in the tiles' memories.
+    pub fn package(&self) -> &Package {
+        &self.package
+    }
+
+    /// Lets the device go: the package it was loaded with, without its code images.
+    pub fn into_package(self) -> Package {
+        self.package
     }
 
     pub fn supersteps(&self) -> usize {
@@ -207,11 +229,11 @@ impl Device {
     /// value id, as f32.
     pub fn run(
         &mut self,
-        package: &Package,
         host: &[Vec<f32>],
         progress: &dyn Progress,
     ) -> Result<(Execution, BTreeMap<ValueId, Vec<f32>>), Fault> {
-        let input_bytes = self.stream_in(&package.host.run_inputs, host, &package.graph)?;
+        let Device { tiles, package, .. } = self;
+        let input_bytes = host::stream_in(tiles, &package.host.run_inputs, host, &package.graph)?;
         let mut steps = Vec::new();
         progress.start("supersteps", self.supersteps() as u64);
         for s in 0..self.supersteps() {
@@ -222,6 +244,7 @@ impl Device {
             } else {
                 self.compute(s, &program)?
             };
+            let package = &self.package;
             let estimate = package.steps.get(s).cloned().unwrap_or_default();
             let cycles = u64::from(busy.iter().copied().max().unwrap_or(0));
             steps.push(StepProfile {
@@ -237,9 +260,9 @@ impl Device {
             progress.advance(1);
         }
         progress.finish();
-        let output = self.stream_out(package)?;
+        let output = self.stream_out()?;
         let output_bytes = output.values().map(|o| o.len() as u64 * 2).sum();
-        let execution = self.profile(package, steps, input_bytes, output_bytes)?;
+        let execution = self.profile(steps, input_bytes, output_bytes)?;
         Ok((execution, output))
     }
 }

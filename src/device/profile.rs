@@ -9,7 +9,6 @@
 //! name any sync cost) is a [`Fault`], never a wrap.
 
 use super::{Device, Fault, fault};
-use crate::ir::Package;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -57,15 +56,15 @@ pub struct Execution {
 }
 
 impl Device {
-    /// The profile of a run of `package` whose supersteps measured `steps`, with the bytes its
+    /// The profile of a run of the package whose supersteps measured `steps`, with the bytes its
     /// streams moved in and out (the weights' bytes are those `initialize` streams).
     pub(super) fn profile(
         &self,
-        package: &Package,
         steps: Vec<StepProfile>,
         input_bytes: u64,
         output_bytes: u64,
     ) -> Result<Execution, Fault> {
+        let package = &self.package;
         let weight_bytes = package
             .host
             .initialize

@@ -407,11 +407,9 @@ fn the_run_figures_follow_from_the_profile() {
     let (_, package): (_, Package) =
         read_ipuexe(&std::fs::read(path).expect("read")).expect("ipuexe");
     let host = host_data(&package.graph, 7);
-    let mut device = Device::load(&package).expect("load");
-    device.initialize(&package, &host).expect("initialize");
-    let (mut execution, output) = device
-        .run(&package, &host, &crate::progress::Silent)
-        .expect("run");
+    let mut device = Device::load(package.clone()).expect("load");
+    device.initialize(&host).expect("initialize");
+    let (mut execution, output) = device.run(&host, &crate::progress::Silent).expect("run");
     let out = package
         .graph
         .values

@@ -10,13 +10,15 @@
 //! alone moves the result by; the tolerance builds on it ([`super::tolerance`]). Host operations are
 //! evaluated alike in both, their f16 results rounded in `rounded`. Element-wise operations (a select
 //! and the comparisons among them) broadcast each operand over the output as the device does.
+//! Both keep the graph's outputs only: an intermediate is held until its last reader has run, so the
+//! reference's memory is the largest live set of activations, not the model's.
 
 use super::{
     binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_slice, round_to, saturate,
     select, softmax_row_f64, unary_f64,
 };
 use crate::ids::ValueId;
-use crate::ir::{AttentionShape, DType, Graph, OpKind};
+use crate::ir::{AttentionShape, DType, Graph, OpKind, ValueRole};
 use crate::progress::Progress;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -24,9 +26,9 @@ use std::collections::BTreeMap;
 /// What the float64 host reference computed.
 #[derive(Clone, Debug, Default)]
 pub struct Reference {
-    /// Every computed value's data in exact (float64) arithmetic, indexed by value id (empty for the
-    /// host's inputs and weights, which are widened from its data only while an operation reads them,
-    /// and for values never computed).
+    /// Every output's data (a value of role `Output`) in exact (float64) arithmetic, indexed by value
+    /// id; empty for every other value. An intermediate is held only until its last reader has run,
+    /// and the host's inputs and weights are widened from its data only while an operation reads them.
     pub data: Vec<Vec<f64>>,
     /// The same with the device's storage precision modelled (module docs).
     pub rounded: Vec<Vec<f64>>,
@@ -117,9 +119,19 @@ fn evaluate(
     progress: &dyn Progress,
 ) -> Vec<Vec<f64>> {
     // Computed values only: an operation's operand the host holds (an input, a weight) is widened
-    // for that operation alone, so the weights are never held twice over in float64.
+    // for that operation alone, so the weights are never held twice over in float64; a computed
+    // value other than an output is let go once its last reader has run.
     let mut data: Vec<Vec<f64>> = vec![Vec::new(); graph.values.len()];
-    for op in &graph.ops {
+    let mut last_reader = vec![None; graph.values.len()];
+    for (i, op) in graph.ops.iter().enumerate() {
+        for id in op.kind.inputs() {
+            last_reader[id.index()] = Some(i);
+        }
+    }
+    let kept = |id: ValueId, i: usize| {
+        graph.value(id).role == ValueRole::Output || last_reader[id.index()] > Some(i)
+    };
+    for (i, op) in graph.ops.iter().enumerate() {
         let out = graph.value(op.out);
         let n = out.cols as usize;
         let held = |id: ValueId| -> Vec<f64> {
@@ -308,6 +320,11 @@ fn evaluate(
             .into_iter()
             .map(|x| store(precision, out.dtype, x))
             .collect();
+        for id in op.kind.inputs().into_iter().chain([op.out]) {
+            if !kept(id, i) {
+                data[id.index()] = Vec::new();
+            }
+        }
     }
     data
 }

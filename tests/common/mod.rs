@@ -155,9 +155,9 @@ pub fn run_in_process(workload: &str, id: &str, seed: u64) -> InProcess {
     let bytes = std::fs::read(sb.stages().join(id).join("model.ipuexe")).unwrap();
     let (_, package) = read_ipuexe(&bytes).unwrap();
     let host = host_data(&package.graph, seed);
-    let mut device = Device::load(&package).unwrap();
-    device.initialize(&package, &host).unwrap();
-    let (_, mut outputs) = device.run(&package, &host, &Silent).unwrap();
+    let mut device = Device::load(package.clone()).unwrap();
+    device.initialize(&host).unwrap();
+    let (_, mut outputs) = device.run(&host, &Silent).unwrap();
     let out = (package.graph.values.iter())
         .find(|v| v.role == ValueRole::Output)
         .unwrap()
