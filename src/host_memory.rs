@@ -5,10 +5,20 @@
 
 /// The most bytes this process has held resident since it started or since [`reset_peak`].
 pub fn peak_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// The bytes this process holds resident now.
+pub fn resident_bytes() -> Option<u64> {
+    status_bytes("VmRSS:")
+}
+
+/// A figure of `/proc/self/status` given in kB (`VmHWM:  1234 kB`), in bytes.
+fn status_bytes(key: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
     let kib: u64 = line
-        .trim_start_matches("VmHWM:")
+        .trim_start_matches(key)
         .trim()
         .trim_end_matches("kB")
         .trim()
@@ -22,18 +32,24 @@ pub fn reset_peak() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
-/// Hands the pages of freed heap blocks back to the system (glibc's `malloc_trim`). glibc keeps a
-/// freed block under its mapping threshold (which it raises up to 32 MiB as large blocks are freed)
-/// in its heap, resident; after a device load has moved a package's code images into tile memory,
-/// that is some 150 MiB at BERT-base's size (`run`'s `hostPeakMiB`: about 1,300 against 1,465).
-/// Elsewhere it does nothing.
+/// Hands the pages of freed heap blocks back to the system (glibc's `malloc_trim`) once the process
+/// holds [`RELEASE_ABOVE`] or more. glibc keeps a freed block under its mapping threshold (which it
+/// raises, up to 32 MiB, as large blocks are freed) in its heap, resident; so a build's peak would be
+/// the sum of its phases' working sets, and a device run would keep the code images it moved into
+/// tile memory. Below the mark it does nothing, since giving pages back and faulting them in again
+/// costs a small build more than it saves. Elsewhere than glibc it does nothing.
 pub fn release_freed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: a documented glibc call taking no pointers; it takes the allocator's own locks.
-    unsafe {
-        libc::malloc_trim(0);
+    if resident_bytes().is_some_and(|b| b >= RELEASE_ABOVE) {
+        // SAFETY: a documented glibc call taking no pointers; it takes the allocator's own locks.
+        unsafe {
+            libc::malloc_trim(0);
+        }
     }
 }
+
+/// The resident bytes above which [`release_freed`] gives freed pages back: 512 MiB.
+pub const RELEASE_ABOVE: u64 = 512 << 20;
 
 /// Bytes as mebibytes, to one decimal: the figure `run` and `bench build` print.
 pub fn mebibytes(bytes: u64) -> String {

@@ -80,7 +80,8 @@ pub fn encode_instr(out: &mut Vec<u8>, instr: &Instr) {
             out.push(if r.wide { RECEIVE_WIDE } else { RECEIVE });
             receive(out, r);
         }
-        Instr::SendReceive(s, r) => {
+        Instr::SendReceive(pair) => {
+            let (s, r) = &**pair;
             out.push(SEND_RECEIVE);
             out.push(u8::from(s.wide) | u8::from(r.wide) << 1);
             send(out, s);
@@ -141,7 +142,8 @@ pub fn decode_instr(bytes: &[u8], at: usize) -> Result<(Instr, usize), DecodeErr
                     what: format!("width byte {widths} of a send-receive (0 to 3)"),
                 });
             }
-            Instr::SendReceive(r.send(widths & 1 != 0)?, r.receive(widths & 2 != 0)?)
+            let pair = (r.send(widths & 1 != 0)?, r.receive(widths & 2 != 0)?);
+            Instr::SendReceive(Box::new(pair))
         }
         DELAY => Instr::Delay {
             cycles: r.varint()?,
@@ -325,8 +327,8 @@ mod tests {
                 },
                 Instr::Delay { cycles: 70_000 },
                 Instr::Send(send),
-                Instr::SendReceive(send, receive),
-                Instr::SendReceive(
+                Instr::SendReceive(Box::new((send, receive))),
+                Instr::SendReceive(Box::new((
                     Send {
                         wide: false,
                         ..send
@@ -335,7 +337,7 @@ mod tests {
                         wide: true,
                         ..receive
                     },
-                ),
+                ))),
                 Instr::Delay { cycles: 0 },
                 Instr::Receive(receive),
                 Instr::Sync,

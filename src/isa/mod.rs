@@ -115,13 +115,17 @@ pub enum Instr {
     /// A send and a mux switch issued as one instruction, in one slot (an exchange instruction may
     /// carry both the send and the switch-control function): what a tile does when its schedule
     /// starts a send and switches its mux in one cycle.
-    SendReceive(Send, Receive),
+    /// Boxed, as the rarest kind, so that an instruction takes 32 bytes.
+    SendReceive(Box<(Send, Receive)>),
     /// Idles `cycles` cycles after its own issue slot (`delay 0` is a nop): the padding between
     /// exchange instructions that makes each issue at its compiled cycle.
     Delay { cycles: u32 },
     /// Ends a superstep: wait for every tile.
     Sync,
 }
+
+// An instruction is 32 bytes: a large program holds tens of millions of them.
+const _: () = assert!(std::mem::size_of::<Instr>() <= 32);
 
 /// The stable text form of a run: `offset+bytes`, or `offset+countxbytes/stride`.
 fn run_text(r: &Run) -> String {
@@ -172,7 +176,7 @@ impl std::fmt::Display for Instr {
             Instr::Exchange { phase } => write!(f, "exchange {phase}"),
             Instr::Send(s) => write!(f, "  {s}"),
             Instr::Receive(r) => write!(f, "  {r}"),
-            Instr::SendReceive(s, r) => write!(f, "  {s} | {r}"),
+            Instr::SendReceive(pair) => write!(f, "  {} | {}", pair.0, pair.1),
             Instr::Delay { cycles } => write!(f, "  delay {cycles}"),
             Instr::Sync => write!(f, "sync"),
         }

@@ -57,7 +57,7 @@ struct Event {
 impl Event {
     fn instr(&self) -> Option<Instr> {
         match (self.send, self.receive) {
-            (Some((s, _)), Some(r)) => Some(Instr::SendReceive(s, r)),
+            (Some((s, _)), Some(r)) => Some(Instr::SendReceive(Box::new((s, r)))),
             (Some((s, _)), None) => Some(Instr::Send(s)),
             (None, Some(r)) => Some(Instr::Receive(r)),
             (None, None) => None,

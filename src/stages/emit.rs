@@ -272,7 +272,8 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
                 exchange(&mut v, r, Some(&r.run));
                 receives.push(receive_key(r));
             }
-            Instr::SendReceive(s, r) => {
+            Instr::SendReceive(pair) => {
+                let (s, r) = &**pair;
                 exchange(&mut v, s, Some(&s.run));
                 exchange(&mut v, r, Some(&r.run));
                 sends.push(send_key(s));

@@ -94,7 +94,8 @@ pub(super) fn timeline(
                 line.switches.push(armed(r, free));
                 free += issue;
             }
-            Instr::SendReceive(s, r) => {
+            Instr::SendReceive(pair) => {
+                let (s, r) = &**pair;
                 let at = free.max(port);
                 line.sends.push(send(s, at));
                 line.switches.push(armed(r, at));
@@ -200,7 +201,7 @@ mod tests {
         // A send with a switch issues both in one slot, once the port is free.
         let merged = [
             Instr::Send(send(32)),
-            Instr::SendReceive(send(4), receive(2)),
+            Instr::SendReceive(Box::new((send(4), receive(2)))),
         ];
         assert_eq!(issues(&merged), (vec![0, 8], vec![8], 9));
     }
