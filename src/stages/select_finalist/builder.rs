@@ -20,8 +20,8 @@ use crate::ir::{
     value_orders,
 };
 use crate::target::Target;
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 /// Transfers of a phase being built: (source buffer, rectangle, destination) triples, grouped into
@@ -323,7 +323,8 @@ impl Builder<'_> {
         let id = ExchangeId::from_index(self.exchanges.len());
         // The sends grouped by (source buffer, rectangle), the groups in that order and each group's
         // destinations by (tile, buffer): grouping first leaves far fewer, shorter lists to sort.
-        let mut index: HashMap<(BufferId, Rect), usize> = HashMap::new();
+        // Keys are small integers: a multiplicative hash is enough, and far cheaper than SipHash.
+        let mut index: FxHashMap<(BufferId, Rect), usize> = FxHashMap::default();
         let mut grouped: Vec<((BufferId, Rect), Vec<Destination>)> = Vec::new();
         for (h, rect, d) in groups.0 {
             match index.entry((h, rect)) {
