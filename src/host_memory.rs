@@ -1,7 +1,8 @@
-//! The host process's peak resident memory, as Linux reports it: `VmHWM` in `/proc/self/status`,
-//! reset by writing `5` to `/proc/self/clear_refs` (proc(5)). Elsewhere, or where `/proc` cannot be
-//! read, there is no figure: callers print none rather than a guess. [`release_freed`] gives freed
-//! heap pages back.
+//! The host process's resident memory, as Linux reports it in `/proc/self/status`: its peak (`VmHWM`,
+//! reset by writing `5` to `/proc/self/clear_refs`, proc(5)), which `run` and `bench build` print,
+//! and its current figure (`VmRSS`). Elsewhere, or where `/proc` cannot be read, there is no figure:
+//! callers print none rather than a guess. [`release_freed`] gives freed heap pages back, with glibc
+//! only and only once the process holds 512 MiB.
 
 /// The most bytes this process has held resident since it started or since [`reset_peak`].
 pub fn peak_bytes() -> Option<u64> {
@@ -34,9 +35,9 @@ pub fn reset_peak() -> bool {
 
 /// Hands the pages of freed heap blocks back to the system (glibc's `malloc_trim`) once the process
 /// holds [`RELEASE_ABOVE`] or more. glibc keeps a freed block under its mapping threshold (which it
-/// raises, up to 32 MiB, as large blocks are freed) in its heap, resident; so a build's peak would be
-/// the sum of its phases' working sets, and a device run would keep the code images it moved into
-/// tile memory. Below the mark it does nothing, since giving pages back and faulting them in again
+/// raises, up to 32 MiB, as large blocks are freed) in its heap, resident; so pages an earlier phase of a build freed
+/// would stay resident under the later ones, and a device run would keep the code images it moved
+/// into tile memory. Below the mark it does nothing, since giving pages back and faulting them in again
 /// costs a small build more than it saves. Elsewhere than glibc it does nothing.
 pub fn release_freed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

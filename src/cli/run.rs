@@ -304,8 +304,9 @@ pub struct Ran {
 }
 
 /// Loads `package` on the device, streams the host's weights (`initialize`) and inputs (`run`) and
-/// executes every superstep: the run's profile, naming the package by `body_hash`, and the outputs
-/// the device streamed back; or the fault the device refused it with.
+/// executes every superstep: the run's profile, naming the package by `body_hash`, the outputs the
+/// device streamed back and the package without its code images ([`Ran`]); or the fault the device
+/// refused it with.
 pub fn execute(
     package: Package,
     body_hash: &ContentHash,

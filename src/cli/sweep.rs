@@ -485,7 +485,7 @@ fn measure(
 ) -> Result<()> {
     let package = &loaded.package;
     let mut host = run::host_data(&package.graph, point.seed, bindings)?;
-    // The device takes a copy: the package runs again at the next point of its build.
+    // The device takes a copy: the package runs at its build's other points too.
     let ran = run::execute(package.clone(), &loaded.body_hash, &host, &Silent);
     let (execution, streamed) = match ran {
         Ok(ran) => (ran.execution, ran.streamed),

@@ -452,8 +452,8 @@ impl Build<'_> {
                         .run_phase(phase, &outputs, &decoded, configs, writer)
                         .map_err(|error| self.unplaced(phase, error, &outputs, &decoded))?;
                     attempt.ran.push(phase);
-                    // What the phase let go goes back to the system, not only to the allocator:
-                    // a build's peak is then its largest phase, not their sum.
+                    // What the phase let go goes back to the system, not only to the allocator, so
+                    // it does not stay resident under the phases after it.
                     crate::host_memory::release_freed();
                     let output = object.hash();
                     writer.push(Write::Object(object.clone()));

@@ -115,7 +115,7 @@ pub enum Instr {
     /// A send and a mux switch issued as one instruction, in one slot (an exchange instruction may
     /// carry both the send and the switch-control function): what a tile does when its schedule
     /// starts a send and switches its mux in one cycle.
-    /// Boxed, as the rarest kind, so that an instruction takes 32 bytes.
+    /// Boxed, as a rare kind, so that an instruction takes 32 bytes.
     SendReceive(Box<(Send, Receive)>),
     /// Idles `cycles` cycles after its own issue slot (`delay 0` is a nop): the padding between
     /// exchange instructions that makes each issue at its compiled cycle.

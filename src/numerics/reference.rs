@@ -11,7 +11,8 @@
 //! evaluated alike in both, their f16 results rounded in `rounded`. Element-wise operations (a select
 //! and the comparisons among them) broadcast each operand over the output as the device does.
 //! Both keep the graph's outputs only: an intermediate is held until its last reader has run, so the
-//! reference's memory is the largest live set of activations, not the model's.
+//! reference holds its outputs and, twice over (the two evaluations run side by side), the
+//! activations live at once, not every activation of the model.
 
 use super::{
     binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_slice, round_to, saturate,
@@ -109,7 +110,8 @@ fn store(precision: Option<DType>, dtype: DType, x: f64) -> f64 {
     }
 }
 
-/// Every value's data; `precision` is the partials' type when the device's precision is modelled.
+/// The graph's outputs' data (every other value empty once its last reader has run); `precision` is
+/// the partials' type when the device's precision is modelled.
 /// Each row of a result is reported to `progress` as it is done (a matmul's and an attention's one by
 /// one, the others' when the whole result is).
 fn evaluate(
