@@ -5,10 +5,11 @@
 //! whole program: buffers on tiles with their lifetimes, supersteps (per operator an exchange phase then
 //! a compute set, and a second pair when a matmul's depth or an attention's keys are split over tiles),
 //! the exchange phases as transfer lists and the host streams; then costs it with the more exact model
-//! (per-tile exchange load of the actual transfers, compute per tile) and keeps the cheapest of those
+//! (per-tile exchange load of the actual transfers, compute per tile) and chooses the cheapest of those
 //! whose live buffers fit every tile at every step beside the code reserve (one that does not is
 //! passed over with a log line), and besides those the config passes over: a finalist under a
-//! mapping whose storage `place_storage` could not place in an earlier try of the build.
+//! mapping whose storage `place_storage` could not place in an earlier try of the build. Each
+//! program is let go once costed; the chosen one is built again.
 //!
 //! Storage layout: every buffer holds a rectangle of one value, row-major or transposed, every stored row
 //! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities, partials and a flash state
@@ -147,7 +148,9 @@ pub fn select_finalist(
 
 /// The choice among the finalists: every finalist's program under every mapping, the one with the
 /// least modelled cycles kept (the first among equals, in finalist then mapping order). The programs
-/// are built in parallel; the choice is a total order, so it does not depend on which finishes first.
+/// are built in parallel, each let go once costed (a large model's program takes hundreds of MB), and
+/// the chosen one built again; the choice is a total order, so it does not depend on which finishes
+/// first.
 fn cheapest(
     graph: &Graph,
     mid: &Mid,
@@ -164,7 +167,7 @@ fn cheapest(
     if candidates.is_empty() && !passed_over.is_empty() {
         return Err(SelectFinalistError::AllPassedOver);
     }
-    candidates
+    let (_, f, mapping) = candidates
         .into_par_iter()
         .map(|(order, f, mapping)| {
             let plan = &mid.finalists[f as usize];
@@ -178,7 +181,7 @@ fn cheapest(
                 "modelled operator-plan finalist"
             );
             match overflow(&s.buffers, s.steps.len(), target) {
-                None => Ok((order, s)),
+                None => Ok(((s.estimate.cycles, order), f, mapping)),
                 Some((tile, step, live, holds)) => {
                     let why = format!(
                         "finalist {f} ({}): {tile} has {live} bytes live at step{step}, {holds} fit",
@@ -190,13 +193,14 @@ fn cheapest(
             }
         })
         .reduce_with(|a, b| match (a, b) {
-            (Ok(a), Ok(b)) if (b.1.estimate.cycles, b.0) < (a.1.estimate.cycles, a.0) => Ok(b),
+            (Ok(a), Ok(b)) if b.0 < a.0 => Ok(b),
             (Ok(a), _) => Ok(a),
             (Err(_), Ok(b)) => Ok(b),
             // The first finalist's reason, whichever finishes first.
             (Err(a), Err(b)) => Err(a.min(b)),
         })
         .ok_or(SelectFinalistError::NoFinalist)?
-        .map(|(_, s)| s)
-        .map_err(|(_, why)| SelectFinalistError::NoneFits(why))
+        .map_err(|(_, why)| SelectFinalistError::NoneFits(why))?;
+    let plan = &mid.finalists[f as usize];
+    Ok(build(graph, mid, &plan.partitions, f, mapping, target))
 }
