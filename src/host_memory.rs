@@ -35,10 +35,11 @@ pub fn reset_peak() -> bool {
 
 /// Hands the pages of freed heap blocks back to the system (glibc's `malloc_trim`) once the process
 /// holds [`RELEASE_ABOVE`] or more. glibc keeps a freed block under its mapping threshold (which it
-/// raises, up to 32 MiB, as large blocks are freed) in its heap, resident; so pages an earlier phase of a build freed
-/// would stay resident under the later ones, and a device run would keep the code images it moved
-/// into tile memory. Below the mark it does nothing, since giving pages back and faulting them in again
-/// costs a small build more than it saves. Elsewhere than glibc it does nothing.
+/// raises, up to 32 MiB, as large blocks are freed) in its heap, resident; so pages an earlier phase
+/// of a build freed would stay resident under the later ones, and a device run would keep the code
+/// images it moved into tile memory. Below the mark it does nothing, since giving pages back and
+/// faulting them in again costs a small build more than it saves. Elsewhere than glibc it does
+/// nothing.
 pub fn release_freed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if resident_bytes().is_some_and(|b| b >= RELEASE_ABOVE) {

@@ -19,7 +19,6 @@ use crate::numerics;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 /// The seeded host data of every input and weight value of a graph (empty for the others). An integer
@@ -173,6 +172,9 @@ fn transfer<'g>(
     }
 }
 
+/// A rectangle a host stream writes: the transfers still to write it, and its stored bytes once made.
+type Stored = (usize, Option<Vec<u8>>);
+
 /// Host writes: copies rectangles of host values into the memories of `tiles`.
 pub(super) fn stream_in(
     tiles: &mut [super::Tile],
@@ -183,11 +185,10 @@ pub(super) fn stream_in(
     let mut bytes = 0;
     // Each rectangle as stored bytes, made once for every tile it goes to (a resident weight
     // panel goes to every row block's tiles) and let go after the last of them.
-    let mut uses: HashMap<(ValueId, Rect, bool), usize> = HashMap::new();
+    let mut stored: HashMap<(ValueId, Rect, bool), Stored> = HashMap::new();
     for t in transfers {
-        *uses.entry((t.value, t.rect, t.transposed)).or_default() += 1;
+        stored.entry((t.value, t.rect, t.transposed)).or_default().0 += 1;
     }
-    let mut stored: HashMap<(ValueId, Rect, bool), Vec<u8>> = HashMap::new();
     for t in transfers {
         let key = (t.value, t.rect, t.transposed);
         let (tile, v) = transfer(tiles.len(), t, graph, 0, "host write")?;
@@ -207,10 +208,11 @@ pub(super) fn stream_in(
                 ),
             ));
         }
+        let (left, made) = stored.entry(key).or_default();
         let raw =
-            match stored.entry(key) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => e.insert(stored_halves(t, v, data).ok_or_else(|| {
+            match made {
+                Some(raw) => raw,
+                None => made.insert(stored_halves(t, v, data).ok_or_else(|| {
                     fault(tile, 0, 0, format!("{what}: elements beyond the value"))
                 })?),
             };
@@ -226,11 +228,9 @@ pub(super) fn stream_in(
                 .map_err(in_row)?;
             bytes += bytes_of_row.len() as u64;
         }
-        if let Some(n) = uses.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                stored.remove(&key);
-            }
+        *left = left.saturating_sub(1);
+        if *left == 0 {
+            stored.remove(&key);
         }
     }
     Ok(bytes)

@@ -476,7 +476,8 @@ pub(super) fn attention_estimate(
         interleaved_bytes: d * bq.next_multiple_of(8) * 2
             + sub * bq.next_multiple_of(8) * 2
             + scores(sub)
-            + if accumulated(true) || bk > sub {
+            // The weighted values: none for a tile of one sub-block the AMP writes into the state.
+            + if !a.partials_are_accumulator() || bk > sub {
                 scores(d)
             } else {
                 0
