@@ -15,7 +15,7 @@ pub use exchange::{BoundTransfer, Unplaceable, exchange_programs};
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Operand, Selected, Step};
 use crate::isa::encoding::{encode_instr, header_bytes};
-use crate::isa::{Instr, PLACEHOLDER_ADDRESS, Placed, Run, TileProgram};
+use crate::isa::{EncodedProgram, Instr, PLACEHOLDER_ADDRESS, Placed, Run};
 use crate::target::Target;
 use rayon::prelude::*;
 
@@ -176,39 +176,46 @@ pub fn code_bytes(
 /// Supersteps [`tile_programs`] lowers at once.
 const STEPS_AT_ONCE: usize = 16;
 
-/// Every tile's program, with buffer addresses from `address`.
+/// Every tile's program, with buffer addresses from `address`, encoded as it is lowered.
 pub fn tile_programs(
     sel: &Selected,
     storage: &ExchangeStorage,
     exchanges: &Exchanges,
     target: &Target,
     address: &(dyn Fn(BufferId) -> u32 + Sync),
-) -> Result<Vec<TileProgram>, LoweringError> {
+) -> Result<Vec<EncodedProgram>, LoweringError> {
     check_belongs(sel, storage, exchanges)?;
     // Each superstep's instructions by tile, lowered in parallel a chunk of steps at a time, then
-    // appended in step order: only one chunk's instructions are held beside the programs.
-    let mut instrs: Vec<Vec<Instr>> = vec![Vec::new(); target.tiles as usize];
+    // encoded onto the programs in step order, the tiles in parallel: only one chunk's instructions
+    // are held decoded.
+    let mut programs: Vec<EncodedProgram> = (0..target.tiles as usize)
+        .map(|t| EncodedProgram::start(TileId::from_index(t)))
+        .collect();
     for chunk in sel.steps.chunks(STEPS_AT_ONCE) {
         let steps: Vec<Vec<(TileId, Vec<Instr>)>> = (chunk.par_iter())
             .map(|step| step_instrs(sel, storage, exchanges, target, step, address))
             .collect::<Vec<Result<_, Unplaceable>>>()
             .into_iter()
             .collect::<Result<_, _>>()?;
-        for step in steps {
+        // Per tile, its instructions of each step of the chunk, in step order.
+        let mut by_tile: Vec<Vec<(usize, &[Instr])>> = vec![Vec::new(); programs.len()];
+        for (s, step) in steps.iter().enumerate() {
             for (tile, list) in step {
-                instrs[tile.index()].extend(list);
-            }
-            for program in &mut instrs {
-                program.push(Instr::Sync);
+                by_tile[tile.index()].push((s, list));
             }
         }
+        programs
+            .par_iter_mut()
+            .zip(by_tile)
+            .for_each(|(program, lists)| {
+                let mut lists = lists.into_iter().peekable();
+                for s in 0..steps.len() {
+                    while let Some((_, list)) = lists.next_if(|&(at, _)| at == s) {
+                        list.iter().for_each(|i| program.push(i));
+                    }
+                    program.push(&Instr::Sync);
+                }
+            });
     }
-    Ok(instrs
-        .into_iter()
-        .enumerate()
-        .map(|(t, instrs)| TileProgram {
-            tile: TileId::from_index(t),
-            instrs,
-        })
-        .collect())
+    Ok(programs)
 }

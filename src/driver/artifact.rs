@@ -1,10 +1,10 @@
 //! Artifacts with their type erased, as the phase table passes them.
 //!
-//! Contract: a build decodes each artifact from the store at most once ([`Decoded`]) and hands back
-//! the type asked for; the phase table's `PhaseArtifacts` decides which of them a phase may see. A
-//! phase's result leaves its adapter as an [`Output`]: its store bytes (header first), its value, and
-//! the entries it adds to the store beside its output (`lower_exchanges`' schedules), which the
-//! driver's writer stores with it.
+//! Contract: a build decodes each artifact from the store at most once ([`Decoded`]), hands back the
+//! type asked for, and lets it go once no phase left to run reads it; the phase table's
+//! `PhaseArtifacts` decides which of them a phase may see. A phase's result leaves its adapter as an
+//! [`Output`]: its store bytes (header first), its value, and the entries it adds to the store beside
+//! its output (`lower_exchanges`' schedules), which the driver's writer stores with it.
 
 use super::BuildError;
 use crate::store::{self, Artifact, ArtifactKind, ContentHash, Expect, Object, Store};
@@ -63,6 +63,11 @@ pub struct Decoded(RefCell<BTreeMap<ContentHash, Rc<dyn Any>>>);
 impl Decoded {
     pub fn insert(&self, hash: ContentHash, value: Rc<dyn Any>) {
         self.0.borrow_mut().insert(hash, value);
+    }
+
+    /// Lets go of every decoded artifact but those under `kept`.
+    pub fn retain(&self, kept: &std::collections::BTreeSet<ContentHash>) {
+        self.0.borrow_mut().retain(|hash, _| kept.contains(hash));
     }
 
     /// The artifact stored under `hash`, decoded as an `A`.

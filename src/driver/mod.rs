@@ -533,6 +533,13 @@ impl Build<'_> {
                 });
                 package_path = Some(path);
             }
+            // What no phase left to run reads is let go.
+            let read_later: std::collections::BTreeSet<ContentHash> = (PIPELINE.iter())
+                .filter(|&&later| later > phase && later <= to)
+                .flat_map(|later| later.inputs())
+                .filter_map(|kind| outputs.get(kind).copied())
+                .collect();
+            decoded.retain(&read_later);
         }
         let mut ran = attempt.ran.clone();
         ran.sort();

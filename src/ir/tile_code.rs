@@ -1,7 +1,7 @@
 //! Tile code (`tile_code`): every tile's instruction sequence with resolved addresses, the host program
 //! and the estimated cycles of every superstep. Written by `emit`.
 
-use crate::isa::{HostProgram, Instr, TileProgram};
+use crate::isa::{EncodedProgram, HostProgram, Instr};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TileCode {
     pub workload: String,
-    pub tiles: Vec<TileProgram>,
+    /// Every tile's program, in tile order, held encoded.
+    pub tiles: Vec<EncodedProgram>,
     pub host: HostProgram,
     /// Estimated cycles per superstep (compute from the cost model, exchange from the schedule).
     pub estimated_steps: Vec<u64>,
@@ -30,10 +31,9 @@ impl TileCode {
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut active = 0;
         for p in &self.tiles {
-            if p.instrs.iter().any(|i| !matches!(i, Instr::Sync)) {
-                active += 1;
-            }
-            for i in &p.instrs {
+            let mut busy = false;
+            for i in p.instrs() {
+                busy |= !matches!(i, Instr::Sync);
                 let name = match i {
                     Instr::Vertex(v) => v.name(),
                     Instr::Exchange { .. } => "exchange",
@@ -45,6 +45,7 @@ impl TileCode {
                 };
                 *counts.entry(name).or_default() += 1;
             }
+            active += usize::from(busy);
         }
         let _ = writeln!(s, "  tiles={} active={}", self.tiles.len(), active);
         for (name, n) in counts {
@@ -57,9 +58,10 @@ impl TileCode {
             self.host.run_inputs.len(),
             self.host.run_outputs.len()
         );
-        if let Some(p) = self.tiles.iter().find(|p| p.instrs.len() > p.syncs()) {
-            let _ = writeln!(s, "  program of {}:", p.tile);
-            for i in &p.instrs {
+        let busy = |p: &&EncodedProgram| p.instrs().any(|i| !matches!(i, Instr::Sync));
+        if let Some(p) = self.tiles.iter().find(busy) {
+            let _ = writeln!(s, "  program of {}:", p.tile());
+            for i in p.instrs() {
                 let _ = writeln!(s, "    {i}");
             }
         }

@@ -168,7 +168,7 @@ pub fn decode_instr(bytes: &[u8], at: usize) -> Result<(Instr, usize), DecodeErr
     Ok((instr, r.at))
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u32) {
+pub(super) fn varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -392,6 +392,25 @@ mod tests {
         assert_eq!(e.at, 0);
         let e = decode(&[0xff, 0xff, 0xff, 0xff, 0x7f]).unwrap_err();
         assert_eq!((e.at, e.what.as_str()), (0, "integer past u32"));
+    }
+
+    #[test]
+    fn an_encoded_program_is_its_encoding_and_refuses_bytes_that_do_not_decode() {
+        let p = program(0x4_c000);
+        let mut built = crate::isa::EncodedProgram::start(p.tile);
+        p.instrs.iter().for_each(|i| built.push(i));
+        assert_eq!(built.bytes(), encode(&p));
+        assert_eq!(
+            (built.instructions(), built.tile()),
+            (p.instrs.len(), p.tile)
+        );
+        assert_eq!(built.decode(), p);
+        assert_eq!(crate::isa::EncodedProgram::new(encode(&p)), Ok(built));
+        // Cut inside the final receive: the same error as decoding the bytes.
+        let bytes = encode(&p);
+        let cut = bytes[..bytes.len() - 2].to_vec();
+        let e = crate::isa::EncodedProgram::new(cut).unwrap_err();
+        assert_eq!((e.at, e.what.as_str()), (bytes.len() - 2, "truncated"));
     }
 
     #[test]

@@ -183,23 +183,108 @@ impl std::fmt::Display for Instr {
     }
 }
 
-/// A tile's program. Artifacts store it in its binary form ([`encoding`]), as bytes.
+/// A tile's program, decoded: what the device runs a superstep of and tests edit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TileProgram {
     pub tile: TileId,
     pub instrs: Vec<Instr>,
 }
 
-impl Serialize for TileProgram {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(&self.encode())
+/// A tile's program in its binary form ([`encoding`]), as `tile_code` holds and stores it: a quarter
+/// of the decoded program's memory. Made by [`EncodedProgram::start`] and [`EncodedProgram::push`], or
+/// from bytes checked to decode ([`EncodedProgram::new`]), so that its instructions always decode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedProgram {
+    tile: TileId,
+    bytes: Vec<u8>,
+    instructions: usize,
+}
+
+impl EncodedProgram {
+    /// The program of `tile` with no instructions yet.
+    pub fn start(tile: TileId) -> EncodedProgram {
+        let mut bytes = Vec::new();
+        encoding::varint(&mut bytes, tile.0);
+        EncodedProgram {
+            tile,
+            bytes,
+            instructions: 0,
+        }
+    }
+
+    /// Appends `instr`.
+    pub fn push(&mut self, instr: &Instr) {
+        encoding::encode_instr(&mut self.bytes, instr);
+        self.instructions += 1;
+    }
+
+    /// `bytes` as a program, when the whole of them decodes.
+    pub fn new(bytes: Vec<u8>) -> Result<EncodedProgram, encoding::DecodeError> {
+        let (tile, mut at) = encoding::decode_header(&bytes)?;
+        let mut instructions = 0;
+        while at < bytes.len() {
+            at = encoding::decode_instr(&bytes, at)?.1;
+            instructions += 1;
+        }
+        Ok(EncodedProgram {
+            tile,
+            bytes,
+            instructions,
+        })
+    }
+
+    pub fn tile(&self) -> TileId {
+        self.tile
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// How many instructions the program holds.
+    pub fn instructions(&self) -> usize {
+        self.instructions
+    }
+
+    /// The instructions, decoded one at a time.
+    pub fn instrs(&self) -> impl Iterator<Item = Instr> + '_ {
+        let mut at = encoding::decode_header(&self.bytes).map_or(self.bytes.len(), |(_, at)| at);
+        // Every instruction decodes (see the type), so the walk stops only at the end.
+        std::iter::from_fn(move || {
+            let (instr, next) = encoding::decode_instr(&self.bytes, at).ok()?;
+            at = next;
+            Some(instr)
+        })
+    }
+
+    pub fn decode(&self) -> TileProgram {
+        TileProgram {
+            tile: self.tile,
+            instrs: self.instrs().collect(),
+        }
     }
 }
 
-impl<'de> Deserialize<'de> for TileProgram {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TileProgram, D::Error> {
+impl From<&TileProgram> for EncodedProgram {
+    fn from(p: &TileProgram) -> EncodedProgram {
+        EncodedProgram {
+            tile: p.tile,
+            bytes: p.encode(),
+            instructions: p.instrs.len(),
+        }
+    }
+}
+
+impl Serialize for EncodedProgram {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.bytes)
+    }
+}
+
+impl<'de> Deserialize<'de> for EncodedProgram {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<EncodedProgram, D::Error> {
         let bytes = serde_bytes::ByteBuf::deserialize(d)?;
-        TileProgram::decode(&bytes).map_err(serde::de::Error::custom)
+        EncodedProgram::new(bytes.into_vec()).map_err(serde::de::Error::custom)
     }
 }
 
@@ -211,13 +296,6 @@ impl TileProgram {
 
     pub fn decode(bytes: &[u8]) -> Result<TileProgram, encoding::DecodeError> {
         encoding::decode(bytes)
-    }
-
-    pub fn syncs(&self) -> usize {
-        self.instrs
-            .iter()
-            .filter(|i| matches!(i, Instr::Sync))
-            .count()
     }
 }
 

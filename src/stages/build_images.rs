@@ -1,13 +1,13 @@
 //! `build_images`: tile_code + placement + selected + target -> `package`.
 //!
-//! Encodes every tile's program into the bytes of its memory image at the code address, and gathers
+//! Puts every tile's encoded program into its memory image at the code address, and gathers
 //! what the device and the host need: the host program, the graph (for the host's data and reference),
 //! the estimated cycles of every superstep and of the sync that ends it, the graph operations each
 //! superstep serves ([`step_operators`]), and the compiler version. The package holds no weights.
 //! `model.ipuexe` is the package's store bytes behind a short header (magic, format version, compiler
 //! version, blake3 of the body).
 //!
-//! Invariants (checked by [`verify`]): every image decodes back to its program; every code image fits the
+//! Invariants (checked by [`verify`]): every image is its program's encoding; every code image fits the
 //! space `place_storage` reserved for it.
 
 use crate::ids::OpId;
@@ -53,7 +53,7 @@ pub fn build_images(
         .zip(buffers)
         .map(|((p, usage), buffers)| TileImage {
             code_address: usage.code_address,
-            code: p.encode(),
+            code: p.bytes().to_vec(),
             buffers,
         })
         .collect();
@@ -201,7 +201,7 @@ pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<
         v.check(image.code.len() as u32 <= usage.code_bytes, || {
             format!(
                 "{}: code is {} bytes, {} reserved",
-                program.tile,
+                program.tile(),
                 image.code.len(),
                 usage.code_bytes
             )
@@ -209,15 +209,14 @@ pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<
         v.check(image.code_address == usage.code_address, || {
             format!(
                 "{}: code image at {:#x}, placed at {:#x}",
-                program.tile, image.code_address, usage.code_address
+                program.tile(),
+                image.code_address,
+                usage.code_address
             )
         });
-        // The image is exactly its program's encoding (which decodes back to it): no bytes past it.
-        v.check(image.code == program.encode(), || {
-            format!(
-                "{}: code image does not decode to its program",
-                program.tile
-            )
+        // The image is exactly its program's encoding (which decodes): no bytes past it.
+        v.check(image.code == program.bytes(), || {
+            format!("{}: code image is not its program", program.tile())
         });
     }
     v.finish()

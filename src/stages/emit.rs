@@ -15,7 +15,7 @@ use crate::exchange::check::check;
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Placement, Selected, Step, TileCode};
 use crate::isa::Run;
-use crate::isa::{HostProgram, HostTransfer, Instr, Receive, Send, TileProgram};
+use crate::isa::{EncodedProgram, HostProgram, HostTransfer, Instr, Receive, Send};
 use crate::lowering::tile_programs;
 use crate::target::Target;
 use crate::verify::Verifier;
@@ -227,16 +227,13 @@ struct TileScan {
     receives: Vec<ReceiveKey>,
 }
 
-fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
+fn scan(p: &EncodedProgram, steps: usize, target: &Target) -> TileScan {
     let mut v = Verifier::default();
-    v.check(p.syncs() == steps, || {
-        format!("{}: {} syncs for {} supersteps", p.tile, p.syncs(), steps)
-    });
     let (mut sends, mut receives) = (Vec::new(), Vec::new());
     let mut vertices: Vec<((usize, TileId), Vec<&'static str>)> = Vec::new();
     let (mut phase, mut step) = (None, 0);
-    let tile = p.tile;
-    for i in &p.instrs {
+    let tile = p.tile();
+    for i in p.instrs() {
         // An exchange instruction: inside an exchange phase, its run in memory.
         let exchange = |v: &mut Verifier, what: &dyn std::fmt::Display, run: Option<&Run>| {
             let what = || what.to_string().trim().to_string();
@@ -262,7 +259,7 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
             bytes: (r.skip, r.bytes),
             tile,
         };
-        match i {
+        match &i {
             Instr::Exchange { phase: id } => phase = Some(id.0),
             Instr::Send(s) => {
                 exchange(&mut v, s, Some(&s.run));
@@ -279,7 +276,7 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
                 sends.push(send_key(s));
                 receives.push(receive_key(r));
             }
-            Instr::Delay { .. } => exchange(&mut v, i, None),
+            Instr::Delay { .. } => exchange(&mut v, &i, None),
             Instr::Vertex(vertex) => {
                 match vertices.last_mut() {
                     Some((key, names)) if *key == (step, tile) => names.push(vertex.name()),
@@ -300,6 +297,10 @@ fn scan(p: &TileProgram, steps: usize, target: &Target) -> TileScan {
             Instr::Sync => (phase, step) = (None, step + 1),
         }
     }
+    // `step` counted the syncs.
+    v.check(step == steps, || {
+        format!("{tile}: {step} syncs for {steps} supersteps")
+    });
     TileScan {
         problems: v,
         vertices,

@@ -10,7 +10,7 @@
 use crate::common::pipeline::{Built, small, small_attention};
 use crate::{assert_rejects, exchange_instrs};
 use ipu_codegen::ir::Package;
-use ipu_codegen::isa::{Instr, Send, TileProgram};
+use ipu_codegen::isa::{Instr, Send};
 use ipu_codegen::stages::build_images;
 
 fn package_errors(b: &Built, package: &Package) -> Vec<String> {
@@ -22,7 +22,7 @@ fn busy_tile(b: &Built) -> usize {
     b.code
         .tiles
         .iter()
-        .position(|p| p.instrs.len() > p.syncs())
+        .position(|p| p.instrs().any(|i| !matches!(i, Instr::Sync)))
         .expect("a tile with work")
 }
 
@@ -35,9 +35,7 @@ fn build_images_verifier_rejects_a_truncated_code_image() {
     code.truncate(code.len() / 2);
     assert_rejects(
         &package_errors(b, &package),
-        &[&format!(
-            "tile{t}: code image does not decode to its program"
-        )],
+        &[&format!("tile{t}: code image is not its program")],
     );
 }
 
@@ -49,7 +47,7 @@ fn build_images_verifier_rejects_a_code_image_that_does_not_decode() {
     package.tiles[3].code[0] = 0xc1;
     assert_rejects(
         &package_errors(b, &package),
-        &["tile3: code image does not decode to its program"],
+        &["tile3: code image is not its program"],
     );
 }
 
@@ -60,7 +58,7 @@ fn build_images_verifier_rejects_an_empty_code_image() {
     package.tiles[11].code.clear();
     assert_rejects(
         &package_errors(b, &package),
-        &["tile11: code image does not decode to its program"],
+        &["tile11: code image is not its program"],
     );
 }
 
@@ -72,9 +70,7 @@ fn build_images_verifier_rejects_the_code_image_of_another_tile() {
     package.tiles[t].code = package.tiles[t + 1].code.clone();
     assert_rejects(
         &package_errors(b, &package),
-        &[&format!(
-            "tile{t}: code image does not decode to its program"
-        )],
+        &[&format!("tile{t}: code image is not its program")],
     );
 }
 
@@ -82,7 +78,7 @@ fn build_images_verifier_rejects_the_code_image_of_another_tile() {
 fn build_images_verifier_rejects_a_code_image_missing_a_sync() {
     let b = small();
     let mut package = b.package.clone();
-    let mut program: TileProgram = b.code.tiles[5].clone();
+    let mut program = b.code.tiles[5].decode();
     let last = program
         .instrs
         .iter()
@@ -92,7 +88,7 @@ fn build_images_verifier_rejects_a_code_image_missing_a_sync() {
     package.tiles[5].code = program.encode();
     assert_rejects(
         &package_errors(b, &package),
-        &["tile5: code image does not decode to its program"],
+        &["tile5: code image is not its program"],
     );
 }
 
@@ -101,7 +97,7 @@ fn build_images_verifier_rejects_a_code_image_sending_from_another_address() {
     let b = small();
     let mut package = b.package.clone();
     let s = &exchange_instrs(&b.code, true)[0];
-    let mut program = b.code.tiles[s.tile].clone();
+    let mut program = b.code.tiles[s.tile].decode();
     let Instr::Send(Send { run, .. }) = &mut program.instrs[s.at] else {
         unreachable!()
     };
@@ -109,10 +105,7 @@ fn build_images_verifier_rejects_a_code_image_sending_from_another_address() {
     package.tiles[s.tile].code = program.encode();
     assert_rejects(
         &package_errors(b, &package),
-        &[&format!(
-            "tile{}: code image does not decode to its program",
-            s.tile
-        )],
+        &[&format!("tile{}: code image is not its program", s.tile)],
     );
 }
 
@@ -156,9 +149,7 @@ fn build_images_verifier_rejects_bytes_past_a_code_image() {
     package.tiles[t].code.push(0);
     assert_rejects(
         &package_errors(b, &package),
-        &[&format!(
-            "tile{t}: code image does not decode to its program"
-        )],
+        &[&format!("tile{t}: code image is not its program")],
     );
 }
 

@@ -8,7 +8,7 @@
 //! send lost, a send nobody receives, a send outside its exchange phase.
 
 use crate::common::pipeline::{Built, small, small_attention};
-use crate::{Located, assert_rejects, exchange_instrs};
+use crate::{Located, assert_rejects, edit_program, exchange_instrs, instr};
 use ipu_codegen::ir::TileCode;
 use ipu_codegen::isa::{Instr, Receive, Send};
 use ipu_codegen::stages::emit;
@@ -19,7 +19,7 @@ fn code_errors(b: &Built, code: &TileCode) -> Vec<String> {
 
 /// The bytes (skip, length) of the send or receive at `at`.
 fn bytes_of(code: &TileCode, at: &Located) -> (u32, u32) {
-    match code.tiles[at.tile].instrs[at.at] {
+    match instr(code, at.tile, at.at) {
         Instr::Send(Send { skip, bytes, .. }) | Instr::Receive(Receive { skip, bytes, .. }) => {
             (skip, bytes)
         }
@@ -32,7 +32,7 @@ fn receivers_of(code: &TileCode, send: &Located) -> Vec<(usize, usize)> {
     exchange_instrs(code, false)
         .into_iter()
         .filter(|r| {
-            let Instr::Receive(Receive { from, .. }) = code.tiles[r.tile].instrs[r.at] else {
+            let Instr::Receive(Receive { from, .. }) = instr(code, r.tile, r.at) else {
                 unreachable!()
             };
             r.phase == send.phase
@@ -59,13 +59,10 @@ fn alone(code: &TileCode, send: &Located) -> bool {
 fn emit_verifier_rejects_a_tile_missing_a_sync() {
     let b = small();
     let mut code = b.code.clone();
-    let p = &mut code.tiles[100];
-    let last = p
-        .instrs
-        .iter()
-        .rposition(|i| matches!(i, Instr::Sync))
-        .unwrap();
-    p.instrs.remove(last);
+    edit_program(&mut code, 100, |instrs| {
+        let last = instrs.iter().rposition(|i| matches!(i, Instr::Sync));
+        instrs.remove(last.unwrap())
+    });
     let steps = b.selected.steps.len();
     assert_rejects(
         &code_errors(b, &code),
@@ -80,7 +77,7 @@ fn emit_verifier_rejects_a_tile_missing_a_sync() {
 fn emit_verifier_rejects_a_tile_with_an_extra_sync() {
     let b = small_attention();
     let mut code = b.code.clone();
-    code.tiles[7].instrs.insert(0, Instr::Sync);
+    edit_program(&mut code, 7, |instrs| instrs.insert(0, Instr::Sync));
     let steps = b.selected.steps.len();
     assert_rejects(
         &code_errors(b, &code),
@@ -108,10 +105,12 @@ fn emit_verifier_rejects_a_send_run_outside_memory() {
     let b = small();
     let mut code = b.code.clone();
     let s = &exchange_instrs(&code, true)[10];
-    let Instr::Send(Send { run, .. }) = &mut code.tiles[s.tile].instrs[s.at] else {
-        unreachable!()
-    };
-    run.offset = b.target.memory_end;
+    edit_program(&mut code, s.tile, |instrs| {
+        let Instr::Send(Send { run, .. }) = &mut instrs[s.at] else {
+            unreachable!()
+        };
+        run.offset = b.target.memory_end;
+    });
     assert_rejects(
         &code_errors(b, &code),
         &[&format!("tile{}: `send", s.tile), "outside memory"],
@@ -123,11 +122,13 @@ fn emit_verifier_rejects_a_receive_run_outside_memory() {
     let b = small_attention();
     let mut code = b.code.clone();
     let r = &exchange_instrs(&code, false)[20];
-    let Instr::Receive(Receive { run, .. }) = &mut code.tiles[r.tile].instrs[r.at] else {
-        unreachable!()
-    };
-    // Below the tile's memory.
-    run.offset = b.target.memory_base - 4;
+    edit_program(&mut code, r.tile, |instrs| {
+        let Instr::Receive(Receive { run, .. }) = &mut instrs[r.at] else {
+            unreachable!()
+        };
+        // Below the tile's memory.
+        run.offset = b.target.memory_base - 4;
+    });
     assert_rejects(
         &code_errors(b, &code),
         &[&format!("tile{}: `receive", r.tile), "outside memory"],
@@ -139,12 +140,14 @@ fn emit_verifier_rejects_a_receive_from_a_tile_that_sends_nothing() {
     let b = small();
     let mut code = b.code.clone();
     let r = &exchange_instrs(&code, false)[30];
-    let Instr::Receive(Receive { from, .. }) = &mut code.tiles[r.tile].instrs[r.at] else {
-        unreachable!()
-    };
     // The last tile sends nothing in the small preset.
-    *from = ipu_codegen::ids::TileId(b.target.tiles - 1);
-    let from = *from;
+    let from = ipu_codegen::ids::TileId(b.target.tiles - 1);
+    edit_program(&mut code, r.tile, |instrs| {
+        let Instr::Receive(receive) = &mut instrs[r.at] else {
+            unreachable!()
+        };
+        receive.from = from;
+    });
     assert_rejects(
         &code_errors(b, &code),
         &[
@@ -159,14 +162,16 @@ fn emit_verifier_rejects_a_receive_of_more_bytes_than_sent() {
     let b = small();
     let mut code = b.code.clone();
     let r = &exchange_instrs(&code, false)[40];
-    let Instr::Receive(Receive {
-        from, skip, bytes, ..
-    }) = &mut code.tiles[r.tile].instrs[r.at]
-    else {
-        unreachable!()
-    };
-    *bytes += 4;
-    let (from, skip, end) = (*from, *skip, *skip + *bytes);
+    let (from, skip, end) = edit_program(&mut code, r.tile, |instrs| {
+        let Instr::Receive(Receive {
+            from, skip, bytes, ..
+        }) = &mut instrs[r.at]
+        else {
+            unreachable!()
+        };
+        *bytes += 4;
+        (*from, *skip, *skip + *bytes)
+    });
     assert_rejects(
         &code_errors(b, &code),
         &[
@@ -192,7 +197,7 @@ fn emit_verifier_rejects_a_missing_send() {
         })
         .find(|(_, r)| (1..=10).contains(&r.len()))
         .expect("a send with at most ten receivers");
-    code.tiles[s.tile].instrs.remove(s.at);
+    edit_program(&mut code, s.tile, |instrs| instrs.remove(s.at));
     let errors = code_errors(b, &code);
     for (tile, _) in receivers {
         assert_rejects(
@@ -221,7 +226,7 @@ fn emit_verifier_rejects_a_send_nobody_receives() {
     // Removed from the back, so earlier indices stay put.
     receivers.sort_unstable();
     for (tile, at) in receivers.into_iter().rev() {
-        code.tiles[tile].instrs.remove(at);
+        edit_program(&mut code, tile, |instrs| instrs.remove(at));
     }
     assert_rejects(
         &code_errors(b, &code),
@@ -240,11 +245,9 @@ fn first_vertex(code: &TileCode) -> (usize, usize, usize) {
         .iter()
         .enumerate()
         .find_map(|(t, p)| {
-            let at = p
-                .instrs
-                .iter()
-                .position(|i| matches!(i, Instr::Vertex(_)))?;
-            let step = p.instrs[..at]
+            let instrs: Vec<Instr> = p.instrs().collect();
+            let at = instrs.iter().position(|i| matches!(i, Instr::Vertex(_)))?;
+            let step = instrs[..at]
                 .iter()
                 .filter(|i| matches!(i, Instr::Sync))
                 .count();
@@ -258,7 +261,7 @@ fn emit_verifier_rejects_a_missing_vertex() {
     let b = small();
     let mut code = b.code.clone();
     let (t, at, step) = first_vertex(&code);
-    code.tiles[t].instrs.remove(at);
+    edit_program(&mut code, t, |instrs| instrs.remove(at));
     assert_rejects(
         &code_errors(b, &code),
         &[&format!("tile{t} step{step}: vertices")],
@@ -274,12 +277,12 @@ fn emit_verifier_rejects_a_send_outside_an_exchange_phase() {
         .iter()
         .enumerate()
         .find_map(|(t, p)| {
-            let at = p
-                .instrs
+            let instrs: Vec<Instr> = p.instrs().collect();
+            let at = instrs
                 .iter()
                 .position(|i| matches!(i, Instr::Exchange { .. }))?;
-            matches!(p.instrs.get(at + 1), Some(Instr::Send(_))).then(|| {
-                let step = p.instrs[..at]
+            matches!(instrs.get(at + 1), Some(Instr::Send(_))).then(|| {
+                let step = instrs[..at]
                     .iter()
                     .filter(|i| matches!(i, Instr::Sync))
                     .count();
@@ -287,7 +290,7 @@ fn emit_verifier_rejects_a_send_outside_an_exchange_phase() {
             })
         })
         .expect("a tile whose exchange phase opens with a send");
-    code.tiles[t].instrs.remove(at);
+    edit_program(&mut code, t, |instrs| instrs.remove(at));
     assert_rejects(
         &code_errors(b, &code),
         &[

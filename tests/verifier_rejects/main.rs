@@ -20,7 +20,7 @@ mod select_finalist;
 
 use ipu_codegen::ids::BufferId;
 use ipu_codegen::ir::{BufferClass, Selected, TileCode};
-use ipu_codegen::isa::Instr;
+use ipu_codegen::isa::{EncodedProgram, Instr};
 
 /// Whether `needle` occurs in `haystack` as a whole token: not inside a longer word on its left,
 /// and not followed by a digit (so `tile1` does not match `tile12`).
@@ -67,7 +67,7 @@ fn exchange_instrs(code: &TileCode, sends: bool) -> Vec<Located> {
     let mut out = Vec::new();
     for (tile, p) in code.tiles.iter().enumerate() {
         let mut phase = None;
-        for (at, i) in p.instrs.iter().enumerate() {
+        for (at, i) in p.instrs().enumerate() {
             match i {
                 Instr::Exchange { phase: id, .. } => phase = Some(id.0),
                 Instr::Sync => phase = None,
@@ -85,5 +85,21 @@ fn exchange_instrs(code: &TileCode, sends: bool) -> Vec<Located> {
             }
         }
     }
+    out
+}
+
+/// The instruction at `at` of tile `tile`'s program.
+fn instr(code: &TileCode, tile: usize, at: usize) -> Instr {
+    code.tiles[tile]
+        .instrs()
+        .nth(at)
+        .expect("an instruction there")
+}
+
+/// Tile `tile`'s program decoded, changed by `edit`, and encoded back.
+fn edit_program<R>(code: &mut TileCode, tile: usize, edit: impl FnOnce(&mut Vec<Instr>) -> R) -> R {
+    let mut program = code.tiles[tile].decode();
+    let out = edit(&mut program.instrs);
+    code.tiles[tile] = EncodedProgram::from(&program);
     out
 }
