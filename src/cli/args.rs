@@ -169,9 +169,9 @@ fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
         &MappingChoice::ALL,
         MappingChoice::name,
         |m| match m {
-            MappingChoice::Auto => {
-                Some("Try every mapping, keep the one with the least estimated cycles")
-            }
+            MappingChoice::Auto => Some(
+                "Every mapping for the first finalist, its cheapest for the others; the least modelled cycles kept",
+            ),
             MappingChoice::SharedPanels => {
                 Some("Column blocks that gather the same panel on adjacent tiles (supertile pairs)")
             }

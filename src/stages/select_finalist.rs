@@ -1,15 +1,16 @@
 //! `select_finalist`: graph + mid + target -> `selected`.
 //!
-//! For every finalist plan and every tile mapping (grid cell to tile: row-major, column-major, or the
-//! column blocks sharing a panel adjacent), builds the
-//! whole program: buffers on tiles with their lifetimes, supersteps (per operator an exchange phase then
-//! a compute set, and a second pair when a matmul's depth or an attention's keys are split over tiles),
-//! the exchange phases as transfer lists and the host streams; then costs it with the more exact model
-//! (per-tile exchange load of the actual transfers, compute per tile) and chooses the cheapest of those
-//! whose live buffers fit every tile at every step beside the code reserve (one that does not is
-//! passed over with a log line), and besides those the config passes over: a finalist under a
-//! mapping whose storage `place_storage` could not place in an earlier try of the build. Each
-//! program is let go once costed; the chosen one is built again.
+//! For finalist plans under tile mappings (grid cell to tile: row-major, column-major, or the column
+//! blocks sharing a panel adjacent), builds the whole program: buffers on tiles with their
+//! lifetimes, supersteps (per operator an exchange phase then a compute set, and a second pair when a
+//! matmul's depth or an attention's keys are split over tiles), the exchange phases as transfer lists
+//! and the host streams; then costs it with the more exact model (per-tile exchange load of the
+//! actual transfers, compute per tile) and chooses the cheapest of those whose live buffers fit every
+//! tile at every step beside the code reserve (one that does not is passed over with a log line),
+//! and besides those the config passes over: a finalist under a mapping whose storage
+//! `place_storage` could not place in an earlier try of the build. The first finalist that fits is
+//! modelled under every mapping, the others under its cheapest only ([`cheapest`]). Each program is
+//! let go once costed; the chosen one is built again.
 //!
 //! Storage layout: every buffer holds a rectangle of one value, row-major or transposed, every stored row
 //! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities, partials and a flash state
@@ -50,7 +51,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MappingChoice {
-    /// Try every mapping, keep the one with the least estimated cycles.
+    /// Every mapping for the first finalist that fits, its cheapest for the others; the least
+    /// modelled cycles kept.
     Auto,
     RowMajor,
     ColumnMajor,
@@ -146,11 +148,18 @@ pub fn select_finalist(
     Ok(selected)
 }
 
-/// The choice among the finalists: every finalist's program under every mapping, the one with the
-/// least modelled cycles kept (the first among equals, in finalist then mapping order). The programs
-/// are built in parallel, each let go once costed (a large model's program takes hundreds of MB), and
-/// the chosen one built again; the choice is a total order, so it does not depend on which finishes
-/// first.
+/// A candidate's modelled cost with its place in the order (the first among equals wins), or why it
+/// does not fit with that place.
+type Modelled = Result<((u64, usize), u32, Mapping), (usize, String)>;
+
+/// The choice among the finalists. The mapping is chosen first: each finalist in turn is modelled
+/// under every mapping until one fits under some, and the cheapest mapping of that finalist is the
+/// one the finalists after it are modelled under (a mapping moves every operator's exchanges, so
+/// its order holds across finalists, which differ in a few operators). Of all those modelled, the
+/// one with the least modelled cycles is kept (the first among equals, in finalist then mapping
+/// order). The programs are built in parallel, each let go once costed (a large model's program
+/// takes hundreds of MB), and the chosen one built again; the choice is a total order, so it does
+/// not depend on which finishes first.
 fn cheapest(
     graph: &Graph,
     mid: &Mid,
@@ -167,40 +176,142 @@ fn cheapest(
     if candidates.is_empty() && !passed_over.is_empty() {
         return Err(SelectFinalistError::AllPassedOver);
     }
-    let (_, f, mapping) = candidates
-        .into_par_iter()
-        .map(|(order, f, mapping)| {
-            let plan = &mid.finalists[f as usize];
-            let s = build(graph, mid, &plan.partitions, f, mapping, target);
-            tracing::info!(
-                finalist = f,
-                mapping = ?mapping,
-                analytical_cycles = plan.estimate.cycles,
-                modelled_cycles = s.estimate.cycles,
-                modelled_exchange_cycles = s.estimate.exchange_cycles,
-                "modelled operator-plan finalist"
-            );
-            match overflow(&s.buffers, s.steps.len(), target) {
-                None => Ok(((s.estimate.cycles, order), f, mapping)),
-                Some((tile, step, live, holds)) => {
-                    let why = format!(
-                        "finalist {f} ({}): {tile} has {live} bytes live at step{step}, {holds} fit",
-                        mapping.name()
-                    );
-                    tracing::info!("{why}: the next finalist is tried");
-                    Err((order, why))
-                }
+    let modelled = |(order, f, mapping): (usize, u32, Mapping)| -> Modelled {
+        let plan = &mid.finalists[f as usize];
+        let s = build(graph, mid, &plan.partitions, f, mapping, target);
+        tracing::info!(
+            finalist = f,
+            mapping = ?mapping,
+            analytical_cycles = plan.estimate.cycles,
+            modelled_cycles = s.estimate.cycles,
+            modelled_exchange_cycles = s.estimate.exchange_cycles,
+            "modelled operator-plan finalist"
+        );
+        match overflow(&s.buffers, s.steps.len(), target) {
+            None => Ok(((s.estimate.cycles, order), f, mapping)),
+            Some((tile, step, live, holds)) => {
+                let why = format!(
+                    "finalist {f} ({}): {tile} has {live} bytes live at step{step}, {holds} fit",
+                    mapping.name()
+                );
+                tracing::info!("{why}: the next finalist is tried");
+                Err((order, why))
             }
-        })
-        .reduce_with(|a, b| match (a, b) {
-            (Ok(a), Ok(b)) if b.0 < a.0 => Ok(b),
-            (Ok(a), _) => Ok(a),
-            (Err(_), Ok(b)) => Ok(b),
-            // The first finalist's reason, whichever finishes first.
-            (Err(a), Err(b)) => Err(a.min(b)),
-        })
+        }
+    };
+    let (_, f, mapping) = choose(&candidates, modelled)
         .ok_or(SelectFinalistError::NoFinalist)?
         .map_err(|(_, why)| SelectFinalistError::NoneFits(why))?;
     let plan = &mid.finalists[f as usize];
     Ok(build(graph, mid, &plan.partitions, f, mapping, target))
+}
+
+/// Of `candidates` (order, finalist, mapping; in that order), those modelled and the best of them:
+/// each finalist in turn under all its mappings until one fits, then the finalists after it under
+/// that finalist's cheapest mapping only.
+fn choose(
+    candidates: &[(usize, u32, Mapping)],
+    modelled: impl Fn((usize, u32, Mapping)) -> Modelled + Sync,
+) -> Option<Modelled> {
+    let better = |a: Modelled, b: Modelled| match (a, b) {
+        (Ok(a), Ok(b)) if b.0 < a.0 => Ok(b),
+        (Ok(a), _) => Ok(a),
+        (Err(_), Ok(b)) => Ok(b),
+        // The first finalist's reason, whichever finishes first.
+        (Err(a), Err(b)) => Err(a.min(b)),
+    };
+    let model_all = |list: Vec<(usize, u32, Mapping)>| -> Option<Modelled> {
+        list.into_par_iter().map(&modelled).reduce_with(better)
+    };
+    let mut best: Option<Modelled> = None;
+    let mut rest = candidates;
+    while let Some(&(_, f, _)) = rest.first() {
+        let (this, after) = rest.split_at(rest.partition_point(|c| c.1 == f));
+        rest = after;
+        best = [best, model_all(this.to_vec())]
+            .into_iter()
+            .flatten()
+            .reduce(better);
+        if let Some(Ok((_, _, mapping))) = best {
+            let under: Vec<_> = rest.iter().filter(|c| c.2 == mapping).copied().collect();
+            return [best, model_all(under)]
+                .into_iter()
+                .flatten()
+                .reduce(better);
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Three finalists under the three mappings, in the order `cheapest` lists them.
+    fn candidates() -> Vec<(usize, u32, Mapping)> {
+        let mappings = [
+            Mapping::RowMajor,
+            Mapping::ColumnMajor,
+            Mapping::SharedPanels,
+        ];
+        (0..3u32)
+            .flat_map(|f| mappings.map(|m| (f, m)))
+            .enumerate()
+            .map(|(order, (f, m))| (order, f, m))
+            .collect()
+    }
+
+    /// `choose` with a model of `cost(finalist, mapping)` cycles (`None`: does not fit): what it
+    /// chose and which candidates it modelled.
+    fn chosen(
+        cost: impl Fn(u32, Mapping) -> Option<u64> + Sync,
+    ) -> (Option<Modelled>, Vec<(u32, Mapping)>) {
+        let seen = Mutex::new(Vec::new());
+        let best = choose(&candidates(), |(order, f, m)| {
+            seen.lock().unwrap().push((f, m));
+            cost(f, m).map_or(Err((order, format!("{f}"))), |c| Ok(((c, order), f, m)))
+        });
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_by_key(|&(f, m)| (f, m.name()));
+        (best, seen)
+    }
+
+    #[test]
+    fn the_first_finalist_fixes_the_mapping_the_others_are_modelled_under() {
+        // Shared panels is cheapest for finalist 0; finalist 2 is cheapest of all under it, and
+        // cheaper still under row-major, which is never modelled for it.
+        let (best, seen) = chosen(|f, m| {
+            Some(match (f, m) {
+                (2, Mapping::RowMajor) => 10,
+                (_, Mapping::SharedPanels) => 100 - u64::from(f),
+                _ => 200,
+            })
+        });
+        assert_eq!(best, Some(Ok(((98, 8), 2, Mapping::SharedPanels))));
+        let mut want = vec![
+            (0, Mapping::ColumnMajor),
+            (0, Mapping::RowMajor),
+            (0, Mapping::SharedPanels),
+            (1, Mapping::SharedPanels),
+            (2, Mapping::SharedPanels),
+        ];
+        want.sort_by_key(|&(f, m)| (f, m.name()));
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn a_finalist_that_fits_nowhere_leaves_the_mapping_to_the_next() {
+        let (best, seen) = chosen(|f, m| match (f, m) {
+            (0, _) => None,
+            (_, Mapping::ColumnMajor) => Some(50 + u64::from(f)),
+            _ => Some(60),
+        });
+        assert_eq!(best, Some(Ok(((51, 4), 1, Mapping::ColumnMajor))));
+        assert_eq!(seen.len(), 3 + 3 + 1);
+        // Nothing fits: the first finalist's reason.
+        let (best, seen) = chosen(|_, _| None);
+        assert_eq!(best, Some(Err((0, "0".to_string()))));
+        assert_eq!(seen.len(), 9);
+    }
 }
