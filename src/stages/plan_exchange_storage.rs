@@ -12,6 +12,7 @@
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangeStorage, PhaseStorage, Row, Selected, TransferStorage};
 use crate::verify::Verifier;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -30,7 +31,7 @@ pub fn plan_exchange_storage(
 ) -> Result<ExchangeStorage, PlanExchangeStorageError> {
     let phases = sel
         .exchanges
-        .iter()
+        .par_iter()
         .map(|ex| {
             let transfers: Vec<TransferStorage> = ex
                 .transfers
@@ -85,85 +86,98 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
     v.check(storage.phases.len() == sel.exchanges.len(), || {
         "phase count differs from the selection".to_string()
     });
-    for (ps, ex) in storage.phases.iter().zip(&sel.exchanges) {
-        v.check(ps.transfers.len() == ex.transfers.len(), || {
-            format!("{}: transfer count", ex.id)
+    // Each phase checked on its own, in parallel; the results joined in phase order.
+    let phases: Vec<Verifier> = (storage.phases.par_iter())
+        .zip(&sel.exchanges)
+        .map(|(ps, ex)| phase_errors(ps, ex, sel))
+        .collect();
+    for p in phases {
+        v.append(p);
+    }
+    v.finish()
+}
+
+/// One phase's errors: its runs against its transfers and buffers, its rows against what lands in
+/// them.
+fn phase_errors(ps: &PhaseStorage, ex: &crate::ir::ExchangePhase, sel: &Selected) -> Verifier {
+    let mut v = Verifier::default();
+    v.check(ps.transfers.len() == ex.transfers.len(), || {
+        format!("{}: transfer count", ex.id)
+    });
+    let mut written: BTreeMap<BufferId, Vec<(u32, u32)>> = BTreeMap::new();
+    for (i, (ts, t)) in ps.transfers.iter().zip(&ex.transfers).enumerate() {
+        let src = &sel.buffers[t.source_buffer.index()];
+        v.check(
+            ts.source.total() == Some(t.bytes)
+                && ts.source.end().is_some_and(|end| end <= src.bytes()),
+            || {
+                format!(
+                    "{} transfer {i}: source run {:?} vs {} bytes in {} of {} bytes",
+                    ex.id,
+                    ts.source,
+                    t.bytes,
+                    src.id,
+                    src.bytes()
+                )
+            },
+        );
+        v.check(ts.destinations.len() == t.destinations.len(), || {
+            format!(
+                "{} transfer {i}: {} destination runs for {} destinations",
+                ex.id,
+                ts.destinations.len(),
+                t.destinations.len()
+            )
         });
-        let mut written: BTreeMap<BufferId, Vec<(u32, u32)>> = BTreeMap::new();
-        for (i, (ts, t)) in ps.transfers.iter().zip(&ex.transfers).enumerate() {
-            let src = &sel.buffers[t.source_buffer.index()];
+        for (run, d) in ts.destinations.iter().zip(&t.destinations) {
+            let dst = &sel.buffers[d.buffer.index()];
             v.check(
-                ts.source.total() == Some(t.bytes)
-                    && ts.source.end().is_some_and(|end| end <= src.bytes()),
+                run.total() == Some(t.bytes) && run.end().is_some_and(|end| end <= dst.bytes()),
                 || {
                     format!(
-                        "{} transfer {i}: source run {:?} vs {} bytes in {} of {} bytes",
+                        "{} transfer {i}: destination run {run:?} outside {} on {} ({} bytes)",
                         ex.id,
-                        ts.source,
-                        t.bytes,
-                        src.id,
-                        src.bytes()
+                        dst.id,
+                        d.tile,
+                        dst.bytes()
                     )
                 },
             );
-            v.check(ts.destinations.len() == t.destinations.len(), || {
-                format!(
-                    "{} transfer {i}: {} destination runs for {} destinations",
-                    ex.id,
-                    ts.destinations.len(),
-                    t.destinations.len()
-                )
-            });
-            for (run, d) in ts.destinations.iter().zip(&t.destinations) {
-                let dst = &sel.buffers[d.buffer.index()];
-                v.check(
-                    run.total() == Some(t.bytes) && run.end().is_some_and(|end| end <= dst.bytes()),
-                    || {
-                        format!(
-                            "{} transfer {i}: destination run {run:?} outside {} on {} ({} bytes)",
-                            ex.id,
-                            dst.id,
-                            d.tile,
-                            dst.bytes()
-                        )
-                    },
-                );
-                written.entry(d.buffer).or_default().extend(run.pieces());
-            }
-        }
-        for row in &ps.rows {
-            let mut pieces = written.remove(&row.buffer).unwrap_or_default();
-            pieces.sort_unstable();
-            for w in pieces.windows(2) {
-                v.check(w[0].0 + w[0].1 <= w[1].0, || {
-                    format!(
-                        "{} {} on {}: receives overlap at byte {}",
-                        ex.id, row.buffer, row.tile, w[1].0
-                    )
-                });
-            }
-            let Some(buf) = sel.buffers.get(row.buffer.index()) else {
-                v.error(format!(
-                    "{} {} on {}: no such buffer",
-                    ex.id, row.buffer, row.tile
-                ));
-                continue;
-            };
-            let expected = buf.rect.elements() as u32 * buf.dtype.bytes();
-            v.check(row.bytes == expected, || {
-                format!(
-                    "{} {} on {}: receives {} bytes, its rectangle holds {expected}",
-                    ex.id, row.buffer, row.tile, row.bytes
-                )
-            });
-        }
-        for buffer in written.keys() {
-            let tile = sel.buffers[buffer.index()].tile;
-            v.error(format!(
-                "{} {buffer} on {tile}: receives with no row",
-                ex.id
-            ));
+            written.entry(d.buffer).or_default().extend(run.pieces());
         }
     }
-    v.finish()
+    for row in &ps.rows {
+        let mut pieces = written.remove(&row.buffer).unwrap_or_default();
+        pieces.sort_unstable();
+        for w in pieces.windows(2) {
+            v.check(w[0].0 + w[0].1 <= w[1].0, || {
+                format!(
+                    "{} {} on {}: receives overlap at byte {}",
+                    ex.id, row.buffer, row.tile, w[1].0
+                )
+            });
+        }
+        let Some(buf) = sel.buffers.get(row.buffer.index()) else {
+            v.error(format!(
+                "{} {} on {}: no such buffer",
+                ex.id, row.buffer, row.tile
+            ));
+            continue;
+        };
+        let expected = buf.rect.elements() as u32 * buf.dtype.bytes();
+        v.check(row.bytes == expected, || {
+            format!(
+                "{} {} on {}: receives {} bytes, its rectangle holds {expected}",
+                ex.id, row.buffer, row.tile, row.bytes
+            )
+        });
+    }
+    for buffer in written.keys() {
+        let tile = sel.buffers[buffer.index()].tile;
+        v.error(format!(
+            "{} {buffer} on {tile}: receives with no row",
+            ex.id
+        ));
+    }
+    v
 }

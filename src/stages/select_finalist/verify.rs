@@ -222,14 +222,44 @@ fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
                 buf.rect.elements()
             )
         });
-        for (i, a) in rects.iter().enumerate() {
-            for b in &rects[i + 1..] {
-                v.check(a.intersect(b).is_none(), || {
-                    format!("{} on {}: transfers {a} and {b} overlap", buf.id, buf.tile)
-                });
+        if let Some((a, b)) = first_overlap(rects) {
+            let (a, b) = (rects[a], rects[b]);
+            v.error(format!(
+                "{} on {}: transfers {a} and {b} overlap",
+                buf.id, buf.tile
+            ));
+        }
+    }
+}
+
+/// The first two of `rects` (by the second's index) that overlap: their row and column edges cut
+/// the plane into cells, each rectangle covers whole cells, and two rectangles overlap where they
+/// cover the same cell. Pieces of panels line up, so the cells are about as many as the pieces.
+fn first_overlap(rects: &[Rect]) -> Option<(usize, usize)> {
+    let edges = |ends: fn(&Rect) -> [u32; 2]| {
+        let mut e: Vec<u32> = rects.iter().flat_map(ends).collect();
+        e.sort_unstable();
+        e.dedup();
+        e
+    };
+    let rows = edges(|r| [r.row0, r.row1]);
+    let cols = edges(|r| [r.col0, r.col1]);
+    let width = cols.len().saturating_sub(1);
+    let mut owner = vec![usize::MAX; rows.len().saturating_sub(1) * width];
+    // Every edge is in its list, so each search finds it.
+    let at = |edges: &[u32], x: u32| edges.partition_point(|&e| e < x);
+    for (i, r) in rects.iter().enumerate() {
+        for row in at(&rows, r.row0)..at(&rows, r.row1) {
+            for col in at(&cols, r.col0)..at(&cols, r.col1) {
+                let cell = &mut owner[row * width + col];
+                if *cell != usize::MAX {
+                    return Some((*cell, i));
+                }
+                *cell = i;
             }
         }
     }
+    None
 }
 
 /// Every vertex's operands on its tile, live at its step and inside their storage; the AMP's
@@ -543,5 +573,42 @@ fn check_host_streams(v: &mut Verifier, s: &Selected) {
         v.check(written.contains(buffer), || {
             format!("run outputs: {buffer} of {value} is never written on the device")
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_overlap;
+    use crate::elements::Rect;
+
+    #[test]
+    fn pieces_that_tile_a_panel_do_not_overlap_and_any_shared_cell_does() {
+        // A 4x3 grid of pieces of unequal sizes, out of order, edges touching.
+        let (rows, cols) = ([0, 5, 16, 17, 40], [0, 7, 8, 64]);
+        let mut grid: Vec<Rect> = (0..4)
+            .flat_map(|r| {
+                (0..3).map(move |c| Rect::new(rows[r], rows[r + 1], cols[c], cols[c + 1]))
+            })
+            .collect();
+        grid.reverse();
+        assert_eq!(first_overlap(&grid), None);
+        // A piece straddling two others, a piece inside another, and a twin.
+        for extra in [Rect::new(3, 6, 6, 9), Rect::new(20, 21, 8, 9), grid[4]] {
+            let mut rects = grid.clone();
+            rects.push(extra);
+            let (a, b) = first_overlap(&rects).expect("an overlap");
+            assert_eq!(b, rects.len() - 1, "{extra}");
+            assert!(
+                rects[a].intersect(&extra).is_some(),
+                "{extra} and {}",
+                rects[a]
+            );
+        }
+        // Empty pieces never overlap; no pieces, nothing.
+        assert_eq!(
+            first_overlap(&[Rect::new(3, 3, 0, 9), Rect::new(0, 9, 4, 4)]),
+            None
+        );
+        assert_eq!(first_overlap(&[]), None);
     }
 }
