@@ -169,24 +169,30 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     // order; a key received counts for every send of it.
     sends.par_sort_unstable();
     sends.dedup();
-    let mut received = vec![false; sends.len()];
-    for r in &receives {
+    // Each receive's send, searched in parallel a chunk of receives at a time: its index among the
+    // keys, if any.
+    let search = |r: &ReceiveKey| {
         let named = (r.phase, r.from, r.bytes);
         let at = sends.partition_point(|s| (s.phase, s.tile, s.bytes) < named);
-        let found = sends
-            .get(at)
-            .is_some_and(|s| (s.phase, s.tile, s.bytes) == named);
-        if found {
-            received[at] = true;
-        } else {
-            v.error(format!(
-                "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
-                r.phase,
-                r.tile,
-                r.bytes.0,
-                u64::from(r.bytes.0) + u64::from(r.bytes.1),
-                r.from,
-            ));
+        let key = sends.get(at).map(|s| (s.phase, s.tile, s.bytes));
+        (key == Some(named)).then_some(at)
+    };
+    let mut received = vec![false; sends.len()];
+    for chunk in receives.chunks(1 << 16) {
+        let found: Vec<Option<usize>> = chunk.par_iter().map(search).collect();
+        for (r, found) in chunk.iter().zip(found) {
+            if let Some(at) = found {
+                received[at] = true;
+            } else {
+                v.error(format!(
+                    "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
+                    r.phase,
+                    r.tile,
+                    r.bytes.0,
+                    u64::from(r.bytes.0) + u64::from(r.bytes.1),
+                    r.from,
+                ));
+            }
         }
     }
     for (s, received) in sends.iter().zip(received) {
