@@ -170,7 +170,7 @@ fn mapping_parser() -> impl TypedValueParser<Value = MappingChoice> {
         MappingChoice::name,
         |m| match m {
             MappingChoice::Auto => Some(
-                "Every mapping for the first finalist, its cheapest for the others; the least modelled cycles kept",
+                "Every mapping for the first finalist that fits, its cheapest for the others; the least modelled cycles kept",
             ),
             MappingChoice::SharedPanels => {
                 Some("Column blocks that gather the same panel on adjacent tiles (supertile pairs)")

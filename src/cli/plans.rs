@@ -167,7 +167,7 @@ pub fn text(table: &Value) -> String {
     }
     let _ = writeln!(
         s,
-        "finalists (the joint search's, by estimated cycles; select_finalist models the first under every mapping, the rest under its cheapest):"
+        "finalists (the joint search's, by estimated cycles; select_finalist models the first that fits under every mapping, the rest under its cheapest):"
     );
     for f in table["finalists"].as_array().into_iter().flatten() {
         let chosen = if f["chosen"].as_bool().unwrap_or(false) {

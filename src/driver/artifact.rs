@@ -10,7 +10,7 @@ use super::BuildError;
 use crate::store::{self, Artifact, ArtifactKind, ContentHash, Expect, Object, Store};
 use std::any::Any;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// The graph is the import's output; the phases read it like any other artifact.
@@ -66,7 +66,7 @@ impl Decoded {
     }
 
     /// Lets go of every decoded artifact but those under `kept`.
-    pub fn retain(&self, kept: &std::collections::BTreeSet<ContentHash>) {
+    pub fn retain(&self, kept: &BTreeSet<ContentHash>) {
         self.0.borrow_mut().retain(|hash, _| kept.contains(hash));
     }
 

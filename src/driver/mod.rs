@@ -51,7 +51,7 @@ use crate::store::{
 };
 use crate::target::Target;
 use crate::workload::WorkloadKind;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Instant;
@@ -534,7 +534,7 @@ impl Build<'_> {
                 package_path = Some(path);
             }
             // What no phase left to run reads is let go.
-            let read_later: std::collections::BTreeSet<ContentHash> = (PIPELINE.iter())
+            let read_later: BTreeSet<ContentHash> = (PIPELINE.iter())
                 .filter(|&&later| later > phase && later <= to)
                 .flat_map(|later| later.inputs())
                 .filter_map(|kind| outputs.get(kind).copied())

@@ -273,7 +273,7 @@ pub static PHASES: [PhaseSpec; 7] = [
         headline: |a| {
             let code = a.output::<TileCode>()?;
             Ok(json!({
-                "instructions": code.tiles.iter().map(|p| p.instructions()).sum::<usize>(),
+                "instructions": code.tiles.iter().map(|p| p.instruction_count()).sum::<usize>(),
             }))
         },
         dump: |a, _| Ok(a.output::<TileCode>()?.dump()),

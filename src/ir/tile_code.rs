@@ -29,11 +29,8 @@ impl TileCode {
         let _ = writeln!(s, "tile_code {}", self.workload);
         let _ = writeln!(s, "  estimated step cycles: {:?}", self.estimated_steps);
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
-        let mut active = 0;
         for p in &self.tiles {
-            let mut busy = false;
             for i in p.instrs() {
-                busy |= !matches!(i, Instr::Sync);
                 let name = match i {
                     Instr::Vertex(v) => v.name(),
                     Instr::Exchange { .. } => "exchange",
@@ -45,8 +42,8 @@ impl TileCode {
                 };
                 *counts.entry(name).or_default() += 1;
             }
-            active += usize::from(busy);
         }
+        let active = self.tiles.iter().filter(|p| p.has_work()).count();
         let _ = writeln!(s, "  tiles={} active={}", self.tiles.len(), active);
         for (name, n) in counts {
             let _ = writeln!(s, "  {name}: {n}");
@@ -58,8 +55,7 @@ impl TileCode {
             self.host.run_inputs.len(),
             self.host.run_outputs.len()
         );
-        let busy = |p: &&EncodedProgram| p.instrs().any(|i| !matches!(i, Instr::Sync));
-        if let Some(p) = self.tiles.iter().find(busy) {
+        if let Some(p) = self.tiles.iter().find(|p| p.has_work()) {
             let _ = writeln!(s, "  program of {}:", p.tile());
             for i in p.instrs() {
                 let _ = writeln!(s, "    {i}");

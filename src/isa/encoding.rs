@@ -401,15 +401,18 @@ mod tests {
         p.instrs.iter().for_each(|i| built.push(i));
         assert_eq!(built.bytes(), encode(&p));
         assert_eq!(
-            (built.instructions(), built.tile()),
+            (built.instruction_count(), built.tile()),
             (p.instrs.len(), p.tile)
         );
         assert_eq!(built.decode(), p);
-        assert_eq!(crate::isa::EncodedProgram::new(encode(&p)), Ok(built));
-        // Cut inside the final receive: the same error as decoding the bytes.
+        assert_eq!(
+            crate::isa::EncodedProgram::from_bytes(encode(&p)),
+            Ok(built)
+        );
+        // Cut inside the final receive: refused where decoding the bytes is.
         let bytes = encode(&p);
         let cut = bytes[..bytes.len() - 2].to_vec();
-        let e = crate::isa::EncodedProgram::new(cut).unwrap_err();
+        let e = crate::isa::EncodedProgram::from_bytes(cut).unwrap_err();
         assert_eq!((e.at, e.what.as_str()), (bytes.len() - 2, "truncated"));
     }
 

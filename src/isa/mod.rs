@@ -192,7 +192,7 @@ pub struct TileProgram {
 
 /// A tile's program in its binary form ([`encoding`]), as `tile_code` holds and stores it: a quarter
 /// of the decoded program's memory. Made by [`EncodedProgram::start`] and [`EncodedProgram::push`], or
-/// from bytes checked to decode ([`EncodedProgram::new`]), so that its instructions always decode.
+/// from bytes checked to decode ([`EncodedProgram::from_bytes`]), so that its instructions always decode.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EncodedProgram {
     tile: TileId,
@@ -219,7 +219,7 @@ impl EncodedProgram {
     }
 
     /// `bytes` as a program, when the whole of them decodes.
-    pub fn new(bytes: Vec<u8>) -> Result<EncodedProgram, encoding::DecodeError> {
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<EncodedProgram, encoding::DecodeError> {
         let (tile, mut at) = encoding::decode_header(&bytes)?;
         let mut instructions = 0;
         while at < bytes.len() {
@@ -242,8 +242,13 @@ impl EncodedProgram {
     }
 
     /// How many instructions the program holds.
-    pub fn instructions(&self) -> usize {
+    pub fn instruction_count(&self) -> usize {
         self.instructions
+    }
+
+    /// Whether the program does more than sync.
+    pub fn has_work(&self) -> bool {
+        self.instrs().any(|i| !matches!(i, Instr::Sync))
     }
 
     /// The instructions, decoded one at a time.
@@ -284,7 +289,7 @@ impl Serialize for EncodedProgram {
 impl<'de> Deserialize<'de> for EncodedProgram {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<EncodedProgram, D::Error> {
         let bytes = serde_bytes::ByteBuf::deserialize(d)?;
-        EncodedProgram::new(bytes.into_vec()).map_err(serde::de::Error::custom)
+        EncodedProgram::from_bytes(bytes.into_vec()).map_err(serde::de::Error::custom)
     }
 }
 

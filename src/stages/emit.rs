@@ -178,7 +178,7 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         (key == Some(named)).then_some(at)
     };
     let mut received = vec![false; sends.len()];
-    for chunk in receives.chunks(1 << 16) {
+    for chunk in receives.chunks(RECEIVES_AT_ONCE) {
         let found: Vec<Option<usize>> = chunk.par_iter().map(search).collect();
         for (r, found) in chunk.iter().zip(found) {
             if let Some(at) = found {
@@ -208,6 +208,9 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     }
     v.finish()
 }
+
+/// Receives [`verify`] matches to their sends at once.
+const RECEIVES_AT_ONCE: usize = 1 << 16;
 
 /// A send as a receive names it: phase, sender, then (skip, bytes).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -303,12 +306,14 @@ fn scan(p: &EncodedProgram, steps: usize, target: &Target) -> TileScan {
             Instr::Sync => (phase, step) = (None, step + 1),
         }
     }
-    // `step` counted the syncs.
-    v.check(step == steps, || {
+    // `step` counted the syncs; that count, the telling one, comes first.
+    let mut problems = Verifier::default();
+    problems.check(step == steps, || {
         format!("{tile}: {step} syncs for {steps} supersteps")
     });
+    problems.append(v);
     TileScan {
-        problems: v,
+        problems,
         vertices,
         sends,
         receives,

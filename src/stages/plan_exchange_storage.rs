@@ -10,7 +10,7 @@
 //! bytes of its buffer's rectangle.
 
 use crate::ids::{BufferId, TileId};
-use crate::ir::{ExchangeStorage, PhaseStorage, Row, Selected, TransferStorage};
+use crate::ir::{ExchangePhase, ExchangeStorage, PhaseStorage, Row, Selected, TransferStorage};
 use crate::verify::Verifier;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -99,7 +99,7 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
 
 /// One phase's errors: its runs against its transfers and buffers, its rows against what lands in
 /// them.
-fn phase_errors(ps: &PhaseStorage, ex: &crate::ir::ExchangePhase, sel: &Selected) -> Verifier {
+fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifier {
     let mut v = Verifier::default();
     v.check(ps.transfers.len() == ex.transfers.len(), || {
         format!("{}: transfer count", ex.id)

@@ -111,8 +111,8 @@ pub enum SelectFinalistError {
     Invalid(String),
 }
 
-/// Builds every finalist's program under the configured mappings and returns the cheapest by the
-/// more exact model, verified.
+/// Builds finalists' programs under the configured mappings ([`cheapest`]) and returns the cheapest
+/// by the more exact model, verified.
 pub fn select_finalist(
     graph: &Graph,
     mid: &Mid,
@@ -148,18 +148,13 @@ pub fn select_finalist(
     Ok(selected)
 }
 
-/// A candidate's modelled cost with its place in the order (the first among equals wins), or why it
-/// does not fit with that place.
-type Modelled = Result<((u64, usize), u32, Mapping), (usize, String)>;
-
-/// The choice among the finalists. The mapping is chosen first: each finalist in turn is modelled
-/// under every mapping until one fits under some, and the cheapest mapping of that finalist is the
-/// one the finalists after it are modelled under (a mapping moves every operator's exchanges, so
-/// its order holds across finalists, which differ in a few operators). Of all those modelled, the
-/// one with the least modelled cycles is kept (the first among equals, in finalist then mapping
-/// order). The programs are built in parallel, each let go once costed (a large model's program
-/// takes hundreds of MB), and the chosen one built again; the choice is a total order, so it does
-/// not depend on which finishes first.
+/// The choice among the finalists ([`choose`]): the first finalist that fits under some mapping is
+/// modelled under every mapping, and the finalists after it under its cheapest only (a mapping
+/// moves every operator's exchanges, so its order holds across finalists, which differ in a few
+/// operators). Of those modelled and not passed over, the one with the least modelled cycles is
+/// kept (the first among equals, in finalist then mapping order). The programs are built in
+/// parallel, each let go once costed (a large model's program takes hundreds of MB), and the chosen
+/// one built again; the choice is a total order, so it does not depend on which finishes first.
 fn cheapest(
     graph: &Graph,
     mid: &Mid,
@@ -167,16 +162,24 @@ fn cheapest(
     passed_over: &[PassedOver],
     target: &Target,
 ) -> Result<Selected, SelectFinalistError> {
-    let candidates: Vec<(usize, u32, Mapping)> = (0..mid.finalists.len())
+    let candidates: Vec<Candidate> = (0..mid.finalists.len())
         .flat_map(|f| mappings.iter().map(move |&m| (f, m)))
         .enumerate()
-        .map(|(order, (f, m))| (order, f as u32, m))
-        .filter(|&(_, finalist, mapping)| !passed_over.contains(&PassedOver { finalist, mapping }))
+        .map(|(order, (f, mapping))| {
+            let finalist = f as u32;
+            Candidate {
+                order,
+                finalist,
+                mapping,
+                passed_over: passed_over.contains(&PassedOver { finalist, mapping }),
+            }
+        })
         .collect();
-    if candidates.is_empty() && !passed_over.is_empty() {
+    if candidates.iter().all(|c| c.passed_over) && !passed_over.is_empty() {
         return Err(SelectFinalistError::AllPassedOver);
     }
-    let modelled = |(order, f, mapping): (usize, u32, Mapping)| -> Modelled {
+    let modelled = |c: Candidate| -> Modelled {
+        let (f, mapping) = (c.finalist, c.mapping);
         let plan = &mid.finalists[f as usize];
         let s = build(graph, mid, &plan.partitions, f, mapping, target);
         tracing::info!(
@@ -188,14 +191,14 @@ fn cheapest(
             "modelled operator-plan finalist"
         );
         match overflow(&s.buffers, s.steps.len(), target) {
-            None => Ok(((s.estimate.cycles, order), f, mapping)),
+            None => Ok(((s.estimate.cycles, c.order), f, mapping)),
             Some((tile, step, live, holds)) => {
                 let why = format!(
                     "finalist {f} ({}): {tile} has {live} bytes live at step{step}, {holds} fit",
                     mapping.name()
                 );
                 tracing::info!("{why}: the next finalist is tried");
-                Err((order, why))
+                Err((c.order, why))
             }
         }
     };
@@ -206,38 +209,76 @@ fn cheapest(
     Ok(build(graph, mid, &plan.partitions, f, mapping, target))
 }
 
-/// Of `candidates` (order, finalist, mapping; in that order), those modelled and the best of them:
-/// each finalist in turn under all its mappings until one fits, then the finalists after it under
-/// that finalist's cheapest mapping only.
-fn choose(
-    candidates: &[(usize, u32, Mapping)],
-    modelled: impl Fn((usize, u32, Mapping)) -> Modelled + Sync,
-) -> Option<Modelled> {
-    let better = |a: Modelled, b: Modelled| match (a, b) {
+/// A finalist under a mapping, with its place in the order and whether the build passed it over.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    order: usize,
+    finalist: u32,
+    mapping: Mapping,
+    passed_over: bool,
+}
+
+/// A candidate's modelled cost with its place in the order (the first among equals wins), its
+/// finalist and mapping; or why it does not fit, with its place.
+type Modelled = Result<((u64, usize), u32, Mapping), (usize, String)>;
+
+/// The best of two modelled candidates: one that fits before one that does not, then the fewer
+/// cycles, then the earlier; of two that do not fit, the earlier one's reason.
+fn better(a: Modelled, b: Modelled) -> Modelled {
+    match (a, b) {
         (Ok(a), Ok(b)) if b.0 < a.0 => Ok(b),
         (Ok(a), _) => Ok(a),
         (Err(_), Ok(b)) => Ok(b),
-        // The first finalist's reason, whichever finishes first.
         (Err(a), Err(b)) => Err(a.min(b)),
+    }
+}
+
+/// The best of `candidates` (in order) not passed over, modelling each finalist in turn under
+/// every mapping until one fits under some, then the finalists after it under that finalist's
+/// cheapest mapping only; should none of those be open and fit, the next finalist goes on as the
+/// first did. A candidate passed over is modelled when its finalist fixes the mapping, so that a
+/// retry fixes the same one, but never chosen. With one mapping, every candidate not passed over is
+/// modelled at once.
+fn choose(
+    candidates: &[Candidate],
+    modelled: impl Fn(Candidate) -> Modelled + Sync,
+) -> Option<Modelled> {
+    let model_all = |list: Vec<Candidate>| -> Vec<(Candidate, Modelled)> {
+        list.into_par_iter().map(|c| (c, modelled(c))).collect()
     };
-    let model_all = |list: Vec<(usize, u32, Mapping)>| -> Option<Modelled> {
-        list.into_par_iter().map(&modelled).reduce_with(better)
+    let chosen = |results: &[(Candidate, Modelled)]| {
+        (results.iter())
+            .filter(|(c, _)| !c.passed_over)
+            .map(|(_, m)| m.clone())
+            .reduce(better)
     };
+    let join =
+        |a: Option<Modelled>, b: Option<Modelled>| [a, b].into_iter().flatten().reduce(better);
+    let open = |list: &[Candidate]| list.iter().filter(|c| !c.passed_over).copied().collect();
+    let one_mapping = candidates
+        .iter()
+        .all(|c| Some(c.mapping) == candidates.first().map(|f| f.mapping));
+    if one_mapping {
+        return chosen(&model_all(open(candidates)));
+    }
     let mut best: Option<Modelled> = None;
     let mut rest = candidates;
-    while let Some(&(_, f, _)) = rest.first() {
-        let (this, after) = rest.split_at(rest.partition_point(|c| c.1 == f));
+    while let Some(first) = rest.first() {
+        let (this, after) = rest.split_at(rest.partition_point(|c| c.finalist == first.finalist));
         rest = after;
-        best = [best, model_all(this.to_vec())]
-            .into_iter()
-            .flatten()
-            .reduce(better);
-        if let Some(Ok((_, _, mapping))) = best {
-            let under: Vec<_> = rest.iter().filter(|c| c.2 == mapping).copied().collect();
-            return [best, model_all(under)]
-                .into_iter()
-                .flatten()
-                .reduce(better);
+        let results = model_all(this.to_vec());
+        best = join(best, chosen(&results));
+        // The finalist's cheapest mapping, passed over or not.
+        let fixed = (results.into_iter()).map(|(_, m)| m).reduce(better);
+        if let Some(Ok((_, _, mapping))) = fixed {
+            let under: Vec<Candidate> = (rest.iter())
+                .filter(|c| c.mapping == mapping)
+                .copied()
+                .collect();
+            best = join(best, chosen(&model_all(open(&under))));
+            if matches!(best, Some(Ok(_))) {
+                return best;
+            }
         }
     }
     best
@@ -248,61 +289,111 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    /// Three finalists under the three mappings, in the order `cheapest` lists them.
-    fn candidates() -> Vec<(usize, u32, Mapping)> {
-        let mappings = [
-            Mapping::RowMajor,
-            Mapping::ColumnMajor,
-            Mapping::SharedPanels,
-        ];
+    const MAPPINGS: [Mapping; 3] = [
+        Mapping::RowMajor,
+        Mapping::ColumnMajor,
+        Mapping::SharedPanels,
+    ];
+
+    /// Three finalists under `mappings`, in the order `cheapest` lists them, `passed` passed over.
+    fn candidates(mappings: &[Mapping], passed: &[(u32, Mapping)]) -> Vec<Candidate> {
         (0..3u32)
-            .flat_map(|f| mappings.map(|m| (f, m)))
+            .flat_map(|f| mappings.iter().map(move |&m| (f, m)))
             .enumerate()
-            .map(|(order, (f, m))| (order, f, m))
+            .map(|(order, (finalist, mapping))| Candidate {
+                order,
+                finalist,
+                mapping,
+                passed_over: passed.contains(&(finalist, mapping)),
+            })
             .collect()
     }
 
-    /// `choose` with a model of `cost(finalist, mapping)` cycles (`None`: does not fit): what it
-    /// chose and which candidates it modelled.
+    /// `choose` over `list` with a model of `cost(finalist, mapping)` cycles (`None`: does not
+    /// fit): what it chose and which candidates it modelled, sorted.
     fn chosen(
+        list: &[Candidate],
         cost: impl Fn(u32, Mapping) -> Option<u64> + Sync,
-    ) -> (Option<Modelled>, Vec<(u32, Mapping)>) {
+    ) -> (Option<Modelled>, Vec<(u32, &'static str)>) {
         let seen = Mutex::new(Vec::new());
-        let best = choose(&candidates(), |(order, f, m)| {
-            seen.lock().unwrap().push((f, m));
-            cost(f, m).map_or(Err((order, format!("{f}"))), |c| Ok(((c, order), f, m)))
+        let best = choose(list, |c| {
+            seen.lock().unwrap().push((c.finalist, c.mapping.name()));
+            let (f, m) = (c.finalist, c.mapping);
+            cost(f, m).map_or(Err((c.order, format!("{f}"))), |cy| {
+                Ok(((cy, c.order), f, m))
+            })
         });
         let mut seen = seen.into_inner().unwrap();
-        seen.sort_by_key(|&(f, m)| (f, m.name()));
+        seen.sort();
         (best, seen)
+    }
+
+    /// Shared panels is cheapest for finalist 0; finalist 2 is cheapest of all under it, and
+    /// cheaper still under row-major.
+    fn cost(f: u32, m: Mapping) -> Option<u64> {
+        Some(match (f, m) {
+            (2, Mapping::RowMajor) => 10,
+            (_, Mapping::SharedPanels) => 100 - u64::from(f),
+            _ => 200,
+        })
     }
 
     #[test]
     fn the_first_finalist_fixes_the_mapping_the_others_are_modelled_under() {
-        // Shared panels is cheapest for finalist 0; finalist 2 is cheapest of all under it, and
-        // cheaper still under row-major, which is never modelled for it.
-        let (best, seen) = chosen(|f, m| {
-            Some(match (f, m) {
-                (2, Mapping::RowMajor) => 10,
-                (_, Mapping::SharedPanels) => 100 - u64::from(f),
-                _ => 200,
-            })
-        });
+        let (best, seen) = chosen(&candidates(&MAPPINGS, &[]), cost);
         assert_eq!(best, Some(Ok(((98, 8), 2, Mapping::SharedPanels))));
-        let mut want = vec![
-            (0, Mapping::ColumnMajor),
-            (0, Mapping::RowMajor),
-            (0, Mapping::SharedPanels),
-            (1, Mapping::SharedPanels),
-            (2, Mapping::SharedPanels),
+        let want = [
+            (0, "column-major"),
+            (0, "row-major"),
+            (0, "shared-panels"),
+            (1, "shared-panels"),
+            (2, "shared-panels"),
         ];
-        want.sort_by_key(|&(f, m)| (f, m.name()));
         assert_eq!(seen, want);
     }
 
     #[test]
+    fn a_retry_keeps_the_mapping_its_passed_over_candidate_fixed() {
+        // The chosen candidate and then finalist 0's under the same mapping passed over: the
+        // mapping stays, the next under it is chosen.
+        let list = candidates(
+            &MAPPINGS,
+            &[(2, Mapping::SharedPanels), (0, Mapping::SharedPanels)],
+        );
+        let (best, seen) = chosen(&list, cost);
+        assert_eq!(best, Some(Ok(((99, 5), 1, Mapping::SharedPanels))));
+        assert!(seen.contains(&(0, "shared-panels")));
+        assert!(!seen.contains(&(2, "shared-panels")));
+        assert_eq!(seen.len(), 4);
+    }
+
+    #[test]
+    fn a_fixed_mapping_with_nothing_open_under_it_passes_the_choice_on() {
+        // Finalist 0 fits only under shared panels, which every finalist is passed over under.
+        let sp = Mapping::SharedPanels;
+        let list = candidates(&MAPPINGS, &[(0, sp), (1, sp), (2, sp)]);
+        let (best, seen) = chosen(&list, |f, m| match (f, m) {
+            (0, Mapping::SharedPanels) => Some(100),
+            (0, _) => None,
+            (1, Mapping::RowMajor) | (2, _) => Some(60 + 10 * u64::from(2 - f)),
+            _ => Some(90),
+        });
+        assert_eq!(best, Some(Ok(((60, 6), 2, Mapping::RowMajor))));
+        assert_eq!(seen.len(), 3 + 3 + 1);
+    }
+
+    #[test]
+    fn with_one_mapping_every_finalist_is_modelled() {
+        let list = candidates(&[Mapping::ColumnMajor], &[(1, Mapping::ColumnMajor)]);
+        let (best, seen) = chosen(&list, |f, _| Some(50 - u64::from(f)));
+        assert_eq!(best, Some(Ok(((48, 2), 2, Mapping::ColumnMajor))));
+        assert_eq!(seen, [(0, "column-major"), (2, "column-major")]);
+    }
+
+    #[test]
     fn a_finalist_that_fits_nowhere_leaves_the_mapping_to_the_next() {
-        let (best, seen) = chosen(|f, m| match (f, m) {
+        let list = candidates(&MAPPINGS, &[]);
+        let (best, seen) = chosen(&list, |f, m| match (f, m) {
             (0, _) => None,
             (_, Mapping::ColumnMajor) => Some(50 + u64::from(f)),
             _ => Some(60),
@@ -310,7 +401,7 @@ mod tests {
         assert_eq!(best, Some(Ok(((51, 4), 1, Mapping::ColumnMajor))));
         assert_eq!(seen.len(), 3 + 3 + 1);
         // Nothing fits: the first finalist's reason.
-        let (best, seen) = chosen(|_, _| None);
+        let (best, seen) = chosen(&list, |_, _| None);
         assert_eq!(best, Some(Err((0, "0".to_string()))));
         assert_eq!(seen.len(), 9);
     }

@@ -22,7 +22,7 @@ fn busy_tile(b: &Built) -> usize {
     b.code
         .tiles
         .iter()
-        .position(|p| p.instrs().any(|i| !matches!(i, Instr::Sync)))
+        .position(|p| p.has_work())
         .expect("a tile with work")
 }
 

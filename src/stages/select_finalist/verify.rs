@@ -234,7 +234,9 @@ fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
 
 /// The first two of `rects` (by the second's index) that overlap: their row and column edges cut
 /// the plane into cells, each rectangle covers whole cells, and two rectangles overlap where they
-/// cover the same cell. Pieces of panels line up, so the cells are about as many as the pieces.
+/// cover the same cell. Pieces of panels line up, so the cells are about as many as the pieces;
+/// pieces whose edges do not line up, so that the cells would be far more, are compared pair by
+/// pair instead.
 fn first_overlap(rects: &[Rect]) -> Option<(usize, usize)> {
     let edges = |ends: fn(&Rect) -> [u32; 2]| {
         let mut e: Vec<u32> = rects.iter().flat_map(ends).collect();
@@ -245,7 +247,16 @@ fn first_overlap(rects: &[Rect]) -> Option<(usize, usize)> {
     let rows = edges(|r| [r.row0, r.row1]);
     let cols = edges(|r| [r.col0, r.col1]);
     let width = cols.len().saturating_sub(1);
-    let mut owner = vec![usize::MAX; rows.len().saturating_sub(1) * width];
+    let cells = rows.len().saturating_sub(1).saturating_mul(width);
+    if cells > 64 * rects.len() + 1024 {
+        return (1..rects.len()).find_map(|b| {
+            let a = rects[..b]
+                .iter()
+                .position(|a| a.intersect(&rects[b]).is_some())?;
+            Some((a, b))
+        });
+    }
+    let mut owner = vec![usize::MAX; cells];
     // Every edge is in its list, so each search finds it.
     let at = |edges: &[u32], x: u32| edges.partition_point(|&e| e < x);
     for (i, r) in rects.iter().enumerate() {
@@ -604,6 +615,15 @@ mod tests {
                 rects[a]
             );
         }
+        // Staggered pieces, whose edges cut many more cells than there are pieces.
+        let bricks: Vec<Rect> = (0..64)
+            .map(|i| Rect::new(2 * i, 2 * i + 2, i, i + 200))
+            .collect();
+        assert_eq!(first_overlap(&bricks), None);
+        let mut rects = bricks.clone();
+        rects.push(Rect::new(60, 62, 100, 101));
+        let (a, b) = first_overlap(&rects).expect("an overlap");
+        assert_eq!((a, b), (30, 64));
         // Empty pieces never overlap; no pieces, nothing.
         assert_eq!(
             first_overlap(&[Rect::new(3, 3, 0, 9), Rect::new(0, 9, 4, 4)]),
