@@ -97,25 +97,42 @@ pub fn amp_matmul(
     block_depth: usize,
     partials: DType,
 ) {
-    let mut block_sum = vec![0f32; cols];
+    // Each row's outputs are summed `LANES` columns at a time, the lane's sums held in registers
+    // across the block's depth. Whatever the grouping, each block's sum of an output starts at zero
+    // and adds its products in depth order (a zero of `a` adds nothing), then joins the partial.
+    const LANES: usize = 16;
     let mut halves = Vec::new();
     for r in 0..rows {
         let arow = &a[r * a_stride..r * a_stride + depth];
         let orow = &mut out[r * out_stride..r * out_stride + cols];
         orow.fill(0.0);
         for k0 in (0..depth).step_by(block_depth) {
-            block_sum.fill(0.0);
-            for k in k0..k0 + block_depth {
-                let av = arow[k];
-                if av == 0.0 {
-                    continue;
+            let ablock = &arow[k0..k0 + block_depth];
+            let brow = |j: usize, c: usize| (k0 + j) * b_stride + c;
+            let whole = cols - cols % LANES;
+            for c0 in (0..whole).step_by(LANES) {
+                let mut sums = [0f32; LANES];
+                for (j, &av) in ablock.iter().enumerate() {
+                    if av == 0.0 {
+                        continue;
+                    }
+                    if let Some(lane) = b[brow(j, c0)..].first_chunk::<LANES>() {
+                        for (s, &bv) in sums.iter_mut().zip(lane) {
+                            *s += av * bv;
+                        }
+                    }
                 }
-                let brow = &b[k * b_stride..k * b_stride + cols];
-                for (s, &bv) in block_sum.iter_mut().zip(brow) {
-                    *s += av * bv;
+                for (o, s) in orow[c0..c0 + LANES].iter_mut().zip(sums) {
+                    *o += s;
                 }
             }
-            for (o, &s) in orow.iter_mut().zip(&block_sum) {
+            for (c, o) in orow.iter_mut().enumerate().skip(whole) {
+                let mut s = 0f32;
+                for (j, &av) in ablock.iter().enumerate() {
+                    if av != 0.0 {
+                        s += av * b[brow(j, c)];
+                    }
+                }
                 *o += s;
             }
             round_slice(partials, orow, &mut halves);
@@ -429,6 +446,52 @@ pub fn check(device: &[f32], reference: &Reference, output: ValueId) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_amp_sums_each_output_block_by_block_in_depth_order() {
+        // Every output summed alone, as the AMP's contract states it: per 16-deep block a sum from
+        // zero in depth order, zeros of `a` skipped, added to the partial and rounded to its type.
+        let mut rng = crate::rng::SplitMix64(7);
+        for (rows, cols, partials) in [
+            (5, 16, DType::F16),
+            (9, 37, DType::F32),
+            (3, 12, DType::F16),
+        ] {
+            let (depth, block) = (48, 16);
+            let mut value = |zero_every: u64| {
+                let v = f16::from_f64(rng.uniform() * 8.0 - 4.0).to_f32();
+                if rng.below(zero_every) == 0 { 0.0 } else { v }
+            };
+            let a: Vec<f32> = (0..rows * depth).map(|_| value(5)).collect();
+            let b: Vec<f32> = (0..depth * cols).map(|_| value(50)).collect();
+            let mut out = vec![f32::NAN; rows * cols];
+            amp_matmul(
+                &a, depth, &b, cols, &mut out, cols, rows, depth, cols, block, partials,
+            );
+            for r in 0..rows {
+                for c in 0..cols {
+                    let mut partial = 0f32;
+                    for k0 in (0..depth).step_by(block) {
+                        let mut sum = 0f32;
+                        for k in k0..k0 + block {
+                            if a[r * depth + k] != 0.0 {
+                                sum += a[r * depth + k] * b[k * cols + c];
+                            }
+                        }
+                        partial += sum;
+                        if partials == DType::F16 {
+                            partial = f16::from_f32(partial).to_f32();
+                        }
+                    }
+                    assert_eq!(
+                        out[r * cols + c].to_bits(),
+                        partial.to_bits(),
+                        "{rows}x{cols} ({r}, {c})"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_slice_rounds_as_each_value_rounds_ties_subnormals_and_overflow_included() {
