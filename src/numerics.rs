@@ -116,10 +116,9 @@ pub fn amp_matmul(
                     if av == 0.0 {
                         continue;
                     }
-                    if let Some(lane) = b[brow(j, c0)..].first_chunk::<LANES>() {
-                        for (s, &bv) in sums.iter_mut().zip(lane) {
-                            *s += av * bv;
-                        }
+                    let lane = &b[brow(j, c0)..brow(j, c0) + LANES];
+                    for (s, &bv) in sums.iter_mut().zip(lane) {
+                        *s += av * bv;
                     }
                 }
                 for (o, s) in orow[c0..c0 + LANES].iter_mut().zip(sums) {

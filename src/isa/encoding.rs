@@ -49,17 +49,22 @@ pub struct DecodeError {
 
 pub fn encode(program: &TileProgram) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 * program.instrs.len() + 8);
-    varint(&mut out, program.tile.0);
+    header(&mut out, program.tile);
     for instr in &program.instrs {
         encode_instr(&mut out, instr);
     }
     out
 }
 
+/// Appends the header of a program of `tile`: what its encoding holds before its instructions.
+pub fn header(out: &mut Vec<u8>, tile: TileId) {
+    varint(out, tile.0);
+}
+
 /// The bytes `encode` gives a program of `tile` before its instructions.
 pub fn header_bytes(tile: TileId) -> usize {
     let mut out = Vec::new();
-    varint(&mut out, tile.0);
+    header(&mut out, tile);
     out.len()
 }
 
@@ -168,7 +173,7 @@ pub fn decode_instr(bytes: &[u8], at: usize) -> Result<(Instr, usize), DecodeErr
     Ok((instr, r.at))
 }
 
-pub(super) fn varint(out: &mut Vec<u8>, mut v: u32) {
+fn varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;

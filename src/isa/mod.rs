@@ -204,7 +204,7 @@ impl EncodedProgram {
     /// The program of `tile` with no instructions yet.
     pub fn start(tile: TileId) -> EncodedProgram {
         let mut bytes = Vec::new();
-        encoding::varint(&mut bytes, tile.0);
+        encoding::header(&mut bytes, tile);
         EncodedProgram {
             tile,
             bytes,
