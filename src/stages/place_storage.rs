@@ -214,7 +214,7 @@ fn place_tile(
     let code_address = target.memory_base;
     let code_end = code_address + code_bytes;
     let mut placed: Vec<(&Buffer, u32)> = Vec::with_capacity(sorted.len());
-    let mut live = LiveIndex::default();
+    let mut live = LiveIndex::new(buffers);
     // Scratch reused from buffer to buffer.
     let (mut short, mut conflicts) = (Vec::new(), Vec::new());
     let mut runs: Vec<(u32, u32)> = Vec::new();
@@ -236,6 +236,7 @@ fn place_tile(
         // in that order, the others sorted here, and the two merged).
         short.clear();
         short.extend(live.short_overlapping(b, &placed));
+        short.extend_from_slice(&live.always);
         short.sort_unstable();
         conflicts.clear();
         merge_sorted(&short, live.long_overlapping(b, &placed), &mut conflicts);
@@ -319,20 +320,44 @@ fn place_tile(
 type Footprint = (u32, u32);
 
 /// The placed buffers of a tile by lifetime, to find those live with a buffer without visiting every
-/// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step, the others with their
-/// footprints in address order.
-#[derive(Default)]
+/// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step; those live through
+/// every step of the tile's buffers (resident weights) as the runs of memory they hold, touching
+/// ones joined, so that a tile's many resident panels cost each later buffer a run or two; the
+/// others with their footprints in address order. Joining touching runs moves no buffer of a byte
+/// or more: one placed at the boundary of two would overlap the upper.
 struct LiveIndex {
     short: BTreeMap<u32, Vec<(usize, Footprint)>>,
     long: Vec<(Footprint, usize)>,
+    /// The steps every buffer of the tile lies within.
+    span: (u32, u32),
+    /// The memory held by the buffers live through all of `span`, as disjoint runs by address.
+    always: Vec<Footprint>,
 }
 
 impl LiveIndex {
     const SHORT: u32 = 32;
 
+    fn new(buffers: &[&Buffer]) -> LiveIndex {
+        let first = buffers.iter().map(|b| b.first_step.0).min().unwrap_or(0);
+        let last = buffers.iter().map(|b| b.last_step.0).max().unwrap_or(0);
+        LiveIndex {
+            short: BTreeMap::new(),
+            long: Vec::new(),
+            span: (first, last),
+            always: Vec::new(),
+        }
+    }
+
     /// Adds `placed[index]`, `b`, whose memory is `footprint`.
     fn insert(&mut self, b: &Buffer, index: usize, footprint: (u32, u32)) {
-        if b.last_step.0 - b.first_step.0 <= Self::SHORT {
+        if b.first_step.0 <= self.span.0 && b.last_step.0 >= self.span.1 && b.bytes() > 0 {
+            // The runs that touch or overlap `footprint` become one.
+            let from = self.always.partition_point(|r| r.1 < footprint.0);
+            let to = self.always.partition_point(|r| r.0 <= footprint.1);
+            let joined = (self.always[from..to].iter())
+                .fold(footprint, |(s, e), r| (s.min(r.0), e.max(r.1)));
+            self.always.splice(from..to, [joined]);
+        } else if b.last_step.0 - b.first_step.0 <= Self::SHORT {
             (self.short.entry(b.first_step.0).or_default()).push((index, footprint));
         } else {
             let at = self.long.partition_point(|l| *l <= (footprint, index));
