@@ -53,6 +53,16 @@ pub fn preset_text(name: &str) -> Option<String> {
     crate::files::read_text(&preset_path(name)?, &crate::files::WORKLOAD).ok()
 }
 
+/// `bert-encoder-small` with `layers` layers (an embeddings' layer norm, then seven operators a
+/// layer), for tests of what repeats.
+#[cfg(test)]
+pub fn small_encoder(layers: u32) -> crate::ir::Graph {
+    let text = preset_text("bert-encoder-small").expect("preset");
+    let text = text.replace("layers = 2", &format!("layers = {layers}"));
+    let spec = WorkloadSpec::parse(&text, "preset").expect("spec");
+    spec.import().expect("graph")
+}
+
 /// The preset names closest to a misspelled `name` (at most three edits away), closest first.
 pub fn suggest(name: &str) -> Vec<String> {
     let all = presets();

@@ -376,13 +376,41 @@ pub struct Plan {
 pub struct Mid {
     pub workload: String,
     pub operators: Vec<Operator>,
+    /// The operators that repeat one layer, which every finalist plans alike.
+    pub layers: Option<Layers>,
     pub finalists: Vec<Plan>,
 }
 
-/// Schema 7: a matmul's weights side by side (`MatMulPart`).
+/// Schema 8: the repeated layers (`Layers`).
 impl crate::store::Artifact for Mid {
     const KIND: &'static str = "mid";
-    const SCHEMA: u32 = 7;
+    const SCHEMA: u32 = 8;
+}
+
+/// Operators `start .. start + period * count` are `count` copies of one layer of `period`
+/// operators: each has the candidates of the operator `period` before it and reads what the
+/// operators the same distance before them produce. Every finalist gives each the partition of
+/// the one `period` before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layers {
+    pub start: u32,
+    pub period: u32,
+    pub count: u32,
+}
+
+impl Layers {
+    /// The operator after the last layer.
+    pub fn end(&self) -> usize {
+        (self.start as usize)
+            .saturating_add((self.period as usize).saturating_mul(self.count as usize))
+    }
+
+    /// The operator whose plan operator `i` repeats: the one a layer before it, from the second
+    /// layer on.
+    pub fn copies(&self, i: usize) -> Option<usize> {
+        let first = (self.start as usize).saturating_add(self.period as usize);
+        (i >= first && i < self.end()).then(|| i - self.period as usize)
+    }
 }
 
 impl Mid {
@@ -444,6 +472,16 @@ impl Mid {
                 }
             };
             let _ = writeln!(s, "{}", o.dump(&covers.join(",")));
+        }
+        if let Some(l) = self.layers {
+            let _ = writeln!(
+                s,
+                "  layers: operators {}..{} are {} copies of {} operators, planned alike",
+                l.start,
+                l.end(),
+                l.count,
+                l.period
+            );
         }
         for (f, plan) in self.finalists.iter().enumerate() {
             let e = &plan.estimate;
@@ -610,6 +648,20 @@ impl Mid {
             });
         }
         v.check(!mid.finalists.is_empty(), || "no finalist".to_string());
+        if let Some(l) = mid.layers {
+            v.check(
+                l.period > 0 && l.count > 1 && l.end() <= mid.operators.len(),
+                || format!("layers {l:?} of {} operators", mid.operators.len()),
+            );
+            for (f, plan) in mid.finalists.iter().enumerate() {
+                for i in (0..plan.partitions.len()).filter(|&i| l.copies(i).is_some()) {
+                    let j = i - l.period as usize;
+                    v.check(plan.partitions[i] == plan.partitions[j], || {
+                        format!("finalist {f} op{i}: not planned as op{j}, a layer before it")
+                    });
+                }
+            }
+        }
         for (f, plan) in mid.finalists.iter().enumerate() {
             v.check(plan.partitions.len() == mid.operators.len(), || {
                 format!("finalist {f}: partition count")

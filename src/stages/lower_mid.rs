@@ -25,6 +25,7 @@
 
 use crate::ids::{OpId, ValueId};
 mod estimate;
+mod layers;
 mod partitions;
 mod search;
 
@@ -38,6 +39,7 @@ use crate::target::Target;
 use estimate::{
     assemble_estimate, attention_estimate, grid_estimate, layer_norm_estimate, vector_estimate,
 };
+use layers::repeated;
 use partitions::{attention_partitions, grid_partitions, layer_norm_partitions, row_partitions};
 pub use search::Candidate;
 use search::{joint, shortlist};
@@ -196,21 +198,25 @@ pub fn lower_mid(
     cfg: &LowerMidConfig,
 ) -> Result<Mid, LowerMidError> {
     let (operators, shortlists) = shortlists(graph, target, cfg)?;
-    let finalists = joint(
-        graph,
-        &operators,
-        &shortlists,
-        target,
-        cfg.finalists as usize,
-    )
-    .map_err(LowerMidError::NoPlan)?
-    .iter()
-    .map(|choice| plan(choice))
-    .collect();
+    let search = |layers| {
+        let finalists = cfg.finalists as usize;
+        joint(graph, &operators, &shortlists, layers, target, finalists)
+    };
+    // Layers planned alike when some plan of the whole program does so, else each on its own.
+    let layers = repeated(graph, &operators, &shortlists);
+    let (layers, choices) = match search(layers) {
+        Ok(choices) => (layers, choices),
+        Err(why) if layers.is_some() => {
+            tracing::info!(%why, "no plan plans the repeated layers alike: each planned on its own");
+            (None, search(None).map_err(LowerMidError::NoPlan)?)
+        }
+        Err(why) => return Err(LowerMidError::NoPlan(why)),
+    };
     let mid = Mid {
         workload: graph.workload.clone(),
         operators,
-        finalists,
+        layers,
+        finalists: choices.iter().map(|choice| plan(choice)).collect(),
     };
     let errors = verify_mid(&mid, graph, target);
     if !errors.is_empty() {

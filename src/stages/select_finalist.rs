@@ -10,7 +10,12 @@
 //! and besides those the config passes over: a finalist under a mapping whose storage
 //! `place_storage` could not place in an earlier try of the build. The first finalist that fits is
 //! modelled under every mapping, the others under its cheapest only ([`cheapest`]). Each program is
-//! let go once costed; the chosen one is built again.
+//! let go once costed; the chosen one is built again, whole. When the mid's last three or more
+//! layers are planned alike (`Mid::layers`), a candidate is modelled on its operators through the
+//! second layer, each later layer costed as the second ([`through_second_layer`], exact: the same
+//! operators under the same partitions read the same layout, so build the same steps); a tile that
+//! overflows there overflows in the whole program, and a chosen one whose whole program overflows
+//! is set aside and the choice made again.
 //!
 //! Storage layout: every buffer holds a rectangle of one value, row-major or transposed, every stored row
 //! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities, partials and a flash state
@@ -41,9 +46,9 @@ mod verify;
 
 pub use verify::verify;
 
-use crate::ir::{Graph, Mapping, Mid, Selected, verify_mid};
+use crate::ir::{Graph, Layers, Mapping, Mid, Selected, Step, verify_mid};
 use crate::target::Target;
-use builder::build;
+use builder::{build, steps_of};
 use estimate::overflow;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -151,10 +156,12 @@ pub fn select_finalist(
 /// The choice among the finalists ([`choose`]): the first finalist that fits under some mapping is
 /// modelled under every mapping, and the finalists after it under its cheapest only (a mapping
 /// moves every operator's exchanges, so its order holds across finalists, which differ in a few
-/// operators). Of those modelled and not passed over, the one with the least modelled cycles is
-/// kept (the first among equals, in finalist then mapping order). The programs are built in
-/// parallel, each let go once costed (a large model's program takes hundreds of MB), and the chosen
-/// one built again; the choice is a total order, so it does not depend on which finishes first.
+/// operators in each layer). Of those modelled and not passed over, the one with the least modelled
+/// cycles is kept (the first among equals, in finalist then mapping order). The programs are built
+/// in parallel, each let go once costed (a large model's program takes hundreds of MB), and the
+/// chosen one built again, whole: should that overflow a tile where its model through the second
+/// layer did not, it is set aside as not fitting and the choice made again. The choice is a total
+/// order, so it does not depend on which finishes first.
 fn cheapest(
     graph: &Graph,
     mid: &Mid,
@@ -178,35 +185,104 @@ fn cheapest(
     if candidates.iter().all(|c| c.passed_over) && !passed_over.is_empty() {
         return Err(SelectFinalistError::AllPassedOver);
     }
-    let modelled = |c: Candidate| -> Modelled {
-        let (f, mapping) = (c.finalist, c.mapping);
+    let layers = mid
+        .layers
+        .filter(|l| l.count >= 3 && l.end() == mid.operators.len());
+    // Candidates whose whole program overflowed a tile though their model fitted.
+    let mut unfit: Vec<(u32, Mapping, String)> = Vec::new();
+    loop {
+        let modelled = |c: Candidate| -> Modelled {
+            let (f, mapping) = (c.finalist, c.mapping);
+            if let Some((.., why)) = (unfit.iter()).find(|u| (u.0, u.1) == (f, mapping)) {
+                return Err((c.order, why.clone()));
+            }
+            let plan = &mid.finalists[f as usize];
+            let ((cycles, exchange_cycles), s) = match layers {
+                Some(l) => through_second_layer(graph, mid, l, f, mapping, target),
+                None => {
+                    let s = build(graph, &mid.operators, &plan.partitions, f, mapping, target);
+                    ((s.estimate.cycles, s.estimate.exchange_cycles), s)
+                }
+            };
+            tracing::info!(
+                finalist = f,
+                mapping = ?mapping,
+                analytical_cycles = plan.estimate.cycles,
+                modelled_cycles = cycles,
+                modelled_exchange_cycles = exchange_cycles,
+                modelled_operators = s.operators.len(),
+                "modelled operator-plan finalist"
+            );
+            match too_full(&s, target) {
+                None => Ok(((cycles, c.order), f, mapping)),
+                Some(why) => {
+                    tracing::info!("{why}: the next finalist is tried");
+                    Err((c.order, why))
+                }
+            }
+        };
+        let (_, f, mapping) = choose(&candidates, modelled)
+            .ok_or(SelectFinalistError::NoFinalist)?
+            .map_err(|(_, why)| SelectFinalistError::NoneFits(why))?;
         let plan = &mid.finalists[f as usize];
-        let s = build(graph, mid, &plan.partitions, f, mapping, target);
-        tracing::info!(
-            finalist = f,
-            mapping = ?mapping,
-            analytical_cycles = plan.estimate.cycles,
-            modelled_cycles = s.estimate.cycles,
-            modelled_exchange_cycles = s.estimate.exchange_cycles,
-            "modelled operator-plan finalist"
-        );
-        match overflow(&s.buffers, s.steps.len(), target) {
-            None => Ok(((s.estimate.cycles, c.order), f, mapping)),
-            Some((tile, step, live, holds)) => {
-                let why = format!(
-                    "finalist {f} ({}): {tile} has {live} bytes live at step{step}, {holds} fit",
-                    mapping.name()
-                );
+        let whole = build(graph, &mid.operators, &plan.partitions, f, mapping, target);
+        match too_full(&whole, target) {
+            None => return Ok(whole),
+            Some(why) => {
                 tracing::info!("{why}: the next finalist is tried");
-                Err((c.order, why))
+                unfit.push((f, mapping, why));
             }
         }
-    };
-    let (_, f, mapping) = choose(&candidates, modelled)
-        .ok_or(SelectFinalistError::NoFinalist)?
-        .map_err(|(_, why)| SelectFinalistError::NoneFits(why))?;
-    let plan = &mid.finalists[f as usize];
-    Ok(build(graph, mid, &plan.partitions, f, mapping, target))
+    }
+}
+
+/// Why `s` does not fit tile memory, if it does not: the first tile and step that overflow.
+fn too_full(s: &Selected, target: &Target) -> Option<String> {
+    let (tile, step, live, holds) = overflow(&s.buffers, s.steps.len(), target)?;
+    Some(format!(
+        "finalist {} ({}): {tile} has {live} bytes live at step{step}, {holds} fit",
+        s.finalist,
+        s.mapping.name()
+    ))
+}
+
+/// A finalist of a mid whose last `layers.count` layers (three or more) are planned alike, modelled
+/// on its operators through the second layer: its modelled cycles and exchange cycles with each
+/// later layer costed as the second, and the program of those operators (the same operators under the same partitions, reading
+/// the same layout from the layer before, so the same steps). Its buffers are a subset of the whole
+/// program's, each live no longer, so a tile that overflows here overflows there too.
+fn through_second_layer(
+    graph: &Graph,
+    mid: &Mid,
+    layers: Layers,
+    f: u32,
+    mapping: Mapping,
+    target: &Target,
+) -> ((u64, u64), Selected) {
+    let partitions = &mid.finalists[f as usize].partitions;
+    let second = layers.start as usize + layers.period as usize;
+    let upto = second + layers.period as usize;
+    let s = build(
+        graph,
+        &mid.operators[..upto],
+        &partitions[..upto],
+        f,
+        mapping,
+        target,
+    );
+    let first_step: usize = partitions[..second].iter().map(steps_of).sum::<u32>() as usize;
+    let steps = || (s.steps.iter().zip(&s.estimate.steps)).skip(first_step);
+    let layer = steps().map(|(_, c)| c).sum::<u64>()
+        + target.sync_estimate((s.steps.len() - first_step) as u64);
+    let exchange: u64 = (steps().filter(|(step, _)| matches!(step, Step::Exchange(_))))
+        .map(|(_, c)| c)
+        .sum();
+    let later = u64::from(layers.count - 2);
+    let modelled = (
+        s.estimate.cycles + later * layer,
+        s.estimate.exchange_cycles + later * exchange,
+    );
+    (modelled, s)
 }
 
 /// A finalist under a mapping, with its place in the order and whether the build passed it over.
@@ -288,6 +364,40 @@ fn choose(
 mod tests {
     use super::*;
     use std::sync::Mutex;
+
+    #[test]
+    fn a_model_through_the_second_layer_costs_the_whole_program() {
+        let target = Target::preset("mk2-1500").expect("target");
+        for layers in [3, 5] {
+            let graph = crate::workload::small_encoder(layers);
+            let cfg = crate::stages::lower_mid::LowerMidConfig::default();
+            let mid = crate::stages::lower_mid::lower_mid(&graph, &target, &cfg).expect("mid");
+            let repeat = mid.layers.expect("layers");
+            for (f, plan) in mid.finalists.iter().enumerate().take(2) {
+                for mapping in [Mapping::RowMajor, Mapping::SharedPanels] {
+                    let f = f as u32;
+                    let (modelled, part) =
+                        through_second_layer(&graph, &mid, repeat, f, mapping, &target);
+                    let whole = build(
+                        &graph,
+                        &mid.operators,
+                        &plan.partitions,
+                        f,
+                        mapping,
+                        &target,
+                    );
+                    let exact = (whole.estimate.cycles, whole.estimate.exchange_cycles);
+                    assert_eq!(
+                        modelled, exact,
+                        "{layers} layers, finalist {f}, {mapping:?}"
+                    );
+                    // The later layers are a real share, so a miscount of them would show.
+                    assert!(part.operators.len() < whole.operators.len());
+                    assert!(part.estimate.cycles + 1000 < whole.estimate.cycles);
+                }
+            }
+        }
+    }
 
     const MAPPINGS: [Mapping; 3] = [
         Mapping::RowMajor,

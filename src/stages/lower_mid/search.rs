@@ -3,18 +3,21 @@
 //! Contract: [`shortlist`] keeps, of one operator's candidates that fit a tile alone, the fastest
 //! of each (operand form, residency, region of the partials' shares) class and the leanest.
 //! [`joint`] searches the product of the shortlists with a beam over the operators in the mid's
-//! order. A partial plan carries the value orders its operators read in (`crate::ir::Orders`): a
-//! candidate whose reads clash with them is refused, and a matmul whose readers want its output in
-//! the other order than its partials is charged its transposing epilogue. It carries the bytes its
-//! resident weights keep on a tile, and every chosen operator must still fit beside the sum. Of the partial plans with the same
-//! orders, one that is slower than `finalists` others that keep no more resident bytes is dropped;
-//! the fastest `BEAM` go on. Orders are compared by their digest (`Orders::key`), and a partial
-//! plan is built whole only once kept, so each operator costs the same whatever came before it. The result is the fastest `finalists` whole plans, in a total order
-//! (cycles, then the choices), so it never depends on the thread count.
+//! order; an operator that copies one a layer before it (`Layers::copies`) takes, in each partial
+//! plan, that operator's candidate, so every whole plan plans its layers alike. A partial plan
+//! carries the value orders its operators read in (`crate::ir::Orders`): a candidate whose reads
+//! clash with them is refused, and a matmul whose readers want its output in the other order than
+//! its partials is charged its transposing epilogue. It carries the bytes its resident weights keep
+//! on a tile, and every chosen operator must still fit beside the sum. Of the partial plans with
+//! the same orders, one that is slower than `finalists` others that keep no more resident bytes is
+//! dropped; the fastest `BEAM` go on. Orders are compared by their digest (`Orders::key`), and a
+//! partial plan is built whole only once kept, so each operator costs the same whatever came before
+//! it. The result is the fastest `finalists` whole plans, in a total order (cycles, then the
+//! choices), so it never depends on the thread count.
 
 use crate::ids::ValueId;
 use crate::ir::{
-    CODE_RESERVE_BYTES, Graph, Operator, OperatorEstimate, Orders, Partition, Resident,
+    CODE_RESERVE_BYTES, Graph, Layers, Operator, OperatorEstimate, Orders, Partition, Resident,
 };
 use crate::ir::{fixed_output_order, reads};
 use crate::target::Target;
@@ -166,6 +169,7 @@ pub(super) fn joint(
     graph: &Graph,
     operators: &[Operator],
     candidates: &[Vec<Candidate>],
+    layers: Option<Layers>,
     target: &Target,
     finalists: usize,
 ) -> Result<Vec<Choice>, String> {
@@ -212,8 +216,12 @@ pub(super) fn joint(
     for (i, op) in operators.iter().enumerate() {
         open.retain(|&j| last_reader[j] >= Some(i));
         let mut next = Vec::new();
+        let copies = layers.and_then(|l| l.copies(i));
         for (parent, s) in beam.iter().enumerate() {
             for (c_index, c) in candidates[i].iter().enumerate() {
+                if copies.is_some_and(|j| s.choice[j] != c_index) {
+                    continue;
+                }
                 let changes = match s.orders.changes(graph, op, &c.partition, &fixed) {
                     Ok(changes) => changes,
                     Err(e) => {

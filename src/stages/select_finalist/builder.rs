@@ -16,7 +16,7 @@ use crate::exchange::Overheads;
 use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
 use crate::ir::{
     Buffer, BufferClass, ComputeSet, DType, Destination, ExchangePhase, Graph, HostTransfer,
-    Mapping, Mid, Operator, Orders, Partition, Rect, Selected, Step, Transfer, ValueRole, Vertex,
+    Mapping, Operator, Orders, Partition, Rect, Selected, Step, Transfer, ValueRole, Vertex,
     value_orders,
 };
 use crate::target::Target;
@@ -487,7 +487,7 @@ pub(super) fn chunks(len: u32, parts: u32, multiple: u32) -> Vec<(u32, u32)> {
 }
 
 /// Supersteps an operator takes under a partition.
-fn steps_of(p: &Partition) -> u32 {
+pub(super) fn steps_of(p: &Partition) -> u32 {
     match p {
         Partition::Attention(a) if a.key_blocks > 1 => 4,
         Partition::Grid(g) if g.depth_blocks > 1 => 4,
@@ -495,10 +495,11 @@ fn steps_of(p: &Partition) -> u32 {
     }
 }
 
-/// The whole program of one finalist plan (`partitions`, number `finalist`) under `mapping`.
+/// The program of `operators` under one finalist plan (`partitions`, number `finalist`) under
+/// `mapping`: the whole program for all of the mid's operators.
 pub(super) fn build(
     graph: &Graph,
-    mid: &Mid,
+    operators: &[Operator],
     partitions: &[Partition],
     finalist: u32,
     mapping: Mapping,
@@ -509,8 +510,7 @@ pub(super) fn build(
         target,
         mapping,
         // lower_mid's verifier (run on the mid before any build) refuses a plan whose orders clash.
-        orders: value_orders(graph, &mid.operators, partitions)
-            .unwrap_or_else(|_| Orders::new(graph)),
+        orders: value_orders(graph, operators, partitions).unwrap_or_else(|_| Orders::new(graph)),
         buffers: Vec::new(),
         resident: BTreeMap::new(),
         holders: BTreeMap::new(),
@@ -523,7 +523,7 @@ pub(super) fn build(
         last_step: partitions.iter().map(steps_of).sum::<u32>() - 1,
     };
     // Home pieces of weights and inputs, on the grid of the matmul that first reads them.
-    for (op, p) in mid.operators.iter().zip(partitions) {
+    for (op, p) in operators.iter().zip(partitions) {
         match (op, p) {
             (Operator::MatMul(op), Partition::Grid(p)) => b.matmul_homes(op, p),
             (Operator::LayerNorm(op), Partition::Grid(p)) => b.layer_norm_homes(op, p),
@@ -532,7 +532,7 @@ pub(super) fn build(
             _ => {}
         }
     }
-    for (op, p) in mid.operators.iter().zip(partitions) {
+    for (op, p) in operators.iter().zip(partitions) {
         match (op, p) {
             (Operator::MatMul(op), Partition::Grid(p)) => b.matmul(op, p),
             (Operator::LayerNorm(op), Partition::Grid(p)) => b.layer_norm(op, p),
@@ -547,7 +547,7 @@ pub(super) fn build(
     Selected {
         workload: graph.workload.clone(),
         graph: graph.clone(),
-        operators: mid.operators.clone(),
+        operators: operators.to_vec(),
         finalist,
         mapping,
         partitions: partitions.to_vec(),

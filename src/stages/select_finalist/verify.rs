@@ -22,20 +22,37 @@ use crate::ir::{BufferClass, HostTransfer, Rect, Selected, Step, ValueRole};
 use crate::isa::VertexKind;
 use crate::target::Target;
 use crate::verify::Verifier;
+use rayon::prelude::*;
 use std::collections::BTreeSet;
 
 /// Checks a selection; returns every problem found.
 pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
+    type Check<'a> = Box<dyn Fn(&mut Verifier) + Sync + 'a>;
+    let checks: [Check; 7] = [
+        Box::new(|v| check_steps(v, s)),
+        Box::new(|v| check_buffers(v, s, target)),
+        // Coverage of every gathered buffer, and liveness of sources and destinations.
+        Box::new(|v| {
+            let incoming = check_transfers(v, s);
+            check_coverage(v, s, &incoming);
+        }),
+        Box::new(|v| check_vertices(v, s)),
+        Box::new(|v| check_assembles(v, s)),
+        Box::new(|v| check_vectors(v, s)),
+        Box::new(|v| check_host_streams(v, s)),
+    ];
+    // The checks run side by side; their problems are listed in the checks' order.
+    let found: Vec<Verifier> = (checks.par_iter())
+        .map(|check| {
+            let mut v = Verifier::default();
+            check(&mut v);
+            v
+        })
+        .collect();
     let mut v = Verifier::default();
-    check_steps(&mut v, s);
-    check_buffers(&mut v, s, target);
-    // Coverage of every gathered buffer, and liveness of sources and destinations.
-    let incoming = check_transfers(&mut v, s);
-    check_coverage(&mut v, s, &incoming);
-    check_vertices(&mut v, s);
-    check_assembles(&mut v, s);
-    check_vectors(&mut v, s);
-    check_host_streams(&mut v, s);
+    for f in found {
+        v.append(f);
+    }
     v.finish()
 }
 
