@@ -53,15 +53,18 @@ pub fn emit(
 ) -> Result<TileCode, EmitError> {
     // Schedules are address-free: validate each against its pattern before binding it to the rows
     // place_storage gave addresses.
+    // The phases are checked side by side; the first in order that fails is the error.
     let o = Overheads::of(target);
-    for (ex, ps) in sel.exchanges.iter().zip(&exchanges.phases) {
-        let errors = check(&ex.pattern(target), o, &ps.schedule);
-        if !errors.is_empty() {
-            return Err(EmitError::Schedule {
-                phase: ex.id.0,
-                errors: errors.join("\n"),
-            });
-        }
+    let failed = (sel.exchanges.par_iter().zip(&exchanges.phases))
+        .map(|(ex, ps)| (ex.id.0, check(&ex.pattern(target), o, &ps.schedule)))
+        .find_first(|(_, errors)| !errors.is_empty());
+    if let Some((phase, errors)) = failed {
+        return Err(EmitError::Schedule {
+            phase,
+            errors: errors.join("\n"),
+        });
+    }
+    for ex in &sel.exchanges {
         tracing::info!(
             phase = ex.id.0,
             "reused exchange optimization after validating relocated rows"
@@ -165,34 +168,37 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             )
         });
     }
-    // Each receive against the sends of the bytes it names, found among the sends' distinct keys in
-    // order; a key received counts for every send of it.
+    // Each receive against the sends of the bytes it names: both sorted by that key, then walked
+    // together; a key received counts for every send of it.
     sends.par_sort_unstable();
     sends.dedup();
-    // Each receive's send, searched in parallel a chunk of receives at a time: its index among the
-    // keys, if any.
-    let search = |r: &ReceiveKey| {
-        let named = (r.phase, r.from, r.bytes);
-        let at = sends.partition_point(|s| (s.phase, s.tile, s.bytes) < named);
-        let key = sends.get(at).map(|s| (s.phase, s.tile, s.bytes));
-        (key == Some(named)).then_some(at)
-    };
+    let mut named: Vec<(SendKey, TileId)> = (receives.into_iter())
+        .map(|r| {
+            let key = SendKey {
+                phase: r.phase,
+                tile: r.from,
+                bytes: r.bytes,
+            };
+            (key, r.tile)
+        })
+        .collect();
+    named.par_sort_unstable();
     let mut received = vec![false; sends.len()];
-    for chunk in receives.chunks(RECEIVES_AT_ONCE) {
-        let found: Vec<Option<usize>> = chunk.par_iter().map(search).collect();
-        for (r, found) in chunk.iter().zip(found) {
-            if let Some(at) = found {
-                received[at] = true;
-            } else {
-                v.error(format!(
-                    "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
-                    r.phase,
-                    r.tile,
-                    r.bytes.0,
-                    u64::from(r.bytes.0) + u64::from(r.bytes.1),
-                    r.from,
-                ));
-            }
+    let mut at = 0;
+    for (key, tile) in named {
+        while sends.get(at).is_some_and(|s| *s < key) {
+            at += 1;
+        }
+        if sends.get(at) == Some(&key) {
+            received[at] = true;
+        } else {
+            v.error(format!(
+                "ex{} {tile}: receives bytes {}..{} from {}, which sends no such thing",
+                key.phase,
+                key.bytes.0,
+                u64::from(key.bytes.0) + u64::from(key.bytes.1),
+                key.tile,
+            ));
         }
     }
     for (s, received) in sends.iter().zip(received) {
@@ -208,9 +214,6 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     }
     v.finish()
 }
-
-/// Receives [`verify`] matches to their sends at once.
-const RECEIVES_AT_ONCE: usize = 1 << 16;
 
 /// A send as a receive names it: phase, sender, then (skip, bytes).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
