@@ -79,7 +79,24 @@ fn every_command_prints_json_its_schema_accepts() {
     let run = check("run", &["run", SMALL, "--json", "--output-dir", "out"]);
     assert_eq!(run["outputFiles"].as_array().map(Vec::len), Some(1));
     check("run", &["run", SMALL_ATTENTION, "--json"]);
-    check("plans", &["plans", SMALL, "--json", "--top", "2"]);
+    let plans = check("plans", &["plans", SMALL, "--json", "--top", "2"]);
+    assert!(plans["layers"].is_null(), "one block repeats nothing");
+    // An encoder's layers, planned alike: an embeddings' layer norm, then two layers of seven.
+    let plans = check(
+        "plans",
+        &["plans", "bert-encoder-small", "--json", "--top", "1"],
+    );
+    let layers = &plans["layers"];
+    assert_eq!(
+        [
+            &layers["start"],
+            &layers["end"],
+            &layers["count"],
+            &layers["period"]
+        ],
+        [1, 15, 2, 7],
+        "{plans}"
+    );
     let profile = run["profile"].as_str().unwrap().to_string();
     check("report", &["report", &profile, "--json"]);
     check(

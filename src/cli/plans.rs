@@ -118,9 +118,18 @@ pub fn json(
             })
         })
         .collect();
+    let layers = mid.layers.map(|l| {
+        json!({
+            "start": l.start,
+            "end": l.end(),
+            "count": l.count,
+            "period": l.period,
+        })
+    });
     json!({
         "workload": graph.workload,
         "operators": ops,
+        "layers": layers,
         "finalists": finalists,
     })
 }
@@ -164,6 +173,17 @@ pub fn text(table: &Value) -> String {
         for c in op["candidates"].as_array().into_iter().flatten() {
             row(&mut s, c, &format!("  {:<4} ", n(&c["rank"])));
         }
+    }
+    let layers = &table["layers"];
+    if layers.is_object() {
+        let _ = writeln!(
+            s,
+            "layers: operators {}..{} are {} copies of {} operators, planned alike in every finalist",
+            n(&layers["start"]),
+            n(&layers["end"]),
+            n(&layers["count"]),
+            n(&layers["period"])
+        );
     }
     let _ = writeln!(
         s,
