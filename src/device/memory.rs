@@ -12,6 +12,7 @@ use crate::ir::BufferInfo;
 use crate::ir::DType;
 use crate::target::Target;
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 pub struct TileMemory {
     base: u32,
@@ -214,13 +215,21 @@ impl TileMemory {
         let Extent { row_bytes, .. } = self.extent(m, what)?;
         // Checked: the rows hold at most tile memory's bytes.
         let mut out = Vec::with_capacity(m.rows as usize * m.cols as usize);
+        // A row's halves, widened a vector at a time (exactly: every half is a float).
+        let mut halves: Vec<f16> = Vec::new();
         for at in m.rows() {
             let row = self.read(at, row_bytes, what)?;
             match m.dtype {
-                DType::F16 | DType::Bool => out.extend(
-                    row.chunks_exact(2)
-                        .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()),
-                ),
+                DType::F16 | DType::Bool => {
+                    halves.clear();
+                    halves.extend(
+                        row.chunks_exact(2)
+                            .map(|b| f16::from_le_bytes([b[0], b[1]])),
+                    );
+                    let start = out.len();
+                    out.resize(start + halves.len(), 0.0);
+                    halves.convert_to_f32_slice(&mut out[start..]);
+                }
                 DType::F32 => out.extend(
                     row.chunks_exact(4)
                         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
@@ -236,6 +245,8 @@ impl TileMemory {
         let Extent { row_bytes, .. } = self.extent(m, what)?;
         let cols = m.cols as usize;
         let mut row = Vec::with_capacity(row_bytes as usize);
+        // A row's values rounded to halves a vector at a time, as `f16::from_f32` rounds each.
+        let mut halves: Vec<f16> = Vec::new();
         for (r, at) in m.rows().enumerate() {
             row.clear();
             let Some(vals) = data.get(r * cols..(r + 1) * cols) else {
@@ -246,9 +257,11 @@ impl TileMemory {
                 ));
             };
             match m.dtype {
-                DType::F16 | DType::Bool => vals
-                    .iter()
-                    .for_each(|v| row.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
+                DType::F16 | DType::Bool => {
+                    halves.resize(vals.len(), f16::ZERO);
+                    halves.convert_from_f32_slice(vals);
+                    (halves.iter()).for_each(|h| row.extend_from_slice(&h.to_le_bytes()));
+                }
                 DType::F32 => vals
                     .iter()
                     .for_each(|v| row.extend_from_slice(&v.to_le_bytes())),
