@@ -1,7 +1,8 @@
 //! The mid-level program (`mid`): the graph's device operations lowered to tileable operators (a
 //! matmul with its fused epilogue, a flash attention, a layer norm, a general vector operation (its
 //! operands a list, as many as its function takes: a select's three included), a data movement), their candidate partitions over the tiles and the best whole-program
-//! plans with their estimates. Written by `lower_mid`, read by `select_finalist`.
+//! plans with their estimates, and the operators that repeat one layer ([`Layers`]), which every
+//! plan plans alike. Written by `lower_mid`, read by `select_finalist`.
 
 mod assemble;
 mod matmul;
@@ -593,8 +594,10 @@ fn layer_norm_blocks(p: &Grid, rows: u32, cols: u32) -> bool {
 
 impl Mid {
     /// Checks the mid against its graph and target; returns every problem found: every device
-    /// operation of the graph covered by exactly one operator and no host operation by any, every finalist with a partition per operator that
-    /// tiles its output and reduction on at most the target's tiles, every estimate fitting a tile.
+    /// operation of the graph covered by exactly one operator and no host operation by any, every
+    /// finalist with a partition per operator that tiles its output and reduction on at most the
+    /// target's tiles, every estimate fitting a tile; the layers, if any, within the operators, and
+    /// every finalist giving each copy the partition of the operator a layer before it.
     pub fn verify(&self, graph: &Graph, target: &Target) -> Vec<String> {
         let mid = self;
         let mut v = Verifier::default();

@@ -21,7 +21,9 @@
 //! `col_blocks * block_cols >= n`, `depth_blocks * block_depth >= k`; query and key blocks likewise)
 //! with no empty block, no column block of a matmul straddles two of its parts, and a partition uses
 //! at most `target.tiles` tiles; every finalist reads each value in one
-//! order, and its operators' estimated memory fits a tile beside every resident byte of the plan.
+//! order, and its operators' estimated memory fits a tile beside every resident byte of the plan;
+//! the repeated layers the mid records (`layers.rs`), if any, lie within its operators, and every
+//! finalist plans each copy as the layer before it.
 
 use crate::ids::{OpId, ValueId};
 mod estimate;

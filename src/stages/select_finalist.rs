@@ -11,11 +11,12 @@
 //! `place_storage` could not place in an earlier try of the build. The first finalist that fits is
 //! modelled under every mapping, the others under its cheapest only ([`cheapest`]). Each program is
 //! let go once costed; the chosen one is built again, whole. When the mid's last three or more
-//! layers are planned alike (`Mid::layers`), a candidate is modelled on its operators through the
-//! second layer, each later layer costed as the second ([`through_second_layer`], exact: the same
-//! operators under the same partitions read the same layout, so build the same steps); a tile that
-//! overflows there overflows in the whole program, and a chosen one whose whole program overflows
-//! is set aside and the choice made again.
+//! layers are planned alike (`Mid::layers`) and repeat exactly ([`repeats_exactly`]), a candidate
+//! is modelled on its operators through the second layer, each later layer costed as the second
+//! ([`through_second_layer`]: the same operators under the same partitions read the same layout,
+//! so build the same steps); a tile that overflows there overflows in the whole program, and a
+//! chosen one whose whole program overflows is set aside and the choice made again, the other
+//! candidates' models kept.
 //!
 //! Storage layout: every buffer holds a rectangle of one value, row-major or transposed, every stored row
 //! at the buffer's alignment (8 bytes; 16 for weight panels, probabilities, partials and a flash state
@@ -46,12 +47,16 @@ mod verify;
 
 pub use verify::verify;
 
-use crate::ir::{Graph, Layers, Mapping, Mid, Selected, Step, verify_mid};
+use crate::ir::{
+    Graph, Layers, Mapping, Mid, Selected, Step, fixed_output_order, reads, verify_mid,
+};
 use crate::target::Target;
 use builder::{build, steps_of};
 use estimate::overflow;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -185,16 +190,26 @@ fn cheapest(
     if candidates.iter().all(|c| c.passed_over) && !passed_over.is_empty() {
         return Err(SelectFinalistError::AllPassedOver);
     }
-    let layers = mid
-        .layers
-        .filter(|l| l.count >= 3 && l.end() == mid.operators.len());
-    // Candidates whose whole program overflowed a tile though their model fitted.
+    let layers = (mid.layers).filter(|l| {
+        l.count >= 3 && l.end() == mid.operators.len() && repeats_exactly(graph, mid, *l)
+    });
+    // Candidates whose whole program overflowed a tile though their model fitted, and every
+    // candidate's model by its place in the order, kept from one choice to the next.
     let mut unfit: Vec<(u32, Mapping, String)> = Vec::new();
+    let known: Mutex<BTreeMap<usize, Modelled>> = Mutex::new(BTreeMap::new());
+    let known = || {
+        known
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
     loop {
         let modelled = |c: Candidate| -> Modelled {
             let (f, mapping) = (c.finalist, c.mapping);
             if let Some((.., why)) = (unfit.iter()).find(|u| (u.0, u.1) == (f, mapping)) {
                 return Err((c.order, why.clone()));
+            }
+            if let Some(m) = known().get(&c.order) {
+                return m.clone();
             }
             let plan = &mid.finalists[f as usize];
             let ((cycles, exchange_cycles), s) = match layers {
@@ -213,13 +228,15 @@ fn cheapest(
                 modelled_operators = s.operators.len(),
                 "modelled operator-plan finalist"
             );
-            match too_full(&s, target) {
+            let m = match too_full(&s, target) {
                 None => Ok(((cycles, c.order), f, mapping)),
                 Some(why) => {
                     tracing::info!("{why}: the next finalist is tried");
                     Err((c.order, why))
                 }
-            }
+            };
+            known().insert(c.order, m.clone());
+            m
         };
         let (_, f, mapping) = choose(&candidates, modelled)
             .ok_or(SelectFinalistError::NoFinalist)?
@@ -246,11 +263,51 @@ fn too_full(s: &Selected, target: &Target) -> Option<String> {
     ))
 }
 
-/// A finalist of a mid whose last `layers.count` layers (three or more) are planned alike, modelled
-/// on its operators through the second layer: its modelled cycles and exchange cycles with each
-/// later layer costed as the second, and the program of those operators (the same operators under the same partitions, reading
-/// the same layout from the layer before, so the same steps). Its buffers are a subset of the whole
-/// program's, each live no longer, so a tile that overflows here overflows there too.
+/// Whether every layer after the second builds the steps the second does when `layers` are
+/// planned alike: each value an operator of the second or a later layer reads is produced by no
+/// operator or by one of the layers (so each later layer reads from the layer before it what the
+/// second reads from the first, laid out alike), and each value an operator of the layers produces
+/// that anything outside its own layer reads (a later layer, the host) is written in an order of
+/// its producer's own (`fixed_output_order`), which the readers a model through the second layer
+/// leaves out cannot change. An encoder's layers, which hand on a layer norm's rows, qualify; an
+/// MLP's blocks, whose matmuls write as the next block reads, do not.
+fn repeats_exactly(graph: &Graph, mid: &Mid, layers: Layers) -> bool {
+    let ops = &mid.operators;
+    let (start, period) = (layers.start as usize, layers.period.max(1) as usize);
+    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
+    for (j, op) in ops.iter().enumerate() {
+        for out in op.outs() {
+            if let Some(slot) = producer.get_mut(out.index()) {
+                slot.get_or_insert(j);
+            }
+        }
+    }
+    let layer = |i: usize| (i >= start && i < layers.end()).then(|| (i - start) / period);
+    let mut crossing = vec![false; ops.len()];
+    for (i, op) in ops.iter().enumerate() {
+        for (v, _) in reads(op, false) {
+            let Some(j) = producer.get(v.index()).copied().flatten() else {
+                continue;
+            };
+            if layer(i).is_some_and(|k| k >= 1) && j < start {
+                return false;
+            }
+            if layer(j).is_some() && layer(j) != layer(i) {
+                crossing[j] = true;
+            }
+        }
+    }
+    (ops.iter().enumerate()).all(|(j, op)| {
+        let read_outside = crossing[j] || op.outs().any(|v| graph.host_reads(v));
+        layer(j).is_none() || !read_outside || fixed_output_order(op).is_some()
+    })
+}
+
+/// A finalist of a mid whose last `layers.count` layers (three or more) are planned alike and
+/// repeat exactly ([`repeats_exactly`]), modelled on its operators through the second layer: its
+/// modelled cycles and exchange cycles with each later layer costed as the second, and the program
+/// of those operators. Its buffers are those of the whole program's first operators, each live no
+/// longer, so a tile that overflows here overflows there too.
 fn through_second_layer(
     graph: &Graph,
     mid: &Mid,
@@ -366,6 +423,24 @@ mod tests {
     use std::sync::Mutex;
 
     #[test]
+    fn an_encoders_layers_repeat_exactly_an_mlps_blocks_do_not() {
+        let target = Target::preset("mk2-1500").expect("target");
+        let cfg = crate::stages::lower_mid::LowerMidConfig::default();
+        let lower = |graph: &Graph| {
+            let mid = crate::stages::lower_mid::lower_mid(graph, &target, &cfg).expect("mid");
+            let layers = mid.layers.expect("layers");
+            repeats_exactly(graph, &mid, layers)
+        };
+        assert!(lower(&crate::workload::small_encoder(4)));
+        // Each block's second matmul writes its output as the next block's first reads it: a
+        // model that leaves the next block out could write it otherwise.
+        let text = crate::workload::preset_text("siglip-mlp-small").expect("preset");
+        let text = text.replace("blocks = 2", "blocks = 5");
+        let spec = crate::workload::WorkloadSpec::parse(&text, "preset").expect("spec");
+        assert!(!lower(&spec.import().expect("graph")));
+    }
+
+    #[test]
     fn a_model_through_the_second_layer_costs_the_whole_program() {
         let target = Target::preset("mk2-1500").expect("target");
         for layers in [3, 5] {
@@ -373,6 +448,7 @@ mod tests {
             let cfg = crate::stages::lower_mid::LowerMidConfig::default();
             let mid = crate::stages::lower_mid::lower_mid(&graph, &target, &cfg).expect("mid");
             let repeat = mid.layers.expect("layers");
+            assert!(repeats_exactly(&graph, &mid, repeat));
             for (f, plan) in mid.finalists.iter().enumerate().take(2) {
                 for mapping in [Mapping::RowMajor, Mapping::SharedPanels] {
                     let f = f as u32;

@@ -5,8 +5,10 @@
 //! whole number of operators before it for a whole layer. Operator `i` matches operator `j` when
 //! both have the same shortlist (partitions and estimates alike, so a plan of one is a plan of the
 //! other at the same estimated cost) and read the same values in the same way relative to
-//! themselves: each value produced the same number of operators before it, or produced by no
-//! operator and of the same role (a weight, an input). The joint search then plans every copy as
+//! themselves: each value produced the same number of operators before it (as the same of its
+//! producer's outputs), or produced by no operator and of the same role (a weight, an input). A
+//! value every layer reads from an operator before the layers is read from a different distance
+//! in each, so such layers are not found. The joint search then plans every copy as
 //! the layer before it, which is what makes a model's layers share their plans.
 
 use super::search::Candidate;
@@ -16,8 +18,8 @@ use crate::ir::{Graph, Layers, Operator, ValueRole, reads};
 /// Where a value an operator reads comes from, relative to the operator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Source {
-    /// Produced this many operators before the reader.
-    Before(usize),
+    /// Produced this many operators before the reader, as that operator's output of this index.
+    Before(usize, usize),
     /// Produced by no operator (a weight, a graph input), of this role.
     Outside(ValueRole),
     /// Produced by the reader itself or a later operator.
@@ -39,7 +41,10 @@ pub(super) fn repeated(
         }
     }
     let source = |i: usize, v: ValueId| match producer.get(v.index()).copied().flatten() {
-        Some(j) if j < i => Some(Source::Before(i - j)),
+        Some(j) if j < i => {
+            let index = operators[j].outs().position(|out| out == v).unwrap_or(0);
+            Some(Source::Before(i - j, index))
+        }
         Some(_) => Some(Source::Later),
         None => graph.values.get(v.index()).map(|x| Source::Outside(x.role)),
     };

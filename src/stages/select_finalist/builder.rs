@@ -1,4 +1,5 @@
-//! The program builder: one finalist plan under one tile mapping, built into a whole program.
+//! The program builder: one finalist plan under one tile mapping, built into a program of the mid's
+//! operators, all of them or its first ones.
 //!
 //! Contract: [`build`] lays down the home pieces of the weights and host-supplied values the matmuls
 //! and layer norms read first (each on the grid of the operator that first reads it), then, in the
