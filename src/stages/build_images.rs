@@ -143,10 +143,11 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
             .map(|o| o.name.clone())
             .collect::<Vec<String>>()
     };
-    sel.steps
-        .iter()
-        .enumerate()
-        .map(|(i, step)| match step {
+    // The step whose exchange last looked a buffer up: each buffer's next users once a step.
+    let mut seen = vec![usize::MAX; sel.buffers.len()];
+    let mut served = Vec::with_capacity(sel.steps.len());
+    for (i, step) in sel.steps.iter().enumerate() {
+        served.push(match step {
             Step::Compute(c) => names(
                 (sel.compute_sets.get(*c as usize))
                     .map_or(Vec::new(), |cs| covers(cs.operator).to_vec()),
@@ -156,18 +157,24 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
                     .exchanges
                     .get(x.index())
                     .map_or(&[][..], |x| &x.transfers);
-                let next_users = transfers
-                    .iter()
-                    .flat_map(|t| &t.destinations)
-                    .filter_map(|d| {
-                        let list = users.get(d.buffer.index())?;
-                        let first = list.partition_point(|&(j, _)| j <= i);
-                        let next = list.get(first)?.0;
-                        Some(list[first..].iter().take_while(move |&&(j, _)| j == next))
-                    })
-                    .flatten()
-                    .flat_map(|&(_, op)| covers(op).iter().copied())
-                    .collect::<Vec<OpId>>();
+                let mut next_users: Vec<OpId> = Vec::new();
+                for d in transfers.iter().flat_map(|t| &t.destinations) {
+                    let b = d.buffer.index();
+                    let (Some(list), Some(mark)) = (users.get(b), seen.get_mut(b)) else {
+                        continue;
+                    };
+                    if std::mem::replace(mark, i) == i {
+                        continue;
+                    }
+                    let first = list.partition_point(|&(j, _)| j <= i);
+                    let Some(&(next, _)) = list.get(first) else {
+                        continue;
+                    };
+                    let at_next = list[first..].iter().take_while(|&&(j, _)| j == next);
+                    for &(_, op) in at_next {
+                        next_users.extend(covers(op).iter().copied());
+                    }
+                }
                 if next_users.is_empty() {
                     let moved: Vec<_> = transfers.iter().map(|t| t.value).collect();
                     names(
@@ -180,8 +187,9 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
                     names(next_users)
                 }
             }
-        })
-        .collect()
+        });
+    }
+    served
 }
 
 pub fn verify(package: &Package, code: &TileCode, placement: &Placement) -> Vec<String> {
