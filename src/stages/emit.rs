@@ -172,20 +172,15 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     // together; a key received counts for every send of it.
     sends.par_sort_unstable();
     sends.dedup();
-    let mut named: Vec<(SendKey, TileId)> = (receives.into_iter())
-        .map(|r| {
-            let key = SendKey {
-                phase: r.phase,
-                tile: r.from,
-                bytes: r.bytes,
-            };
-            (key, r.tile)
-        })
-        .collect();
-    named.par_sort_unstable();
+    receives.par_sort_unstable();
     let mut received = vec![false; sends.len()];
     let mut at = 0;
-    for (key, tile) in named {
+    for r in &receives {
+        let key = SendKey {
+            phase: r.phase,
+            tile: r.from,
+            bytes: r.bytes,
+        };
         while sends.get(at).is_some_and(|s| *s < key) {
             at += 1;
         }
@@ -193,11 +188,12 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             received[at] = true;
         } else {
             v.error(format!(
-                "ex{} {tile}: receives bytes {}..{} from {}, which sends no such thing",
-                key.phase,
-                key.bytes.0,
-                u64::from(key.bytes.0) + u64::from(key.bytes.1),
-                key.tile,
+                "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
+                r.phase,
+                r.tile,
+                r.bytes.0,
+                u64::from(r.bytes.0) + u64::from(r.bytes.1),
+                r.from,
             ));
         }
     }
@@ -223,7 +219,8 @@ struct SendKey {
     bytes: (u32, u32),
 }
 
-/// A receive: the send it names (phase, sender, (skip, bytes)) and its tile.
+/// A receive: the send it names (phase, sender, (skip, bytes)) and its tile, ordered so.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct ReceiveKey {
     phase: u32,
     from: TileId,
