@@ -8,7 +8,7 @@ use crate::device::{Device, host_data};
 use crate::ir::{Exchanges, Mid, Package, Placement, Selected, ValueRole, read_ipuexe};
 use crate::numerics;
 use crate::stages::place_storage::PlacementOrder;
-use crate::stages::select_finalist::{MappingChoice, PassedOver};
+use crate::stages::select_finalist::{self, MappingChoice, PassedOver};
 use crate::store::LocalStore;
 use crate::workload::WorkloadSpec;
 
@@ -600,4 +600,54 @@ fn a_config_that_passes_nothing_over_keeps_its_bytes() {
         mapping: crate::ir::Mapping::RowMajor,
     });
     assert_ne!(canonical(&passing), canonical(select));
+}
+
+/// `lower_mid`'s output for `graph` on the default target and configuration.
+fn mid_of(graph: &Graph) -> Mid {
+    let target = Target::preset("mk2-1500").expect("target");
+    let cfg = crate::stages::lower_mid::LowerMidConfig::default();
+    crate::stages::lower_mid::lower_mid(graph, &target, &cfg).expect("mid")
+}
+
+#[test]
+fn an_encoders_layers_are_modelled_through_the_second_an_mlps_blocks_whole() {
+    let encoder = crate::workload::small_encoder(4);
+    let found = select_finalist::model_layers(&encoder, &mid_of(&encoder));
+    assert_eq!(found.map(|l| (l.start, l.period, l.count)), Some((1, 7, 4)));
+    // Each block's second matmul writes its output as the next block's first reads it: a model
+    // that leaves the next block out could write it otherwise.
+    let text = crate::workload::preset_text("siglip-mlp-small").expect("preset");
+    let text = text.replace("blocks = 2", "blocks = 5");
+    let mlp = WorkloadSpec::parse(&text, "preset")
+        .expect("spec")
+        .import()
+        .expect("graph");
+    let mid = mid_of(&mlp);
+    assert!(mid.layers.is_some_and(|l| l.count >= 3), "{:?}", mid.layers);
+    assert_eq!(select_finalist::model_layers(&mlp, &mid), None);
+}
+
+#[test]
+fn a_model_through_the_second_layer_costs_the_whole_program() {
+    let target = Target::preset("mk2-1500").expect("target");
+    for layers in [3, 5] {
+        let graph = crate::workload::small_encoder(layers);
+        let mid = mid_of(&graph);
+        for mapping in [MappingChoice::RowMajor, MappingChoice::SharedPanels] {
+            let cfg = select_finalist::SelectFinalistConfig {
+                mapping,
+                passed_over: Vec::new(),
+            };
+            let whole =
+                select_finalist::select_finalist(&graph, &mid, &target, &cfg).expect("selected");
+            let (modelled, part) =
+                select_finalist::model(&graph, &mid, whole.finalist, whole.mapping, &target);
+            let exact = (whole.estimate.cycles, whole.estimate.exchange_cycles);
+            assert_eq!(modelled, exact, "{layers} layers, {mapping:?}");
+            // The model left the later layers out, and they are a real share, so a miscount of
+            // them would show.
+            assert!(part.operators.len() < whole.operators.len());
+            assert!(part.estimate.cycles + 1000 < whole.estimate.cycles);
+        }
+    }
 }

@@ -190,9 +190,6 @@ fn cheapest(
     if candidates.iter().all(|c| c.passed_over) && !passed_over.is_empty() {
         return Err(SelectFinalistError::AllPassedOver);
     }
-    let layers = (mid.layers).filter(|l| {
-        l.count >= 3 && l.end() == mid.operators.len() && repeats_exactly(graph, mid, *l)
-    });
     // Candidates whose whole program overflowed a tile though their model fitted, and every
     // candidate's model by its place in the order, kept from one choice to the next.
     let mut unfit: Vec<(u32, Mapping, String)> = Vec::new();
@@ -212,13 +209,7 @@ fn cheapest(
                 return m.clone();
             }
             let plan = &mid.finalists[f as usize];
-            let ((cycles, exchange_cycles), s) = match layers {
-                Some(l) => through_second_layer(graph, mid, l, f, mapping, target),
-                None => {
-                    let s = build(graph, &mid.operators, &plan.partitions, f, mapping, target);
-                    ((s.estimate.cycles, s.estimate.exchange_cycles), s)
-                }
-            };
+            let ((cycles, exchange_cycles), s) = model(graph, mid, f, mapping, target);
             tracing::info!(
                 finalist = f,
                 mapping = ?mapping,
@@ -261,6 +252,40 @@ fn too_full(s: &Selected, target: &Target) -> Option<String> {
         s.finalist,
         s.mapping.name()
     ))
+}
+
+/// A candidate's model, as the choice ranks it: its modelled cycles and exchange cycles, and the
+/// program they come from: through the second layer when [`model_layers`] names layers, else whole.
+pub fn model(
+    graph: &Graph,
+    mid: &Mid,
+    finalist: u32,
+    mapping: Mapping,
+    target: &Target,
+) -> ((u64, u64), Selected) {
+    match model_layers(graph, mid) {
+        Some(l) => through_second_layer(graph, mid, l, finalist, mapping, target),
+        None => {
+            let plan = &mid.finalists[finalist as usize];
+            let s = build(
+                graph,
+                &mid.operators,
+                &plan.partitions,
+                finalist,
+                mapping,
+                target,
+            );
+            ((s.estimate.cycles, s.estimate.exchange_cycles), s)
+        }
+    }
+}
+
+/// The mid's layers when a candidate is modelled through the second of them: three or more,
+/// ending the program, repeating exactly ([`repeats_exactly`]).
+pub fn model_layers(graph: &Graph, mid: &Mid) -> Option<Layers> {
+    (mid.layers).filter(|l| {
+        l.count >= 3 && l.end() == mid.operators.len() && repeats_exactly(graph, mid, *l)
+    })
 }
 
 /// Whether every layer after the second builds the steps the second does when `layers` are
@@ -421,59 +446,6 @@ fn choose(
 mod tests {
     use super::*;
     use std::sync::Mutex;
-
-    #[test]
-    fn an_encoders_layers_repeat_exactly_an_mlps_blocks_do_not() {
-        let target = Target::preset("mk2-1500").expect("target");
-        let cfg = crate::stages::lower_mid::LowerMidConfig::default();
-        let lower = |graph: &Graph| {
-            let mid = crate::stages::lower_mid::lower_mid(graph, &target, &cfg).expect("mid");
-            let layers = mid.layers.expect("layers");
-            repeats_exactly(graph, &mid, layers)
-        };
-        assert!(lower(&crate::workload::small_encoder(4)));
-        // Each block's second matmul writes its output as the next block's first reads it: a
-        // model that leaves the next block out could write it otherwise.
-        let text = crate::workload::preset_text("siglip-mlp-small").expect("preset");
-        let text = text.replace("blocks = 2", "blocks = 5");
-        let spec = crate::workload::WorkloadSpec::parse(&text, "preset").expect("spec");
-        assert!(!lower(&spec.import().expect("graph")));
-    }
-
-    #[test]
-    fn a_model_through_the_second_layer_costs_the_whole_program() {
-        let target = Target::preset("mk2-1500").expect("target");
-        for layers in [3, 5] {
-            let graph = crate::workload::small_encoder(layers);
-            let cfg = crate::stages::lower_mid::LowerMidConfig::default();
-            let mid = crate::stages::lower_mid::lower_mid(&graph, &target, &cfg).expect("mid");
-            let repeat = mid.layers.expect("layers");
-            assert!(repeats_exactly(&graph, &mid, repeat));
-            for (f, plan) in mid.finalists.iter().enumerate().take(2) {
-                for mapping in [Mapping::RowMajor, Mapping::SharedPanels] {
-                    let f = f as u32;
-                    let (modelled, part) =
-                        through_second_layer(&graph, &mid, repeat, f, mapping, &target);
-                    let whole = build(
-                        &graph,
-                        &mid.operators,
-                        &plan.partitions,
-                        f,
-                        mapping,
-                        &target,
-                    );
-                    let exact = (whole.estimate.cycles, whole.estimate.exchange_cycles);
-                    assert_eq!(
-                        modelled, exact,
-                        "{layers} layers, finalist {f}, {mapping:?}"
-                    );
-                    // The later layers are a real share, so a miscount of them would show.
-                    assert!(part.operators.len() < whole.operators.len());
-                    assert!(part.estimate.cycles + 1000 < whole.estimate.cycles);
-                }
-            }
-        }
-    }
 
     const MAPPINGS: [Mapping; 3] = [
         Mapping::RowMajor,
