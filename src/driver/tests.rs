@@ -640,8 +640,10 @@ fn a_model_through_the_second_layer_costs_the_whole_program() {
             };
             let whole =
                 select_finalist::select_finalist(&graph, &mid, &target, &cfg).expect("selected");
+            let repeat = select_finalist::model_layers(&graph, &mid);
+            let (f, mapping) = (whole.finalist, whole.mapping);
             let (modelled, part) =
-                select_finalist::model(&graph, &mid, whole.finalist, whole.mapping, &target);
+                select_finalist::model(&graph, &mid, repeat, f, mapping, &target);
             let exact = (whole.estimate.cycles, whole.estimate.exchange_cycles);
             assert_eq!(modelled, exact, "{layers} layers, {mapping:?}");
             // The model left the later layers out, and they are a real share, so a miscount of

@@ -158,6 +158,20 @@ pub fn verify_mid(mid: &Mid, graph: &Graph, target: &Target) -> Vec<String> {
     errors
 }
 
+/// Each value's producing operator, by value index: the index in `operators` of the first that
+/// writes it, or none for a value no operator writes (a weight, an input).
+pub fn producing_operators(graph: &Graph, operators: &[Operator]) -> Vec<Option<usize>> {
+    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
+    for (j, op) in operators.iter().enumerate() {
+        for out in op.outs() {
+            if let Some(slot) = producer.get_mut(out.index()) {
+                slot.get_or_insert(j);
+            }
+        }
+    }
+    producer
+}
+
 /// The order a producer writes in regardless of its readers: a layer norm and a data movement
 /// row-major, an attention as its operator says; a matmul and a vector operator follow their
 /// readers.

@@ -48,7 +48,8 @@ mod verify;
 pub use verify::verify;
 
 use crate::ir::{
-    Graph, Layers, Mapping, Mid, Selected, Step, fixed_output_order, reads, verify_mid,
+    Graph, Layers, Mapping, Mid, Selected, Step, fixed_output_order, producing_operators, reads,
+    verify_mid,
 };
 use crate::target::Target;
 use builder::{build, steps_of};
@@ -192,6 +193,7 @@ fn cheapest(
     }
     // Candidates whose whole program overflowed a tile though their model fitted, and every
     // candidate's model by its place in the order, kept from one choice to the next.
+    let layers = model_layers(graph, mid);
     let mut unfit: Vec<(u32, Mapping, String)> = Vec::new();
     let known: Mutex<BTreeMap<usize, Modelled>> = Mutex::new(BTreeMap::new());
     let known = || {
@@ -209,7 +211,7 @@ fn cheapest(
                 return m.clone();
             }
             let plan = &mid.finalists[f as usize];
-            let ((cycles, exchange_cycles), s) = model(graph, mid, f, mapping, target);
+            let ((cycles, exchange_cycles), s) = model(graph, mid, layers, f, mapping, target);
             tracing::info!(
                 finalist = f,
                 mapping = ?mapping,
@@ -255,15 +257,17 @@ fn too_full(s: &Selected, target: &Target) -> Option<String> {
 }
 
 /// A candidate's model, as the choice ranks it: its modelled cycles and exchange cycles, and the
-/// program they come from: through the second layer when [`model_layers`] names layers, else whole.
+/// program they come from: through the second of `layers` (what [`model_layers`] gives), else
+/// whole.
 pub fn model(
     graph: &Graph,
     mid: &Mid,
+    layers: Option<Layers>,
     finalist: u32,
     mapping: Mapping,
     target: &Target,
 ) -> ((u64, u64), Selected) {
-    match model_layers(graph, mid) {
+    match layers {
         Some(l) => through_second_layer(graph, mid, l, finalist, mapping, target),
         None => {
             let plan = &mid.finalists[finalist as usize];
@@ -299,14 +303,7 @@ pub fn model_layers(graph: &Graph, mid: &Mid) -> Option<Layers> {
 fn repeats_exactly(graph: &Graph, mid: &Mid, layers: Layers) -> bool {
     let ops = &mid.operators;
     let (start, period) = (layers.start as usize, layers.period.max(1) as usize);
-    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
-    for (j, op) in ops.iter().enumerate() {
-        for out in op.outs() {
-            if let Some(slot) = producer.get_mut(out.index()) {
-                slot.get_or_insert(j);
-            }
-        }
-    }
+    let producer = producing_operators(graph, ops);
     let layer = |i: usize| (i >= start && i < layers.end()).then(|| (i - start) / period);
     let mut crossing = vec![false; ops.len()];
     for (i, op) in ops.iter().enumerate() {

@@ -13,7 +13,7 @@
 
 use super::search::Candidate;
 use crate::ids::ValueId;
-use crate::ir::{Graph, Layers, Operator, ValueRole, reads};
+use crate::ir::{Graph, Layers, Operator, ValueRole, producing_operators, reads};
 
 /// Where a value an operator reads comes from, relative to the operator.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,14 +32,7 @@ pub(super) fn repeated(
     shortlists: &[Vec<Candidate>],
 ) -> Option<Layers> {
     let n = operators.len();
-    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
-    for (j, op) in operators.iter().enumerate() {
-        for out in op.outs() {
-            if let Some(slot) = producer.get_mut(out.index()) {
-                slot.get_or_insert(j);
-            }
-        }
-    }
+    let producer = producing_operators(graph, operators);
     let source = |i: usize, v: ValueId| match producer.get(v.index()).copied().flatten() {
         Some(j) if j < i => {
             let index = operators[j].outs().position(|out| out == v).unwrap_or(0);

@@ -19,7 +19,7 @@ use crate::ids::ValueId;
 use crate::ir::{
     CODE_RESERVE_BYTES, Graph, Layers, Operator, OperatorEstimate, Orders, Partition, Resident,
 };
-use crate::ir::{fixed_output_order, reads};
+use crate::ir::{fixed_output_order, producing_operators, reads};
 use crate::target::Target;
 use std::collections::{BTreeMap, HashMap};
 
@@ -174,14 +174,7 @@ pub(super) fn joint(
     finalists: usize,
 ) -> Result<Vec<Choice>, String> {
     // Each value's producing operator, and the earlier matmuls whose outputs each operator reads.
-    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
-    for (j, op) in operators.iter().enumerate() {
-        for out in op.outs() {
-            if let Some(slot) = producer.get_mut(out.index()) {
-                slot.get_or_insert(j);
-            }
-        }
-    }
+    let producer = producing_operators(graph, operators);
     let produced = |v: ValueId| producer.get(v.index()).copied().flatten();
     let fixed = |v: ValueId| produced(v).and_then(|j| fixed_output_order(&operators[j]));
     let producers: Vec<Vec<usize>> = (operators.iter())
