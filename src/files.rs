@@ -7,7 +7,8 @@
 //! grows is cut off, not followed), and, where its format has one, a magic its first bytes must hold,
 //! checked before the rest is read: a 6 GB file that is not a `.npy` costs a few bytes.
 //!
-//! Writing ([`write_atomic`], [`write_atomic_via`]): the bytes go to a new, uniquely named temp file
+//! Writing ([`write_atomic`], [`write_atomic_parts`], [`write_atomic_via`]): the bytes (or the parts
+//! whose concatenation they are, written one after the other) go to a new, uniquely named temp file
 //! (`.NAME.XXXXXX.tmp`, created with `O_EXCL`), which its writer holds an exclusive `flock` on while
 //! it writes, then `fsync`, then a rename over the final name. A link planted at the final name is
 //! replaced, never written through; a failed write (a full disk) removes its temp file and leaves the
@@ -243,18 +244,28 @@ pub fn hash(
 /// link at `path` is replaced, a failed write leaves nothing behind. Dead writers' temp files for
 /// the same name go first.
 pub fn write_atomic(path: &Path, what: &'static str, bytes: &[u8]) -> Result<(), FileError> {
-    let dir = folder(path);
-    let _ = remove_dead_temps_of(dir, Some(&temp_prefix(path)));
-    write_atomic_via(dir, path, what, bytes)
+    write_atomic_parts(path, what, &[bytes])
 }
 
-/// [`write_atomic`] with the temp file in `temp_dir`, which must be on `path`'s file system (the
-/// store keeps its temp files in `cache/tmp`).
+/// [`write_atomic`] of the concatenation of `parts`, which is never made: a header and a large body
+/// held elsewhere are written as they are.
+pub fn write_atomic_parts(
+    path: &Path,
+    what: &'static str,
+    parts: &[&[u8]],
+) -> Result<(), FileError> {
+    let dir = folder(path);
+    let _ = remove_dead_temps_of(dir, Some(&temp_prefix(path)));
+    write_atomic_via(dir, path, what, parts)
+}
+
+/// [`write_atomic_parts`] with the temp file in `temp_dir`, which must be on `path`'s file system
+/// (the store keeps its temp files in `cache/tmp`).
 pub fn write_atomic_via(
     temp_dir: &Path,
     path: &Path,
     what: &'static str,
-    bytes: &[u8],
+    parts: &[&[u8]],
 ) -> Result<(), FileError> {
     let failed = |source| FileError::Write {
         what,
@@ -282,7 +293,9 @@ pub fn write_atomic_via(
             break tmp;
         }
     };
-    tmp.as_file_mut().write_all(bytes).map_err(failed)?;
+    for part in parts {
+        tmp.as_file_mut().write_all(part).map_err(failed)?;
+    }
     tmp.as_file().sync_data().map_err(failed)?;
     // On failure the temp file goes with the error's handle.
     tmp.persist(path).map_err(|e| failed(e.error))?;

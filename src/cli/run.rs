@@ -467,7 +467,7 @@ pub fn run(
     );
 
     let profile_path = build_dir.join("execution.ipuprofile");
-    ipu_codegen::driver::write_if_changed(&profile_path, &write_profile(&execution))?;
+    ipu_codegen::driver::write_if_changed(&profile_path, &[&write_profile(&execution)])?;
     let files = match &data.output_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

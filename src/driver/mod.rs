@@ -445,8 +445,9 @@ impl Build<'_> {
             let source = found.map_or(Source::Computed, |f| Source::Stored(f.level));
             attempt.sources.insert(phase, source);
             let cached = found.map(|f| f.output);
-            let (output, fresh) = match cached {
-                Some(out) => (out, None),
+            let ipuexe = self.dir().join("model.ipuexe");
+            let output = match cached {
+                Some(out) => out,
                 None => {
                     let object = self
                         .run_phase(phase, &outputs, &decoded, configs, writer)
@@ -456,13 +457,21 @@ impl Build<'_> {
                     // it does not stay resident under the phases after it.
                     crate::host_memory::release_freed();
                     let output = object.hash();
-                    writer.push(Write::Object(object.clone()));
+                    writer.push(match spec.output == PACKAGE {
+                        true => Write::Package {
+                            path: ipuexe.clone(),
+                            body: object,
+                            tiles: self.target.tiles,
+                            store: true,
+                        },
+                        false => Write::Object(object),
+                    });
                     writer.push(Write::Action {
                         key,
                         expect: phase.expect(),
                         output,
                     });
-                    (output, Some(object))
+                    output
                 }
             };
             outputs.insert(phase.output(), output);
@@ -517,21 +526,17 @@ impl Build<'_> {
                 }
             }
             if spec.output == PACKAGE {
-                let body = match fresh {
-                    Some(object) => object,
-                    None => Object::new(
-                        self.store
-                            .get(&output)?
-                            .ok_or(BuildError::PackageVanished)?,
-                    ),
-                };
-                let path = self.dir().join("model.ipuexe");
-                writer.push(Write::Package {
-                    path: path.clone(),
-                    body,
-                    tiles: self.target.tiles,
-                });
-                package_path = Some(path);
+                // A stored package's `model.ipuexe`; a fresh one's went with its object.
+                if let Some(output) = cached {
+                    let body = self.store.get(&output)?;
+                    writer.push(Write::Package {
+                        path: ipuexe.clone(),
+                        body: Object::new(body.ok_or(BuildError::PackageVanished)?),
+                        tiles: self.target.tiles,
+                        store: false,
+                    });
+                }
+                package_path = Some(ipuexe);
             }
             // What no phase left to run reads is let go.
             let read_later: BTreeSet<ContentHash> = (PIPELINE.iter())

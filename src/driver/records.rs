@@ -285,11 +285,11 @@ pub fn record_continues(
             .all(|k| record.inputs.get(k.name()) == outputs.get(k))
 }
 
-/// Writes `bytes` to `path` ([`crate::files::write_atomic`]: a temp file, `fsync`, a rename), unless
-/// the file holds them already; whether it wrote.
-pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, super::BuildError> {
+/// Writes the concatenation of `parts` to `path` ([`crate::files::write_atomic_parts`]: a temp
+/// file, `fsync`, a rename), unless the file holds it already; whether it wrote.
+pub fn write_if_changed(path: &Path, parts: &[&[u8]]) -> Result<bool, super::BuildError> {
     use super::BuildError;
-    if holds(path, bytes) {
+    if holds(path, parts) {
         return Ok(false);
     }
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -297,16 +297,54 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, super::BuildE
         path: dir.to_path_buf(),
         source,
     })?;
-    crate::files::write_atomic(path, "build file", bytes)?;
+    crate::files::write_atomic_parts(path, "build file", parts)?;
     Ok(true)
 }
 
-/// Whether the regular file at `path` holds exactly `bytes` (read only when its size matches).
-fn holds(path: &Path, bytes: &[u8]) -> bool {
+/// Whether the regular file at `path` holds exactly the concatenation of `parts`: read only when
+/// its size matches, a piece at a time, up to the first difference.
+fn holds(path: &Path, parts: &[&[u8]]) -> bool {
     use std::io::Read as _;
-    let Ok((file, len)) = crate::files::open(path, "build file") else {
+    let Ok((mut file, len)) = crate::files::open(path, "build file") else {
         return false;
     };
-    let mut old = Vec::new();
-    len == bytes.len() as u64 && file.take(len).read_to_end(&mut old).is_ok() && old == bytes
+    if len != parts.iter().map(|p| p.len() as u64).sum::<u64>() {
+        return false;
+    }
+    const PIECE: usize = 1 << 20;
+    let mut piece = vec![0; PIECE];
+    parts.iter().flat_map(|p| p.chunks(PIECE)).all(|want| {
+        let old = &mut piece[..want.len()];
+        file.read_exact(old).is_ok() && old == want
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_if_changed;
+
+    #[test]
+    fn a_file_is_written_unless_it_holds_the_parts_joined() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.ipuexe");
+        // A body longer than the piece `holds` compares at a time.
+        let body: Vec<u8> = (0..(3 << 20) + 5).map(|i| (i % 251) as u8).collect();
+        let joined = [b"head".as_slice(), &body].concat();
+        assert!(write_if_changed(&path, &[b"head", &body]).unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), joined);
+        assert!(!write_if_changed(&path, &[b"head", &body]).unwrap());
+        // The same bytes split elsewhere are the same file.
+        assert!(!write_if_changed(&path, &[&joined[..7], &joined[7..]]).unwrap());
+        // One byte changed, in the last piece, and the size kept: written again.
+        let mut changed = body.clone();
+        *changed.last_mut().unwrap() ^= 1;
+        assert!(write_if_changed(&path, &[b"head", &changed]).unwrap());
+        assert_eq!(std::fs::read(&path).unwrap()[4..], changed[..]);
+        // A file one byte shorter than the parts: written again.
+        assert!(write_if_changed(&path, &[b"head", &changed, b"!"]).unwrap());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            joined.len() as u64 + 1
+        );
+    }
 }

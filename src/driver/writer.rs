@@ -3,13 +3,14 @@
 //!
 //! Contract: writes happen in the order they are asked for, which is the order a synchronous build
 //! would make them: an object before the action entry naming it, a stage record after the output it
-//! names, `model.ipuexe` after its package object. The first failed write stops the rest, so nothing
+//! names. A fresh package object and `model.ipuexe` are one write, the two files written side by side
+//! (they are the build's largest and its last, with nothing else left to compute). The first failed write stops the rest, so nothing
 //! written names what was not, and is returned by [`Writer::finish`]. A build reads nothing it has
 //! queued: what it just produced it holds in memory. (`lower_exchanges` stores the schedules it reuses
 //! across builds itself, as it makes them: a cache that no action entry or record names.)
 
 use super::{BuildError, LOG_TARGET, write_if_changed};
-use crate::ir::write_ipuexe;
+use crate::ir::ipuexe_header;
 use crate::store::{ContentHash, Expect, Object, Store};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,11 +28,13 @@ pub(super) enum Write {
     },
     /// A stage record, unless the file holds these bytes already.
     Record { path: PathBuf, bytes: Vec<u8> },
-    /// `model.ipuexe` from the package object's bytes, unless the file holds them already.
+    /// `model.ipuexe` from the package object's bytes, unless the file holds them already; with
+    /// `store`, the object into the store at the same time, on a second thread.
     Package {
         path: PathBuf,
         body: Object,
         tiles: u32,
+        store: bool,
     },
 }
 
@@ -92,10 +95,25 @@ fn perform(store: &dyn Store, write: Write) -> Result<(), BuildError> {
             output,
         } => store.record(&key, expect, &output)?,
         Write::Record { path, bytes } => {
-            write_if_changed(&path, &bytes)?;
+            write_if_changed(&path, &[&bytes])?;
         }
-        Write::Package { path, body, tiles } => {
-            if write_if_changed(&path, &write_ipuexe(body.bytes()))? {
+        Write::Package {
+            path,
+            body,
+            tiles,
+            store: with_object,
+        } => {
+            let header = ipuexe_header(body.hash());
+            let (stored, written) = std::thread::scope(|scope| {
+                let stored = scope.spawn(|| match with_object {
+                    true => store.put_object(&body),
+                    false => Ok(()),
+                });
+                let written = write_if_changed(&path, &[&header, body.bytes()]);
+                (stored.join(), written)
+            });
+            stored.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            if written? {
                 tracing::info!(target: LOG_TARGET, tiles, path = %path.display(), "application package written");
             }
         }

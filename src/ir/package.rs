@@ -75,12 +75,17 @@ impl crate::store::Artifact for Package {
 pub const IPUEXE_MAGIC: &[u8; 8] = b"IPUEXE\0\x01";
 
 pub fn write_ipuexe(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 64);
+    [ipuexe_header(ContentHash::of(body)).as_slice(), body].concat()
+}
+
+/// What comes before the body in `model.ipuexe`: magic, format version, compiler version, and
+/// `body_hash`, the body's [`ContentHash`].
+pub fn ipuexe_header(body_hash: ContentHash) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
     out.extend_from_slice(IPUEXE_MAGIC);
     out.extend_from_slice(&(COMPILER_VERSION.len() as u32).to_le_bytes());
     out.extend_from_slice(COMPILER_VERSION.as_bytes());
-    out.extend_from_slice(&ContentHash::of(body).0);
-    out.extend_from_slice(body);
+    out.extend_from_slice(&body_hash.0);
     out
 }
 

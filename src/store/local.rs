@@ -105,7 +105,7 @@ impl LocalStore {
             &self.root.join("tmp"),
             path,
             "store file",
-            bytes,
+            &[bytes],
         )?)
     }
 
