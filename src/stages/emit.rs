@@ -145,12 +145,19 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         .map(|p| scan(p, sel.steps.len(), target))
         .collect();
     let mut emitted: Vertices = BTreeMap::new();
-    let (mut sends, mut receives) = (Vec::new(), Vec::new());
+    // Each phase's sends and receives, from every tile's (whose program names its phases in order).
+    let mut phases: BTreeMap<u32, (Vec<SendKey>, Vec<ReceiveKey>)> = BTreeMap::new();
     for scan in scans {
         v.append(scan.problems);
         emitted.extend(scan.vertices);
-        sends.extend(scan.sends);
-        receives.extend(scan.receives);
+        for run in scan.sends.chunk_by(|a, b| a.phase == b.phase) {
+            let (sends, _) = phases.entry(run[0].phase).or_default();
+            sends.extend_from_slice(run);
+        }
+        for run in scan.receives.chunk_by(|a, b| a.phase == b.phase) {
+            let (_, receives) = phases.entry(run[0].phase).or_default();
+            receives.extend_from_slice(run);
+        }
     }
     for key in expected
         .keys()
@@ -168,45 +175,52 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             )
         });
     }
-    // Each receive against the sends of the bytes it names: both sorted by that key, then walked
-    // together; a key received counts for every send of it.
-    sends.par_sort_unstable();
-    sends.dedup();
-    receives.par_sort_unstable();
-    let mut received = vec![false; sends.len()];
-    let mut at = 0;
-    for r in &receives {
-        let key = SendKey {
-            phase: r.phase,
-            tile: r.from,
-            bytes: r.bytes,
-        };
-        while sends.get(at).is_some_and(|s| *s < key) {
-            at += 1;
-        }
-        if sends.get(at) == Some(&key) {
-            received[at] = true;
-        } else {
-            v.error(format!(
-                "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
-                r.phase,
-                r.tile,
-                r.bytes.0,
-                u64::from(r.bytes.0) + u64::from(r.bytes.1),
-                r.from,
-            ));
-        }
-    }
-    for (s, received) in sends.iter().zip(received) {
-        v.check(received, || {
-            format!(
-                "ex{} {}: its send of bytes {}..{} has no receiver",
-                s.phase,
-                s.tile,
-                s.bytes.0,
-                u64::from(s.bytes.0) + u64::from(s.bytes.1)
-            )
-        });
+    // Phase by phase, side by side: each receive looked up among the phase's sends, sorted by the key
+    // a receive names them by; a key received counts for every send of it. Every receive that names
+    // no send is listed (phases in order, receives in tile order), then every send nobody receives.
+    let matched: Vec<(Vec<String>, Vec<String>)> = (phases.into_values().collect::<Vec<_>>())
+        .into_par_iter()
+        .map(|(mut sends, receives)| {
+            sends.sort_unstable();
+            sends.dedup();
+            let mut received = vec![false; sends.len()];
+            let mut unsent = Vec::new();
+            for r in &receives {
+                let key = SendKey {
+                    phase: r.phase,
+                    tile: r.from,
+                    bytes: r.bytes,
+                };
+                match sends.binary_search(&key) {
+                    Ok(at) => received[at] = true,
+                    Err(_) => unsent.push(format!(
+                        "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
+                        r.phase,
+                        r.tile,
+                        r.bytes.0,
+                        u64::from(r.bytes.0) + u64::from(r.bytes.1),
+                        r.from,
+                    )),
+                }
+            }
+            let unreceived = (sends.iter().zip(received))
+                .filter(|&(_, received)| !received)
+                .map(|(s, _)| {
+                    format!(
+                        "ex{} {}: its send of bytes {}..{} has no receiver",
+                        s.phase,
+                        s.tile,
+                        s.bytes.0,
+                        u64::from(s.bytes.0) + u64::from(s.bytes.1)
+                    )
+                })
+                .collect();
+            (unsent, unreceived)
+        })
+        .collect();
+    let (unsent, unreceived): (Vec<_>, Vec<_>) = matched.into_iter().unzip();
+    for problem in unsent.into_iter().chain(unreceived).flatten() {
+        v.error(problem);
     }
     v.finish()
 }
@@ -219,8 +233,8 @@ struct SendKey {
     bytes: (u32, u32),
 }
 
-/// A receive: the send it names (phase, sender, (skip, bytes)) and its tile, ordered so.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
+/// A receive: the send it names (phase, sender, (skip, bytes)) and its tile.
+#[derive(Clone, Copy)]
 struct ReceiveKey {
     phase: u32,
     from: TileId,
