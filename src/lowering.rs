@@ -1,5 +1,6 @@
 //! The one lowering from the program to tile instructions, shared by `emit` (real addresses),
-//! `place_storage` (placeholder addresses, to size the code: [`code_bytes`], a superstep at a time) and the calibration packages (exchange code
+//! `place_storage` (placeholder addresses, to size the code: [`code_bytes`], a superstep at a time,
+//! each kind of exchange superstep once: [`sized_by`]) and the calibration packages (exchange code
 //! alone). It depends on the IR, the ISA, the exchange schedule model and the target; no phase.
 //!
 //! Per superstep, a tile's program holds its compute vertices (each operand placed at its buffer's
@@ -12,7 +13,7 @@ mod exchange;
 
 pub use exchange::{BoundTransfer, Unplaceable, exchange_programs};
 
-use crate::ids::{BufferId, TileId};
+use crate::ids::{BufferId, ExchangeId, TileId};
 use crate::ir::{ExchangeStorage, Exchanges, Operand, Selected, Step};
 use crate::isa::encoding::{encode_instr, header_bytes};
 use crate::isa::{EncodedProgram, Instr, PLACEHOLDER_ADDRESS, Placed, Run};
@@ -85,39 +86,10 @@ fn step_instrs(
     step: &Step,
     address: &(dyn Fn(BufferId) -> u32 + Sync),
 ) -> Result<Vec<(TileId, Vec<Instr>)>, Unplaceable> {
-    // A placeholder base stays a placeholder, so sized code is never shorter than real code.
-    let place = |run: &Run, base: u32| {
-        if base == PLACEHOLDER_ADDRESS {
-            Run {
-                offset: base,
-                ..*run
-            }
-        } else {
-            run.shifted(base)
-        }
-    };
     match step {
         Step::Exchange(id) => {
-            let ex = &sel.exchanges[id.index()];
-            let ps = &storage.phases[id.index()];
             let sched = &exchanges.phases[id.index()].schedule;
-            let bound: Vec<BoundTransfer> = ex
-                .transfers
-                .iter()
-                .zip(&ps.transfers)
-                .map(|(t, ts)| BoundTransfer {
-                    source: t.source,
-                    source_run: place(&ts.source, address(t.source_buffer)),
-                    bytes: t.bytes,
-                    destinations: t
-                        .destinations
-                        .iter()
-                        .zip(&ts.destinations)
-                        .map(|(d, run)| (d.tile, place(run, address(d.buffer))))
-                        .collect(),
-                })
-                .collect();
-            exchange_programs(*id, sched, &bound, target)
+            exchange_programs(*id, sched, &bind(sel, storage, *id, address), target)
         }
         Step::Compute(c) => Ok(sel.compute_sets[*c as usize]
             .vertices
@@ -130,9 +102,89 @@ fn step_instrs(
     }
 }
 
+/// Exchange phase `id`'s transfers bound to memory, with buffer addresses from `address`.
+fn bind(
+    sel: &Selected,
+    storage: &ExchangeStorage,
+    id: ExchangeId,
+    address: &(dyn Fn(BufferId) -> u32 + Sync),
+) -> Vec<BoundTransfer> {
+    // A placeholder base stays a placeholder, so sized code is never shorter than real code.
+    let place = |run: &Run, base: u32| {
+        if base == PLACEHOLDER_ADDRESS {
+            Run {
+                offset: base,
+                ..*run
+            }
+        } else {
+            run.shifted(base)
+        }
+    };
+    let ex = &sel.exchanges[id.index()];
+    let ps = &storage.phases[id.index()];
+    (ex.transfers.iter().zip(&ps.transfers))
+        .map(|(t, ts)| BoundTransfer {
+            source: t.source,
+            source_run: place(&ts.source, address(t.source_buffer)),
+            bytes: t.bytes,
+            destinations: (t.destinations.iter().zip(&ts.destinations))
+                .map(|(d, run)| (d.tile, place(run, address(d.buffer))))
+                .collect(),
+        })
+        .collect()
+}
+
+/// For each superstep, the one whose code bytes it has under placeholder addresses: the first
+/// exchange superstep alike (a model's repeated layers), or itself. Exchange supersteps are alike when
+/// their schedules' pieces, their transfers bound to placeholders (tiles, bytes, run shapes) and the
+/// length of their phase label are: their code then encodes to the same bytes on every tile.
+pub fn sized_by(sel: &Selected, storage: &ExchangeStorage, exchanges: &Exchanges) -> Vec<usize> {
+    let placeholder = |_| PLACEHOLDER_ADDRESS;
+    let kinds: Vec<Option<blake3::Hash>> = (sel.steps.par_iter())
+        .map(|step| match *step {
+            Step::Exchange(id) => {
+                let mut words: Vec<u32> = Vec::new();
+                let mut label = Vec::new();
+                encode_instr(&mut label, &Instr::Exchange { phase: id });
+                words.push(label.len() as u32);
+                let run = |r: &Run| [r.offset, r.bytes, r.count, r.stride];
+                for p in &exchanges.phases[id.index()].schedule.pieces {
+                    let (a, b) = p.destinations.unwrap_or((u32::MAX, u32::MAX));
+                    words.extend([
+                        p.start,
+                        p.transfer,
+                        a,
+                        b,
+                        p.word,
+                        p.words,
+                        u32::from(p.wide),
+                    ]);
+                }
+                for t in bind(sel, storage, id, &placeholder) {
+                    words.extend([u32::from(t.source.0), t.bytes]);
+                    words.extend(run(&t.source_run));
+                    words.push(t.destinations.len() as u32);
+                    for (tile, r) in &t.destinations {
+                        words.push(u32::from(tile.0));
+                        words.extend(run(r));
+                    }
+                }
+                let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+                Some(blake3::hash(&bytes))
+            }
+            Step::Compute(_) => None,
+        })
+        .collect();
+    let mut first = std::collections::HashMap::new();
+    (kinds.iter().enumerate())
+        .map(|(s, kind)| kind.map_or(s, |k| *first.entry(k).or_insert(s)))
+        .collect()
+}
+
 /// The bytes of every tile's encoded program with every address a placeholder, so never fewer
 /// than the real code's: what [`tile_programs`] with [`PLACEHOLDER_ADDRESS`] encodes to, worked out
-/// one superstep at a time without holding the programs.
+/// one superstep at a time without holding the programs, a superstep alike with an earlier one
+/// ([`sized_by`]) counted as that one.
 pub fn code_bytes(
     sel: &Selected,
     storage: &ExchangeStorage,
@@ -141,8 +193,13 @@ pub fn code_bytes(
 ) -> Result<Vec<u64>, LoweringError> {
     check_belongs(sel, storage, exchanges)?;
     let placeholder = |_| PLACEHOLDER_ADDRESS;
-    let steps: Vec<Vec<(TileId, u64)>> = (sel.steps.par_iter())
-        .map(|step| {
+    // Each superstep sized once per kind: one alike with an earlier one is left empty here.
+    let by = sized_by(sel, storage, exchanges);
+    let steps: Vec<Vec<(TileId, u64)>> = (sel.steps.par_iter().enumerate())
+        .map(|(s, step)| {
+            if by[s] != s {
+                return Ok(Vec::new());
+            }
             let mut scratch = Vec::new();
             let list = step_instrs(sel, storage, exchanges, target, step, &placeholder)?;
             Ok(list
@@ -165,8 +222,8 @@ pub fn code_bytes(
     let mut bytes: Vec<u64> = (0..target.tiles as usize)
         .map(|t| header_bytes(TileId::from_index(t)) as u64 + syncs)
         .collect();
-    for step in steps {
-        for (tile, b) in step {
+    for &s in &by {
+        for &(tile, b) in &steps[s] {
             bytes[tile.index()] += b;
         }
     }

@@ -653,3 +653,45 @@ fn a_model_through_the_second_layer_costs_the_whole_program() {
         }
     }
 }
+
+#[test]
+fn code_sized_once_per_kind_of_superstep_is_the_placeholder_codes_length() {
+    use crate::isa::PLACEHOLDER_ADDRESS;
+    use crate::lowering::{code_bytes, sized_by, tile_programs};
+    let target = Target::preset("mk2-1500").expect("target");
+    let graph = crate::workload::small_encoder(3);
+    let mid = mid_of(&graph);
+    let configs = PhaseConfigs::default();
+    let sel = select_finalist::select_finalist(&graph, &mid, &target, &configs.select_finalist)
+        .expect("selected");
+    let storage = crate::stages::plan_exchange_storage::plan_exchange_storage(
+        &sel,
+        &configs.plan_exchange_storage,
+    )
+    .expect("storage");
+    let exchanges = crate::stages::lower_exchanges::lower_exchanges(
+        &sel,
+        &storage,
+        &target,
+        &configs.lower_exchanges,
+        &BTreeMap::new(),
+        &crate::progress::Silent,
+    )
+    .expect("exchanges");
+    // The later layers' exchange supersteps are sized by the first layer's.
+    let by = sized_by(&sel, &storage, &exchanges);
+    let shared = (by.iter().enumerate()).filter(|&(s, &b)| b != s).count();
+    assert!(shared >= 10, "{shared} supersteps sized by another");
+    let sized = code_bytes(&sel, &storage, &exchanges, &target).expect("sized");
+    let placeholder = |_| PLACEHOLDER_ADDRESS;
+    let code = tile_programs(&sel, &storage, &exchanges, &target, &placeholder).expect("code");
+    let lengths: Vec<u64> = code.iter().map(|p| p.bytes().len() as u64).collect();
+    let wrong = (sized.iter().zip(&lengths)).position(|(a, b)| a != b);
+    assert_eq!(
+        wrong,
+        None,
+        "sized {:?}, encoded {:?}",
+        wrong.map(|t| sized[t]),
+        wrong.map(|t| lengths[t])
+    );
+}
