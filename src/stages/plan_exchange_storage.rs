@@ -11,10 +11,10 @@
 
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangePhase, ExchangeStorage, PhaseStorage, Row, Selected, TransferStorage};
+use crate::isa::Run;
 use crate::verify::Verifier;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PlanExchangeStorageConfig {}
@@ -45,31 +45,28 @@ pub fn plan_exchange_storage(
                         .collect(),
                 })
                 .collect();
-            let mut rows: BTreeMap<(TileId, BufferId), (u32, u32)> = BTreeMap::new();
-            for t in &ex.transfers {
-                for d in &t.destinations {
-                    let e = rows.entry((d.tile, d.buffer)).or_default();
-                    e.0 += t.bytes;
-                    e.1 += 1;
-                }
-            }
-            let mut per_tile: BTreeMap<TileId, u32> = BTreeMap::new();
-            for ((tile, _), (bytes, _)) in &rows {
-                *per_tile.entry(*tile).or_default() += bytes;
-            }
+            // What lands where, sorted: a row per (tile, buffer), with its bytes and its transfers.
+            let mut landing: Vec<(TileId, BufferId, u32)> = (ex.transfers.iter())
+                .flat_map(|t| (t.destinations.iter()).map(|d| (d.tile, d.buffer, t.bytes)))
+                .collect();
+            landing.sort_unstable();
+            let rows: Vec<Row> = (landing.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)))
+                .map(|lands| Row {
+                    tile: lands[0].0,
+                    buffer: lands[0].1,
+                    bytes: lands.iter().map(|l| l.2).sum(),
+                    transfers: lands.len() as u32,
+                })
+                .collect();
+            let max_row_bytes = (rows.chunk_by(|a, b| a.tile == b.tile))
+                .map(|tile| tile.iter().map(|row| row.bytes).sum::<u32>())
+                .max()
+                .unwrap_or(0);
             PhaseStorage {
                 id: ex.id,
                 transfers,
-                rows: rows
-                    .into_iter()
-                    .map(|((tile, buffer), (bytes, transfers))| Row {
-                        tile,
-                        buffer,
-                        bytes,
-                        transfers,
-                    })
-                    .collect(),
-                max_row_bytes: per_tile.values().copied().max().unwrap_or(0),
+                rows,
+                max_row_bytes,
             }
         })
         .collect();
@@ -104,7 +101,8 @@ fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifi
     v.check(ps.transfers.len() == ex.transfers.len(), || {
         format!("{}: transfer count", ex.id)
     });
-    let mut written: BTreeMap<BufferId, Vec<(u32, u32)>> = BTreeMap::new();
+    // Every destination run, by the buffer it writes.
+    let mut written: Vec<(BufferId, &Run)> = Vec::new();
     for (i, (ts, t)) in ps.transfers.iter().zip(&ex.transfers).enumerate() {
         let src = &sel.buffers[t.source_buffer.index()];
         v.check(
@@ -143,17 +141,30 @@ fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifi
                     )
                 },
             );
-            written.entry(d.buffer).or_default().extend(run.pieces());
+            written.push((d.buffer, run));
         }
     }
+    written.sort_unstable_by_key(|&(buffer, _)| buffer);
+    let by_buffer: Vec<&[(BufferId, &Run)]> = written.chunk_by(|a, b| a.0 == b.0).collect();
+    // Each buffer's runs go to the first row that names it.
+    let mut taken = vec![false; by_buffer.len()];
+    let mut pieces = Vec::new();
     for row in &ps.rows {
-        let mut pieces = written.remove(&row.buffer).unwrap_or_default();
-        pieces.sort_unstable();
+        pieces.clear();
+        let found = by_buffer.binary_search_by_key(&row.buffer, |runs| runs[0].0);
+        if let Ok(at) = found
+            && !taken[at]
+        {
+            taken[at] = true;
+            pieces.extend(by_buffer[at].iter().flat_map(|(_, run)| run.pieces()));
+            pieces.sort_unstable();
+        }
         for w in pieces.windows(2) {
-            v.check(w[0].0 + w[0].1 <= w[1].0, || {
+            let (w0, w1) = (w[0], w[1]);
+            v.check(w0.0 + w0.1 <= w1.0, || {
                 format!(
                     "{} {} on {}: receives overlap at byte {}",
-                    ex.id, row.buffer, row.tile, w[1].0
+                    ex.id, row.buffer, row.tile, w1.0
                 )
             });
         }
@@ -172,7 +183,8 @@ fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifi
             )
         });
     }
-    for buffer in written.keys() {
+    for (runs, _) in by_buffer.iter().zip(taken).filter(|&(_, taken)| !taken) {
+        let buffer = runs[0].0;
         let tile = sel.buffers[buffer.index()].tile;
         v.error(format!(
             "{} {buffer} on {tile}: receives with no row",
