@@ -18,7 +18,7 @@
 use crate::ids::BufferId;
 use crate::ids::{ExchangeId, StepId};
 use crate::ir::for_each_pair;
-use crate::ir::{BufferClass, HostTransfer, Rect, Selected, Step, ValueRole};
+use crate::ir::{Buffer, BufferClass, HostTransfer, Rect, Selected, Step, ValueRole};
 use crate::isa::VertexKind;
 use crate::target::Target;
 use crate::verify::Verifier;
@@ -214,38 +214,52 @@ fn check_transfers(v: &mut Verifier, s: &Selected) -> Vec<Vec<Rect>> {
     incoming
 }
 
-/// Every gathered buffer covered exactly once by its `incoming` rectangles.
+/// Every gathered buffer covered exactly once by its `incoming` rectangles; the buffers checked in
+/// parallel runs, their problems listed in buffer order.
 fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
-    for buf in &s.buffers {
-        if !matches!(
-            buf.class,
-            BufferClass::APanel
-                | BufferClass::BPanel
-                | BufferClass::BiasPanel
-                | BufferClass::Residual
-                | BufferClass::PartialsShare
-                | BufferClass::MomentsShare
-                | BufferClass::FlashStateShare
-        ) {
-            continue;
-        }
-        let rects = &incoming[buf.id.index()];
-        let covered: u64 = rects.iter().map(Rect::elements).sum();
-        v.check(covered == buf.rect.elements(), || {
-            format!(
-                "{} on {}: incoming transfers cover {covered} of {} elements",
-                buf.id,
-                buf.tile,
-                buf.rect.elements()
-            )
-        });
-        if let Some((a, b)) = first_overlap(rects) {
-            let (a, b) = (rects[a], rects[b]);
-            v.error(format!(
-                "{} on {}: transfers {a} and {b} overlap",
-                buf.id, buf.tile
-            ));
-        }
+    let found: Vec<Verifier> = (s.buffers.par_chunks(1 << 12))
+        .map(|buffers| {
+            let mut v = Verifier::default();
+            for buf in buffers {
+                covered_once(&mut v, buf, &incoming[buf.id.index()]);
+            }
+            v
+        })
+        .collect();
+    for f in found {
+        v.append(f);
+    }
+}
+
+/// A gathered buffer covered exactly once by `rects`; any other buffer is left alone.
+fn covered_once(v: &mut Verifier, buf: &Buffer, rects: &[Rect]) {
+    if !matches!(
+        buf.class,
+        BufferClass::APanel
+            | BufferClass::BPanel
+            | BufferClass::BiasPanel
+            | BufferClass::Residual
+            | BufferClass::PartialsShare
+            | BufferClass::MomentsShare
+            | BufferClass::FlashStateShare
+    ) {
+        return;
+    }
+    let covered: u64 = rects.iter().map(Rect::elements).sum();
+    v.check(covered == buf.rect.elements(), || {
+        format!(
+            "{} on {}: incoming transfers cover {covered} of {} elements",
+            buf.id,
+            buf.tile,
+            buf.rect.elements()
+        )
+    });
+    if let Some((a, b)) = first_overlap(rects) {
+        let (a, b) = (rects[a], rects[b]);
+        v.error(format!(
+            "{} on {}: transfers {a} and {b} overlap",
+            buf.id, buf.tile
+        ));
     }
 }
 
