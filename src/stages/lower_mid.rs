@@ -43,6 +43,7 @@ use estimate::{
 };
 use layers::repeated;
 use partitions::{attention_partitions, grid_partitions, layer_norm_partitions, row_partitions};
+use rayon::prelude::*;
 pub use search::Candidate;
 use search::{joint, shortlist};
 use serde::{Deserialize, Serialize};
@@ -278,66 +279,71 @@ pub fn shortlists(
             largest: named_bytes(graph, &weights),
         });
     }
-    let mut shortlists = Vec::new();
-    for op in &operators {
-        let all: Vec<Candidate> = match op {
-            Operator::MatMul(o) => {
-                let weights = (o.parts.iter()).all(|p| graph.value(p.b).role == ValueRole::Weight);
-                grid_partitions(o, weights, target)
+    // Each operator's shortlist on its own, side by side; the first in order that fits nothing is
+    // the error.
+    let shortlists: Vec<Result<Vec<Candidate>, LowerMidError>> = (operators.par_iter())
+        .map(|op| {
+            let all: Vec<Candidate> = match op {
+                Operator::MatMul(o) => {
+                    let weights =
+                        (o.parts.iter()).all(|p| graph.value(p.b).role == ValueRole::Weight);
+                    grid_partitions(o, weights, target)
+                        .into_iter()
+                        .filter(|p| cfg.form.allows(p.transposed) && cfg.weights.allows(p.resident))
+                        .map(|p| {
+                            let [estimate, transposing] =
+                                [false, true].map(|t| grid_estimate(o, &p, target, homes, t));
+                            Candidate {
+                                partition: Partition::Grid(p),
+                                estimate,
+                                transposing: Some(transposing),
+                            }
+                        })
+                        .collect()
+                }
+                Operator::Attention(a) => attention_partitions(a, target)
                     .into_iter()
-                    .filter(|p| cfg.form.allows(p.transposed) && cfg.weights.allows(p.resident))
-                    .map(|p| {
-                        let [estimate, transposing] =
-                            [false, true].map(|t| grid_estimate(o, &p, target, homes, t));
-                        Candidate {
-                            partition: Partition::Grid(p),
-                            estimate,
-                            transposing: Some(transposing),
-                        }
+                    .map(|p| Candidate {
+                        partition: Partition::Attention(p),
+                        estimate: attention_estimate(a, &p, target),
+                        transposing: None,
                     })
-                    .collect()
+                    .collect(),
+                Operator::LayerNorm(o) => layer_norm_partitions(o.rows, o.cols, target)
+                    .into_iter()
+                    .map(|p| Candidate {
+                        partition: Partition::Grid(p),
+                        estimate: layer_norm_estimate(o, &p, target, homes),
+                        transposing: None,
+                    })
+                    .collect(),
+                Operator::Vector(o) => row_partitions(o.rows, o.out_cols(), target)
+                    .into_iter()
+                    .map(|p| Candidate {
+                        partition: Partition::Grid(p),
+                        estimate: vector_estimate(o, &p, target, homes),
+                        transposing: None,
+                    })
+                    .collect(),
+                Operator::Assemble(o) => row_partitions(o.rows, o.cols, target)
+                    .into_iter()
+                    .map(|p| Candidate {
+                        partition: Partition::Grid(p),
+                        estimate: assemble_estimate(graph, o, &p, target, homes),
+                        transposing: None,
+                    })
+                    .collect(),
+            };
+            let (fitting, too_big): (Vec<_>, Vec<_>) = all
+                .into_iter()
+                .partition(|c| c.estimate.fits_beside(&c.estimate.resident, target));
+            if fitting.is_empty() {
+                return Err(does_not_fit(graph, op, too_big, target));
             }
-            Operator::Attention(a) => attention_partitions(a, target)
-                .into_iter()
-                .map(|p| Candidate {
-                    partition: Partition::Attention(p),
-                    estimate: attention_estimate(a, &p, target),
-                    transposing: None,
-                })
-                .collect(),
-            Operator::LayerNorm(o) => layer_norm_partitions(o.rows, o.cols, target)
-                .into_iter()
-                .map(|p| Candidate {
-                    partition: Partition::Grid(p),
-                    estimate: layer_norm_estimate(o, &p, target, homes),
-                    transposing: None,
-                })
-                .collect(),
-            Operator::Vector(o) => row_partitions(o.rows, o.out_cols(), target)
-                .into_iter()
-                .map(|p| Candidate {
-                    partition: Partition::Grid(p),
-                    estimate: vector_estimate(o, &p, target, homes),
-                    transposing: None,
-                })
-                .collect(),
-            Operator::Assemble(o) => row_partitions(o.rows, o.cols, target)
-                .into_iter()
-                .map(|p| Candidate {
-                    partition: Partition::Grid(p),
-                    estimate: assemble_estimate(graph, o, &p, target, homes),
-                    transposing: None,
-                })
-                .collect(),
-        };
-        let (fitting, too_big): (Vec<_>, Vec<_>) = all
-            .into_iter()
-            .partition(|c| c.estimate.fits_beside(&c.estimate.resident, target));
-        if fitting.is_empty() {
-            return Err(does_not_fit(graph, op, too_big, target));
-        }
-        shortlists.push(shortlist(fitting));
-    }
+            Ok(shortlist(fitting))
+        })
+        .collect();
+    let shortlists = shortlists.into_iter().collect::<Result<_, _>>()?;
     Ok((operators, shortlists))
 }
 
