@@ -161,11 +161,11 @@ pub fn sized_by(sel: &Selected, storage: &ExchangeStorage, exchanges: &Exchanges
                     ]);
                 }
                 for t in bind(sel, storage, id, &placeholder) {
-                    words.extend([u32::from(t.source.0), t.bytes]);
+                    words.extend([t.source.0, t.bytes]);
                     words.extend(run(&t.source_run));
                     words.push(t.destinations.len() as u32);
                     for (tile, r) in &t.destinations {
-                        words.push(u32::from(tile.0));
+                        words.push(tile.0);
                         words.extend(run(r));
                     }
                 }
