@@ -15,7 +15,6 @@
 //! later families read no step list, so they run whatever the steps hold. It reads only the selection
 //! and the target.
 
-use crate::ids::BufferId;
 use crate::ids::{ExchangeId, StepId};
 use crate::ir::for_each_pair;
 use crate::ir::{Buffer, BufferClass, HostTransfer, Rect, Selected, Step, ValueRole};
@@ -23,7 +22,6 @@ use crate::isa::VertexKind;
 use crate::target::Target;
 use crate::verify::Verifier;
 use rayon::prelude::*;
-use std::collections::BTreeSet;
 
 /// Checks a selection; returns every problem found.
 pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
@@ -601,18 +599,24 @@ fn check_host_streams(v: &mut Verifier, s: &Selected) {
             )
         });
     }
-    let written: BTreeSet<BufferId> = (s.compute_sets.iter())
+    // Every buffer a vertex writes or a transfer fills, by index.
+    let mut written = vec![false; s.buffers.len()];
+    let writes = (s.compute_sets.iter())
         .flat_map(|cs| &cs.vertices)
         .flat_map(|vx| vx.kind.operands())
         .filter(|u| u.access.writes())
         .map(|u| u.operand.buffer)
         .chain(s.exchanges.iter().flat_map(|ex| {
             (ex.transfers.iter()).flat_map(|t| t.destinations.iter().map(|d| d.buffer))
-        }))
-        .collect();
+        }));
+    for b in writes {
+        if let Some(w) = written.get_mut(b.index()) {
+            *w = true;
+        }
+    }
     for t in &s.run_outputs {
         let HostTransfer { value, buffer, .. } = t;
-        v.check(written.contains(buffer), || {
+        v.check(written.get(buffer.index()) == Some(&true), || {
             format!("run outputs: {buffer} of {value} is never written on the device")
         });
     }
