@@ -7,8 +7,9 @@
 //! grows is cut off, not followed), and, where its format has one, a magic its first bytes must hold,
 //! checked before the rest is read: a 6 GB file that is not a `.npy` costs a few bytes.
 //!
-//! Writing ([`write_atomic`], [`write_atomic_parts`], [`write_atomic_via`]): the bytes (or the parts
-//! whose concatenation they are, written one after the other) go to a new, uniquely named temp file
+//! Writing ([`write_atomic`], [`write_atomic_parts`], [`write_atomic_via`], and [`prepare_atomic`],
+//! whose rename waits for [`Prepared::persist`]): the bytes (or the parts whose concatenation they
+//! are, written one after the other) go to a new, uniquely named temp file
 //! (`.NAME.XXXXXX.tmp`, created with `O_EXCL`), which its writer holds an exclusive `flock` on while
 //! it writes, then `fsync`, then a rename over the final name. A link planted at the final name is
 //! replaced, never written through; a failed write (a full disk) removes its temp file and leaves the
@@ -254,9 +255,19 @@ pub fn write_atomic_parts(
     what: &'static str,
     parts: &[&[u8]],
 ) -> Result<(), FileError> {
+    prepare_atomic(path, what, parts)?.persist()
+}
+
+/// [`write_atomic_parts`] but for the rename: the temp file written and `fsync`ed, to take its name
+/// when [`Prepared::persist`] is called, or to be removed when dropped.
+pub fn prepare_atomic(
+    path: &Path,
+    what: &'static str,
+    parts: &[&[u8]],
+) -> Result<Prepared, FileError> {
     let dir = folder(path);
     let _ = remove_dead_temps_of(dir, Some(&temp_prefix(path)));
-    write_atomic_via(dir, path, what, parts)
+    prepare_via(dir, path, what, parts)
 }
 
 /// [`write_atomic_parts`] with the temp file in `temp_dir`, which must be on `path`'s file system
@@ -267,6 +278,36 @@ pub fn write_atomic_via(
     what: &'static str,
     parts: &[&[u8]],
 ) -> Result<(), FileError> {
+    prepare_via(temp_dir, path, what, parts)?.persist()
+}
+
+/// A file written to its temp file and `fsync`ed, not yet under its name; dropped, it is removed.
+pub struct Prepared {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+    what: &'static str,
+}
+
+impl Prepared {
+    /// Renames the temp file over the final name.
+    pub fn persist(self) -> Result<(), FileError> {
+        let Prepared { tmp, path, what } = self;
+        // On failure the temp file goes with the error's handle.
+        tmp.persist(&path).map_err(|e| FileError::Write {
+            what,
+            source: os_error(e.error),
+            path,
+        })?;
+        Ok(())
+    }
+}
+
+fn prepare_via(
+    temp_dir: &Path,
+    path: &Path,
+    what: &'static str,
+    parts: &[&[u8]],
+) -> Result<Prepared, FileError> {
     let failed = |source| FileError::Write {
         what,
         path: path.to_path_buf(),
@@ -297,9 +338,11 @@ pub fn write_atomic_via(
         tmp.as_file_mut().write_all(part).map_err(failed)?;
     }
     tmp.as_file().sync_data().map_err(failed)?;
-    // On failure the temp file goes with the error's handle.
-    tmp.persist(path).map_err(|e| failed(e.error))?;
-    Ok(())
+    Ok(Prepared {
+        tmp,
+        path: path.to_path_buf(),
+        what,
+    })
 }
 
 /// The OS error without `tempfile`'s wrapper, which names the temp file ("… at path …"), not the file

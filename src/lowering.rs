@@ -137,7 +137,8 @@ fn bind(
 /// For each superstep, the one whose code bytes it has under placeholder addresses: the first
 /// exchange superstep alike (a model's repeated layers), or itself. Exchange supersteps are alike when
 /// their schedules' pieces, their transfers bound to placeholders (tiles, bytes, run shapes) and the
-/// length of their phase label are: their code then encodes to the same bytes on every tile.
+/// length of their phase label are: their code then encodes to the same number of bytes on every
+/// tile (the same bytes but for the label's phase id).
 pub fn sized_by(sel: &Selected, storage: &ExchangeStorage, exchanges: &Exchanges) -> Vec<usize> {
     let placeholder = |_| PLACEHOLDER_ADDRESS;
     let kinds: Vec<Option<blake3::Hash>> = (sel.steps.par_iter())
@@ -148,19 +149,17 @@ pub fn sized_by(sel: &Selected, storage: &ExchangeStorage, exchanges: &Exchanges
                 encode_instr(&mut label, &Instr::Exchange { phase: id });
                 words.push(label.len() as u32);
                 let run = |r: &Run| [r.offset, r.bytes, r.count, r.stride];
-                for p in &exchanges.phases[id.index()].schedule.pieces {
-                    let (a, b) = p.destinations.unwrap_or((u32::MAX, u32::MAX));
-                    words.extend([
-                        p.start,
-                        p.transfer,
-                        a,
-                        b,
-                        p.word,
-                        p.words,
-                        u32::from(p.wide),
-                    ]);
+                let pieces = &exchanges.phases[id.index()].schedule.pieces;
+                words.push(pieces.len() as u32);
+                for p in pieces {
+                    let (a, b) = p.destinations.unwrap_or((0, 0));
+                    let some = u32::from(p.destinations.is_some());
+                    words.extend([p.start, p.transfer, some, a, b]);
+                    words.extend([p.word, p.words, u32::from(p.wide)]);
                 }
-                for t in bind(sel, storage, id, &placeholder) {
+                let bound = bind(sel, storage, id, &placeholder);
+                words.push(bound.len() as u32);
+                for t in bound {
                     words.extend([t.source.0, t.bytes]);
                     words.extend(run(&t.source_run));
                     words.push(t.destinations.len() as u32);

@@ -457,15 +457,13 @@ impl Build<'_> {
                     // it does not stay resident under the phases after it.
                     crate::host_memory::release_freed();
                     let output = object.hash();
-                    writer.push(match spec.output == PACKAGE {
-                        true => Write::Package {
+                    if spec.output == PACKAGE {
+                        writer.push(Write::PackageBegin {
                             path: ipuexe.clone(),
-                            body: object,
-                            tiles: self.target.tiles,
-                            store: true,
-                        },
-                        false => Write::Object(object),
-                    });
+                            body: object.clone(),
+                        });
+                    }
+                    writer.push(Write::Object(object));
                     writer.push(Write::Action {
                         key,
                         expect: phase.expect(),
@@ -526,16 +524,18 @@ impl Build<'_> {
                 }
             }
             if spec.output == PACKAGE {
-                // A stored package's `model.ipuexe`; a fresh one's went with its object.
+                // A fresh package's `model.ipuexe` was begun beside its object.
                 if let Some(output) = cached {
                     let body = self.store.get(&output)?;
-                    writer.push(Write::Package {
+                    writer.push(Write::PackageBegin {
                         path: ipuexe.clone(),
                         body: Object::new(body.ok_or(BuildError::PackageVanished)?),
-                        tiles: self.target.tiles,
-                        store: false,
                     });
                 }
+                writer.push(Write::Package {
+                    path: ipuexe.clone(),
+                    tiles: self.target.tiles,
+                });
                 package_path = Some(ipuexe);
             }
             // What no phase left to run reads is let go.

@@ -5,7 +5,7 @@
 //! other record is damaged. A build rewrites a record whenever its identity (phase, build, workload,
 //! output, key, inputs, config, target) differs from what the build computed, or it is damaged.
 //! [`verify`] finds every damaged record under a stages folder. Files are written through a temp
-//! file and a rename ([`write_if_changed`], through [`crate::files::write_atomic`]); temp files of
+//! file and a rename ([`write_if_changed`], through [`crate::files::prepare_atomic`]); temp files of
 //! writers that died are removed by the next build of their folder.
 
 use crate::store::{ArtifactKind, ContentHash, Damage, Tally};
@@ -285,20 +285,35 @@ pub fn record_continues(
             .all(|k| record.inputs.get(k.name()) == outputs.get(k))
 }
 
-/// Writes the concatenation of `parts` to `path` ([`crate::files::write_atomic_parts`]: a temp
-/// file, `fsync`, a rename), unless the file holds it already; whether it wrote.
+/// Writes the concatenation of `parts` to `path` ([`prepare_if_changed`], then the rename), unless
+/// the file holds it already; whether it wrote.
 pub fn write_if_changed(path: &Path, parts: &[&[u8]]) -> Result<bool, super::BuildError> {
+    match prepare_if_changed(path, parts)? {
+        Some(prepared) => prepared.persist().map(|()| true).map_err(Into::into),
+        None => Ok(false),
+    }
+}
+
+/// The concatenation of `parts` written to a temp file beside `path`, to take its name when
+/// persisted ([`crate::files::prepare_atomic`]), unless the file holds it already.
+pub fn prepare_if_changed(
+    path: &Path,
+    parts: &[&[u8]],
+) -> Result<Option<crate::files::Prepared>, super::BuildError> {
     use super::BuildError;
     if holds(path, parts) {
-        return Ok(false);
+        return Ok(None);
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|source| BuildError::CreateDir {
         path: dir.to_path_buf(),
         source,
     })?;
-    crate::files::write_atomic_parts(path, "build file", parts)?;
-    Ok(true)
+    Ok(Some(crate::files::prepare_atomic(
+        path,
+        "build file",
+        parts,
+    )?))
 }
 
 /// Whether the regular file at `path` holds exactly the concatenation of `parts`: read only when

@@ -486,6 +486,50 @@ fn a_failed_background_write_fails_the_build_and_stops_the_writes_after_it() {
     );
 }
 
+#[test]
+fn a_package_whose_object_is_not_stored_leaves_the_old_model_ipuexe() {
+    let small = Small::new();
+    let b = small.build();
+    b.run(PIPELINE[0], last()).expect("build");
+    let package = b.read_record(phase("build_images")).expect("record").output;
+    // The package's object made unwritable (a folder where it goes), its entry gone, and an older
+    // `model.ipuexe` in place: the next build makes the package again and cannot store it.
+    let hex = package.hex();
+    let object = small
+        .store
+        .root()
+        .join("objects")
+        .join(&hex[..2])
+        .join(&hex);
+    std::fs::remove_file(&object).expect("object");
+    std::fs::create_dir(&object).expect("blocker");
+    let key = b.read_record(phase("build_images")).expect("record").key;
+    let actions = small.store.root().join("actions");
+    for entry in walkdir::WalkDir::new(&actions).into_iter().flatten() {
+        if entry.file_name().to_string_lossy().contains(&key.hex()) {
+            std::fs::remove_file(entry.path()).expect("entry");
+        }
+    }
+    let ipuexe = b.dir().join("model.ipuexe");
+    std::fs::write(&ipuexe, b"older").expect("older package");
+    let error = b.run(phase("build_images"), last()).err();
+    assert!(matches!(error, Some(BuildError::Store(_))), "{error:?}");
+    // Its bytes were written beside the object, but never took the name, and no temp file is left.
+    let kept = std::fs::read(&ipuexe).expect("model.ipuexe") == b"older";
+    assert!(
+        kept,
+        "model.ipuexe was replaced by a package the store does not hold"
+    );
+    let names: Vec<String> = (std::fs::read_dir(b.dir()).expect("stages").flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+    // With the object's place free again the build stores it and names the new model.ipuexe.
+    std::fs::remove_dir(&object).expect("blocker");
+    b.run(phase("build_images"), last()).expect("build");
+    assert!(std::fs::read(&ipuexe).expect("model.ipuexe") != b"older");
+}
+
 // ---- a finalist place_storage cannot place ----
 
 /// The small preset's build on a tile of `standard` and `interleaved` bytes of memory.
@@ -659,7 +703,8 @@ fn code_sized_once_per_kind_of_superstep_is_the_placeholder_codes_length() {
     use crate::isa::PLACEHOLDER_ADDRESS;
     use crate::lowering::{code_bytes, sized_by, tile_programs};
     let target = Target::preset("mk2-1500").expect("target");
-    let graph = crate::workload::small_encoder(3);
+    // Enough layers that the phase ids pass 127 and their labels grow a byte.
+    let graph = crate::workload::small_encoder(12);
     let mid = mid_of(&graph);
     let configs = PhaseConfigs::default();
     let sel = select_finalist::select_finalist(&graph, &mid, &target, &configs.select_finalist)
@@ -678,6 +723,7 @@ fn code_sized_once_per_kind_of_superstep_is_the_placeholder_codes_length() {
         &crate::progress::Silent,
     )
     .expect("exchanges");
+    assert!(sel.exchanges.len() > 130, "{} phases", sel.exchanges.len());
     // The later layers' exchange supersteps are sized by the first layer's.
     let by = sized_by(&sel, &storage, &exchanges);
     let shared = (by.iter().enumerate()).filter(|&(s, &b)| b != s).count();

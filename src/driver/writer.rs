@@ -3,13 +3,17 @@
 //!
 //! Contract: writes happen in the order they are asked for, which is the order a synchronous build
 //! would make them: an object before the action entry naming it, a stage record after the output it
-//! names. A fresh package object and `model.ipuexe` are one write, the two files written side by side
-//! (they are the build's largest and its last, with nothing else left to compute). The first failed write stops the rest, so nothing
+//! names, `model.ipuexe` after its package object and its record. Only its bytes go ahead: they are
+//! written to its temp file on a thread of their own, beside the package object (the two largest
+//! files of a build), and take the name only once every write asked for before has landed. The
+//! first failed write stops the rest (a `model.ipuexe` begun then never takes its name), so nothing
 //! written names what was not, and is returned by [`Writer::finish`]. A build reads nothing it has
 //! queued: what it just produced it holds in memory. (`lower_exchanges` stores the schedules it reuses
 //! across builds itself, as it makes them: a cache that no action entry or record names.)
 
+use super::records::prepare_if_changed;
 use super::{BuildError, LOG_TARGET, write_if_changed};
+use crate::files::Prepared;
 use crate::ir::ipuexe_header;
 use crate::store::{ContentHash, Expect, Object, Store};
 use std::path::PathBuf;
@@ -28,15 +32,15 @@ pub(super) enum Write {
     },
     /// A stage record, unless the file holds these bytes already.
     Record { path: PathBuf, bytes: Vec<u8> },
-    /// `model.ipuexe` from the package object's bytes, unless the file holds them already; with
-    /// `store`, the object into the store at the same time, on a second thread.
-    Package {
-        path: PathBuf,
-        body: Object,
-        tiles: u32,
-        store: bool,
-    },
+    /// `model.ipuexe` from the package object's bytes, unless the file holds them already: written
+    /// to its temp file at once, beside the writes asked for after this one.
+    PackageBegin { path: PathBuf, body: Object },
+    /// The `model.ipuexe` begun last takes its name.
+    Package { path: PathBuf, tiles: u32 },
 }
+
+/// The `model.ipuexe` being written beside the other writes.
+type Begun = std::thread::JoinHandle<Result<Option<Prepared>, BuildError>>;
 
 pub(super) struct Writer<'scope> {
     queue: mpsc::Sender<Write>,
@@ -53,10 +57,20 @@ impl<'scope> Writer<'scope> {
         let failed = Arc::new(AtomicBool::new(false));
         let flag = failed.clone();
         let thread = scope.spawn(move || {
+            let mut begun: Option<Begun> = None;
+            let mut done = Ok(());
             for write in writes {
-                perform(store, write).inspect_err(|_| flag.store(true, Ordering::Relaxed))?;
+                done = perform(store, write, &mut begun);
+                if done.is_err() {
+                    flag.store(true, Ordering::Relaxed);
+                    break;
+                }
             }
-            Ok(())
+            // A package begun and never named: its temp file goes.
+            if let Some(begun) = begun {
+                let _ = begun.join();
+            }
+            done
         });
         Writer {
             queue,
@@ -86,7 +100,7 @@ impl<'scope> Writer<'scope> {
     }
 }
 
-fn perform(store: &dyn Store, write: Write) -> Result<(), BuildError> {
+fn perform(store: &dyn Store, write: Write, begun: &mut Option<Begun>) -> Result<(), BuildError> {
     match write {
         Write::Object(object) => store.put_object(&object)?,
         Write::Action {
@@ -97,26 +111,29 @@ fn perform(store: &dyn Store, write: Write) -> Result<(), BuildError> {
         Write::Record { path, bytes } => {
             write_if_changed(&path, &[&bytes])?;
         }
-        Write::Package {
-            path,
-            body,
-            tiles,
-            store: with_object,
-        } => {
-            let header = ipuexe_header(body.hash());
-            let (stored, written) = std::thread::scope(|scope| {
-                let stored = scope.spawn(|| match with_object {
-                    true => store.put_object(&body),
-                    false => Ok(()),
-                });
-                let written = write_if_changed(&path, &[&header, body.bytes()]);
-                (stored.join(), written)
-            });
-            stored.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-            if written? {
-                tracing::info!(target: LOG_TARGET, tiles, path = %path.display(), "application package written");
+        Write::PackageBegin { path, body } => {
+            *begun = Some(std::thread::spawn(move || {
+                let header = ipuexe_header(body.hash());
+                prepare_if_changed(&path, &[&header, body.bytes()])
+            }));
+        }
+        Write::Package { path, tiles } => {
+            if let Some(begun) = begun.take() {
+                name_package(begun, &path, tiles)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Waits for the `model.ipuexe` begun and gives it its name.
+fn name_package(begun: Begun, path: &std::path::Path, tiles: u32) -> Result<(), BuildError> {
+    let prepared = begun
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    if let Some(prepared) = prepared {
+        prepared.persist()?;
+        tracing::info!(target: LOG_TARGET, tiles, path = %path.display(), "application package written");
     }
     Ok(())
 }
