@@ -73,32 +73,79 @@ pub fn exchange_programs(
     target: &Target,
 ) -> Result<Vec<(TileId, Vec<Instr>)>, Unplaceable> {
     let tiles = target.tiles as usize;
-    let mut sends: Vec<Vec<(u32, Send, u32)>> = vec![Vec::new(); tiles];
-    let mut switches: Vec<Vec<(u32, Receive)>> = vec![Vec::new(); tiles];
     let word = target.exchange_bytes_per_cycle;
     // The mux switch issues this long before the piece's first word arrives.
     let lead = target
         .exchange_transit_cycles
         .saturating_sub(target.mux_switch_cycles);
-    for piece in &schedule.pieces {
+    // Each piece's bytes of its transfer, and the destinations it serves.
+    let span = |piece: &crate::exchange::Piece| {
         let t = &transfers[piece.transfer as usize];
         let skip = piece.word.saturating_mul(word);
         let bytes = piece
             .words
             .saturating_mul(word)
             .min(t.bytes.saturating_sub(skip));
+        let served = match piece.destinations {
+            None => &t.destinations[..],
+            Some((a, b)) => &t.destinations[a as usize..b as usize],
+        };
+        (t, skip, bytes, served)
+    };
+    // Every tile's sends and switches in two flat lists, a tile's together in piece order: counted
+    // first, so each list is allocated once.
+    let (mut send_count, mut switch_count) = (vec![0u32; tiles + 1], vec![0u32; tiles + 1]);
+    for piece in &schedule.pieces {
+        let (t, _, _, served) = span(piece);
+        send_count[t.source.index() + 1] += 1;
+        for &(tile, _) in served {
+            switch_count[tile.index() + 1] += 1;
+        }
+    }
+    for counts in [&mut send_count, &mut switch_count] {
+        for tile in 0..tiles {
+            counts[tile + 1] += counts[tile];
+        }
+    }
+    // `send_count[t]..send_count[t + 1]` are tile t's (likewise switches); `next` where each tile's
+    // next one goes.
+    let mut next_send = send_count.clone();
+    let mut next_switch = switch_count.clone();
+    // Every slot is overwritten below.
+    let run = Run {
+        offset: 0,
+        bytes: 0,
+        count: 0,
+        stride: 0,
+    };
+    let (skip, bytes, wide) = (0, 0, false);
+    let blank_send = Send {
+        skip,
+        bytes,
+        run,
+        wide,
+    };
+    let blank_switch = Receive {
+        from: TileId(0),
+        skip,
+        bytes,
+        run,
+        wide,
+    };
+    let mut sends = vec![(0u32, blank_send, 0u32); send_count[tiles] as usize];
+    let mut switches = vec![(0u32, blank_switch); switch_count[tiles] as usize];
+    for piece in &schedule.pieces {
+        let (t, skip, bytes, served) = span(piece);
         let send = Send {
             skip,
             bytes,
             run: t.source_run,
             wide: piece.wide,
         };
-        sends[t.source.index()].push((piece.start, send, piece.cycles()));
-        let served = match piece.destinations {
-            None => 0..t.destinations.len(),
-            Some((a, b)) => a as usize..b as usize,
-        };
-        for &(tile, run) in &t.destinations[served] {
+        let at = &mut next_send[t.source.index()];
+        sends[*at as usize] = (piece.start, send, piece.cycles());
+        *at += 1;
+        for &(tile, run) in served {
             let receive = Receive {
                 from: t.source,
                 skip,
@@ -106,18 +153,23 @@ pub fn exchange_programs(
                 run,
                 wide: piece.wide,
             };
-            switches[tile.index()].push((piece.start.saturating_add(lead), receive));
+            let at = &mut next_switch[tile.index()];
+            switches[*at as usize] = (piece.start.saturating_add(lead), receive);
+            *at += 1;
         }
     }
     let mut programs = Vec::new();
-    for (tile, (mut sends, mut switches)) in sends.into_iter().zip(switches).enumerate() {
-        if sends.is_empty() && switches.is_empty() {
+    for tile in 0..tiles {
+        let tile_sends = &mut sends[send_count[tile] as usize..send_count[tile + 1] as usize];
+        let tile_switches =
+            &mut switches[switch_count[tile] as usize..switch_count[tile + 1] as usize];
+        if tile_sends.is_empty() && tile_switches.is_empty() {
             continue;
         }
-        sends.sort_by_key(|&(cycle, _, _)| cycle);
-        switches.sort_by_key(|&(cycle, _)| cycle);
+        tile_sends.sort_by_key(|&(cycle, _, _)| cycle);
+        tile_switches.sort_by_key(|&(cycle, _)| cycle);
         let tile = TileId::from_index(tile);
-        let code = tile_code(phase, tile, events(sends, switches), target)?;
+        let code = tile_code(phase, tile, events(tile_sends, tile_switches), target)?;
         programs.push((tile, code));
     }
     Ok(programs)
@@ -125,11 +177,11 @@ pub fn exchange_programs(
 
 /// A tile's sends and switches, each in cycle order, merged into events in cycle order: a send and a
 /// switch of one cycle make one event.
-fn events(sends: Vec<(u32, Send, u32)>, switches: Vec<(u32, Receive)>) -> Vec<Event> {
+fn events(sends: &[(u32, Send, u32)], switches: &[(u32, Receive)]) -> Vec<Event> {
     let mut out = Vec::with_capacity(sends.len() + switches.len());
     let (mut sends, mut switches) = (
-        sends.into_iter().peekable(),
-        switches.into_iter().peekable(),
+        sends.iter().copied().peekable(),
+        switches.iter().copied().peekable(),
     );
     loop {
         let next_send = sends.peek().map(|&(c, _, _)| c);
@@ -161,7 +213,9 @@ fn tile_code(
     target: &Target,
 ) -> Result<Vec<Instr>, Unplaceable> {
     let issue = u64::from(target.exchange_issue_cycles);
-    let mut code = vec![Instr::Exchange { phase }];
+    // At most a delay before each instruction.
+    let mut code = Vec::with_capacity(1 + 2 * events.len());
+    code.push(Instr::Exchange { phase });
     // When the tile can issue its next instruction, and when its outgoing port is free.
     let (mut free, mut port) = (0u64, 0u64);
     for event in events {

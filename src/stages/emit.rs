@@ -145,18 +145,24 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         .map(|p| scan(p, sel.steps.len(), target))
         .collect();
     let mut emitted: Vertices = BTreeMap::new();
-    // Each phase's sends and receives, from every tile's (whose program names its phases in order).
-    let mut phases: BTreeMap<u32, (Vec<SendKey>, Vec<ReceiveKey>)> = BTreeMap::new();
-    for scan in scans {
+    // Each phase's sends (by sender) and receives, from every tile's (whose program names its phases
+    // in order).
+    let tiles = code.tiles.len();
+    let mut phases: BTreeMap<u32, PhaseTraffic> = BTreeMap::new();
+    for (tile, scan) in scans.into_iter().enumerate() {
         v.append(scan.problems);
         emitted.extend(scan.vertices);
-        for run in scan.sends.chunk_by(|a, b| a.phase == b.phase) {
-            let (sends, _) = phases.entry(run[0].phase).or_default();
-            sends.extend_from_slice(run);
+        for run in scan.sends.chunk_by(|a, b| a.0 == b.0) {
+            let phase = phases
+                .entry(run[0].0)
+                .or_insert_with(|| PhaseTraffic::new(tiles));
+            phase.add_sends(tile, run.iter().map(|&(_, bytes)| bytes));
         }
         for run in scan.receives.chunk_by(|a, b| a.phase == b.phase) {
-            let (_, receives) = phases.entry(run[0].phase).or_default();
-            receives.extend_from_slice(run);
+            let phase = phases
+                .entry(run[0].phase)
+                .or_insert_with(|| PhaseTraffic::new(tiles));
+            phase.receives.extend_from_slice(run);
         }
     }
     for key in expected
@@ -175,46 +181,52 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             )
         });
     }
-    // Phase by phase, side by side: each receive looked up among the phase's sends, sorted by the key
-    // a receive names them by; a key received counts for every send of it. Every receive that names
-    // no send is listed (phases in order, receives in tile order), then every send nobody receives.
-    let matched: Vec<(Vec<String>, Vec<String>)> = (phases.into_values().collect::<Vec<_>>())
+    // Phase by phase, side by side: each receive looked up among its sender's sends in the phase,
+    // sorted by the bytes a receive names them by; bytes received count for every send of them.
+    // Every receive that names no send is listed (phases in order, receives in tile order), then
+    // every send nobody receives.
+    let matched: Vec<(Vec<String>, Vec<String>)> = (phases.into_iter().collect::<Vec<_>>())
         .into_par_iter()
-        .map(|(mut sends, receives)| {
-            sends.sort_unstable();
-            sends.dedup();
-            let mut received = vec![false; sends.len()];
+        .map(|(phase, mut traffic)| {
+            for &(start, end) in &traffic.by_sender {
+                traffic.sends[start as usize..end as usize].sort_unstable();
+            }
+            let mut received = vec![false; traffic.sends.len()];
             let mut unsent = Vec::new();
-            for r in &receives {
-                let key = SendKey {
-                    phase: r.phase,
-                    tile: r.from,
-                    bytes: r.bytes,
-                };
-                match sends.binary_search(&key) {
-                    Ok(at) => received[at] = true,
-                    Err(_) => unsent.push(format!(
+            for r in &traffic.receives {
+                let (start, end) = (traffic.by_sender.get(r.from.index()))
+                    .map_or((0, 0), |&(start, end)| (start as usize, end as usize));
+                let sent = &traffic.sends[start..end];
+                let first = sent.partition_point(|&bytes| bytes < r.bytes);
+                let count = sent[first..].partition_point(|&bytes| bytes == r.bytes);
+                if count == 0 {
+                    unsent.push(format!(
                         "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
                         r.phase,
                         r.tile,
                         r.bytes.0,
                         u64::from(r.bytes.0) + u64::from(r.bytes.1),
                         r.from,
-                    )),
+                    ));
+                }
+                received[start + first..start + first + count].fill(true);
+            }
+            // A send repeated by its sender is listed once.
+            let mut unreceived = Vec::new();
+            for (tile, &(start, end)) in traffic.by_sender.iter().enumerate() {
+                let (start, end) = (start as usize, end as usize);
+                for at in start..end {
+                    let bytes = traffic.sends[at];
+                    if !received[at] && (at == start || traffic.sends[at - 1] != bytes) {
+                        unreceived.push(format!(
+                            "ex{phase} {}: its send of bytes {}..{} has no receiver",
+                            TileId::from_index(tile),
+                            bytes.0,
+                            u64::from(bytes.0) + u64::from(bytes.1)
+                        ));
+                    }
                 }
             }
-            let unreceived = (sends.iter().zip(received))
-                .filter(|&(_, received)| !received)
-                .map(|(s, _)| {
-                    format!(
-                        "ex{} {}: its send of bytes {}..{} has no receiver",
-                        s.phase,
-                        s.tile,
-                        s.bytes.0,
-                        u64::from(s.bytes.0) + u64::from(s.bytes.1)
-                    )
-                })
-                .collect();
             (unsent, unreceived)
         })
         .collect();
@@ -225,12 +237,36 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     v.finish()
 }
 
-/// A send as a receive names it: phase, sender, then (skip, bytes).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct SendKey {
-    phase: u32,
-    tile: TileId,
-    bytes: (u32, u32),
+/// One exchange phase's sends, each sender's together (their `(skip, bytes)`, `by_sender[tile]` the
+/// range of them that tile sends), and its receives.
+struct PhaseTraffic {
+    sends: Vec<(u32, u32)>,
+    by_sender: Vec<(u32, u32)>,
+    receives: Vec<ReceiveKey>,
+}
+
+impl PhaseTraffic {
+    fn new(tiles: usize) -> Self {
+        PhaseTraffic {
+            sends: Vec::new(),
+            by_sender: vec![(0, 0); tiles],
+            receives: Vec::new(),
+        }
+    }
+
+    /// Tile `tile`'s sends, added after every earlier tile's (a tile naming the phase twice has its
+    /// sends joined: no other tile's come between them).
+    fn add_sends(&mut self, tile: usize, bytes: impl Iterator<Item = (u32, u32)>) {
+        let start = self.sends.len() as u32;
+        self.sends.extend(bytes);
+        let end = self.sends.len() as u32;
+        let range = &mut self.by_sender[tile];
+        *range = if range.0 == range.1 {
+            (start, end)
+        } else {
+            (range.0, end)
+        };
+    }
 }
 
 /// A receive: the send it names (phase, sender, (skip, bytes)) and its tile.
@@ -246,7 +282,8 @@ struct ReceiveKey {
 struct TileScan {
     problems: Verifier,
     vertices: Vec<((usize, TileId), Vec<&'static str>)>,
-    sends: Vec<SendKey>,
+    /// Each send's phase and `(skip, bytes)`.
+    sends: Vec<(u32, (u32, u32))>,
     receives: Vec<ReceiveKey>,
 }
 
@@ -271,11 +308,7 @@ fn scan(p: &EncodedProgram, steps: usize, target: &Target) -> TileScan {
                 format!("{tile} step{step}: `{}` outside an exchange phase", what())
             });
         };
-        let send_key = |s: &Send| SendKey {
-            phase: phase.unwrap_or(u32::MAX),
-            tile,
-            bytes: (s.skip, s.bytes),
-        };
+        let send_key = |s: &Send| (phase.unwrap_or(u32::MAX), (s.skip, s.bytes));
         let receive_key = |r: &Receive| ReceiveKey {
             phase: phase.unwrap_or(u32::MAX),
             from: r.from,

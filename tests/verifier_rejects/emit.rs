@@ -158,6 +158,27 @@ fn emit_verifier_rejects_a_receive_from_a_tile_that_sends_nothing() {
 }
 
 #[test]
+fn emit_verifier_rejects_a_receive_from_a_tile_beyond_the_target() {
+    let b = small();
+    let mut code = b.code.clone();
+    let r = &exchange_instrs(&code, false)[30];
+    let from = ipu_codegen::ids::TileId(b.target.tiles + 7);
+    edit_program(&mut code, r.tile, |instrs| {
+        let Instr::Receive(receive) = &mut instrs[r.at] else {
+            unreachable!()
+        };
+        receive.from = from;
+    });
+    assert_rejects(
+        &code_errors(b, &code),
+        &[
+            &format!("ex{} tile{}: receives bytes", r.phase, r.tile),
+            &format!("from {from}, which sends no such thing"),
+        ],
+    );
+}
+
+#[test]
 fn emit_verifier_rejects_a_receive_of_more_bytes_than_sent() {
     let b = small();
     let mut code = b.code.clone();
