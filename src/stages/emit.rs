@@ -215,9 +215,11 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             let mut unreceived = Vec::new();
             for (tile, &(start, end)) in traffic.by_sender.iter().enumerate() {
                 let (start, end) = (start as usize, end as usize);
-                for at in start..end {
-                    let bytes = traffic.sends[at];
-                    if !received[at] && (at == start || traffic.sends[at - 1] != bytes) {
+                let sent = traffic.sends[start..end].iter().zip(&received[start..end]);
+                let mut before = None;
+                for (&bytes, &received) in sent {
+                    let repeated = before.replace(bytes) == Some(bytes);
+                    if !received && !repeated {
                         unreceived.push(format!(
                             "ex{phase} {}: its send of bytes {}..{} has no receiver",
                             TileId::from_index(tile),
