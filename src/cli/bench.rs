@@ -40,7 +40,7 @@ pub fn bench_one(name: &str, p: &Pattern, o: Overheads, json: bool) -> Result<Va
         );
     }
     // A reused schedule is decoded from the store's bytes, then checked.
-    let bytes = store::encode(&s);
+    let bytes = store::encode(&s).joined();
     let hash = ContentHash::of(&bytes);
     let (decoded, decode_ms) = best_of(RUNS, || store::decode::<Schedule>(&bytes, &hash));
     let decoded = decoded?;

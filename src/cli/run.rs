@@ -165,7 +165,7 @@ fn print_lines(json: bool, lines: &[(Part, Fields)]) {
 
 /// The content hash of a graph, as the store names it.
 fn graph_hash(graph: &Graph) -> ContentHash {
-    ContentHash::of(&store::encode(graph))
+    store::encode(graph).hash()
 }
 
 /// Whether a package's graph is an imported model's, whose inputs a run must bind (`import` names

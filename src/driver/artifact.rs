@@ -7,7 +7,7 @@
 //! its output (`lower_exchanges`' schedules), which the driver's writer stores with it.
 
 use super::BuildError;
-use crate::store::{self, Artifact, ArtifactKind, ContentHash, Expect, Object, Store};
+use crate::store::{self, Artifact, ArtifactKind, ContentHash, Encoded, Expect, Object, Store};
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,7 +22,7 @@ pub type PhaseError = Box<dyn std::error::Error + Send + Sync>;
 pub struct Output {
     pub(super) kind: ArtifactKind,
     pub(super) schema: u32,
-    pub(super) bytes: Vec<u8>,
+    pub(super) bytes: Encoded,
     pub(super) value: Rc<dyn Any>,
     /// Entries beside the output: each action key with what its object is and the object's bytes.
     pub(super) entries: Vec<(ContentHash, Expect<'static>, Object)>,

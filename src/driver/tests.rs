@@ -234,7 +234,7 @@ fn a_record_continues_a_build_only_from_its_own_inputs() {
 // ---- a build of the small preset, in process ----
 
 /// Stores `bytes` as an object in `store` and returns its hash.
-fn put(store: &LocalStore, bytes: Vec<u8>) -> ContentHash {
+fn put(store: &LocalStore, bytes: impl Into<crate::store::Encoded>) -> ContentHash {
     let object = Object::new(bytes);
     store.put_object(&object).expect("put");
     object.hash()
@@ -337,6 +337,30 @@ fn every_output_passes_its_verifier_through_the_table_and_dumps() {
         b.dump(GRAPH, &outcome.outputs).expect("graph"),
         small.graph.dump()
     );
+}
+
+/// The stored bytes of the artifact under `kind` are what `rmp_serde` writes of it, header first.
+fn stored_as_serde_writes<A: crate::store::Artifact>(b: &Build, hash: &ContentHash) {
+    let bytes = b.store.get(hash).expect("read").expect("stored");
+    let value: A = store::decode(&bytes, hash).expect("decodes");
+    let header = store::header(&bytes).expect("a header");
+    let serde = rmp_serde::to_vec(&(header, &value)).expect("serialises");
+    assert!(
+        serde == bytes,
+        "{} is not stored as rmp_serde writes it",
+        A::KIND
+    );
+}
+
+#[test]
+fn artifacts_encoded_in_pieces_are_the_bytes_serde_writes() {
+    let small = Small::new();
+    let b = small.build();
+    let out = b.run(PIPELINE[0], last()).expect("build").outputs;
+    stored_as_serde_writes::<Selected>(&b, &out[&SELECTED]);
+    stored_as_serde_writes::<crate::ir::ExchangeStorage>(&b, &out[&EXCHANGE_STORAGE]);
+    stored_as_serde_writes::<crate::ir::TileCode>(&b, &out[&TILE_CODE]);
+    stored_as_serde_writes::<Package>(&b, &out[&PACKAGE]);
 }
 
 #[test]

@@ -114,7 +114,10 @@ fn perform(store: &dyn Store, write: Write, begun: &mut Option<Begun>) -> Result
         Write::PackageBegin { path, body } => {
             *begun = Some(std::thread::spawn(move || {
                 let header = ipuexe_header(body.hash());
-                prepare_if_changed(&path, &[&header, body.bytes()])
+                let parts: Vec<&[u8]> = std::iter::once(&header[..])
+                    .chain(body.bytes().parts())
+                    .collect();
+                prepare_if_changed(&path, &parts)
             }));
         }
         Write::Package { path, tiles } => {

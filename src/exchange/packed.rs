@@ -160,7 +160,7 @@ mod tests {
             kind: "test".to_string(),
             initial_horizon: 50,
         };
-        let bytes = encode(&schedule);
+        let bytes = encode(&schedule).joined();
         let hash = ContentHash::of(&bytes);
         assert_eq!(decode::<Schedule>(&bytes, &hash).unwrap(), schedule);
         // A garbled piece count, and bytes cut inside the pieces.

@@ -40,6 +40,12 @@ pub struct ExchangeStorage {
 impl crate::store::Artifact for ExchangeStorage {
     const KIND: &'static str = "exchange_storage";
     const SCHEMA: u32 = 1;
+
+    fn encode_body(&self, out: &mut crate::store::Encoded) {
+        let ExchangeStorage { phases } = self;
+        out.array_len(1);
+        out.list(phases);
+    }
 }
 
 impl ExchangeStorage {

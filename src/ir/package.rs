@@ -69,6 +69,30 @@ pub struct StepEstimate {
 impl crate::store::Artifact for Package {
     const KIND: &'static str = "package";
     const SCHEMA: u32 = 13;
+
+    fn encode_body(&self, out: &mut crate::store::Encoded) {
+        let Package {
+            compiler_version,
+            target,
+            workload,
+            graph,
+            tiles,
+            host,
+            steps,
+            tile_estimates,
+            estimated_cycles,
+        } = self;
+        out.array_len(9);
+        out.value(compiler_version);
+        out.value(target);
+        out.value(workload);
+        out.value(graph);
+        out.list(tiles);
+        out.value(host);
+        out.value(steps);
+        out.value(tile_estimates);
+        out.value(estimated_cycles);
+    }
 }
 
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.

@@ -376,6 +376,41 @@ pub struct Selected {
 impl crate::store::Artifact for Selected {
     const KIND: &'static str = "selected";
     const SCHEMA: u32 = 10;
+
+    fn encode_body(&self, out: &mut crate::store::Encoded) {
+        // Every field, in declaration order (the destructuring names them all).
+        let Selected {
+            workload,
+            graph,
+            operators,
+            finalist,
+            mapping,
+            partitions,
+            buffers,
+            steps,
+            exchanges,
+            compute_sets,
+            initialize,
+            run_inputs,
+            run_outputs,
+            estimate,
+        } = self;
+        out.array_len(14);
+        out.value(workload);
+        out.value(graph);
+        out.value(operators);
+        out.value(finalist);
+        out.value(mapping);
+        out.value(partitions);
+        out.list(buffers);
+        out.value(steps);
+        out.list(exchanges);
+        out.list(compute_sets);
+        out.value(initialize);
+        out.value(run_inputs);
+        out.value(run_outputs);
+        out.value(estimate);
+    }
 }
 
 impl ExchangePhase {

@@ -21,6 +21,20 @@ pub struct TileCode {
 impl crate::store::Artifact for TileCode {
     const KIND: &'static str = "tile_code";
     const SCHEMA: u32 = 7;
+
+    fn encode_body(&self, out: &mut crate::store::Encoded) {
+        let TileCode {
+            workload,
+            tiles,
+            host,
+            estimated_steps,
+        } = self;
+        out.array_len(4);
+        out.value(workload);
+        out.list(tiles);
+        out.value(host);
+        out.value(estimated_steps);
+    }
 }
 
 impl TileCode {

@@ -43,8 +43,8 @@ pub fn write_profile(e: &Execution) -> Vec<u8> {
     let mut out = Vec::with_capacity(PROFILE_HEADER + body.len());
     out.extend_from_slice(PROFILE_MAGIC);
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&ContentHash::of(&body).0);
-    out.extend_from_slice(&body);
+    out.extend_from_slice(&body.hash().0);
+    body.parts().for_each(|part| out.extend_from_slice(part));
     out
 }
 

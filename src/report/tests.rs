@@ -159,7 +159,7 @@ fn a_profile_file_reads_back_and_each_damage_is_refused_by_name() {
         const KIND: &'static str = "profile";
         const SCHEMA: u32 = 5;
     }
-    let before = behind_header(&crate::store::encode(&Before(e)));
+    let before = behind_header(&crate::store::encode(&Before(e)).joined());
     let error = read_profile(&before).unwrap_err().to_string();
     assert!(error.contains("profile schema 5"), "{error}");
 }

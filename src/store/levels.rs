@@ -216,7 +216,7 @@ impl Store for TwoLevel {
         match self.fetch(key, expect) {
             Ok(None) => Ok(None),
             Ok(Some((output, bytes, digest))) => {
-                self.local.put_hashed(&output, &bytes)?;
+                self.local.put_hashed(&output, &[&bytes])?;
                 self.local.record(key, expect, &output)?;
                 self.held
                     .lock()
@@ -240,7 +240,7 @@ impl Store for TwoLevel {
     fn put_object(&self, object: &Object) -> Result<(), StoreError> {
         self.local.put_object(object)?;
         if self.uploading()
-            && let Err(trouble) = self.send(&object.hash(), object.bytes())
+            && let Err(trouble) = self.send(&object.hash(), &object.bytes().joined())
         {
             self.upload_failed(
                 &format!("uploading object {}", object.hash().short()),
@@ -372,7 +372,7 @@ mod tests {
 
     /// A note's bytes, its blake3 hash and its `/cas/` digest.
     fn note(text: &str) -> (Vec<u8>, ContentHash, Digest) {
-        let bytes = encode(&Note(text.to_string()));
+        let bytes = encode(&Note(text.to_string())).joined();
         let digest = Digest {
             hash: sha256(&bytes),
             size_bytes: bytes.len() as i64,

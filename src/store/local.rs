@@ -98,14 +98,15 @@ impl LocalStore {
     /// Writes `bytes` to `path` through a unique temp file in `tmp/` and a rename
     /// ([`crate::files::write_atomic_via`]: the writer locks its temp file, so a build's sweep of
     /// `tmp/` removes only the temps of writers that died).
-    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    /// Writes the concatenation of `parts` to `path` (atomically, its temp file in the store's `tmp/`).
+    fn write_atomic(&self, path: &Path, parts: &[&[u8]]) -> Result<(), StoreError> {
         let dir = path.parent().expect("store paths have parents");
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         Ok(files::write_atomic_via(
             &self.root.join("tmp"),
             path,
             "store file",
-            &[bytes],
+            parts,
         )?)
     }
 
@@ -116,12 +117,12 @@ impl LocalStore {
     }
 
     /// Stores `bytes` under `hash`, which is theirs (no-op when present and intact).
-    pub fn put_hashed(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
+    pub fn put_hashed(&self, hash: &ContentHash, parts: &[&[u8]]) -> Result<(), StoreError> {
         let path = self.object_path(hash);
         let intact = files::hash(&path, "store object", 0)
             .is_ok_and(|(found, _)| found.as_bytes() == &hash.0);
         if !intact {
-            self.write_atomic(&path, bytes)?;
+            self.write_atomic(&path, parts)?;
         }
         Ok(())
     }
@@ -210,7 +211,8 @@ impl Store for LocalStore {
     }
 
     fn put_object(&self, object: &Object) -> Result<(), StoreError> {
-        self.put_hashed(&object.hash(), object.bytes())
+        let parts: Vec<&[u8]> = object.bytes().parts().collect();
+        self.put_hashed(&object.hash(), &parts)
     }
 
     fn record(
@@ -221,6 +223,6 @@ impl Store for LocalStore {
     ) -> Result<(), StoreError> {
         let entry = ActionEntry::new(key, expect, output);
         let bytes = serde_json::to_vec(&entry).expect("entries serialise");
-        self.write_atomic(&self.action_path(key), &bytes)
+        self.write_atomic(&self.action_path(key), &[&bytes])
     }
 }

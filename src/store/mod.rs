@@ -104,6 +104,93 @@ pub const COMPILER_VERSION: &str = concat!(
 pub trait Artifact: Serialize + DeserializeOwned {
     const KIND: &'static str;
     const SCHEMA: u32;
+
+    /// Writes the artifact's bytes onto `out`: its `Serialize` form, which a large artifact writes
+    /// field by field, its long lists side by side ([`Encoded::list`]); the bytes are the same.
+    fn encode_body(&self, out: &mut Encoded) {
+        out.value(self);
+    }
+}
+
+/// An artifact's MessagePack bytes in pieces, in order: joined, they are what `rmp_serde::to_vec`
+/// writes. They are hashed and written as they are, never joined.
+#[derive(Clone, Debug, Default)]
+pub struct Encoded {
+    parts: Vec<Vec<u8>>,
+}
+
+impl Encoded {
+    /// The piece later bytes go onto.
+    fn tail(&mut self) -> &mut Vec<u8> {
+        if self.parts.is_empty() {
+            self.parts.push(Vec::new());
+        }
+        self.parts.last_mut().expect("a piece was just added")
+    }
+
+    /// `value`'s bytes, after those written.
+    pub fn value<T: Serialize + ?Sized>(&mut self, value: &T) {
+        rmp_serde::encode::write(self.tail(), value).expect("artifacts serialise");
+    }
+
+    /// An array's length (a struct's field count, a list's length), as a value's bytes would start.
+    pub fn array_len(&mut self, len: usize) {
+        let len = u32::try_from(len).expect("a list has at most 2^32 - 1 items");
+        rmp::encode::write_array_len(self.tail(), len).expect("a Vec takes every write");
+    }
+
+    /// A list, as `value` writes it, its items encoded side by side in up to 64 runs.
+    pub fn list<T: Serialize + Sync>(&mut self, items: &[T]) {
+        use rayon::prelude::*;
+        self.array_len(items.len());
+        let run = items.len().div_ceil(64).max(1);
+        let runs: Vec<Vec<u8>> = items
+            .par_chunks(run)
+            .map(|items| {
+                let mut out = Vec::new();
+                for item in items {
+                    rmp_serde::encode::write(&mut out, item).expect("artifacts serialise");
+                }
+                out
+            })
+            .collect();
+        self.parts.extend(runs);
+        self.parts.push(Vec::new());
+    }
+
+    /// The pieces, in order.
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> {
+        self.parts.iter().map(Vec::as_slice)
+    }
+
+    /// How many bytes the pieces hold.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The content hash of the bytes joined.
+    pub fn hash(&self) -> ContentHash {
+        let mut h = blake3::Hasher::new();
+        for part in self.parts() {
+            h.update(part);
+        }
+        ContentHash(*h.finalize().as_bytes())
+    }
+
+    /// The bytes joined, for a reader that needs them in one piece.
+    pub fn joined(&self) -> Vec<u8> {
+        self.parts.concat()
+    }
+}
+
+impl From<Vec<u8>> for Encoded {
+    fn from(bytes: Vec<u8>) -> Encoded {
+        Encoded { parts: vec![bytes] }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -137,14 +224,19 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
-/// Encodes an artifact with its header: canonical bytes (struct fields in order, no maps with unordered keys).
-pub fn encode<A: Artifact>(artifact: &A) -> Vec<u8> {
+/// Encodes an artifact with its header: canonical bytes (struct fields in order, no maps with unordered
+/// keys), a MessagePack array of the two.
+pub fn encode<A: Artifact>(artifact: &A) -> Encoded {
     let header = ArtifactHeader {
         kind: A::KIND.to_string(),
         schema: A::SCHEMA,
         producer: format!("ipu-codegen {COMPILER_VERSION}"),
     };
-    rmp_serde::to_vec(&(header, artifact)).expect("artifacts serialise")
+    let mut out = Encoded::default();
+    out.array_len(2);
+    out.value(&header);
+    artifact.encode_body(&mut out);
+    out
 }
 
 pub fn decode<A: Artifact>(bytes: &[u8], hash: &ContentHash) -> Result<A, StoreError> {
@@ -322,25 +414,26 @@ impl ActionEntry {
     }
 }
 
-/// Bytes with their content hash, hashed once: what [`Store::put_object`] writes, shareable between
-/// threads.
+/// Bytes (in pieces) with their content hash, hashed once: what [`Store::put_object`] writes,
+/// shareable between threads.
 #[derive(Clone)]
 pub struct Object {
     hash: ContentHash,
-    bytes: std::sync::Arc<Vec<u8>>,
+    bytes: std::sync::Arc<Encoded>,
 }
 
 impl Object {
-    pub fn new(bytes: Vec<u8>) -> Object {
+    pub fn new(bytes: impl Into<Encoded>) -> Object {
+        let bytes = bytes.into();
         Object {
-            hash: ContentHash::of(&bytes),
+            hash: bytes.hash(),
             bytes: std::sync::Arc::new(bytes),
         }
     }
     pub fn hash(&self) -> ContentHash {
         self.hash
     }
-    pub fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &Encoded {
         &self.bytes
     }
 }
