@@ -145,24 +145,17 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         .map(|p| scan(p, sel.steps.len(), target))
         .collect();
     let mut emitted: Vertices = BTreeMap::new();
-    // Each phase's sends (by sender) and receives, from every tile's (whose program names its phases
-    // in order).
-    let tiles = code.tiles.len();
+    // Each phase's runs of sends and receives: which tile's scan holds them, and where.
     let mut phases: BTreeMap<u32, PhaseTraffic> = BTreeMap::new();
-    for (tile, scan) in scans.into_iter().enumerate() {
-        v.append(scan.problems);
-        emitted.extend(scan.vertices);
-        for run in scan.sends.chunk_by(|a, b| a.0 == b.0) {
-            let phase = phases
-                .entry(run[0].0)
-                .or_insert_with(|| PhaseTraffic::new(tiles));
-            phase.add_sends(tile, run.iter().map(|&(_, bytes)| bytes));
+    let mut scans = scans;
+    for (at, scan) in scans.iter_mut().enumerate() {
+        v.append(std::mem::take(&mut scan.problems));
+        emitted.extend(std::mem::take(&mut scan.vertices));
+        for (phase, range) in runs(&scan.sends, |s| s.0) {
+            phases.entry(phase).or_default().sends.push((at, range));
         }
-        for run in scan.receives.chunk_by(|a, b| a.phase == b.phase) {
-            let phase = phases
-                .entry(run[0].phase)
-                .or_insert_with(|| PhaseTraffic::new(tiles));
-            phase.receives.extend_from_slice(run);
+        for (phase, range) in runs(&scan.receives, |r| r.phase) {
+            phases.entry(phase).or_default().receives.push((at, range));
         }
     }
     for key in expected
@@ -185,44 +178,59 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     // sorted by the bytes a receive names them by; bytes received count for every send of them.
     // Every receive that names no send is listed (phases in order, receives in tile order), then
     // every send nobody receives.
+    // A sender is looked up by its tile id; a program naming a tile beyond the target's (reported
+    // by the receives naming it) is no sender.
+    let senders = scans.len();
     let matched: Vec<(Vec<String>, Vec<String>)> = (phases.into_iter().collect::<Vec<_>>())
         .into_par_iter()
-        .map(|(phase, mut traffic)| {
-            for &(start, end) in &traffic.by_sender {
-                traffic.sends[start as usize..end as usize].sort_unstable();
-            }
-            let mut received = vec![false; traffic.sends.len()];
-            let mut unsent = Vec::new();
-            for r in &traffic.receives {
-                let (start, end) = (traffic.by_sender.get(r.from.index()))
-                    .map_or((0, 0), |&(start, end)| (start as usize, end as usize));
-                let sent = &traffic.sends[start..end];
-                let first = sent.partition_point(|&bytes| bytes < r.bytes);
-                let count = sent[first..].partition_point(|&bytes| bytes == r.bytes);
-                if count == 0 {
-                    unsent.push(format!(
-                        "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
-                        r.phase,
-                        r.tile,
-                        r.bytes.0,
-                        u64::from(r.bytes.0) + u64::from(r.bytes.1),
-                        r.from,
-                    ));
+        .map(|(phase, traffic)| {
+            // Each sender's sends in the phase, and where their marks start.
+            let mut by_sender: Vec<Option<(&[(u32, (u32, u32))], usize)>> = vec![None; senders];
+            let mut marks = 0;
+            for (at, range) in &traffic.sends {
+                let scan = &scans[*at];
+                if let Some(sender) = by_sender.get_mut(scan.tile.index()) {
+                    *sender = Some((&scan.sends[range.clone()], marks));
                 }
-                received[start + first..start + first + count].fill(true);
+                marks += range.len();
+            }
+            let mut received = vec![false; marks];
+            let mut unsent = Vec::new();
+            for (at, range) in &traffic.receives {
+                for r in &scans[*at].receives[range.clone()] {
+                    let (sent, mark) = by_sender
+                        .get(r.from.index())
+                        .copied()
+                        .flatten()
+                        .unwrap_or((&[], 0));
+                    let first = sent.partition_point(|&(_, bytes)| bytes < r.bytes);
+                    let count = sent[first..].partition_point(|&(_, bytes)| bytes == r.bytes);
+                    if count == 0 {
+                        unsent.push(format!(
+                            "ex{} {}: receives bytes {}..{} from {}, which sends no such thing",
+                            r.phase,
+                            scans[*at].tile,
+                            r.bytes.0,
+                            u64::from(r.bytes.0) + u64::from(r.bytes.1),
+                            r.from,
+                        ));
+                    }
+                    received[mark + first..mark + first + count].fill(true);
+                }
             }
             // A send repeated by its sender is listed once.
             let mut unreceived = Vec::new();
-            for (tile, &(start, end)) in traffic.by_sender.iter().enumerate() {
-                let (start, end) = (start as usize, end as usize);
-                let sent = traffic.sends[start..end].iter().zip(&received[start..end]);
+            let mut marks = received.iter();
+            for (at, range) in &traffic.sends {
                 let mut before = None;
-                for (&bytes, &received) in sent {
+                for (&(_, bytes), &received) in
+                    scans[*at].sends[range.clone()].iter().zip(&mut marks)
+                {
                     let repeated = before.replace(bytes) == Some(bytes);
                     if !received && !repeated {
                         unreceived.push(format!(
                             "ex{phase} {}: its send of bytes {}..{} has no receiver",
-                            TileId::from_index(tile),
+                            scans[*at].tile,
                             bytes.0,
                             u64::from(bytes.0) + u64::from(bytes.1)
                         ));
@@ -239,36 +247,27 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     v.finish()
 }
 
-/// One exchange phase's sends, each sender's together (their `(skip, bytes)`, `by_sender[tile]` the
-/// range of them that tile sends), and its receives.
+/// One exchange phase's runs of sends and of receives: each the index of the tile scan holding it and
+/// its range there.
+#[derive(Default)]
 struct PhaseTraffic {
-    sends: Vec<(u32, u32)>,
-    by_sender: Vec<(u32, u32)>,
-    receives: Vec<ReceiveKey>,
+    sends: Vec<(usize, std::ops::Range<usize>)>,
+    receives: Vec<(usize, std::ops::Range<usize>)>,
 }
 
-impl PhaseTraffic {
-    fn new(tiles: usize) -> Self {
-        PhaseTraffic {
-            sends: Vec::new(),
-            by_sender: vec![(0, 0); tiles],
-            receives: Vec::new(),
-        }
-    }
-
-    /// Tile `tile`'s sends, added after every earlier tile's (a tile naming the phase twice has its
-    /// sends joined: no other tile's come between them).
-    fn add_sends(&mut self, tile: usize, bytes: impl Iterator<Item = (u32, u32)>) {
-        let start = self.sends.len() as u32;
-        self.sends.extend(bytes);
-        let end = self.sends.len() as u32;
-        let range = &mut self.by_sender[tile];
-        *range = if range.0 == range.1 {
-            (start, end)
-        } else {
-            (range.0, end)
-        };
-    }
+/// The runs of `items` alike in `phase`, each with its range.
+fn runs<T>(
+    items: &[T],
+    phase: fn(&T) -> u32,
+) -> impl Iterator<Item = (u32, std::ops::Range<usize>)> + '_ {
+    let mut start = 0;
+    items
+        .chunk_by(move |a, b| phase(a) == phase(b))
+        .map(move |run| {
+            let range = start..start + run.len();
+            start = range.end;
+            (phase(&run[0]), range)
+        })
 }
 
 /// A receive: the send it names (phase, sender, (skip, bytes)) and its tile.
@@ -277,15 +276,16 @@ struct ReceiveKey {
     phase: u32,
     from: TileId,
     bytes: (u32, u32),
-    tile: TileId,
 }
 
 /// What one tile's program holds for the cross-tile checks, and its own problems.
 struct TileScan {
+    tile: TileId,
     problems: Verifier,
     vertices: Vec<((usize, TileId), Vec<&'static str>)>,
-    /// Each send's phase and `(skip, bytes)`.
+    /// Each send's phase and `(skip, bytes)`, sorted: a phase's together.
     sends: Vec<(u32, (u32, u32))>,
+    /// Each receive, a phase's together, in program order within it.
     receives: Vec<ReceiveKey>,
 }
 
@@ -315,7 +315,6 @@ fn scan(p: &EncodedProgram, steps: usize, target: &Target) -> TileScan {
             phase: phase.unwrap_or(u32::MAX),
             from: r.from,
             bytes: (r.skip, r.bytes),
-            tile,
         };
         match &i {
             Instr::Exchange { phase: id } => phase = Some(id.0),
@@ -361,7 +360,12 @@ fn scan(p: &EncodedProgram, steps: usize, target: &Target) -> TileScan {
         format!("{tile}: {step} syncs for {steps} supersteps")
     });
     problems.append(v);
+    // A phase's sends and receives together (a program names each phase once, in order, unless
+    // it is malformed); sends by their bytes within it.
+    sends.sort_unstable();
+    receives.sort_by_key(|r: &ReceiveKey| r.phase);
     TileScan {
+        tile,
         problems,
         vertices,
         sends,
