@@ -185,7 +185,7 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         .into_par_iter()
         .map(|(phase, traffic)| {
             // Each sender's sends in the phase, and where their marks start.
-            let mut by_sender: Vec<Option<(&[(u32, (u32, u32))], usize)>> = vec![None; senders];
+            let mut by_sender: Vec<Option<(&[SendKey], usize)>> = vec![None; senders];
             let mut marks = 0;
             for (at, range) in &traffic.sends {
                 let scan = &scans[*at];
@@ -270,7 +270,10 @@ fn runs<T>(
         })
 }
 
-/// A receive: the send it names (phase, sender, (skip, bytes)) and its tile.
+/// A send as a receive names it (its tile aside): phase, then `(skip, bytes)`.
+type SendKey = (u32, (u32, u32));
+
+/// A receive: the send it names (phase, sender, (skip, bytes)).
 #[derive(Clone, Copy)]
 struct ReceiveKey {
     phase: u32,
@@ -283,8 +286,8 @@ struct TileScan {
     tile: TileId,
     problems: Verifier,
     vertices: Vec<((usize, TileId), Vec<&'static str>)>,
-    /// Each send's phase and `(skip, bytes)`, sorted: a phase's together.
-    sends: Vec<(u32, (u32, u32))>,
+    /// Each send, sorted: a phase's together.
+    sends: Vec<SendKey>,
     /// Each receive, a phase's together, in program order within it.
     receives: Vec<ReceiveKey>,
 }
