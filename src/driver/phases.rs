@@ -33,7 +33,7 @@ use crate::target::Target;
 use crate::verify::Verifier;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::rc::Rc;
 
@@ -319,7 +319,10 @@ fn run_lower_exchanges(
     let (sel, xs) = (a.input::<Selected>()?, a.input::<ExchangeStorage>()?);
     let s = a.store();
     let mut known = BTreeMap::new();
-    for key in pattern_keys(&sel, t, &c.lower_exchanges) {
+    let keys: BTreeSet<ContentHash> = pattern_keys(&sel, t, &c.lower_exchanges)
+        .into_iter()
+        .collect();
+    for key in keys {
         if let Some(found) = s.lookup(&key, Expect::of::<Schedule>(SCHEDULE_ACTION))?
             && let Some(bytes) = s.get(&found.output)?
             && let Ok(schedule) = store::decode::<Schedule>(&bytes, &found.output)
@@ -328,8 +331,11 @@ fn run_lower_exchanges(
         }
     }
     let exchanges = lower_exchanges(&sel, &xs, t, &c.lower_exchanges, &known, a.progress)?;
-    // Every schedule is stored under its pattern, beside the phase's output.
+    // Every schedule is stored under its pattern (once, phases alike share it), beside the phase's
+    // output.
+    let mut stored = BTreeSet::new();
     let schedules: Vec<_> = (exchanges.phases.iter())
+        .filter(|phase| stored.insert(phase.pattern))
         .map(|phase| (phase.pattern, Object::new(store::encode(&phase.schedule))))
         .collect();
     let mut out = Output::of(exchanges);

@@ -46,22 +46,26 @@ pub fn build_images(
             label: b.label(),
         });
     }
-    let tiles: Vec<TileImage> = code
-        .tiles
-        .par_iter()
-        .zip(&placement.tiles)
-        .zip(buffers)
-        .map(|((p, usage), buffers)| TileImage {
-            code_address: usage.code_address,
-            code: p.bytes().to_vec(),
-            buffers,
-        })
-        .collect();
+    // The images, and beside them the operations each superstep serves.
+    let (tiles, served): (Vec<TileImage>, _) = rayon::join(
+        || {
+            (code.tiles.par_iter())
+                .zip(&placement.tiles)
+                .zip(buffers)
+                .map(|((p, usage), buffers)| TileImage {
+                    code_address: usage.code_address,
+                    code: p.bytes().to_vec(),
+                    buffers,
+                })
+                .collect()
+        },
+        || step_operators(sel),
+    );
     let steps: Vec<StepEstimate> = sel
         .steps
         .iter()
         .zip(&code.estimated_steps)
-        .zip(step_operators(sel))
+        .zip(served)
         .map(|((s, c), operators)| StepEstimate {
             kind: match s {
                 Step::Exchange(_) => "exchange",

@@ -52,7 +52,7 @@ pub fn pattern_keys(
 ) -> Vec<ContentHash> {
     let salt = salt(cfg);
     sel.exchanges
-        .iter()
+        .par_iter()
         .map(|ex| ex.pattern(target).key(Overheads::of(target), &salt))
         .collect()
 }
@@ -81,38 +81,42 @@ pub fn lower_exchanges(
     let salt = salt(cfg);
     let patterns: Vec<(Pattern, ContentHash)> = sel
         .exchanges
-        .iter()
+        .par_iter()
         .map(|ex| {
             let p = ex.pattern(target);
             let key = p.key(o, &salt);
             (p, key)
         })
         .collect();
-    // Reuse what is known and valid; schedule each distinct remaining pattern once.
-    let mut valid: BTreeMap<ContentHash, &Schedule> = BTreeMap::new();
-    let mut todo: BTreeMap<ContentHash, &Pattern> = BTreeMap::new();
+    // Each distinct pattern once: reuse what is known and valid, schedule the rest (and check each
+    // new schedule), side by side.
+    let mut distinct: BTreeMap<ContentHash, &Pattern> = BTreeMap::new();
     for (p, key) in &patterns {
-        if valid.contains_key(key) || todo.contains_key(key) {
-            continue;
-        }
-        match known.get(key).filter(|s| check(p, o, s).is_empty()) {
-            Some(s) => {
-                valid.insert(*key, s);
-            }
-            None => {
-                todo.insert(*key, p);
-            }
-        }
+        distinct.entry(*key).or_insert(p);
     }
+    let (valid, todo): (Vec<_>, Vec<_>) = distinct
+        .into_par_iter()
+        .map(
+            |(key, p)| match known.get(&key).filter(|s| check(p, o, s).is_empty()) {
+                Some(s) => Ok((key, s)),
+                None => Err((key, p)),
+            },
+        )
+        .partition_map(|found| match found {
+            Ok(valid) => rayon::iter::Either::Left(valid),
+            Err(todo) => rayon::iter::Either::Right(todo),
+        });
+    let valid: BTreeMap<ContentHash, &Schedule> = valid.into_iter().collect();
     if !todo.is_empty() {
         progress.start("exchange patterns scheduled", todo.len() as u64);
     }
-    let computed: BTreeMap<ContentHash, Schedule> = todo
+    let computed: BTreeMap<ContentHash, (Schedule, Vec<String>)> = todo
         .into_par_iter()
         .map(|(key, p)| {
             let s = schedule(p, o);
+            let errors = check(p, o, &s);
             progress.advance(1);
-            (key, s)
+            (key, (s, errors))
         })
         .collect();
     if !computed.is_empty() {
@@ -120,7 +124,7 @@ pub fn lower_exchanges(
     }
     let mut phases = Vec::with_capacity(patterns.len());
     let mut scheduled_here = std::collections::BTreeSet::new();
-    for ((p, key), (ex, ps)) in patterns
+    for ((_, key), (ex, ps)) in patterns
         .iter()
         .zip(sel.exchanges.iter().zip(&storage.phases))
     {
@@ -141,12 +145,11 @@ pub fn lower_exchanges(
                 tracing::info!(phase = ex.id.0, pattern = %key.short(), "reused exchange optimization after validating the pattern");
                 s.clone()
             }
-            (None, Some(s)) if !scheduled_here.insert(*key) => {
+            (None, Some((s, _))) if !scheduled_here.insert(*key) => {
                 tracing::info!(phase = ex.id.0, pattern = %key.short(), "reused exchange optimization after validating the pattern");
                 s.clone()
             }
-            (None, Some(s)) => {
-                let errors = check(p, o, s);
+            (None, Some((s, errors))) => {
                 if !errors.is_empty() {
                     return Err(LowerExchangesError::Invalid {
                         phase: ex.id.0,

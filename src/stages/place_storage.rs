@@ -512,20 +512,27 @@ pub fn verify(p: &Placement, sel: &Selected, target: &Target) -> Vec<String> {
         });
     }
     // Every two buffers of a tile live at once, met as their lifetimes begin in order: each against
-    // those begun before it and not yet ended.
-    for (t, list) in by_tile.iter_mut().enumerate() {
-        list.sort_by_key(|(b, _)| (b.first_step, b.id));
-        let mut live: Vec<(&Buffer, (u32, u32))> = Vec::new();
-        for &(b, address) in list.iter() {
-            live.retain(|(a, _)| a.last_step >= b.first_step);
-            let (s2, e2) = footprint(b, address, target);
-            for (a, (s1, e1)) in &live {
-                v.check(*e1 <= s2 || e2 <= *s1, || {
-                    format!("tile{t}: {} and {} overlap while both live", a.id, b.id)
-                });
+    // those begun before it and not yet ended. The tiles side by side, their problems in tile order.
+    let overlaps: Vec<Verifier> = (by_tile.par_iter_mut().enumerate())
+        .map(|(t, list)| {
+            let mut v = Verifier::default();
+            list.sort_by_key(|(b, _)| (b.first_step, b.id));
+            let mut live: Vec<(&Buffer, (u32, u32))> = Vec::new();
+            for &(b, address) in list.iter() {
+                live.retain(|(a, _)| a.last_step >= b.first_step);
+                let (s2, e2) = footprint(b, address, target);
+                for (a, (s1, e1)) in &live {
+                    v.check(*e1 <= s2 || e2 <= *s1, || {
+                        format!("tile{t}: {} and {} overlap while both live", a.id, b.id)
+                    });
+                }
+                live.push((b, (s2, e2)));
             }
-            live.push((b, (s2, e2)));
-        }
+            v
+        })
+        .collect();
+    for tile in overlaps {
+        v.append(tile);
     }
     v.finish()
 }
