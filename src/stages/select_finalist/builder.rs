@@ -21,6 +21,7 @@ use crate::ir::{
     value_orders,
 };
 use crate::target::Target;
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::collections::hash_map::Entry;
@@ -53,7 +54,8 @@ pub(super) struct Builder<'a> {
     run_inputs: Vec<HostTransfer>,
     run_outputs: Vec<HostTransfer>,
     steps: Vec<Step>,
-    exchanges: Vec<ExchangePhase>,
+    /// Each exchange phase's superstep and sends, made into phases once the program is whole.
+    exchanges: Vec<(StepId, Groups)>,
     compute_sets: Vec<ComputeSet>,
     last_step: u32,
 }
@@ -322,47 +324,22 @@ impl Builder<'_> {
     /// Appends an exchange phase made of `groups` as the next step.
     fn exchange(&mut self, groups: Groups) {
         let id = ExchangeId::from_index(self.exchanges.len());
-        // The sends grouped by (source buffer, rectangle), the groups in that order and each group's
-        // destinations by (tile, buffer): grouping first leaves far fewer, shorter lists to sort.
-        // Keys are small integers: a multiplicative hash is enough, and far cheaper than SipHash.
-        let mut index: FxHashMap<(BufferId, Rect), usize> = FxHashMap::default();
-        let mut grouped: Vec<((BufferId, Rect), Vec<Destination>)> = Vec::new();
-        for (h, rect, d) in groups.0 {
-            match index.entry((h, rect)) {
-                Entry::Occupied(e) => grouped[*e.get()].1.push(d),
-                Entry::Vacant(e) => {
-                    e.insert(grouped.len());
-                    grouped.push(((h, rect), vec![d]));
-                }
-            }
-        }
-        grouped.sort_unstable_by_key(|g| g.0);
-        let transfers: Vec<Transfer> = grouped
-            .into_iter()
-            .map(|((h, rect), mut destinations)| {
-                destinations.sort_unstable_by_key(|d| (d.tile, d.buffer));
-                let src = &self.buffers[h.index()];
-                Transfer {
-                    source: src.tile,
-                    source_buffer: h,
-                    value: src.value,
-                    rect,
-                    destinations,
-                    bytes: rect.rows() * rect.cols() * src.dtype.bytes(),
-                }
-            })
-            .collect();
-        let mut phase = ExchangePhase {
-            id,
-            step: StepId(self.steps.len() as u32),
-            transfers,
-            lower_bound: 0,
-        };
-        phase.lower_bound = phase
-            .pattern(self.target)
-            .lower_bound(Overheads::of(self.target));
-        self.exchanges.push(phase);
+        self.exchanges
+            .push((StepId(self.steps.len() as u32), groups));
         self.steps.push(Step::Exchange(id));
+    }
+
+    /// Every exchange phase, made from its sends side by side (a transfer reads only what its
+    /// source buffer was made with: its tile, value and element type).
+    fn exchange_phases(&mut self) -> Vec<ExchangePhase> {
+        let (buffers, target) = (&self.buffers, self.target);
+        (std::mem::take(&mut self.exchanges)
+            .into_par_iter()
+            .enumerate())
+        .map(|(i, (step, groups))| {
+            exchange_phase(ExchangeId::from_index(i), step, groups, buffers, target)
+        })
+        .collect()
     }
 
     /// Appends a compute set as the next step.
@@ -544,7 +521,8 @@ pub(super) fn build(
             _ => unreachable!("{}: partition of another kind", op.id()),
         }
     }
-    let estimate = estimate(&b.steps, &b.exchanges, &b.compute_sets, target);
+    let exchanges = b.exchange_phases();
+    let estimate = estimate(&b.steps, &exchanges, &b.compute_sets, target);
     Selected {
         workload: graph.workload.clone(),
         graph: graph.clone(),
@@ -554,7 +532,7 @@ pub(super) fn build(
         partitions: partitions.to_vec(),
         buffers: b.buffers,
         steps: b.steps,
-        exchanges: b.exchanges,
+        exchanges,
         compute_sets: b.compute_sets,
         initialize: b.initialize,
         run_inputs: b.run_inputs,
@@ -567,4 +545,52 @@ pub(super) fn build(
 fn aligned_stride(b: &Buffer) -> u32 {
     b.storage_cols()
         .next_multiple_of(b.alignment() / b.dtype.bytes())
+}
+
+/// Exchange phase `id` at superstep `step`, made of `groups`: the sends grouped by (source buffer,
+/// rectangle), the groups in that order and each group's destinations by (tile, buffer); grouping
+/// first leaves far fewer, shorter lists to sort.
+fn exchange_phase(
+    id: ExchangeId,
+    step: StepId,
+    groups: Groups,
+    buffers: &[Buffer],
+    target: &Target,
+) -> ExchangePhase {
+    // Keys are small integers: a multiplicative hash is enough, and far cheaper than SipHash.
+    let mut index: FxHashMap<(BufferId, Rect), usize> = FxHashMap::default();
+    let mut grouped: Vec<((BufferId, Rect), Vec<Destination>)> = Vec::new();
+    for (h, rect, d) in groups.0 {
+        match index.entry((h, rect)) {
+            Entry::Occupied(e) => grouped[*e.get()].1.push(d),
+            Entry::Vacant(e) => {
+                e.insert(grouped.len());
+                grouped.push(((h, rect), vec![d]));
+            }
+        }
+    }
+    grouped.sort_unstable_by_key(|g| g.0);
+    let transfers: Vec<Transfer> = grouped
+        .into_iter()
+        .map(|((h, rect), mut destinations)| {
+            destinations.sort_unstable_by_key(|d| (d.tile, d.buffer));
+            let src = &buffers[h.index()];
+            Transfer {
+                source: src.tile,
+                source_buffer: h,
+                value: src.value,
+                rect,
+                destinations,
+                bytes: rect.rows() * rect.cols() * src.dtype.bytes(),
+            }
+        })
+        .collect();
+    let mut phase = ExchangePhase {
+        id,
+        step,
+        transfers,
+        lower_bound: 0,
+    };
+    phase.lower_bound = phase.pattern(target).lower_bound(Overheads::of(target));
+    phase
 }
