@@ -72,6 +72,9 @@ impl Bar {
             .progress_chars("=> ");
         bar.set_style(style);
         bar.set_message(what.to_string());
+        // Drawn once as its step begins: the terminal's rate limit would otherwise skip a step that
+        // ends within it.
+        bar.force_draw();
         Bar(bar)
     }
 
