@@ -277,11 +277,7 @@ fn a_broken_package_fails_the_hardware_test_on_the_command_line() {
     edit_amp(&mut p, |a, _, _| *a += 2);
     let sb = Sandbox::new();
     let path = sb.path("broken.ipuexe");
-    std::fs::write(
-        &path,
-        write_ipuexe(&ipu_codegen::store::encode(&p).joined()),
-    )
-    .unwrap();
+    std::fs::write(&path, write_ipuexe(&ipu_codegen::store::encode(&p))).unwrap();
     let r = sb.run(&["run", path.to_str().unwrap()]);
     r.assert_clean_failure();
     assert!(r.stdout.contains("hardwareTest=FAIL"), "{}", r.stdout);
@@ -321,21 +317,13 @@ fn a_package_with_a_crafted_target_or_graph_is_refused_when_read() {
     for (said, craft) in cases {
         let mut p = base.clone();
         craft(&mut p);
-        std::fs::write(
-            &path,
-            write_ipuexe(&ipu_codegen::store::encode(&p).joined()),
-        )
-        .unwrap();
+        std::fs::write(&path, write_ipuexe(&ipu_codegen::store::encode(&p))).unwrap();
         let r = sb.run(&["run", path.to_str().unwrap()]);
         r.assert_clean_failure();
         assert!(r.stderr.contains(said), "{said}: {}", r.stderr);
     }
     // The package uncrafted runs: the refusals are the crafts'.
-    std::fs::write(
-        &path,
-        write_ipuexe(&ipu_codegen::store::encode(&base).joined()),
-    )
-    .unwrap();
+    std::fs::write(&path, write_ipuexe(&ipu_codegen::store::encode(&base))).unwrap();
     sb.run(&["run", path.to_str().unwrap()]).assert_ok();
 }
 

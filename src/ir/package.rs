@@ -98,8 +98,10 @@ impl crate::store::Artifact for Package {
 /// `model.ipuexe`: magic, format version, compiler version, body hash, then the package's store bytes.
 pub const IPUEXE_MAGIC: &[u8; 8] = b"IPUEXE\0\x01";
 
-pub fn write_ipuexe(body: &[u8]) -> Vec<u8> {
-    [ipuexe_header(ContentHash::of(body)).as_slice(), body].concat()
+pub fn write_ipuexe(body: &crate::store::Encoded) -> Vec<u8> {
+    let mut out = ipuexe_header(body.hash());
+    body.parts().for_each(|part| out.extend_from_slice(part));
+    out
 }
 
 /// What comes before the body in `model.ipuexe`: magic, format version, compiler version, and

@@ -139,7 +139,7 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         }
     }
     // Every tile's program checked on its own, in parallel; the results joined in tile order.
-    let scans: Vec<TileScan> = code
+    let mut scans: Vec<TileScan> = code
         .tiles
         .par_iter()
         .map(|p| scan(p, sel.steps.len(), target))
@@ -147,7 +147,6 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     let mut emitted: Vertices = BTreeMap::new();
     // Each phase's runs of sends and receives: which tile's scan holds them, and where.
     let mut phases: BTreeMap<u32, PhaseTraffic> = BTreeMap::new();
-    let mut scans = scans;
     for (at, scan) in scans.iter_mut().enumerate() {
         v.append(std::mem::take(&mut scan.problems));
         emitted.extend(std::mem::take(&mut scan.vertices));

@@ -228,6 +228,21 @@ pub fn lower_mid(
     Ok(mid)
 }
 
+/// A candidate per grid partition, costed by `estimate` (no transposing form).
+fn grids(
+    partitions: Vec<crate::ir::Grid>,
+    estimate: impl Fn(&crate::ir::Grid) -> OperatorEstimate,
+) -> Vec<Candidate> {
+    partitions
+        .into_iter()
+        .map(|p| Candidate {
+            estimate: estimate(&p),
+            partition: Partition::Grid(p),
+            transposing: None,
+        })
+        .collect()
+}
+
 /// The graph's operators, each with the candidates the joint search chooses among, fastest first
 /// (what `ipu-codegen plans` shows).
 pub fn shortlists(
@@ -309,30 +324,17 @@ pub fn shortlists(
                         transposing: None,
                     })
                     .collect(),
-                Operator::LayerNorm(o) => layer_norm_partitions(o.rows, o.cols, target)
-                    .into_iter()
-                    .map(|p| Candidate {
-                        partition: Partition::Grid(p),
-                        estimate: layer_norm_estimate(o, &p, target, homes),
-                        transposing: None,
+                Operator::LayerNorm(o) => {
+                    grids(layer_norm_partitions(o.rows, o.cols, target), |p| {
+                        layer_norm_estimate(o, p, target, homes)
                     })
-                    .collect(),
-                Operator::Vector(o) => row_partitions(o.rows, o.out_cols(), target)
-                    .into_iter()
-                    .map(|p| Candidate {
-                        partition: Partition::Grid(p),
-                        estimate: vector_estimate(o, &p, target, homes),
-                        transposing: None,
-                    })
-                    .collect(),
-                Operator::Assemble(o) => row_partitions(o.rows, o.cols, target)
-                    .into_iter()
-                    .map(|p| Candidate {
-                        partition: Partition::Grid(p),
-                        estimate: assemble_estimate(graph, o, &p, target, homes),
-                        transposing: None,
-                    })
-                    .collect(),
+                }
+                Operator::Vector(o) => grids(row_partitions(o.rows, o.out_cols(), target), |p| {
+                    vector_estimate(o, p, target, homes)
+                }),
+                Operator::Assemble(o) => grids(row_partitions(o.rows, o.cols, target), |p| {
+                    assemble_estimate(graph, o, p, target, homes)
+                }),
             };
             let (fitting, too_big): (Vec<_>, Vec<_>) = all
                 .into_iter()
