@@ -15,10 +15,14 @@ use crate::isa::Activation;
 use crate::rng::SplitMix64;
 use half::f16;
 
+mod amp;
 mod reference;
+mod rounding;
 mod tolerance;
 mod vector;
+pub use amp::amp_matmul;
 pub use reference::{Reference, reference};
+pub use rounding::{add_rounded, round_f16, round_slice, round_to};
 pub use tolerance::tolerance;
 pub use vector::{
     binary_f32, binary_f64, reduce_row_f32, reduce_row_f64, select, softmax_row_f32,
@@ -37,32 +41,6 @@ pub fn unit_roundoff(dtype: DType) -> f64 {
     }
 }
 
-/// Rounds an f32 to a type as the device or the host holds it (a boolean as f16), returned as f32.
-#[inline]
-pub fn round_to(dtype: DType, v: f32) -> f32 {
-    match dtype {
-        DType::F16 | DType::Bool => f16::from_f32(v).to_f32(),
-        DType::F32 => v,
-        DType::I64 => v.round(),
-    }
-}
-
-/// Every value of `values` rounded to `dtype` as [`round_to`] rounds one, a slice at a time (the
-/// f16 conversions by `half`'s slice methods, which convert several lanes at once); `halves` is
-/// scratch.
-pub fn round_slice(dtype: DType, values: &mut [f32], halves: &mut Vec<f16>) {
-    use half::slice::HalfFloatSliceExt;
-    match dtype {
-        DType::F16 | DType::Bool => {
-            halves.resize(values.len(), f16::ZERO);
-            halves.convert_from_f32_slice(values);
-            halves.convert_to_f32_slice(values);
-        }
-        DType::F32 => {}
-        DType::I64 => values.iter_mut().for_each(|v| *v = v.round()),
-    }
-}
-
 #[inline]
 pub fn gelu_tanh_f32(x: f32) -> f32 {
     let inner = GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x);
@@ -77,66 +55,6 @@ pub fn gelu_erf_f64(x: f64) -> f64 {
 pub fn gelu_tanh_f64(x: f64) -> f64 {
     0.5 * x
         * (1.0 + (f64::from(GELU_SQRT_2_OVER_PI) * (x + f64::from(GELU_CUBIC) * x * x * x)).tanh())
-}
-
-/// One AMP vertex: `out[r][c] (partials) = Σ_blocks round(partial + Σ_16 a[r][k] b[k][c])`.
-/// `a` is `rows x depth` (stride `a_stride`), `b` is `depth x cols` (stride `b_stride`), both already
-/// widened to f32; `depth` is a multiple of the block depth (zero padded). `out` is `rows x cols` (stride
-/// `out_stride`) in f32 holding values of the partials type.
-#[allow(clippy::too_many_arguments)]
-pub fn amp_matmul(
-    a: &[f32],
-    a_stride: usize,
-    b: &[f32],
-    b_stride: usize,
-    out: &mut [f32],
-    out_stride: usize,
-    rows: usize,
-    depth: usize,
-    cols: usize,
-    block_depth: usize,
-    partials: DType,
-) {
-    // Each row's outputs are summed `LANES` columns at a time, the lane's sums held in registers
-    // across the block's depth. Whatever the grouping, each block's sum of an output starts at zero
-    // and adds its products in depth order (a zero of `a` adds nothing), then joins the partial.
-    const LANES: usize = 16;
-    let mut halves = Vec::new();
-    for r in 0..rows {
-        let arow = &a[r * a_stride..r * a_stride + depth];
-        let orow = &mut out[r * out_stride..r * out_stride + cols];
-        orow.fill(0.0);
-        for k0 in (0..depth).step_by(block_depth) {
-            let ablock = &arow[k0..k0 + block_depth];
-            let brow = |j: usize, c: usize| (k0 + j) * b_stride + c;
-            let whole = cols - cols % LANES;
-            for c0 in (0..whole).step_by(LANES) {
-                let mut sums = [0f32; LANES];
-                for (j, &av) in ablock.iter().enumerate() {
-                    if av == 0.0 {
-                        continue;
-                    }
-                    let lane = &b[brow(j, c0)..brow(j, c0) + LANES];
-                    for (s, &bv) in sums.iter_mut().zip(lane) {
-                        *s += av * bv;
-                    }
-                }
-                for (o, s) in orow[c0..c0 + LANES].iter_mut().zip(sums) {
-                    *o += s;
-                }
-            }
-            for (c, o) in orow.iter_mut().enumerate().skip(whole) {
-                let mut s = 0f32;
-                for (j, &av) in ablock.iter().enumerate() {
-                    if av != 0.0 {
-                        s += av * b[brow(j, c)];
-                    }
-                }
-                *o += s;
-            }
-            round_slice(partials, orow, &mut halves);
-        }
-    }
 }
 
 /// The epilogue of a matmul: `f16(activation?(partial + bias?) + residual?)`, computed in f32.
@@ -207,7 +125,7 @@ pub fn normalized_row(
     let inverse = 1.0 / (variance + epsilon).sqrt();
     x.iter()
         .zip(gamma.iter().zip(beta))
-        .map(|(v, (g, b))| f16::from_f32((v - mean) * inverse * g + b).to_f32())
+        .map(|(v, (g, b))| round_f16((v - mean) * inverse * g + b))
         .collect()
 }
 
@@ -292,8 +210,8 @@ pub fn softmax_block(
         for run in &runs {
             let mut run_sum = 0f32;
             for r in run.clone().filter(|&r| visible(r, c)) {
-                let x = f16::from_f32(scale * (scores[r * queries + c] - new)).to_f32();
-                let p = f16::from_f32(libm::expf(x)).to_f32();
+                let x = round_f16(scale * (scores[r * queries + c] - new));
+                let p = round_f16(libm::expf(x));
                 probabilities[r * queries + c] = p;
                 run_sum += p;
             }
@@ -340,7 +258,7 @@ pub fn combine(states: &[Vec<f32>], rows: usize, cols: usize, scale: f32) -> Vec
                 .zip(&weights)
                 .map(|(s, w)| w * s[r * cols + c])
                 .sum();
-            out[r * cols + c] = f16::from_f32(acc).to_f32();
+            out[r * cols + c] = round_f16(acc);
         }
     }
     out
@@ -445,86 +363,6 @@ pub fn check(device: &[f32], reference: &Reference, output: ValueId) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_amp_sums_each_output_block_by_block_in_depth_order() {
-        // Every output summed alone, as the AMP's contract states it: per 16-deep block a sum from
-        // zero in depth order, zeros of `a` skipped, added to the partial and rounded to its type.
-        let mut rng = crate::rng::SplitMix64(7);
-        for (rows, cols, partials) in [
-            (5, 16, DType::F16),
-            (9, 37, DType::F32),
-            (3, 12, DType::F16),
-        ] {
-            let (depth, block) = (48, 16);
-            let mut value = |zero_every: u64| {
-                let v = f16::from_f64(rng.uniform() * 8.0 - 4.0).to_f32();
-                if rng.below(zero_every) == 0 { 0.0 } else { v }
-            };
-            let a: Vec<f32> = (0..rows * depth).map(|_| value(5)).collect();
-            let b: Vec<f32> = (0..depth * cols).map(|_| value(50)).collect();
-            let mut out = vec![f32::NAN; rows * cols];
-            amp_matmul(
-                &a, depth, &b, cols, &mut out, cols, rows, depth, cols, block, partials,
-            );
-            for r in 0..rows {
-                for c in 0..cols {
-                    let mut partial = 0f32;
-                    for k0 in (0..depth).step_by(block) {
-                        let mut sum = 0f32;
-                        for k in k0..k0 + block {
-                            if a[r * depth + k] != 0.0 {
-                                sum += a[r * depth + k] * b[k * cols + c];
-                            }
-                        }
-                        partial += sum;
-                        if partials == DType::F16 {
-                            partial = f16::from_f32(partial).to_f32();
-                        }
-                    }
-                    assert_eq!(
-                        out[r * cols + c].to_bits(),
-                        partial.to_bits(),
-                        "{rows}x{cols} ({r}, {c})"
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_slice_rounds_as_each_value_rounds_ties_subnormals_and_overflow_included() {
-        // Halfway between two halves (ties to even), subnormal halves, past the largest half, and
-        // values that are halves already.
-        let values: Vec<f32> = vec![
-            1.0 + 1.0 / 2048.0,
-            1.0 + 3.0 / 2048.0,
-            -2049.0,
-            3.0e-6,
-            -6.0e-8,
-            65519.0,
-            65520.0,
-            -1.0e6,
-            0.5,
-            0.0,
-            f32::INFINITY,
-            2.5,
-            7.25,
-        ];
-        for dtype in [DType::F16, DType::Bool, DType::F32, DType::I64] {
-            let mut slice = values.clone();
-            round_slice(dtype, &mut slice, &mut Vec::new());
-            let each: Vec<f32> = values.iter().map(|&v| round_to(dtype, v)).collect();
-            assert_eq!(
-                slice.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                each.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                "{dtype}"
-            );
-        }
-        let mut ties = vec![1.0 + 1.0 / 2048.0, 65520.0];
-        round_slice(DType::F16, &mut ties, &mut Vec::new());
-        assert_eq!(ties, vec![1.0, f32::INFINITY]);
-    }
 
     /// Scores in two blocks, stepped with the online softmax, accumulated and merged, agree with a
     /// one-pass float64 softmax-weighted sum; a masked column stays empty until its first key.

@@ -15,7 +15,7 @@
 //! activations live at once, not every activation of the model.
 
 use super::{
-    binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_slice, round_to, saturate,
+    add_rounded, binary_f64, gelu_erf_f64, gelu_tanh_f64, reduce_row_f64, round_to, saturate,
     select, softmax_row_f64, unary_f64,
 };
 use crate::ids::ValueId;
@@ -173,7 +173,6 @@ fn evaluate(
                         let rows = group.len() / k.max(1);
                         let mut out = vec![0f64; rows * n];
                         let mut sum = vec![0f64; rows * n];
-                        let (mut rounded, mut halves) = (Vec::new(), Vec::new());
                         // Exact, the whole depth is one block.
                         let step = if precision.is_some() { 16 } else { k.max(1) };
                         for block in (0..k).step_by(step) {
@@ -181,15 +180,7 @@ fn evaluate(
                             let b_rows = &bv[depth.start * n..depth.end * n];
                             block_product(group, b_rows, rows, k, depth, n, &mut sum);
                             match precision {
-                                Some(p) => {
-                                    rounded.clear();
-                                    let sums = out.iter().zip(&sum).map(|(o, s)| (o + s) as f32);
-                                    rounded.extend(sums);
-                                    round_slice(p, &mut rounded, &mut halves);
-                                    for (o, &r) in out.iter_mut().zip(&rounded) {
-                                        *o = f64::from(r);
-                                    }
-                                }
+                                Some(p) => add_rounded(p, &mut out, &sum),
                                 None => out.iter_mut().zip(&sum).for_each(|(o, s)| *o += s),
                             }
                         }
