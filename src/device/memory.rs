@@ -13,6 +13,9 @@ use crate::ir::DType;
 use crate::target::Target;
 use half::f16;
 use half::slice::HalfFloatSliceExt;
+use live::LiveIndex;
+
+mod live;
 
 pub struct TileMemory {
     base: u32,
@@ -20,6 +23,8 @@ pub struct TileMemory {
     /// One bit per byte: written by the code load, the host, an exchange or a vertex.
     written: Vec<u64>,
     buffers: Vec<BufferInfo>,
+    /// The buffers by where and when they live.
+    live: LiveIndex,
     /// Where interleaved memory starts.
     interleaved_base: u32,
 }
@@ -78,6 +83,7 @@ impl TileMemory {
             base: target.memory_base,
             bytes: vec![0; size],
             written: vec![0; size.div_ceil(64)],
+            live: LiveIndex::new(target.memory_base, size, &buffers),
             buffers,
             interleaved_base: target.interleaved_base,
         })
@@ -165,13 +171,9 @@ impl TileMemory {
         let s = self.offset(addr, len, what)?;
         let end = u64::from(addr) + u64::from(len);
         if let Some(step) = step
-            && let Some(b) = self.buffers.iter().find(|b| {
-                u64::from(addr) < buffer_end(b)
-                    && u64::from(b.address) < end
-                    && b.first_step < step
-                    && step <= b.last_step
-            })
+            && let Some(b) = self.live.first_live(s, addr, data.len(), step)
         {
+            let b = &self.buffers[b];
             return Err(format!(
                 "{what}: writes [{addr:#x}, {end:#x}) into {}, still live (step{} to step{})",
                 b.label, b.first_step, b.last_step
@@ -294,4 +296,74 @@ impl TileMemory {
 /// One past a buffer's last byte, as u64: a damaged table cannot wrap it.
 fn buffer_end(b: &BufferInfo) -> u64 {
     u64::from(b.address) + u64::from(b.bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{BufferId, ValueId};
+    use crate::ir::{BufferClass, BufferLabel, Rect};
+    use crate::rng::SplitMix64;
+
+    /// Every write is refused, naming the same buffer, exactly as a scan of the whole table would
+    /// refuse it: buffers large and small, empty, reusing addresses across steps, straddling
+    /// granules, running off either end of memory, living a step, the whole run, or just as long
+    /// as the index calls short.
+    #[test]
+    fn a_write_is_checked_against_the_buffers_a_scan_of_the_table_finds() {
+        let target = Target::preset("mk2-1500").expect("a preset");
+        let (base, end) = (target.memory_base, target.memory_end);
+        let mut rng = SplitMix64(11);
+        let buffers: Vec<BufferInfo> = (0..600u32)
+            .map(|i| {
+                let address = base - 256 + rng.below(u64::from(end - base) + 512) as u32;
+                let bytes = [0, 1, 7, 100, 1024, 5000][rng.below(6) as usize];
+                let first_step = rng.below(200) as u32;
+                let life = [0, 1, 3, 5, 63, 64, 65, 70, 300][rng.below(9) as usize];
+                BufferInfo {
+                    address,
+                    bytes,
+                    first_step,
+                    last_step: first_step + life,
+                    label: BufferLabel {
+                        id: BufferId(i),
+                        class: BufferClass::APanel,
+                        value: ValueId(0),
+                        rect: Rect::new(0, 1, 0, 1),
+                        transposed: false,
+                    },
+                }
+            })
+            .collect();
+        let mut memory = TileMemory::new(&target, buffers.clone()).expect("addresses fit u32");
+        let (mut refused, mut accepted) = (0, 0);
+        for _ in 0..20_000 {
+            let len = [0, 1, 2, 64, 1500, 3000][rng.below(6) as usize];
+            let addr = base + rng.below(u64::from(end - base) - len as u64) as u32;
+            let step = rng.below(280) as u32;
+            let end = u64::from(addr) + len as u64;
+            let scanned = buffers.iter().find(|b| {
+                u64::from(addr) < buffer_end(b)
+                    && u64::from(b.address) < end
+                    && b.first_step < step
+                    && step <= b.last_step
+            });
+            let result = memory.write(addr, &vec![1; len], Some(step), "w");
+            match scanned {
+                Some(b) => {
+                    let message = result.expect_err("a live buffer is hit");
+                    assert!(
+                        message.contains(&format!(" into {}, still", b.label)),
+                        "{message}"
+                    );
+                    refused += 1;
+                }
+                None => {
+                    result.expect("no live buffer is hit");
+                    accepted += 1;
+                }
+            }
+        }
+        assert!(refused > 1000 && accepted > 1000, "{refused} {accepted}");
+    }
 }
