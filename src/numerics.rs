@@ -20,7 +20,7 @@ mod reference;
 mod rounding;
 mod tolerance;
 mod vector;
-pub use amp::amp_matmul;
+pub use amp::{AmpShape, amp_matmul};
 pub use reference::{Reference, reference};
 pub use rounding::{add_rounded, round_f16, round_slice, round_to};
 pub use tolerance::tolerance;

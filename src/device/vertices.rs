@@ -169,19 +169,17 @@ fn amp(
     let mut bp = bv;
     bp.resize(b_padded, 0.0);
     let mut out = vec![0f32; rows as usize * c];
-    numerics::amp_matmul(
-        &ap,
-        padded,
-        &bp,
-        c,
-        &mut out,
-        c,
-        rows as usize,
-        padded,
-        c,
-        block,
-        partials_type,
-    );
+    let shape = numerics::AmpShape {
+        a_stride: padded,
+        b_stride: c,
+        out_stride: c,
+        rows: rows as usize,
+        depth: padded,
+        cols: c,
+        block_depth: block,
+        partials: partials_type,
+    };
+    numerics::amp_matmul(&ap, &bp, &mut out, &shape);
     let m = Matrix {
         addr: partials,
         stride: partials_stride,

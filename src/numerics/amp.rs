@@ -10,53 +10,29 @@ use super::round_slice;
 use crate::ir::DType;
 
 /// One AMP vertex: `out[r][c] (partials) = Σ_blocks round(partial + Σ_16 a[r][k] b[k][c])`.
-/// `a` is `rows x depth` (stride `a_stride`), `b` is `depth x cols` (stride `b_stride`), both already
-/// widened to f32; `depth` is a multiple of the block depth (zero padded). `out` is `rows x cols` (stride
-/// `out_stride`) in f32 holding values of the partials type. On an x86-64 with AVX2 the same loops
-/// are compiled for it (the products and sums are the same IEEE operations, never fused, so the
-/// result is bit-identical).
-#[allow(clippy::too_many_arguments)]
-pub fn amp_matmul(
-    a: &[f32],
-    a_stride: usize,
-    b: &[f32],
-    b_stride: usize,
-    out: &mut [f32],
-    out_stride: usize,
-    rows: usize,
-    depth: usize,
-    cols: usize,
-    block_depth: usize,
-    partials: DType,
-) {
-    let shape = AmpShape {
-        a_stride,
-        b_stride,
-        out_stride,
-        rows,
-        depth,
-        cols,
-        block_depth,
-        partials,
-    };
+/// `a` is `rows x depth`, `b` is `depth x cols`, both already widened to f32; `depth` is a multiple
+/// of the block depth (zero padded). `out` is `rows x cols` in f32 holding values of the partials
+/// type. On an x86-64 with AVX2 the same loops are compiled for it (the products and sums are the
+/// same IEEE operations, never fused, so the result is bit-identical).
+pub fn amp_matmul(a: &[f32], b: &[f32], out: &mut [f32], shape: &AmpShape) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2, checked just above.
-        return unsafe { amp_matmul_avx2(a, b, out, &shape) };
+        return unsafe { amp_matmul_avx2(a, b, out, shape) };
     }
-    amp_loops(a, b, out, &shape);
+    amp_loops(a, b, out, shape);
 }
 
-/// The strides and sizes of [`amp_matmul`]'s operands.
-struct AmpShape {
-    a_stride: usize,
-    b_stride: usize,
-    out_stride: usize,
-    rows: usize,
-    depth: usize,
-    cols: usize,
-    block_depth: usize,
-    partials: DType,
+/// The sizes of an [`amp_matmul`] and the strides of its operands, in elements.
+pub struct AmpShape {
+    pub a_stride: usize,
+    pub b_stride: usize,
+    pub out_stride: usize,
+    pub rows: usize,
+    pub depth: usize,
+    pub cols: usize,
+    pub block_depth: usize,
+    pub partials: DType,
 }
 
 /// [`amp_loops`] compiled for AVX2.
@@ -194,12 +170,6 @@ mod tests {
                     .step_by(2)
                     .for_each(|c| b[cols + c] = f32::INFINITY);
             }
-            let mut out = vec![f32::NAN; rows * cols];
-            amp_matmul(
-                &a, depth, &b, cols, &mut out, cols, rows, depth, cols, block, partials,
-            );
-            // The loops as compiled for any x86-64, whichever `amp_matmul` chose.
-            let mut portable = vec![f32::NAN; rows * cols];
             let shape = AmpShape {
                 a_stride: depth,
                 b_stride: cols,
@@ -210,6 +180,10 @@ mod tests {
                 block_depth: block,
                 partials,
             };
+            let mut out = vec![f32::NAN; rows * cols];
+            amp_matmul(&a, &b, &mut out, &shape);
+            // The loops as compiled for any x86-64, whichever `amp_matmul` chose.
+            let mut portable = vec![f32::NAN; rows * cols];
             amp_loops(&a, &b, &mut portable, &shape);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&out), bits(&portable), "{rows}x{cols}");
