@@ -160,4 +160,31 @@ mod tests {
             );
         }
     }
+
+    /// A running sum kept in f16 takes each block sum as `half` would round it: added in float64,
+    /// narrowed to f32, rounded to f16; kept in f32, narrowed only.
+    #[test]
+    fn a_running_sum_is_rounded_to_its_type_after_each_addition() {
+        let values: Vec<f32> = hard_f32s().step_by(89).take(30_000).collect();
+        let sums: Vec<f64> = values.iter().map(|&v| f64::from(v) * 0.75 + 1e-9).collect();
+        for dtype in [DType::F16, DType::F32] {
+            let mut out: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+            let expected: Vec<u64> = (out.iter().zip(&sums))
+                .map(|(o, s)| {
+                    let narrowed = (o + s) as f32;
+                    let kept = match dtype {
+                        DType::F16 => f16::from_f32(narrowed).to_f32(),
+                        _ => narrowed,
+                    };
+                    f64::from(kept).to_bits()
+                })
+                .collect();
+            add_rounded(dtype, &mut out, &sums);
+            assert_eq!(
+                out.iter().map(|o| o.to_bits()).collect::<Vec<_>>(),
+                expected,
+                "{dtype}"
+            );
+        }
+    }
 }
