@@ -94,18 +94,12 @@ pub fn lower_exchanges(
     for (p, key) in &patterns {
         distinct.entry(*key).or_insert(p);
     }
-    let (valid, todo): (Vec<_>, Vec<_>) = distinct
-        .into_par_iter()
-        .map(
-            |(key, p)| match known.get(&key).filter(|s| check(p, o, s).is_empty()) {
-                Some(s) => Ok((key, s)),
-                None => Err((key, p)),
-            },
-        )
-        .partition_map(|found| match found {
-            Ok(valid) => rayon::iter::Either::Left(valid),
-            Err(todo) => rayon::iter::Either::Right(todo),
-        });
+    let (valid, todo): (Vec<_>, Vec<_>) = distinct.into_par_iter().partition_map(|(key, p)| {
+        match known.get(&key).filter(|s| check(p, o, s).is_empty()) {
+            Some(s) => rayon::iter::Either::Left((key, s)),
+            None => rayon::iter::Either::Right((key, p)),
+        }
+    });
     let valid: BTreeMap<ContentHash, &Schedule> = valid.into_iter().collect();
     if !todo.is_empty() {
         progress.start("exchange patterns scheduled", todo.len() as u64);

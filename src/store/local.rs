@@ -95,10 +95,9 @@ impl LocalStore {
         self.root.join("actions").join(&hex[..2]).join(&hex)
     }
 
-    /// Writes `bytes` to `path` through a unique temp file in `tmp/` and a rename
-    /// ([`crate::files::write_atomic_via`]: the writer locks its temp file, so a build's sweep of
-    /// `tmp/` removes only the temps of writers that died).
-    /// Writes the concatenation of `parts` to `path` (atomically, its temp file in the store's `tmp/`).
+    /// Writes the concatenation of `parts` to `path` through a unique temp file in `tmp/` and a
+    /// rename ([`crate::files::write_atomic_via`]: the writer locks its temp file, so a build's sweep
+    /// of `tmp/` removes only the temps of writers that died).
     fn write_atomic(&self, path: &Path, parts: &[&[u8]]) -> Result<(), StoreError> {
         let dir = path.parent().expect("store paths have parents");
         fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -116,7 +115,8 @@ impl LocalStore {
         files::remove_dead_temps(&self.root.join("tmp"))
     }
 
-    /// Stores `bytes` under `hash`, which is theirs (no-op when present and intact).
+    /// Stores the concatenation of `parts` under `hash`, which is theirs (no-op when present and
+    /// intact).
     pub fn put_hashed(&self, hash: &ContentHash, parts: &[&[u8]]) -> Result<(), StoreError> {
         let path = self.object_path(hash);
         let intact = files::hash(&path, "store object", 0)
