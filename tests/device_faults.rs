@@ -375,6 +375,30 @@ fn a_damaged_host_program_is_a_fault_not_a_panic() {
     assert!(fault.message.contains("does not fit"), "{fault}");
 }
 
+/// The tiles are written side by side, but the fault a damaged `initialize` gives is its first
+/// failing transfer in stream order, whichever tile it writes: two transfers written side by side
+/// are sent past memory's end, the earlier one to a lower tile than the later one, then (the two
+/// swapped in the stream) to a higher one.
+#[test]
+fn a_host_write_fault_is_the_first_failing_transfer_in_order() {
+    let base = small_package();
+    let init = &base.host.initialize;
+    // The first transfer, and the first after it to another tile: written side by side.
+    let i = 0;
+    let j = (init.iter().position(|t| t.tile != init[i].tile)).expect("transfers to two tiles");
+    for swapped in [false, true] {
+        let mut p = base.clone();
+        if swapped {
+            p.host.initialize.swap(i, j);
+        }
+        let end = p.target.memory_end;
+        p.host.initialize[i].address = end;
+        p.host.initialize[j].address = end;
+        let fault = run(&p).expect_err("a write past memory must fail");
+        assert_eq!(fault.tile, p.host.initialize[i].tile, "{fault}");
+    }
+}
+
 #[test]
 fn a_package_naming_a_target_with_a_zero_rate_is_refused_not_run() {
     let base = small_package();

@@ -13,7 +13,7 @@
 
 use super::{Device, Fault, fault};
 use crate::ids::ValueId;
-use crate::ir::{Graph, OpKind, Package, Rect, Value, ValueRole};
+use crate::ir::{Graph, OpKind, Package, Value, ValueRole};
 use crate::isa::HostTransfer;
 use crate::numerics;
 use half::f16;
@@ -172,68 +172,135 @@ fn transfer<'g>(
     }
 }
 
-/// A rectangle a host stream writes: the transfers still to write it, and its stored bytes once made.
-type Stored = (usize, Option<Vec<u8>>);
+/// A host transfer checked: its index among the stream's, the transfer, its value and the host's
+/// data of it.
+type Checked<'a> = (usize, &'a HostTransfer, &'a Value, &'a [f32]);
 
-/// Host writes: copies rectangles of host values into the memories of `tiles`.
+/// A rectangle of a value a host stream writes, as the tile stores it (transposed or not).
+type RectKey = (ValueId, u32, u32, u32, u32, bool);
+
+fn rect_key(t: &HostTransfer) -> RectKey {
+    let r = t.rect;
+    (t.value, r.row0, r.row1, r.col0, r.col1, t.transposed)
+}
+
+/// Transfers of a host stream written side by side at once.
+const WINDOW: usize = 4096;
+
+/// Host writes: copies rectangles of host values into the memories of `tiles`. Every transfer is
+/// checked first, in order. Then a window of transfers at a time, in order: its rectangles not yet
+/// made into stored bytes made, side by side, and held until the last transfer of them (a resident
+/// weight panel goes to every row block's tiles, each rectangle is made once); then the window
+/// written, the tiles side by side, each its own transfers in order. A write cannot fail on what
+/// another tile holds, so the fault is the first failing transfer in order, as one transfer after
+/// another would find it.
 pub(super) fn stream_in(
     tiles: &mut [super::Tile],
     transfers: &[HostTransfer],
     host: &[Vec<f32>],
     graph: &Graph,
 ) -> Result<u64, Fault> {
-    let mut bytes = 0;
-    // Each rectangle as stored bytes, made once for every tile it goes to (a resident weight
-    // panel goes to every row block's tiles) and let go after the last of them.
-    let mut stored: HashMap<(ValueId, Rect, bool), Stored> = HashMap::new();
-    for t in transfers {
-        stored.entry((t.value, t.rect, t.transposed)).or_default().0 += 1;
-    }
-    for t in transfers {
-        let key = (t.value, t.rect, t.transposed);
+    let mut checked: Vec<Checked> = Vec::with_capacity(transfers.len());
+    for (i, t) in transfers.iter().enumerate() {
         let (tile, v) = transfer(tiles.len(), t, graph, 0, "host write")?;
         let data = host.get(t.value.index()).map_or(&[][..], Vec::as_slice);
-        let what = format!("host write of {}", v.name);
         if !v.dtype.held_as_f16() || data.len() as u64 != v.elements() {
             return Err(fault(
                 tile,
                 0,
                 0,
                 format!(
-                    "{what} ({}, {} elements): the host holds {} elements for it, and streams \
-                     f16 values (and booleans as f16) only",
+                    "host write of {} ({}, {} elements): the host holds {} elements for it, and \
+                     streams f16 values (and booleans as f16) only",
+                    v.name,
                     v.dtype,
                     v.elements(),
                     data.len()
                 ),
             ));
         }
-        let (left, made) = stored.entry(key).or_default();
-        let raw =
-            match made {
-                Some(raw) => raw,
-                None => made.insert(stored_halves(t, v, data).ok_or_else(|| {
-                    fault(tile, 0, 0, format!("{what}: elements beyond the value"))
-                })?),
-            };
-        let memory = &mut tiles[tile].memory;
-        let r = t.rect;
-        let row_bytes = 2 * if t.transposed { r.rows() } else { r.cols() } as usize;
-        for (i, row) in t.stored_rows(v.cols).enumerate() {
-            let in_row = |m: String| fault(tile, 0, 0, format!("{m} (stored row {i})"));
-            let at = row_address(t, i, row.address, &what).map_err(in_row)?;
-            let bytes_of_row = &raw[i * row_bytes..(i + 1) * row_bytes];
-            memory
-                .write(at, bytes_of_row, None, &what)
-                .map_err(in_row)?;
-            bytes += bytes_of_row.len() as u64;
-        }
-        *left = left.saturating_sub(1);
-        if *left == 0 {
-            stored.remove(&key);
-        }
+        checked.push((i, t, v, data));
+    }
+    // The last transfer of each rectangle.
+    let mut last: HashMap<RectKey, usize> = HashMap::new();
+    for &(i, t, _, _) in &checked {
+        last.insert(rect_key(t), i);
+    }
+    let mut stored: HashMap<RectKey, Option<Vec<u8>>> = HashMap::new();
+    let mut bytes = 0;
+    for window in checked.chunks(WINDOW) {
+        let mut new: Vec<(RectKey, usize)> = (window.iter().enumerate())
+            .map(|(j, c)| (rect_key(c.1), j))
+            .filter(|(key, _)| !stored.contains_key(key))
+            .collect();
+        new.sort_unstable();
+        new.dedup_by_key(|n| n.0);
+        let made: Vec<(RectKey, Option<Vec<u8>>)> = (new.par_iter())
+            .map(|&(key, j)| {
+                let (_, t, v, data) = window[j];
+                (key, stored_halves(t, v, data))
+            })
+            .collect();
+        stored.extend(made);
+        bytes += write_window(tiles, window, &stored)?;
+        let end = window.last().map_or(0, |c| c.0);
+        stored.retain(|key, _| last.get(key).is_some_and(|&l| l > end));
     }
     Ok(bytes)
+}
+
+/// Writes `window`, transfers checked by [`stream_in`], into the memories of `tiles`, the tiles
+/// side by side, from the rectangles' stored bytes.
+fn write_window(
+    tiles: &mut [super::Tile],
+    window: &[Checked],
+    stored: &HashMap<RectKey, Option<Vec<u8>>>,
+) -> Result<u64, Fault> {
+    let mut by_tile: Vec<Vec<&Checked>> = vec![Vec::new(); tiles.len()];
+    for c in window {
+        by_tile[c.1.tile.index()].push(c);
+    }
+    let written: Vec<Result<u64, (usize, Fault)>> = (tiles.par_iter_mut().zip(by_tile))
+        .enumerate()
+        .filter(|(_, (_, list))| !list.is_empty())
+        .map(|(tile, (target, list))| {
+            let mut bytes = 0;
+            for &&(i, t, v, _) in &list {
+                let what = format!("host write of {}", v.name);
+                let failed = |m: String| (i, fault(tile, 0, 0, m));
+                let raw = (stored.get(&rect_key(t)).and_then(Option::as_deref))
+                    .ok_or_else(|| failed(format!("{what}: elements beyond the value")))?;
+                let r = t.rect;
+                let row_bytes = 2 * if t.transposed { r.rows() } else { r.cols() } as usize;
+                for (row, stored) in t.stored_rows(v.cols).enumerate() {
+                    let in_row = |m: String| failed(format!("{m} (stored row {row})"));
+                    let at = row_address(t, row, stored.address, &what).map_err(in_row)?;
+                    let bytes_of_row = &raw[row * row_bytes..(row + 1) * row_bytes];
+                    (target.memory)
+                        .write(at, bytes_of_row, None, &what)
+                        .map_err(in_row)?;
+                    bytes += bytes_of_row.len() as u64;
+                }
+            }
+            Ok(bytes)
+        })
+        .collect();
+    let mut bytes = 0;
+    let mut first: Option<(usize, Fault)> = None;
+    for result in written {
+        match result {
+            Ok(b) => bytes += b,
+            Err((i, f)) => {
+                if first.as_ref().is_none_or(|(j, _)| i < *j) {
+                    first = Some((i, f));
+                }
+            }
+        }
+    }
+    match first {
+        Some((_, f)) => Err(f),
+        None => Ok(bytes),
+    }
 }
 
 /// The bytes of transfer `t`'s rectangle of `v` (whose data is `data`, row-major) as the tile stores
