@@ -7,8 +7,8 @@
 //! evicted with a warning and reads as a miss.
 
 use super::{
-    ActionEntry, ContentHash, ENTRY, Expect, Found, Level, OBJECT, Object, Store, StoreError,
-    header, io_err,
+    ActionEntry, ContentHash, ENTRY, Expect, Found, HEADER_BYTES, Level, OBJECT, Object, Store,
+    StoreError, header, io_err,
 };
 use crate::files;
 use std::fs;
@@ -139,14 +139,42 @@ impl LocalStore {
             // Not a regular file, or too large: damaged.
             Err(_) => Vec::new(),
         };
-        if ContentHash::of(&bytes) == *hash {
-            touch(&path);
-        } else {
-            tracing::warn!(object = %hash.short(), path = %path.display(), "evicted damaged store object; it will be recomputed");
-            let _ = fs::remove_file(&path);
-            return Ok(None);
+        Ok(self.kept_if_intact(&path, hash, ContentHash::of(&bytes), bytes))
+    }
+
+    /// The first [`HEADER_BYTES`] of an object, which is re-hashed in pieces (memory does not grow
+    /// with it, and nothing of it is kept): what a lookup reads. A damaged object is evicted and
+    /// reads as `None`.
+    fn head(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, StoreError> {
+        let path = self.object_path(hash);
+        let (found, head) = match files::hash(&path, OBJECT.what, HEADER_BYTES) {
+            Ok((found, head)) => (ContentHash(*found.as_bytes()), head),
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(files::FileError::Io { error: source, .. }) => {
+                return Err(StoreError::Io { path, source });
+            }
+            // Not a regular file: damaged.
+            Err(_) => (ContentHash([0; 32]), Vec::new()),
+        };
+        Ok(self.kept_if_intact(&path, hash, found, head))
+    }
+
+    /// `bytes` read from the object at `path` when it hashes to `hash` (`found`, and the object is
+    /// marked used); otherwise the object is evicted, with a warning, and this is `None`.
+    fn kept_if_intact(
+        &self,
+        path: &Path,
+        hash: &ContentHash,
+        found: ContentHash,
+        bytes: Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        if found == *hash {
+            touch(path);
+            return Some(bytes);
         }
-        Ok(Some(bytes))
+        tracing::warn!(object = %hash.short(), path = %path.display(), "evicted damaged store object; it will be recomputed");
+        let _ = fs::remove_file(path);
+        None
     }
 
     /// The output recorded for an action key, when its entry is usable and names an intact object
@@ -169,11 +197,11 @@ impl LocalStore {
         if let Some(why) = entry.mismatch(expect) {
             return self.evict_entry(&path, key, &why);
         }
-        let Some(object) = self.get(&entry.output)? else {
+        let Some(head) = self.head(&entry.output)? else {
             return Ok(None);
         };
         // The entry answers `expect`, so the object must be of the entry's kind and schema.
-        match entry.wrong_object(header(&object).as_ref()) {
+        match entry.wrong_object(header(&head).as_ref()) {
             None => {
                 touch(&path);
                 Ok(Some(entry.output))
