@@ -13,7 +13,7 @@
 
 use super::{Device, Fault, fault};
 use crate::ids::ValueId;
-use crate::ir::{Graph, OpKind, Package, Value, ValueRole};
+use crate::ir::{Graph, OpKind, Package, Rect, Value, ValueRole};
 use crate::isa::HostTransfer;
 use crate::numerics;
 use half::f16;
@@ -177,11 +177,10 @@ fn transfer<'g>(
 type Checked<'a> = (usize, &'a HostTransfer, &'a Value, &'a [f32]);
 
 /// A rectangle of a value a host stream writes, as the tile stores it (transposed or not).
-type RectKey = (ValueId, u32, u32, u32, u32, bool);
+type RectKey = (ValueId, Rect, bool);
 
 fn rect_key(t: &HostTransfer) -> RectKey {
-    let r = t.rect;
-    (t.value, r.row0, r.row1, r.col0, r.col1, t.transposed)
+    (t.value, t.rect, t.transposed)
 }
 
 /// Transfers of a host stream written side by side at once.
@@ -285,19 +284,14 @@ fn write_window(
             Ok(bytes)
         })
         .collect();
-    let mut bytes = 0;
-    let mut first: Option<(usize, Fault)> = None;
+    let (mut bytes, mut failed) = (0, Vec::new());
     for result in written {
         match result {
             Ok(b) => bytes += b,
-            Err((i, f)) => {
-                if first.as_ref().is_none_or(|(j, _)| i < *j) {
-                    first = Some((i, f));
-                }
-            }
+            Err(e) => failed.push(e),
         }
     }
-    match first {
+    match failed.into_iter().min_by_key(|&(i, _)| i) {
         Some((_, f)) => Err(f),
         None => Ok(bytes),
     }
