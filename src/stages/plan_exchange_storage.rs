@@ -6,8 +6,11 @@
 //! them.
 //!
 //! Invariants (checked by [`verify`]): every run lies inside its buffer and moves exactly the transfer's
-//! bytes; within a phase no two transfers write the same byte of a row; every row receives exactly the
-//! bytes of its buffer's rectangle.
+//! bytes; within a phase no two transfers write the same byte of a row; every (tile, buffer) that
+//! runs land in has its row, and every row receives exactly the bytes of its buffer's rectangle.
+//!
+//! A phase's landings (millions in a large model) are grouped by tile with a counting sort, then by
+//! buffer within each tile.
 
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangePhase, ExchangeStorage, PhaseStorage, Row, Selected, TransferStorage};
@@ -45,19 +48,23 @@ pub fn plan_exchange_storage(
                         .collect(),
                 })
                 .collect();
-            // What lands where, sorted: a row per (tile, buffer), with its bytes and its transfers.
-            let mut landing: Vec<(TileId, BufferId, u32)> = (ex.transfers.iter())
-                .flat_map(|t| (t.destinations.iter()).map(|d| (d.tile, d.buffer, t.bytes)))
-                .collect();
-            landing.sort_unstable();
-            let rows: Vec<Row> = (landing.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)))
-                .map(|lands| Row {
-                    tile: lands[0].0,
-                    buffer: lands[0].1,
-                    bytes: lands.iter().map(|l| l.2).sum(),
+            // What lands where, by tile (a counting sort) and then by buffer: a row per (tile,
+            // buffer), with its bytes and its transfers.
+            let mut landing = ByTile::new(
+                (ex.transfers.iter())
+                    .flat_map(|t| (t.destinations.iter()).map(|d| (d.tile, (d.buffer, t.bytes))))
+                    .collect(),
+            );
+            let mut rows: Vec<Row> = Vec::new();
+            for (tile, lands) in landing.tiles() {
+                lands.sort_unstable();
+                rows.extend(lands.chunk_by(|a, b| a.0 == b.0).map(|lands| Row {
+                    tile,
+                    buffer: lands[0].0,
+                    bytes: lands.iter().map(|l| l.1).sum(),
                     transfers: lands.len() as u32,
-                })
-                .collect();
+                }));
+            }
             let max_row_bytes = (rows.chunk_by(|a, b| a.tile == b.tile))
                 .map(|tile| tile.iter().map(|row| row.bytes).sum::<u32>())
                 .max()
@@ -101,8 +108,8 @@ fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifi
     v.check(ps.transfers.len() == ex.transfers.len(), || {
         format!("{}: transfer count", ex.id)
     });
-    // Every destination run, by the buffer it writes.
-    let mut written: Vec<(BufferId, &Run)> = Vec::new();
+    // Every destination run, with the tile and buffer it writes.
+    let mut written: Vec<(TileId, (BufferId, &Run))> = Vec::new();
     for (i, (ts, t)) in ps.transfers.iter().zip(&ex.transfers).enumerate() {
         let src = &sel.buffers[t.source_buffer.index()];
         v.check(
@@ -141,22 +148,28 @@ fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifi
                     )
                 },
             );
-            written.push((d.buffer, run));
+            written.push((d.tile, (d.buffer, run)));
         }
     }
-    written.sort_unstable_by_key(|&(buffer, _)| buffer);
-    let by_buffer: Vec<&[(BufferId, &Run)]> = written.chunk_by(|a, b| a.0 == b.0).collect();
-    // Each buffer's runs go to the first row that names it.
+    // The runs by tile and then buffer, (tile, buffer) in order.
+    let mut written = ByTile::new(written);
+    let mut by_buffer: Vec<(TileId, &[(BufferId, &Run)])> = Vec::new();
+    for (tile, runs) in written.tiles() {
+        runs.sort_unstable_by_key(|&(buffer, _)| buffer);
+        by_buffer.extend(runs.chunk_by(|a, b| a.0 == b.0).map(|runs| (tile, &*runs)));
+    }
+    // Each (tile, buffer)'s runs go to the first row that names it.
     let mut taken = vec![false; by_buffer.len()];
     let mut pieces = Vec::new();
     for row in &ps.rows {
         pieces.clear();
-        let found = by_buffer.binary_search_by_key(&row.buffer, |runs| runs[0].0);
+        let found = by_buffer
+            .binary_search_by_key(&(row.tile, row.buffer), |(tile, runs)| (*tile, runs[0].0));
         if let Ok(at) = found
             && !taken[at]
         {
             taken[at] = true;
-            pieces.extend(by_buffer[at].iter().flat_map(|(_, run)| run.pieces()));
+            pieces.extend(by_buffer[at].1.iter().flat_map(|(_, run)| run.pieces()));
             pieces.sort_unstable();
         }
         for w in pieces.windows(2) {
@@ -183,13 +196,61 @@ fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifi
             )
         });
     }
-    for (runs, _) in by_buffer.iter().zip(taken).filter(|&(_, taken)| !taken) {
+    for ((tile, runs), _) in by_buffer.iter().zip(taken).filter(|&(_, taken)| !taken) {
         let buffer = runs[0].0;
-        let tile = sel.buffers[buffer.index()].tile;
         v.error(format!(
             "{} {buffer} on {tile}: receives with no row",
             ex.id
         ));
     }
     v
+}
+
+/// Items by tile, in tile order, each tile's in the order given (a counting sort: a phase's
+/// landings are millions, its tiles a few thousand).
+struct ByTile<T> {
+    /// Tile `t`'s items are `items[starts[t]..starts[t + 1]]`.
+    starts: Vec<usize>,
+    items: Vec<T>,
+}
+
+impl<T: Copy> ByTile<T> {
+    fn new(items: Vec<(TileId, T)>) -> ByTile<T> {
+        let mut starts = vec![0usize];
+        for (tile, _) in &items {
+            let end = tile.index() + 1;
+            if starts.len() <= end {
+                starts.resize(end + 1, 0);
+            }
+            starts[end] += 1;
+        }
+        for t in 1..starts.len() {
+            starts[t] += starts[t - 1];
+        }
+        let mut next = starts.clone();
+        // Every slot is overwritten below.
+        let mut sorted = match items.first() {
+            Some(&(_, first)) => vec![first; items.len()],
+            None => Vec::new(),
+        };
+        for (tile, item) in items {
+            let at = &mut next[tile.index()];
+            sorted[*at] = item;
+            *at += 1;
+        }
+        ByTile {
+            starts,
+            items: sorted,
+        }
+    }
+
+    /// Each tile that has items, with them, in tile order.
+    fn tiles(&mut self) -> impl Iterator<Item = (TileId, &mut [T])> {
+        let mut rest = &mut self.items[..];
+        (self.starts.windows(2).enumerate()).filter_map(move |(t, w)| {
+            let (here, after) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+            rest = after;
+            (!here.is_empty()).then(|| (TileId::from_index(t), here))
+        })
+    }
 }

@@ -5,10 +5,11 @@
 //!
 //! The tests damage the exchange storage: a phase, transfer, destination run or row lost; a source run
 //! past its buffer or short of its transfer; a destination run past its buffer; two transfers writing
-//! over each other in a row; a row of the wrong size.
+//! over each other in a row; a row of the wrong size or on the wrong tile.
 
 use crate::assert_rejects;
 use crate::common::pipeline::{Built, small, small_attention};
+use ipu_codegen::ids::TileId;
 use ipu_codegen::ir::ExchangeStorage;
 use ipu_codegen::stages::plan_exchange_storage;
 
@@ -167,6 +168,20 @@ fn plan_exchange_storage_verifier_rejects_a_missing_row() {
             &format!("ex0 {} on {}", row.buffer, row.tile),
             "receives with no row",
         ],
+    );
+}
+
+#[test]
+fn plan_exchange_storage_verifier_rejects_a_row_on_the_wrong_tile() {
+    let b = small();
+    let mut storage = b.storage.clone();
+    let row = &mut storage.phases[0].rows[0];
+    let (buffer, tile) = (row.buffer, row.tile);
+    // The row names its buffer, but on the next tile: what lands on its own tile has no row.
+    row.tile = TileId(tile.0 + 1);
+    assert_rejects(
+        &storage_errors(b, &storage),
+        &[&format!("ex0 {buffer} on {tile}: receives with no row")],
     );
 }
 

@@ -17,7 +17,9 @@
 
 use crate::ids::{ExchangeId, StepId};
 use crate::ir::for_each_pair;
-use crate::ir::{Buffer, BufferClass, HostTransfer, Rect, Selected, Step, ValueRole};
+use crate::ir::{
+    Buffer, BufferClass, ExchangePhase, HostTransfer, Rect, Selected, Step, Transfer, ValueRole,
+};
 use crate::isa::VertexKind;
 use crate::target::Target;
 use crate::verify::Verifier;
@@ -31,8 +33,8 @@ pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
         Box::new(|v| check_buffers(v, s, target)),
         // Coverage of every gathered buffer, and liveness of sources and destinations.
         Box::new(|v| {
-            let incoming = check_transfers(v, s);
-            check_coverage(v, s, &incoming);
+            check_transfers(v, s);
+            check_coverage(v, s);
         }),
         Box::new(|v| check_vertices(v, s)),
         Box::new(|v| check_assembles(v, s)),
@@ -148,79 +150,120 @@ fn check_buffers(v: &mut Verifier, s: &Selected, target: &Target) {
     }
 }
 
-/// Every transfer against its source and destinations; returns the rectangles each buffer receives.
-fn check_transfers(v: &mut Verifier, s: &Selected) -> Vec<Vec<Rect>> {
-    let mut incoming: Vec<Vec<Rect>> = vec![Vec::new(); s.buffers.len()];
-    for ex in &s.exchanges {
-        for t in &ex.transfers {
-            let src = &s.buffers[t.source_buffer.index()];
-            v.check(
-                src.tile == t.source && src.value == t.value && src.rect.contains(&t.rect),
-                || {
-                    format!(
-                        "{} transfer from {} {}: {} {} not inside {}",
-                        ex.id, t.source, src.id, t.value, t.rect, src.rect
-                    )
-                },
-            );
-            v.check(
-                src.first_step < ex.step || src.first_step == StepId(0),
-                || {
-                    format!(
-                        "{}: source {} is written in {} after it is sent",
-                        ex.id, src.id, src.first_step
-                    )
-                },
-            );
-            v.check(src.last_step >= ex.step, || {
-                format!(
-                    "{}: source {} dies at {} before it is sent",
-                    ex.id, src.id, src.last_step
-                )
-            });
-            v.check(
-                t.bytes == t.rect.rows() * t.rect.cols() * src.dtype.bytes(),
-                || format!("{}: transfer bytes", ex.id),
-            );
-            for d in &t.destinations {
-                let dst = &s.buffers[d.buffer.index()];
-                v.check(dst.transposed == src.transposed, || {
-                    format!(
-                        "{} transfer {} -> {}: {} and {} are stored in different orders",
-                        ex.id, t.source, d.tile, src.id, dst.id
-                    )
-                });
-                v.check(
-                    dst.tile == d.tile && dst.value == t.value && dst.rect.contains(&t.rect),
-                    || {
-                        format!(
-                            "{} transfer {} -> {} {}: {} not inside {}",
-                            ex.id, t.source, d.tile, dst.id, t.rect, dst.rect
-                        )
-                    },
-                );
-                v.check(dst.first_step == ex.step, || {
-                    format!(
-                        "{}: destination {} is not born in this phase",
-                        ex.id, dst.id
-                    )
-                });
-                incoming[d.buffer.index()].push(t.rect);
+/// Every transfer's rectangle inside its source and every destination, both stored in the same
+/// order, the source written before and live at the phase, every destination born in it (the
+/// phases checked side by side, their problems listed in phase order).
+fn check_transfers(v: &mut Verifier, s: &Selected) {
+    let found: Vec<Verifier> = (s.exchanges.par_iter())
+        .map(|ex| {
+            let mut v = Verifier::default();
+            for t in &ex.transfers {
+                check_transfer(&mut v, s, ex, t);
             }
-        }
+            v
+        })
+        .collect();
+    for f in found {
+        v.append(f);
     }
-    incoming
 }
 
-/// Every gathered buffer covered exactly once by its `incoming` rectangles; the buffers checked in
-/// parallel runs, their problems listed in buffer order.
-fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
+fn check_transfer(v: &mut Verifier, s: &Selected, ex: &ExchangePhase, t: &Transfer) {
+    let src = &s.buffers[t.source_buffer.index()];
+    v.check(
+        src.tile == t.source && src.value == t.value && src.rect.contains(&t.rect),
+        || {
+            format!(
+                "{} transfer from {} {}: {} {} not inside {}",
+                ex.id, t.source, src.id, t.value, t.rect, src.rect
+            )
+        },
+    );
+    v.check(
+        src.first_step < ex.step || src.first_step == StepId(0),
+        || {
+            format!(
+                "{}: source {} is written in {} after it is sent",
+                ex.id, src.id, src.first_step
+            )
+        },
+    );
+    v.check(src.last_step >= ex.step, || {
+        format!(
+            "{}: source {} dies at {} before it is sent",
+            ex.id, src.id, src.last_step
+        )
+    });
+    v.check(
+        t.bytes == t.rect.rows() * t.rect.cols() * src.dtype.bytes(),
+        || format!("{}: transfer bytes", ex.id),
+    );
+    for d in &t.destinations {
+        let dst = &s.buffers[d.buffer.index()];
+        v.check(dst.transposed == src.transposed, || {
+            format!(
+                "{} transfer {} -> {}: {} and {} are stored in different orders",
+                ex.id, t.source, d.tile, src.id, dst.id
+            )
+        });
+        v.check(
+            dst.tile == d.tile && dst.value == t.value && dst.rect.contains(&t.rect),
+            || {
+                format!(
+                    "{} transfer {} -> {} {}: {} not inside {}",
+                    ex.id, t.source, d.tile, dst.id, t.rect, dst.rect
+                )
+            },
+        );
+        v.check(dst.first_step == ex.step, || {
+            format!(
+                "{}: destination {} is not born in this phase",
+                ex.id, dst.id
+            )
+        });
+    }
+}
+
+/// Every gathered buffer covered exactly once by its incoming rectangles (in phase, transfer and
+/// destination order: grouped by buffer with a counting sort, not a list per buffer); the buffers
+/// checked in parallel runs, their problems listed in buffer order.
+fn check_coverage(v: &mut Verifier, s: &Selected) {
+    let landings = || {
+        (s.exchanges.iter()).flat_map(|ex| {
+            (ex.transfers.iter())
+                .flat_map(|t| t.destinations.iter().map(move |d| (d.buffer, &t.rect)))
+        })
+    };
+    // Buffer b's incoming rectangles are `incoming[starts[b]..starts[b + 1]]`.
+    let mut starts = vec![0usize; s.buffers.len() + 1];
+    for (buffer, _) in landings() {
+        starts[buffer.index() + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let mut next = starts.clone();
+    let mut incoming: Vec<&Rect> = Vec::new();
+    if let Some((_, first)) = landings().next() {
+        // Every slot is overwritten below.
+        incoming = vec![first; starts[s.buffers.len()]];
+    }
+    for (buffer, rect) in landings() {
+        let at = &mut next[buffer.index()];
+        incoming[*at] = rect;
+        *at += 1;
+    }
     let found: Vec<Verifier> = (s.buffers.par_chunks(1 << 12))
         .map(|buffers| {
             let mut v = Verifier::default();
+            let (mut rects, mut cells) = (Vec::new(), Cells::default());
             for buf in buffers {
-                let rects = incoming.get(buf.id.index()).map_or(&[][..], Vec::as_slice);
-                covered_once(&mut v, buf, rects);
+                let b = buf.id.index();
+                rects.clear();
+                if let (Some(&from), Some(&to)) = (starts.get(b), starts.get(b + 1)) {
+                    rects.extend(incoming[from..to].iter().copied().copied());
+                }
+                covered_once(&mut v, buf, &rects, &mut cells);
             }
             v
         })
@@ -231,7 +274,7 @@ fn check_coverage(v: &mut Verifier, s: &Selected, incoming: &[Vec<Rect>]) {
 }
 
 /// A gathered buffer covered exactly once by `rects`; any other buffer is left alone.
-fn covered_once(v: &mut Verifier, buf: &Buffer, rects: &[Rect]) {
+fn covered_once(v: &mut Verifier, buf: &Buffer, rects: &[Rect], cells: &mut Cells) {
     if !matches!(
         buf.class,
         BufferClass::APanel
@@ -253,7 +296,7 @@ fn covered_once(v: &mut Verifier, buf: &Buffer, rects: &[Rect]) {
             buf.rect.elements()
         )
     });
-    if let Some((a, b)) = first_overlap(rects) {
+    if let Some((a, b)) = first_overlap(rects, cells) {
         let (a, b) = (rects[a], rects[b]);
         v.error(format!(
             "{} on {}: transfers {a} and {b} overlap",
@@ -267,15 +310,19 @@ fn covered_once(v: &mut Verifier, buf: &Buffer, rects: &[Rect]) {
 /// cover the same cell. Pieces of panels line up, so the cells are about as many as the pieces;
 /// pieces whose edges do not line up, so that the cells would be far more, are compared pair by
 /// pair instead.
-fn first_overlap(rects: &[Rect]) -> Option<(usize, usize)> {
-    let edges = |ends: fn(&Rect) -> [u32; 2]| {
-        let mut e: Vec<u32> = rects.iter().flat_map(ends).collect();
+fn first_overlap(rects: &[Rect], cells: &mut Cells) -> Option<(usize, usize)> {
+    if rects.len() < 2 {
+        return None;
+    }
+    let Cells { rows, cols, owner } = cells;
+    let edges = |e: &mut Vec<u32>, ends: fn(&Rect) -> [u32; 2]| {
+        e.clear();
+        e.extend(rects.iter().flat_map(ends));
         e.sort_unstable();
         e.dedup();
-        e
     };
-    let rows = edges(|r| [r.row0, r.row1]);
-    let cols = edges(|r| [r.col0, r.col1]);
+    edges(rows, |r| [r.row0, r.row1]);
+    edges(cols, |r| [r.col0, r.col1]);
     let width = cols.len().saturating_sub(1);
     let cells = rows.len().saturating_sub(1).saturating_mul(width);
     if cells > 64 * rects.len() + 1024 {
@@ -286,12 +333,13 @@ fn first_overlap(rects: &[Rect]) -> Option<(usize, usize)> {
             Some((a, b))
         });
     }
-    let mut owner = vec![usize::MAX; cells];
+    owner.clear();
+    owner.resize(cells, usize::MAX);
     // Every edge is in its list, so each search finds it.
     let at = |edges: &[u32], x: u32| edges.partition_point(|&e| e < x);
     for (i, r) in rects.iter().enumerate() {
-        for row in at(&rows, r.row0)..at(&rows, r.row1) {
-            for col in at(&cols, r.col0)..at(&cols, r.col1) {
+        for row in at(rows, r.row0)..at(rows, r.row1) {
+            for col in at(cols, r.col0)..at(cols, r.col1) {
                 let cell = &mut owner[row * width + col];
                 if *cell != usize::MAX {
                     return Some((*cell, i));
@@ -301,6 +349,14 @@ fn first_overlap(rects: &[Rect]) -> Option<(usize, usize)> {
         }
     }
     None
+}
+
+/// What [`first_overlap`] works in, reused from buffer to buffer: the edges and each cell's owner.
+#[derive(Default)]
+struct Cells {
+    rows: Vec<u32>,
+    cols: Vec<u32>,
+    owner: Vec<usize>,
 }
 
 /// Every vertex's operands on its tile, live at its step and inside their storage; the AMP's
@@ -625,11 +681,14 @@ fn check_host_streams(v: &mut Verifier, s: &Selected) {
 
 #[cfg(test)]
 mod tests {
-    use super::first_overlap;
+    use super::{Cells, first_overlap};
     use crate::elements::Rect;
 
     #[test]
     fn pieces_that_tile_a_panel_do_not_overlap_and_any_shared_cell_does() {
+        // One scratch for every call, as the verifier reuses it from buffer to buffer: what an
+        // earlier call left in it never shows as an overlap.
+        let mut cells = Cells::default();
         // A 4x3 grid of pieces of unequal sizes, out of order, edges touching.
         let (rows, cols) = ([0, 5, 16, 17, 40], [0, 7, 8, 64]);
         let mut grid: Vec<Rect> = (0..4)
@@ -638,12 +697,13 @@ mod tests {
             })
             .collect();
         grid.reverse();
-        assert_eq!(first_overlap(&grid), None);
+        assert_eq!(first_overlap(&grid, &mut cells), None);
+        assert_eq!(first_overlap(&grid[1..], &mut cells), None);
         // A piece straddling two others, a piece inside another, and a twin.
         for extra in [Rect::new(3, 6, 6, 9), Rect::new(20, 21, 8, 9), grid[4]] {
             let mut rects = grid.clone();
             rects.push(extra);
-            let (a, b) = first_overlap(&rects).expect("an overlap");
+            let (a, b) = first_overlap(&rects, &mut cells).expect("an overlap");
             assert_eq!(b, rects.len() - 1, "{extra}");
             assert!(
                 rects[a].intersect(&extra).is_some(),
@@ -655,16 +715,16 @@ mod tests {
         let bricks: Vec<Rect> = (0..64)
             .map(|i| Rect::new(2 * i, 2 * i + 2, i, i + 200))
             .collect();
-        assert_eq!(first_overlap(&bricks), None);
+        assert_eq!(first_overlap(&bricks, &mut cells), None);
         let mut rects = bricks.clone();
         rects.push(Rect::new(60, 62, 100, 101));
-        let (a, b) = first_overlap(&rects).expect("an overlap");
+        let (a, b) = first_overlap(&rects, &mut cells).expect("an overlap");
         assert_eq!((a, b), (30, 64));
         // Empty pieces never overlap; no pieces, nothing.
         assert_eq!(
-            first_overlap(&[Rect::new(3, 3, 0, 9), Rect::new(0, 9, 4, 4)]),
+            first_overlap(&[Rect::new(3, 3, 0, 9), Rect::new(0, 9, 4, 4)], &mut cells),
             None
         );
-        assert_eq!(first_overlap(&[]), None);
+        assert_eq!(first_overlap(&[], &mut cells), None);
     }
 }
