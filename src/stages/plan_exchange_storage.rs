@@ -156,7 +156,7 @@ fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifi
     let mut by_buffer: Vec<(TileId, &[(BufferId, &Run)])> = Vec::new();
     for (tile, runs) in written.tiles() {
         runs.sort_unstable_by_key(|&(buffer, _)| buffer);
-        by_buffer.extend(runs.chunk_by(|a, b| a.0 == b.0).map(|runs| (tile, &*runs)));
+        by_buffer.extend(runs.chunk_by(|a, b| a.0 == b.0).map(|runs| (tile, runs)));
     }
     // Each (tile, buffer)'s runs go to the first row that names it.
     let mut taken = vec![false; by_buffer.len()];
