@@ -125,51 +125,14 @@ pub fn decode_instrs(bytes: &[u8], mut at: usize) -> Result<Vec<Instr>, DecodeEr
 /// A program's header: its tile and where its first instruction starts.
 pub fn decode_header(bytes: &[u8]) -> Result<(TileId, usize), DecodeError> {
     let mut r = Reader { bytes, at: 0 };
-    let tile = TileId(r.varint()?);
+    let tile = TileId(r.varint().map_err(|f| f.error(bytes))?);
     Ok((tile, r.at))
 }
 
 /// The instruction starting at byte `at` of a program's bytes, and where the next one starts.
 pub fn decode_instr(bytes: &[u8], at: usize) -> Result<(Instr, usize), DecodeError> {
     let mut r = Reader { bytes, at };
-    let instr = match r.byte()? {
-        SYNC => Instr::Sync,
-        EXCHANGE => Instr::Exchange {
-            phase: ExchangeId(r.varint()?),
-        },
-        op @ (SEND | SEND_WIDE) => Instr::Send(r.send(op == SEND_WIDE)?),
-        op @ (RECEIVE | RECEIVE_WIDE) => Instr::Receive(r.receive(op == RECEIVE_WIDE)?),
-        SEND_RECEIVE => {
-            let widths = r.byte()?;
-            if widths > 3 {
-                return Err(DecodeError {
-                    at: at + 1,
-                    what: format!("width byte {widths} of a send-receive (0 to 3)"),
-                });
-            }
-            let pair = (r.send(widths & 1 != 0)?, r.receive(widths & 2 != 0)?);
-            Instr::SendReceive(Box::new(pair))
-        }
-        DELAY => Instr::Delay {
-            cycles: r.varint()?,
-        },
-        VERTEX => {
-            let len = r.varint()? as usize;
-            let body = r.take(len)?;
-            let vertex: VertexKind<Placed> =
-                rmp_serde::from_slice(body).map_err(|e| DecodeError {
-                    at,
-                    what: format!("vertex does not decode: {e}"),
-                })?;
-            Instr::Vertex(Box::new(vertex))
-        }
-        op => {
-            return Err(DecodeError {
-                at,
-                what: format!("unknown opcode {op}"),
-            });
-        }
-    };
+    let instr = r.instr().map_err(|f| f.error(bytes))?;
     Ok((instr, r.at))
 }
 
@@ -203,55 +166,117 @@ fn receive(out: &mut Vec<u8>, r: &Receive) {
     run(out, &r.run);
 }
 
+/// Why bytes are not an instruction, and the byte where that shows: small, so that the reader's
+/// every step returns it cheaply; made a [`DecodeError`] once, by [`Fault::error`].
+#[derive(Clone, Copy)]
+enum Fault {
+    Truncated(usize),
+    PastU32(usize),
+    TooLong(usize),
+    UnknownOpcode(usize, u8),
+    Widths(usize, u8),
+    /// The vertex's opcode byte; the MessagePack decoder's message is made again from the bytes.
+    Vertex(usize),
+}
+
+impl Fault {
+    /// The error, with its message, of a fault in `bytes`.
+    fn error(self, bytes: &[u8]) -> DecodeError {
+        let (at, what) = match self {
+            Fault::Truncated(at) => (at, "truncated".to_string()),
+            Fault::PastU32(at) => (at, "integer past u32".to_string()),
+            Fault::TooLong(at) => (at, "integer longer than 5 bytes".to_string()),
+            Fault::UnknownOpcode(at, op) => (at, format!("unknown opcode {op}")),
+            Fault::Widths(at, widths) => (
+                at,
+                format!("width byte {widths} of a send-receive (0 to 3)"),
+            ),
+            Fault::Vertex(at) => {
+                let mut r = Reader { bytes, at: at + 1 };
+                let body = r.varint().and_then(|len| r.take(len as usize));
+                let why = body
+                    .ok()
+                    .and_then(|body| rmp_serde::from_slice::<VertexKind<Placed>>(body).err());
+                let why = why.map_or_else(String::new, |e| format!(": {e}"));
+                (at, format!("vertex does not decode{why}"))
+            }
+        };
+        DecodeError { at, what }
+    }
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn truncated(&self) -> DecodeError {
-        DecodeError {
-            at: self.at,
-            what: "truncated".to_string(),
-        }
+    fn instr(&mut self) -> Result<Instr, Fault> {
+        let at = self.at;
+        Ok(match self.byte()? {
+            SYNC => Instr::Sync,
+            EXCHANGE => Instr::Exchange {
+                phase: ExchangeId(self.varint()?),
+            },
+            op @ (SEND | SEND_WIDE) => Instr::Send(self.send(op == SEND_WIDE)?),
+            op @ (RECEIVE | RECEIVE_WIDE) => Instr::Receive(self.receive(op == RECEIVE_WIDE)?),
+            SEND_RECEIVE => {
+                let widths = self.byte()?;
+                if widths > 3 {
+                    return Err(Fault::Widths(at + 1, widths));
+                }
+                let pair = (self.send(widths & 1 != 0)?, self.receive(widths & 2 != 0)?);
+                Instr::SendReceive(Box::new(pair))
+            }
+            DELAY => Instr::Delay {
+                cycles: self.varint()?,
+            },
+            VERTEX => {
+                let len = self.varint()? as usize;
+                let body = self.take(len)?;
+                let vertex: VertexKind<Placed> =
+                    rmp_serde::from_slice(body).map_err(|_| Fault::Vertex(at))?;
+                Instr::Vertex(Box::new(vertex))
+            }
+            op => return Err(Fault::UnknownOpcode(at, op)),
+        })
     }
 
-    fn byte(&mut self) -> Result<u8, DecodeError> {
-        let b = *self.bytes.get(self.at).ok_or_else(|| self.truncated())?;
+    fn byte(&mut self) -> Result<u8, Fault> {
+        let b = *self.bytes.get(self.at).ok_or(Fault::Truncated(self.at))?;
         self.at += 1;
         Ok(b)
     }
 
-    fn take(&mut self, len: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self.at.checked_add(len).ok_or_else(|| self.truncated())?;
-        let slice = self
-            .bytes
-            .get(self.at..end)
-            .ok_or_else(|| self.truncated())?;
+    fn take(&mut self, len: usize) -> Result<&'a [u8], Fault> {
+        let truncated = Fault::Truncated(self.at);
+        let end = self.at.checked_add(len).ok_or(truncated)?;
+        let slice = self.bytes.get(self.at..end).ok_or(truncated)?;
         self.at = end;
         Ok(slice)
     }
 
-    fn varint(&mut self) -> Result<u32, DecodeError> {
+    fn varint(&mut self) -> Result<u32, Fault> {
         let start = self.at;
+        // Most fields are below 128: one byte.
+        if let Some(&b) = self.bytes.get(start)
+            && b < 0x80
+        {
+            self.at += 1;
+            return Ok(u32::from(b));
+        }
         let mut value = 0u64;
         for shift in (0..35).step_by(7) {
             let b = self.byte()?;
             value |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
-                return u32::try_from(value).map_err(|_| DecodeError {
-                    at: start,
-                    what: "integer past u32".to_string(),
-                });
+                return u32::try_from(value).map_err(|_| Fault::PastU32(start));
             }
         }
-        Err(DecodeError {
-            at: start,
-            what: "integer longer than 5 bytes".to_string(),
-        })
+        Err(Fault::TooLong(start))
     }
 
-    fn send(&mut self, wide: bool) -> Result<Send, DecodeError> {
+    fn send(&mut self, wide: bool) -> Result<Send, Fault> {
         Ok(Send {
             skip: self.varint()?,
             bytes: self.varint()?,
@@ -260,7 +285,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn receive(&mut self, wide: bool) -> Result<Receive, DecodeError> {
+    fn receive(&mut self, wide: bool) -> Result<Receive, Fault> {
         Ok(Receive {
             from: TileId(self.varint()?),
             skip: self.varint()?,
@@ -270,7 +295,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn run(&mut self) -> Result<Run, DecodeError> {
+    fn run(&mut self) -> Result<Run, Fault> {
         let offset = self.take(4)?;
         Ok(Run {
             offset: u32::from_le_bytes([offset[0], offset[1], offset[2], offset[3]]),
@@ -429,5 +454,17 @@ mod tests {
             (e.at, e.what.as_str()),
             (2, "width byte 4 of a send-receive (0 to 3)")
         );
+    }
+
+    #[test]
+    fn a_vertex_that_does_not_decode_names_its_byte_and_why() {
+        // Tile 1, a vertex of one byte that is no MessagePack (0xc1 is never used).
+        let e = decode(&[1, VERTEX, 1, 0xc1]).unwrap_err();
+        assert_eq!(e.at, 1);
+        let why = e.what.strip_prefix("vertex does not decode: ");
+        assert!(why.is_some_and(|why| !why.is_empty()), "{}", e.what);
+        // Its body cut short: truncated where the body starts.
+        let e = decode(&[1, VERTEX, 5, 0x92]).unwrap_err();
+        assert_eq!((e.at, e.what.as_str()), (3, "truncated"));
     }
 }

@@ -125,17 +125,22 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             target.tiles
         )
     });
-    // (superstep, tile) -> the kinds of its vertices, in order: what the program asks, what the code has.
-    type Vertices = BTreeMap<(usize, TileId), Vec<&'static str>>;
-    let mut expected: Vertices = BTreeMap::new();
+    // Per (superstep, tile), the kinds of its vertices in order: what the program asks, and what the
+    // code has; each list sorted by (superstep, tile), then walked side by side.
+    let mut expected: Vec<VertexNames> = Vec::new();
     for (s, step) in sel.steps.iter().enumerate() {
         if let Step::Compute(c) = step {
-            for vx in &sel.compute_sets[*c as usize].vertices {
-                expected
-                    .entry((s, vx.tile))
-                    .or_default()
-                    .push(vx.kind.name());
-            }
+            let vertices = &sel.compute_sets[*c as usize].vertices;
+            let mut names: Vec<(TileId, &'static str)> = vertices
+                .iter()
+                .map(|vx| (vx.tile, vx.kind.name()))
+                .collect();
+            // A stable sort: each tile's in the compute set's order.
+            names.sort_by_key(|&(tile, _)| tile);
+            expected.extend(names.chunk_by(|a, b| a.0 == b.0).map(|same| {
+                let names = same.iter().map(|&(_, name)| name).collect();
+                ((s, same[0].0), names)
+            }));
         }
     }
     // Every tile's program checked on its own, in parallel; the results joined in tile order.
@@ -144,12 +149,12 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
         .par_iter()
         .map(|p| scan(p, sel.steps.len(), target))
         .collect();
-    let mut emitted: Vertices = BTreeMap::new();
+    let mut emitted: Vec<VertexNames> = Vec::new();
     // Each phase's runs of sends and receives: which tile's scan holds them, and where.
     let mut phases: BTreeMap<u32, PhaseTraffic> = BTreeMap::new();
     for (at, scan) in scans.iter_mut().enumerate() {
         v.append(std::mem::take(&mut scan.problems));
-        emitted.extend(std::mem::take(&mut scan.vertices));
+        emitted.append(&mut scan.vertices);
         for (phase, range) in runs(&scan.sends, |s| s.0) {
             phases.entry(phase).or_default().sends.push((at, range));
         }
@@ -157,19 +162,30 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
             phases.entry(phase).or_default().receives.push((at, range));
         }
     }
-    for key in expected
-        .keys()
-        .chain(emitted.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-    {
-        let (want, have) = (expected.get(key), emitted.get(key));
-        v.check(want == have, || {
+    // A malformed program may list one (superstep, tile) twice: its lists joined, as one.
+    emitted.sort_by_key(|(key, _)| *key);
+    let mut joined: Vec<VertexNames> = Vec::with_capacity(emitted.len());
+    for (key, names) in emitted {
+        match joined.last_mut() {
+            Some((at, have)) if *at == key => have.extend(names),
+            _ => joined.push((key, names)),
+        }
+    }
+    let (mut want, mut have) = (expected.iter().peekable(), joined.iter().peekable());
+    let none: Vec<&'static str> = Vec::new();
+    loop {
+        let key = match (want.peek(), have.peek()) {
+            (None, None) => break,
+            (Some(w), Some(h)) => w.0.min(h.0),
+            (Some(w), None) => w.0,
+            (None, Some(h)) => h.0,
+        };
+        let w = want.next_if(|w| w.0 == key).map_or(&none, |w| &w.1);
+        let h = have.next_if(|h| h.0 == key).map_or(&none, |h| &h.1);
+        v.check(w == h, || {
             format!(
-                "{} step{}: vertices {:?} where the program has {:?}",
-                key.1,
-                key.0,
-                have.cloned().unwrap_or_default(),
-                want.cloned().unwrap_or_default()
+                "{} step{}: vertices {h:?} where the program has {w:?}",
+                key.1, key.0
             )
         });
     }
@@ -246,6 +262,9 @@ pub fn verify(code: &TileCode, sel: &Selected, target: &Target) -> Vec<String> {
     v.finish()
 }
 
+/// A (superstep, tile) and the kinds of its vertices, in order.
+type VertexNames = ((usize, TileId), Vec<&'static str>);
+
 /// One exchange phase's runs of sends and of receives: each the index of the tile scan holding it and
 /// its range there.
 #[derive(Default)]
@@ -284,7 +303,7 @@ struct ReceiveKey {
 struct TileScan {
     tile: TileId,
     problems: Verifier,
-    vertices: Vec<((usize, TileId), Vec<&'static str>)>,
+    vertices: Vec<VertexNames>,
     /// Each send, sorted: a phase's together.
     sends: Vec<SendKey>,
     /// Each receive, a phase's together, in program order within it.
@@ -294,7 +313,7 @@ struct TileScan {
 fn scan(p: &EncodedProgram, steps: usize, target: &Target) -> TileScan {
     let mut v = Verifier::default();
     let (mut sends, mut receives) = (Vec::new(), Vec::new());
-    let mut vertices: Vec<((usize, TileId), Vec<&'static str>)> = Vec::new();
+    let mut vertices: Vec<VertexNames> = Vec::new();
     let (mut phase, mut step) = (None, 0);
     let tile = p.tile();
     for i in p.instrs() {

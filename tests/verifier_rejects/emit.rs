@@ -3,7 +3,7 @@
 //! received and every receive naming bytes its sender sends in the phase; every run and operand in
 //! tile memory.
 //!
-//! The tests damage the tile code: a sync lost or added, a tile program or a vertex lost, a send or
+//! The tests damage the tile code: a sync lost or added, a tile program or a vertex lost, a vertex run twice or moved, a send or
 //! receive run outside memory, a receive from a tile that sends nothing or of more bytes than sent, a
 //! send lost, a send nobody receives, a send outside its exchange phase.
 
@@ -267,6 +267,34 @@ fn emit_verifier_rejects_a_missing_vertex() {
         &code_errors(b, &code),
         &[&format!("tile{t} step{step}: vertices")],
     );
+}
+
+#[test]
+fn emit_verifier_rejects_a_vertex_run_twice_or_moved_to_the_next_superstep() {
+    let b = small();
+    let (t, at, step) = first_vertex(&b.code);
+    let mut twice = b.code.clone();
+    edit_program(&mut twice, t, |instrs| {
+        instrs.insert(at, instrs[at].clone())
+    });
+    assert_rejects(
+        &code_errors(b, &twice),
+        &[&format!("tile{t} step{step}: vertices")],
+    );
+    // Moved past the sync that ends its superstep: missing from one, extra in the next.
+    let mut moved = b.code.clone();
+    edit_program(&mut moved, t, |instrs| {
+        let vertex = instrs.remove(at);
+        let sync = at
+            + instrs[at..]
+                .iter()
+                .position(|i| matches!(i, Instr::Sync))
+                .unwrap();
+        instrs.insert(sync + 1, vertex);
+    });
+    let errors = code_errors(b, &moved);
+    assert_rejects(&errors, &[&format!("tile{t} step{step}: vertices")]);
+    assert_rejects(&errors, &[&format!("tile{t} step{}: vertices", step + 1)]);
 }
 
 #[test]
