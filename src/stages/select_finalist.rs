@@ -235,7 +235,15 @@ fn cheapest(
             .ok_or(SelectFinalistError::NoFinalist)?
             .map_err(|(_, why)| SelectFinalistError::NoneFits(why))?;
         let plan = &mid.finalists[f as usize];
-        let whole = build(graph, &mid.operators, &plan.partitions, f, mapping, target);
+        let whole = build(
+            graph,
+            &mid.operators,
+            &plan.partitions,
+            f,
+            mapping,
+            target,
+            layers,
+        );
         match too_full(&whole, target) {
             None => return Ok(whole),
             Some(why) => {
@@ -278,6 +286,7 @@ pub fn model(
                 finalist,
                 mapping,
                 target,
+                None,
             );
             ((s.estimate.cycles, s.estimate.exchange_cycles), s)
         }
@@ -348,6 +357,7 @@ fn through_second_layer(
         f,
         mapping,
         target,
+        None,
     );
     let first_step: usize = partitions[..second].iter().map(steps_of).sum::<u32>() as usize;
     let steps = || (s.steps.iter().zip(&s.estimate.steps)).skip(first_step);

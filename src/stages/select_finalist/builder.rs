@@ -12,13 +12,15 @@
 //! an operator's outputs become its value's holders, and the host reads them when the value is a
 //! graph output or a host operation's input (`Graph::host_reads`). The same plan, mapping and target give the same program.
 
+mod replicate;
+
 use super::estimate::estimate;
 use crate::exchange::Overheads;
 use crate::ids::{BufferId, ExchangeId, OpId, StepId, TileId, ValueId};
 use crate::ir::{
     Buffer, BufferClass, ComputeSet, DType, Destination, ExchangePhase, Graph, HostTransfer,
-    Mapping, Operator, Orders, Partition, Rect, Selected, Step, Transfer, ValueRole, Vertex,
-    value_orders,
+    Layers, Mapping, Operator, Orders, Partition, Rect, Selected, Step, Transfer, ValueRole,
+    Vertex, value_orders,
 };
 use crate::target::Target;
 use rayon::prelude::*;
@@ -474,7 +476,8 @@ pub(super) fn steps_of(p: &Partition) -> u32 {
 }
 
 /// The program of `operators` under one finalist plan (`partitions`, number `finalist`) under
-/// `mapping`: the whole program for all of the mid's operators.
+/// `mapping`: the whole program for all of the mid's operators. With `layers` (the mid's, when they
+/// repeat exactly), the middle layers are copies of the third ([`replicate`]): the same program.
 pub(super) fn build(
     graph: &Graph,
     operators: &[Operator],
@@ -482,62 +485,131 @@ pub(super) fn build(
     finalist: u32,
     mapping: Mapping,
     target: &Target,
+    layers: Option<Layers>,
 ) -> Selected {
-    let mut b = Builder {
-        graph,
-        target,
-        mapping,
-        // lower_mid's verifier (run on the mid before any build) refuses a plan whose orders clash.
-        orders: value_orders(graph, operators, partitions).unwrap_or_else(|_| Orders::new(graph)),
-        buffers: Vec::new(),
-        resident: BTreeMap::new(),
-        holders: BTreeMap::new(),
-        initialize: Vec::new(),
-        run_inputs: Vec::new(),
-        run_outputs: Vec::new(),
-        steps: Vec::new(),
-        exchanges: Vec::new(),
-        compute_sets: Vec::new(),
-        last_step: partitions.iter().map(steps_of).sum::<u32>() - 1,
-    };
-    // Home pieces of weights and inputs, on the grid of the matmul that first reads them.
-    for (op, p) in operators.iter().zip(partitions) {
-        match (op, p) {
-            (Operator::MatMul(op), Partition::Grid(p)) => b.matmul_homes(op, p),
-            (Operator::LayerNorm(op), Partition::Grid(p)) => b.layer_norm_homes(op, p),
-            (Operator::Vector(op), Partition::Grid(p)) => b.vector_homes(op, p),
-            (Operator::Assemble(op), Partition::Grid(p)) => b.assemble_homes(op, p),
-            _ => {}
+    let mut b = Builder::new(graph, operators, partitions, mapping, target);
+    b.lay_out(operators, partitions, layers);
+    b.into_selected(operators, partitions, finalist)
+}
+
+impl<'a> Builder<'a> {
+    fn new(
+        graph: &'a Graph,
+        operators: &[Operator],
+        partitions: &[Partition],
+        mapping: Mapping,
+        target: &'a Target,
+    ) -> Builder<'a> {
+        Builder {
+            graph,
+            target,
+            mapping,
+            // lower_mid's verifier (run on the mid before any build) refuses a plan whose orders
+            // clash.
+            orders: value_orders(graph, operators, partitions)
+                .unwrap_or_else(|_| Orders::new(graph)),
+            buffers: Vec::new(),
+            resident: BTreeMap::new(),
+            holders: BTreeMap::new(),
+            initialize: Vec::new(),
+            run_inputs: Vec::new(),
+            run_outputs: Vec::new(),
+            steps: Vec::new(),
+            exchanges: Vec::new(),
+            compute_sets: Vec::new(),
+            last_step: partitions.iter().map(steps_of).sum::<u32>() - 1,
         }
     }
-    for (op, p) in operators.iter().zip(partitions) {
+
+    /// The homes, then every operator's supersteps in order, or with `layers` (five or more, ending
+    /// the program) layers 3 to `count - 2` copied from layer 2: whether they were.
+    fn lay_out(
+        &mut self,
+        operators: &[Operator],
+        partitions: &[Partition],
+        layers: Option<Layers>,
+    ) -> bool {
+        // Home pieces of weights and inputs, on the grid of the matmul that first reads them;
+        // each operator's home buffers.
+        let mut homes = Vec::with_capacity(operators.len());
+        for (op, p) in operators.iter().zip(partitions) {
+            let first = self.buffers.len();
+            match (op, p) {
+                (Operator::MatMul(op), Partition::Grid(p)) => self.matmul_homes(op, p),
+                (Operator::LayerNorm(op), Partition::Grid(p)) => self.layer_norm_homes(op, p),
+                (Operator::Vector(op), Partition::Grid(p)) => self.vector_homes(op, p),
+                (Operator::Assemble(op), Partition::Grid(p)) => self.assemble_homes(op, p),
+                _ => {}
+            }
+            homes.push(first..self.buffers.len());
+        }
+        let ops = || operators.iter().zip(partitions);
+        let Some(l) = layers.filter(|l| l.count >= 5 && l.end() == operators.len()) else {
+            ops().for_each(|(op, p)| self.operator(op, p));
+            return false;
+        };
+        // Through layer 2, marking where layers 1 and 2 begin and where layer 2 ends; then the
+        // copies, then the last layer (or, not copied, the rest).
+        let layer = |k: u32| (l.start + k * l.period) as usize;
+        ops()
+            .take(layer(1))
+            .for_each(|(op, p)| self.operator(op, p));
+        let one = self.mark();
+        ops()
+            .take(layer(2))
+            .skip(layer(1))
+            .for_each(|(op, p)| self.operator(op, p));
+        let two = self.mark();
+        ops()
+            .take(layer(3))
+            .skip(layer(2))
+            .for_each(|(op, p)| self.operator(op, p));
+        let copied = self.replicated_layers(operators, l, [one, two, self.mark()], &homes);
+        let next = layer(if copied { l.count - 1 } else { 3 });
+        ops().skip(next).for_each(|(op, p)| self.operator(op, p));
+        copied
+    }
+
+    /// The program laid out, its exchange phases made and costed.
+    fn into_selected(
+        mut self,
+        operators: &[Operator],
+        partitions: &[Partition],
+        finalist: u32,
+    ) -> Selected {
+        let exchanges = self.exchange_phases();
+        let estimate = estimate(&self.steps, &exchanges, &self.compute_sets, self.target);
+        Selected {
+            workload: self.graph.workload.clone(),
+            graph: self.graph.clone(),
+            operators: operators.to_vec(),
+            finalist,
+            mapping: self.mapping,
+            partitions: partitions.to_vec(),
+            buffers: self.buffers,
+            steps: self.steps,
+            exchanges,
+            compute_sets: self.compute_sets,
+            initialize: self.initialize,
+            run_inputs: self.run_inputs,
+            run_outputs: self.run_outputs,
+            estimate,
+        }
+    }
+}
+
+impl Builder<'_> {
+    /// Appends `op`'s supersteps under its partition `p`.
+    fn operator(&mut self, op: &Operator, p: &Partition) {
         match (op, p) {
-            (Operator::MatMul(op), Partition::Grid(p)) => b.matmul(op, p),
-            (Operator::LayerNorm(op), Partition::Grid(p)) => b.layer_norm(op, p),
-            (Operator::Vector(op), Partition::Grid(p)) => b.vector(op, p),
-            (Operator::Assemble(op), Partition::Grid(p)) => b.assemble(op, p),
-            (Operator::Attention(a), Partition::Attention(p)) => b.attention(a, p),
+            (Operator::MatMul(op), Partition::Grid(p)) => self.matmul(op, p),
+            (Operator::LayerNorm(op), Partition::Grid(p)) => self.layer_norm(op, p),
+            (Operator::Vector(op), Partition::Grid(p)) => self.vector(op, p),
+            (Operator::Assemble(op), Partition::Grid(p)) => self.assemble(op, p),
+            (Operator::Attention(a), Partition::Attention(p)) => self.attention(a, p),
             // lower_mid's verifier pairs every operator with a partition of its kind.
             _ => unreachable!("{}: partition of another kind", op.id()),
         }
-    }
-    let exchanges = b.exchange_phases();
-    let estimate = estimate(&b.steps, &exchanges, &b.compute_sets, target);
-    Selected {
-        workload: graph.workload.clone(),
-        graph: graph.clone(),
-        operators: operators.to_vec(),
-        finalist,
-        mapping,
-        partitions: partitions.to_vec(),
-        buffers: b.buffers,
-        steps: b.steps,
-        exchanges,
-        compute_sets: b.compute_sets,
-        initialize: b.initialize,
-        run_inputs: b.run_inputs,
-        run_outputs: b.run_outputs,
-        estimate,
     }
 }
 
