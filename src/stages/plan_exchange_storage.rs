@@ -9,8 +9,8 @@
 //! bytes; within a phase no two transfers write the same byte of a row; every (tile, buffer) that
 //! runs land in has its row, and every row receives exactly the bytes of its buffer's rectangle.
 //!
-//! A phase's landings (millions in a large model) are grouped by tile with a counting sort, then by
-//! buffer within each tile.
+//! A phase's landings (tens of thousands in a large model) are grouped by tile with a counting sort,
+//! then by buffer within each tile.
 
 use crate::ids::{BufferId, TileId};
 use crate::ir::{ExchangePhase, ExchangeStorage, PhaseStorage, Row, Selected, TransferStorage};
@@ -207,7 +207,7 @@ fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifi
 }
 
 /// Items by tile, in tile order, each tile's in the order given (a counting sort: a phase's
-/// landings are millions, its tiles a few thousand).
+/// landings are tens of thousands, its tiles a few thousand).
 struct ByTile<T> {
     /// Tile `t`'s items are `items[starts[t]..starts[t + 1]]`.
     starts: Vec<usize>,

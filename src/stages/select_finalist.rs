@@ -10,7 +10,8 @@
 //! and besides those the config passes over: a finalist under a mapping whose storage
 //! `place_storage` could not place in an earlier try of the build. The first finalist that fits is
 //! modelled under every mapping, the others under its cheapest only ([`cheapest`]). Each program is
-//! let go once costed; the chosen one is built again, whole. When the mid's last three or more
+//! let go once costed; the chosen one is built again, whole (with five or more such layers, the
+//! middle ones copied from the third, `builder::replicate`: the same program). When the mid's last three or more
 //! layers are planned alike (`Mid::layers`) and repeat exactly ([`repeats_exactly`]), a candidate
 //! is modelled on its operators through the second layer, each later layer costed as the second
 //! ([`through_second_layer`]: the same operators under the same partitions read the same layout,
