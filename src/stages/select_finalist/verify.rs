@@ -28,14 +28,12 @@ use rayon::prelude::*;
 /// Checks a selection; returns every problem found.
 pub fn verify(s: &Selected, target: &Target) -> Vec<String> {
     type Check<'a> = Box<dyn Fn(&mut Verifier) + Sync + 'a>;
-    let checks: [Check; 7] = [
+    let checks: [Check; 8] = [
         Box::new(|v| check_steps(v, s)),
         Box::new(|v| check_buffers(v, s, target)),
-        // Coverage of every gathered buffer, and liveness of sources and destinations.
-        Box::new(|v| {
-            check_transfers(v, s);
-            check_coverage(v, s);
-        }),
+        // Liveness of sources and destinations, and coverage of every gathered buffer.
+        Box::new(|v| check_transfers(v, s)),
+        Box::new(|v| check_coverage(v, s)),
         Box::new(|v| check_vertices(v, s)),
         Box::new(|v| check_assembles(v, s)),
         Box::new(|v| check_vectors(v, s)),
