@@ -369,6 +369,8 @@ impl Build<'_> {
                     );
                     attempt.configs.select_finalist.passed_over.push(passed);
                     attempt.carried = outputs;
+                    // The next attempt reads what it carries from the store.
+                    writer.landed();
                     first_error.get_or_insert(*error);
                     start = select;
                 }

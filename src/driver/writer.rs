@@ -8,7 +8,9 @@
 //! files of a build), and take the name only once every write asked for before has landed. The
 //! first failed write stops the rest (a `model.ipuexe` begun then never takes its name), so nothing
 //! written names what was not, and is returned by [`Writer::finish`]. A build reads nothing it has
-//! queued: what it just produced it holds in memory. (`lower_exchanges` stores the schedules it reuses
+//! queued: what it just produced it holds in memory, and a build that runs again from
+//! `select_finalist` (another finalist tried) first waits for every queued write to land
+//! ([`Writer::landed`]), since it reads the outputs it carries from the store. (`lower_exchanges` stores the schedules it reuses
 //! across builds itself, as it makes them: a cache that no action entry or record names.)
 
 use super::records::prepare_if_changed;
@@ -37,6 +39,8 @@ pub(super) enum Write {
     PackageBegin { path: PathBuf, body: Object },
     /// The `model.ipuexe` begun last takes its name.
     Package { path: PathBuf, tiles: u32 },
+    /// Answers once every write asked for before it has landed.
+    Landed(mpsc::Sender<()>),
 }
 
 /// The `model.ipuexe` being written beside the other writes.
@@ -90,6 +94,14 @@ impl<'scope> Writer<'scope> {
         let _ = self.queue.send(write);
     }
 
+    /// Waits until every write queued so far has landed, or the writes have stopped on a failure
+    /// (then the queue drops the question unanswered).
+    pub fn landed(&self) {
+        let (answer, wait) = mpsc::channel();
+        self.push(Write::Landed(answer));
+        let _ = wait.recv();
+    }
+
     /// Waits for every queued write; the first failure.
     pub fn finish(self) -> Result<(), BuildError> {
         drop(self.queue);
@@ -124,6 +136,9 @@ fn perform(store: &dyn Store, write: Write, begun: &mut Option<Begun>) -> Result
             if let Some(begun) = begun.take() {
                 name_package(begun, &path, tiles)?;
             }
+        }
+        Write::Landed(answer) => {
+            let _ = answer.send(());
         }
     }
     Ok(())
