@@ -1,9 +1,13 @@
 //! The encoder preset end to end: every phase's dump, a passing run, the check catching a corrupted
-//! output, a changed weight and a dropped mask, and lower_mid refusing what it cannot lay out.
+//! output, a changed weight and a dropped mask, and lower_mid refusing what it cannot lay out; its
+//! middle layers, copied from the third, the program building them gives.
 
 mod common;
 use common::{Sandbox, assert_pass, corruption_fails_the_check, phases, run_in_process};
+use ipu_codegen::ir::Mapping;
 use ipu_codegen::progress::Silent;
+use ipu_codegen::stages::select_finalist::{model_layers, whole_program};
+use ipu_codegen::target::Target;
 
 const ENCODER: &str = "bert-encoder-small";
 const ENCODER_ID: &str = "bert-encoder-f16-b1-t24-d64-h2-i128-l2-pf32";
@@ -267,4 +271,40 @@ fn an_encoder_cannot_be_planned_all_transposed_and_says_which_value_forbids_it()
         "{}",
         r.stderr
     );
+}
+
+/// The small encoder with `layers` layers, lowered for the default target.
+fn encoder(layers: u32) -> (ipu_codegen::ir::Graph, ipu_codegen::ir::Mid, Target) {
+    let text = ipu_codegen::workload::preset_text(ENCODER).expect("a preset");
+    let text = text.replace("layers = 2", &format!("layers = {layers}"));
+    let spec = ipu_codegen::workload::WorkloadSpec::parse(&text, "test").expect("parses");
+    let graph = spec.import().expect("imports");
+    let target = Target::preset("mk2-1500").expect("a target");
+    let cfg = ipu_codegen::driver::PhaseConfigs::default().lower_mid;
+    let mid = ipu_codegen::stages::lower_mid::lower_mid(&graph, &target, &cfg).expect("lowers");
+    (graph, mid, target)
+}
+
+#[test]
+fn copied_layers_are_the_program_their_operators_build() {
+    for layers in [5, 7] {
+        let (graph, mid, target) = encoder(layers);
+        let repeated = model_layers(&graph, &mid);
+        assert!(repeated.is_some(), "{layers} layers repeat");
+        for mapping in [Mapping::RowMajor, Mapping::SharedPanels] {
+            let (copied, was) = whole_program(&graph, &mid, 0, mapping, &target, repeated);
+            let (built, _) = whole_program(&graph, &mid, 0, mapping, &target, None);
+            assert!(was, "{layers} layers under {mapping:?} were not copied");
+            assert_eq!(copied.buffers.len(), built.buffers.len());
+            assert!(copied == built, "{layers} layers under {mapping:?}");
+        }
+    }
+}
+
+#[test]
+fn four_layers_are_built_not_copied() {
+    let (graph, mid, target) = encoder(4);
+    let repeated = model_layers(&graph, &mid);
+    let (_, copied) = whole_program(&graph, &mid, 0, Mapping::RowMajor, &target, repeated);
+    assert!(!copied);
 }

@@ -235,16 +235,7 @@ fn cheapest(
         let (_, f, mapping) = choose(&candidates, modelled)
             .ok_or(SelectFinalistError::NoFinalist)?
             .map_err(|(_, why)| SelectFinalistError::NoneFits(why))?;
-        let plan = &mid.finalists[f as usize];
-        let whole = build(
-            graph,
-            &mid.operators,
-            &plan.partitions,
-            f,
-            mapping,
-            target,
-            layers,
-        );
+        let (whole, _) = whole_program(graph, mid, f, mapping, target, layers);
         match too_full(&whole, target) {
             None => return Ok(whole),
             Some(why) => {
@@ -253,6 +244,29 @@ fn cheapest(
             }
         }
     }
+}
+
+/// The whole program of finalist `f` under `mapping`, its middle layers copied from the third when
+/// `layers` (what [`model_layers`] gives) number five or more, else every operator built: the same
+/// program either way; and whether they were copied.
+pub fn whole_program(
+    graph: &Graph,
+    mid: &Mid,
+    f: u32,
+    mapping: Mapping,
+    target: &Target,
+    layers: Option<Layers>,
+) -> (Selected, bool) {
+    let partitions = &mid.finalists[f as usize].partitions;
+    build(
+        graph,
+        &mid.operators,
+        partitions,
+        f,
+        mapping,
+        target,
+        layers,
+    )
 }
 
 /// Why `s` does not fit tile memory, if it does not: the first tile and step that overflow.
@@ -288,7 +302,8 @@ pub fn model(
                 mapping,
                 target,
                 None,
-            );
+            )
+            .0;
             ((s.estimate.cycles, s.estimate.exchange_cycles), s)
         }
     }
@@ -359,7 +374,8 @@ fn through_second_layer(
         mapping,
         target,
         None,
-    );
+    )
+    .0;
     let first_step: usize = partitions[..second].iter().map(steps_of).sum::<u32>() as usize;
     let steps = || (s.steps.iter().zip(&s.estimate.steps)).skip(first_step);
     let layer = steps().map(|(_, c)| c).sum::<u64>()

@@ -477,7 +477,8 @@ pub(super) fn steps_of(p: &Partition) -> u32 {
 
 /// The program of `operators` under one finalist plan (`partitions`, number `finalist`) under
 /// `mapping`: the whole program for all of the mid's operators. With `layers` (the mid's, when they
-/// repeat exactly), the middle layers are copies of the third ([`replicate`]): the same program.
+/// repeat exactly), the middle layers are copies of the third ([`replicate`]): the same program;
+/// and whether they were.
 pub(super) fn build(
     graph: &Graph,
     operators: &[Operator],
@@ -486,10 +487,10 @@ pub(super) fn build(
     mapping: Mapping,
     target: &Target,
     layers: Option<Layers>,
-) -> Selected {
+) -> (Selected, bool) {
     let mut b = Builder::new(graph, operators, partitions, mapping, target);
-    b.lay_out(operators, partitions, layers);
-    b.into_selected(operators, partitions, finalist)
+    let copied = b.lay_out(operators, partitions, layers);
+    (b.into_selected(operators, partitions, finalist), copied)
 }
 
 impl<'a> Builder<'a> {
