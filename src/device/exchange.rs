@@ -66,10 +66,8 @@ impl Device {
                 continue;
             };
             for s in line.sends.iter().filter(|s| s.send.wide) {
-                let clash = other
-                    .sends
-                    .iter()
-                    .find(|m| m.at < s.end() && s.at < m.end());
+                // The mate's sends rise in start and end: its first send overlapping this one.
+                let clash = overlapping(&other.sends, s.at, s.end(), |m| (m.at, m.end())).first();
                 if let Some(m) = clash {
                     let message = format!(
                         "{} sends wide over the supertile bus at cycles {}..{} while its pair mate \
@@ -266,9 +264,10 @@ impl Device {
             };
             for span in r.spans.iter().filter(|s| s.wide) {
                 let (a, b) = (span.from, span.until);
-                let clash = other.spans.iter().find(|m| {
-                    m.from < b && a < m.until && (m.sender, m.send) != (span.sender, span.send)
-                });
+                // A tile's receives, checked not to overlap, rise in start and end.
+                let clash = overlapping(&other.spans, a, b, |m| (m.from, m.until))
+                    .iter()
+                    .find(|m| (m.sender, m.send) != (span.sender, span.send));
                 if let Some(m) = clash {
                     let message = format!(
                         "wide receive over the supertile bus at cycles {a}..{b} while its pair mate \
@@ -373,6 +372,15 @@ fn mate(t: usize) -> usize {
     t ^ 1
 }
 
+/// The items of `list` overlapping cycles `a..b` (`start < b && a < end`), for a list whose starts
+/// and ends both rise (a tile's sends; its receives once checked not to overlap): a run of it, in
+/// its order, found by two binary searches.
+fn overlapping<T>(list: &[T], a: u64, b: u64, span: impl Fn(&T) -> (u64, u64)) -> &[T] {
+    let from = list.partition_point(|m| span(m).1 <= a);
+    let to = list.partition_point(|m| span(m).0 < b);
+    &list[from..to.max(from)]
+}
+
 /// One tile's receives: what each delivers, the cycles each keeps the tile's port, and until when the
 /// last word arrives.
 #[derive(Default)]
@@ -439,4 +447,39 @@ fn window<'r>(
         ));
     }
     Ok(run.window(skip, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlapping;
+    use crate::rng::SplitMix64;
+
+    /// Over lists laid out as a tile's sends are (each starting at or after the one before ends, some
+    /// empty, some touching), the run `overlapping` finds is exactly what a scan in order keeps.
+    #[test]
+    fn overlapping_finds_what_a_scan_of_the_list_finds() {
+        let mut rng = SplitMix64(5);
+        for _ in 0..500 {
+            let mut at = rng.below(4);
+            let list: Vec<(u64, u64)> = (0..rng.below(12))
+                .map(|_| {
+                    let span = (at, at + [0, 1, 3, 8][rng.below(4) as usize]);
+                    at = span.1 + [0, 0, 1, 5][rng.below(4) as usize];
+                    span
+                })
+                .collect();
+            for _ in 0..20 {
+                let a = rng.below(at + 4);
+                let b = a + rng.below(10);
+                let scanned: Vec<(u64, u64)> = (list.iter().copied())
+                    .filter(|&(start, end)| start < b && a < end)
+                    .collect();
+                assert_eq!(
+                    overlapping(&list, a, b, |&s| s),
+                    scanned,
+                    "{list:?} {a}..{b}"
+                );
+            }
+        }
+    }
 }

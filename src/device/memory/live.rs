@@ -15,8 +15,9 @@ use crate::ir::BufferInfo;
 const GRANULE: usize = 1024;
 /// Steps within which a short-lived buffer's life ends: one with `last_step - first_step` at most
 /// this. A granule's short-lived buffers are sorted by their first step, so a write at step `s`
-/// looks only at those whose first step is in `s - SHORT..s`; the others are few (weights, and
-/// what lives across layers) and are all looked at.
+/// looks only at those whose first step is in `s - reach..s`, `reach` the longest life among them
+/// (at most this); the others are few (weights, and what lives across layers) and are all looked
+/// at.
 const SHORT: u64 = 64;
 
 /// Where and when a buffer of the table lives.
@@ -36,14 +37,27 @@ impl Span {
 
 pub(super) struct LiveIndex {
     spans: Vec<Span>,
-    /// Granule `g`'s buffers are `indices[starts[g]..starts[g + 1]]`: first its `longs[g]`
-    /// long-lived ones, by table index, then its short-lived ones by first step and table index.
-    starts: Vec<u32>,
-    longs: Vec<u32>,
-    indices: Vec<u32>,
-    /// Per granule, the step last asked about and how many of its short-lived buffers began
-    /// before it: a superstep's writes ask about one step, and the device's steps come in order.
-    began: Vec<(u32, u32)>,
+    /// Every granule's buffers, each as (first step, table index): granule `g`'s are
+    /// `entries[granules[g].start..granules[g + 1].start]`, first its `long` long-lived ones, by
+    /// table index, then its short-lived ones by first step and table index. The last granule
+    /// record only marks the end.
+    entries: Vec<(u32, u32)>,
+    granules: Vec<Granule>,
+}
+
+/// One granule's place in the entries and what it knows of the steps, kept together so a write
+/// reads one record a granule.
+#[derive(Clone, Copy, Default)]
+struct Granule {
+    start: u32,
+    long: u32,
+    /// The longest life (`last_step - first_step`) of its short-lived buffers: one live at step
+    /// `s` began no earlier than `s` less it.
+    reach: u32,
+    /// The step last asked about, and how many of its short-lived buffers began before it: a
+    /// superstep's writes ask about one step, and the device's steps come in order.
+    asked: u32,
+    began: u32,
 }
 
 impl LiveIndex {
@@ -61,46 +75,49 @@ impl LiveIndex {
         let count = size.div_ceil(GRANULE);
         // The granules a buffer overlaps: an empty one, the granule its address is in.
         let (low, high) = (u64::from(base), u64::from(base) + size as u64);
-        let granules = |s: &Span| {
+        let overlapped = |s: &Span| {
             let (start, end) = (s.address.max(low), s.end.max(s.address + 1).min(high));
             let first = ((start - low) / GRANULE as u64) as usize;
             (start < end).then(|| first..((end - low) as usize).div_ceil(GRANULE))
         };
-        let mut starts = vec![0u32; count + 1];
+        let mut granules = vec![Granule::default(); count + 1];
         for s in &spans {
-            for g in granules(s).into_iter().flatten() {
-                starts[g + 1] += 1;
+            for g in overlapped(s).into_iter().flatten() {
+                granules[g + 1].start += 1;
             }
         }
         for g in 0..count {
-            starts[g + 1] += starts[g];
+            granules[g + 1].start += granules[g].start;
         }
-        let mut next = starts.clone();
-        let mut indices = vec![0u32; starts[count] as usize];
+        let mut next: Vec<u32> = granules.iter().map(|g| g.start).collect();
+        let mut entries = vec![(0u32, 0u32); granules[count].start as usize];
         for (i, s) in spans.iter().enumerate() {
-            for g in granules(s).into_iter().flatten() {
-                indices[next[g] as usize] = i as u32;
+            for g in overlapped(s).into_iter().flatten() {
+                entries[next[g] as usize] = (s.first_step, i as u32);
                 next[g] += 1;
             }
         }
-        let mut longs = vec![0u32; count];
         for g in 0..count {
-            let run = &mut indices[starts[g] as usize..starts[g + 1] as usize];
-            run.sort_by_key(|&i| {
-                let s = &spans[i as usize];
-                (s.short(), if s.short() { s.first_step } else { 0 }, i)
+            let run = &mut entries[granules[g].start as usize..granules[g + 1].start as usize];
+            run.sort_by_key(|&(first, i)| {
+                let short = spans[i as usize].short();
+                (short, if short { first } else { 0 }, i)
             });
-            longs[g] = run
+            let long = run
                 .iter()
-                .take_while(|&&i| !spans[i as usize].short())
-                .count() as u32;
+                .take_while(|&&(_, i)| !spans[i as usize].short())
+                .count();
+            let life = |&(_, i): &(u32, u32)| {
+                let s = &spans[i as usize];
+                s.last_step.saturating_sub(s.first_step)
+            };
+            granules[g].long = long as u32;
+            granules[g].reach = run[long..].iter().map(life).max().unwrap_or(0);
         }
         LiveIndex {
             spans,
-            starts,
-            longs,
-            indices,
-            began: vec![(0, 0); count],
+            entries,
+            granules,
         }
     }
 
@@ -114,31 +131,37 @@ impl LiveIndex {
         step: u32,
     ) -> Option<usize> {
         let (addr, end) = (u64::from(addr), u64::from(addr) + len as u64);
-        let hits = |&i: &u32| {
+        let hits = |&(_, i): &(u32, u32)| {
             let s = &self.spans[i as usize];
             addr < s.end && s.address < end && s.first_step < step && step <= s.last_step
         };
-        let last = (offset + len.max(1))
-            .div_ceil(GRANULE)
-            .min(self.longs.len());
+        let count = self.granules.len() - 1;
+        let last = (offset + len.max(1)).div_ceil(GRANULE).min(count);
         let mut first: Option<u32> = None;
         for g in (offset / GRANULE).min(last)..last {
-            let run = &self.indices[self.starts[g] as usize..self.starts[g + 1] as usize];
-            let (long, short) = run.split_at(self.longs[g] as usize);
-            // Short-lived buffers live at `step` began within SHORT steps before it.
-            let before = |i: &u32| self.spans[*i as usize].first_step < step;
-            let began = match self.began[g] {
-                (asked, n) if asked == step => n as usize,
-                (asked, n) if asked < step => {
-                    n as usize + short[n as usize..].iter().take_while(|i| before(i)).count()
+            let (at, to) = (self.granules[g], self.granules[g + 1].start);
+            let run = &self.entries[at.start as usize..to as usize];
+            let (long, short) = run.split_at(at.long as usize);
+            // Short-lived buffers live at `step` began within the granule's reach before it.
+            let before = |&(first, _): &(u32, u32)| first < step;
+            let began = match at.asked.cmp(&step) {
+                std::cmp::Ordering::Equal => at.began as usize,
+                std::cmp::Ordering::Less => {
+                    let n = at.began as usize;
+                    n + short[n..].iter().take_while(|e| before(e)).count()
                 }
-                _ => short.partition_point(before),
+                std::cmp::Ordering::Greater => short.partition_point(before),
             };
-            self.began[g] = (step, began as u32);
-            let recent = short[..began].iter().rev().take_while(|&&i| {
-                u64::from(self.spans[i as usize].first_step) + SHORT >= u64::from(step)
+            (self.granules[g].asked, self.granules[g].began) = (step, began as u32);
+            let recent = short[..began].iter().rev().take_while(|&&(first, _)| {
+                u64::from(first) + u64::from(at.reach) >= u64::from(step)
             });
-            if let Some(&i) = long.iter().chain(recent).filter(|i| hits(i)).min() {
+            if let Some(&(_, i)) = long
+                .iter()
+                .chain(recent)
+                .filter(|e| hits(e))
+                .min_by_key(|e| e.1)
+            {
                 first = Some(first.map_or(i, |f| f.min(i)));
             }
         }
