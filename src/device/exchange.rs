@@ -284,34 +284,37 @@ impl Device {
         Ok(())
     }
 
-    /// Reads every delivery's bytes from its sender's memory, per receiving tile.
+    /// Reads every delivery's bytes from its sender's memory, per receiving tile: its deliveries'
+    /// bytes one after another, and where each ends.
     fn read_payloads(
         &self,
         step: usize,
         receives: &[TileReceives],
-    ) -> Result<Vec<Vec<Vec<u8>>>, Fault> {
+    ) -> Result<Vec<Payloads>, Fault> {
         let tiles = &self.tiles;
         receives
             .par_iter()
             .map(|r| {
-                r.deliveries
-                    .iter()
-                    .map(|d| {
-                        let memory = &tiles[d.from].memory;
-                        // Checked against the sender's memory piece by piece as it is read.
-                        let mut out = Vec::new();
-                        for (at, len) in window(&d.source, d.skip, d.bytes, "exchange send")
-                            .map_err(|m| fault(d.from, step, d.cycle, m))?
-                        {
-                            out.extend_from_slice(
-                                memory
-                                    .read(at, len, "exchange send")
-                                    .map_err(|m| fault(d.from, step, d.cycle, m))?,
-                            );
-                        }
-                        Ok(out)
-                    })
-                    .collect::<Result<_, Fault>>()
+                let total = r.deliveries.iter().map(|d| d.bytes as usize).sum();
+                let mut out = Payloads {
+                    bytes: Vec::with_capacity(total),
+                    ends: Vec::with_capacity(r.deliveries.len()),
+                };
+                for d in &r.deliveries {
+                    let memory = &tiles[d.from].memory;
+                    // Checked against the sender's memory piece by piece as it is read.
+                    for (at, len) in window(&d.source, d.skip, d.bytes, "exchange send")
+                        .map_err(|m| fault(d.from, step, d.cycle, m))?
+                    {
+                        out.bytes.extend_from_slice(
+                            memory
+                                .read(at, len, "exchange send")
+                                .map_err(|m| fault(d.from, step, d.cycle, m))?,
+                        );
+                    }
+                    out.ends.push(out.bytes.len());
+                }
+                Ok(out)
             })
             .collect::<Vec<Result<_, _>>>()
             .into_iter()
@@ -324,15 +327,17 @@ impl Device {
         &mut self,
         step: usize,
         receives: &[TileReceives],
-        payloads: &[Vec<Vec<u8>>],
+        payloads: &[Payloads],
     ) -> Result<(), Fault> {
         self.tiles
             .par_iter_mut()
             .zip(receives.par_iter().zip(payloads.par_iter()))
             .enumerate()
             .map(|(t, (tile, (r, data)))| {
-                for (d, bytes) in r.deliveries.iter().zip(data) {
-                    let mut rest = bytes.as_slice();
+                let starts = std::iter::once(0).chain(data.ends.iter().copied());
+                for (d, (start, end)) in r.deliveries.iter().zip(starts.zip(&data.ends)) {
+                    let bytes = &data.bytes[start..*end];
+                    let mut rest = bytes;
                     for (at, len) in window(&d.destination, d.skip, d.bytes, "exchange receive")
                         .map_err(|m| fault(t, step, d.cycle, m))?
                     {
@@ -379,6 +384,13 @@ fn overlapping<T>(list: &[T], a: u64, b: u64, span: impl Fn(&T) -> (u64, u64)) -
     let from = list.partition_point(|m| span(m).1 <= a);
     let to = list.partition_point(|m| span(m).0 < b);
     &list[from..to.max(from)]
+}
+
+/// What one tile receives in a superstep: every delivery's bytes one after another, and the end of
+/// each in them.
+struct Payloads {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
 }
 
 /// One tile's receives: what each delivers, the cycles each keeps the tile's port, and until when the
