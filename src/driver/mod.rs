@@ -8,7 +8,8 @@
 //!   build ([`record_continues`]); otherwise the build stops and says which phase to build to first.
 //! - Every phase that runs or hits the cache gets a stage record (`stages/<build>/<phase>.json`),
 //!   rewritten only when its output or key changes; the package's phase also writes `model.ipuexe`,
-//!   rewritten only when its bytes change. Writes go through a temp file and a rename, on a background
+//!   rewritten only when its bytes change (a stored package's file is checked against its header and
+//!   hash, and the object read only to write it again). Writes go through a temp file and a rename, on a background
 //!   thread in the order a synchronous build would make them ([`writer`]).
 //! - When `place_storage` cannot place the storage of the finalist `select_finalist` chose, and this
 //!   build ran `select_finalist`, the finalist under its mapping is passed over (a log line says so)
@@ -526,8 +527,11 @@ impl Build<'_> {
                 }
             }
             if spec.output == PACKAGE {
-                // A fresh package's `model.ipuexe` was begun beside its object.
-                if let Some(output) = cached {
+                // A fresh package's `model.ipuexe` was begun beside its object; a stored one's is
+                // written from its object unless the file holds it already.
+                if let Some(output) = cached
+                    && !records::holds_package(&ipuexe, &output)
+                {
                     let body = self.store.get(&output)?;
                     writer.push(Write::PackageBegin {
                         path: ipuexe.clone(),

@@ -269,6 +269,23 @@ fn package_body_hash(path: &Path) -> Result<ContentHash, String> {
     Ok(body)
 }
 
+/// Whether the `model.ipuexe` at `path` is exactly package `body`'s, as this compiler writes it:
+/// its header ([`crate::ir::ipuexe_header`]), then bytes that hash to `body` (read in pieces,
+/// nothing kept).
+pub fn holds_package(path: &Path, body: &ContentHash) -> bool {
+    use std::io::Read as _;
+    let Ok((mut file, _)) = crate::files::open(path, "application package") else {
+        return false;
+    };
+    let want = crate::ir::ipuexe_header(*body);
+    let mut head = vec![0u8; want.len()];
+    if file.read_exact(&mut head).is_err() || head != want {
+        return false;
+    }
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(&mut file).is_ok() && hasher.finalize().as_bytes() == &body.0
+}
+
 /// The staleness rule: a stage record continues a build when it was made for the same workload and
 /// target, from exactly the outputs the build has recorded (or imported) before it.
 pub fn record_continues(

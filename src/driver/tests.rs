@@ -554,6 +554,35 @@ fn a_package_whose_object_is_not_stored_leaves_the_old_model_ipuexe() {
     assert!(std::fs::read(&ipuexe).expect("model.ipuexe") != b"older");
 }
 
+/// A build whose package is stored leaves a `model.ipuexe` that holds it alone (the file is not
+/// replaced), and writes it again when its bytes are not the package's: a byte of its body
+/// changed, its header naming another compiler, or the file cut short.
+#[test]
+fn a_stored_package_rewrites_a_model_ipuexe_that_does_not_hold_it() {
+    use std::os::unix::fs::MetadataExt as _;
+    let small = Small::new();
+    let b = small.build();
+    b.run(PIPELINE[0], last()).expect("build");
+    let ipuexe = b.dir().join("model.ipuexe");
+    let good = std::fs::read(&ipuexe).expect("model.ipuexe");
+    let inode = || std::fs::metadata(&ipuexe).expect("model.ipuexe").ino();
+    let before = inode();
+    b.run(PIPELINE[0], last()).expect("warm build");
+    assert_eq!(inode(), before, "an intact model.ipuexe was replaced");
+    let mut body = good.clone();
+    *body.last_mut().expect("a body") ^= 1;
+    // The compiler version's first byte, after the magic and its length.
+    let mut header = good.clone();
+    header[12] ^= 1;
+    let short = good[..good.len() - 1].to_vec();
+    for (what, damaged) in [("body", body), ("header", header), ("cut short", short)] {
+        std::fs::write(&ipuexe, damaged).expect("damaged model.ipuexe");
+        b.run(PIPELINE[0], last()).expect("warm build");
+        let restored = std::fs::read(&ipuexe).expect("model.ipuexe") == good;
+        assert!(restored, "a model.ipuexe with its {what} damaged was kept");
+    }
+}
+
 // ---- a finalist place_storage cannot place ----
 
 /// The small preset's build on a tile of `standard` and `interleaved` bytes of memory.
