@@ -20,11 +20,12 @@ const GRANULE: usize = 1024;
 /// at.
 const SHORT: u64 = 64;
 
-/// Where and when a buffer of the table lives.
+/// Where and when a buffer of the table lives (its end within u32: [`super::TileMemory::new`]
+/// refuses a table with a buffer ending past it).
 #[derive(Clone, Copy)]
 struct Span {
-    address: u64,
-    end: u64,
+    address: u32,
+    end: u32,
     first_step: u32,
     last_step: u32,
 }
@@ -66,8 +67,8 @@ impl LiveIndex {
     pub(super) fn new(base: u32, size: usize, buffers: &[BufferInfo]) -> LiveIndex {
         let spans: Vec<Span> = (buffers.iter())
             .map(|b| Span {
-                address: u64::from(b.address),
-                end: u64::from(b.address) + u64::from(b.bytes),
+                address: b.address,
+                end: b.address.saturating_add(b.bytes),
                 first_step: b.first_step,
                 last_step: b.last_step,
             })
@@ -76,7 +77,8 @@ impl LiveIndex {
         // The granules a buffer overlaps: an empty one, the granule its address is in.
         let (low, high) = (u64::from(base), u64::from(base) + size as u64);
         let overlapped = |s: &Span| {
-            let (start, end) = (s.address.max(low), s.end.max(s.address + 1).min(high));
+            let (address, end) = (u64::from(s.address), u64::from(s.end));
+            let (start, end) = (address.max(low), end.max(address + 1).min(high));
             let first = ((start - low) / GRANULE as u64) as usize;
             (start < end).then(|| first..((end - low) as usize).div_ceil(GRANULE))
         };
@@ -133,7 +135,10 @@ impl LiveIndex {
         let (addr, end) = (u64::from(addr), u64::from(addr) + len as u64);
         let hits = |&(_, i): &(u32, u32)| {
             let s = &self.spans[i as usize];
-            addr < s.end && s.address < end && s.first_step < step && step <= s.last_step
+            addr < u64::from(s.end)
+                && u64::from(s.address) < end
+                && s.first_step < step
+                && step <= s.last_step
         };
         let count = self.granules.len() - 1;
         let last = (offset + len.max(1)).div_ceil(GRANULE).min(count);
