@@ -8,9 +8,10 @@
 //!   build ([`record_continues`]); otherwise the build stops and says which phase to build to first.
 //! - Every phase that runs or hits the cache gets a stage record (`stages/<build>/<phase>.json`),
 //!   rewritten only when its output or key changes; the package's phase also writes `model.ipuexe`,
-//!   rewritten only when its bytes change (a stored package's file is checked against its header and
-//!   hash, and the object read only to write it again). Writes go through a temp file and a rename, on a background
-//!   thread in the order a synchronous build would make them ([`writer`]).
+//!   rewritten only when its bytes change (for a stored package, the file is checked against its
+//!   header and hash, and the object read only to write it again). Writes go through a temp file
+//!   and a rename, on a background thread in the order a synchronous build would make them
+//!   ([`writer`]).
 //! - When `place_storage` cannot place the storage of the finalist `select_finalist` chose, and this
 //!   build ran `select_finalist`, the finalist under its mapping is passed over (a log line says so)
 //!   and the build runs again from `select_finalist` on the outputs it already has ([`Build::run`]);
