@@ -552,20 +552,13 @@ impl<'a> Builder<'a> {
         // Through layer 2, marking where layers 1 and 2 begin and where layer 2 ends; then the
         // copies, then the last layer (or, not copied, the rest).
         let layer = |k: u32| (l.start + k * l.period) as usize;
-        ops()
-            .take(layer(1))
-            .for_each(|(op, p)| self.operator(op, p));
-        let one = self.mark();
-        ops()
-            .take(layer(2))
-            .skip(layer(1))
-            .for_each(|(op, p)| self.operator(op, p));
-        let two = self.mark();
-        ops()
-            .take(layer(3))
-            .skip(layer(2))
-            .for_each(|(op, p)| self.operator(op, p));
-        let copied = self.replicated_layers(operators, l, [one, two, self.mark()], &homes);
+        let mut built = 0;
+        let marks = [1, 2, 3].map(|k| {
+            (ops().take(layer(k)).skip(built)).for_each(|(op, p)| self.operator(op, p));
+            built = layer(k);
+            self.mark()
+        });
+        let copied = self.replicated_layers(operators, l, marks, &homes);
         let next = layer(if copied { l.count - 1 } else { 3 });
         ops().skip(next).for_each(|(op, p)| self.operator(op, p));
         copied
