@@ -40,6 +40,25 @@ impl Groups {
     }
 }
 
+/// An exchange phase of the program under construction.
+pub(super) enum Pending {
+    /// Its superstep and sends.
+    Sends(StepId, Groups),
+    Made(ExchangePhase),
+}
+
+impl Pending {
+    /// The phase, made (from its sends, as the program's `i`th) if it was not.
+    pub(super) fn made(self, i: usize, buffers: &[Buffer], target: &Target) -> ExchangePhase {
+        match self {
+            Pending::Sends(step, groups) => {
+                exchange_phase(ExchangeId::from_index(i), step, groups, buffers, target)
+            }
+            Pending::Made(phase) => phase,
+        }
+    }
+}
+
 /// The program under construction.
 pub(super) struct Builder<'a> {
     pub(super) graph: &'a Graph,
@@ -56,8 +75,9 @@ pub(super) struct Builder<'a> {
     run_inputs: Vec<HostTransfer>,
     run_outputs: Vec<HostTransfer>,
     steps: Vec<Step>,
-    /// Each exchange phase's superstep and sends, made into phases once the program is whole.
-    exchanges: Vec<(StepId, Groups)>,
+    /// Each exchange phase: its superstep and sends, made into a phase once the program is whole,
+    /// or made already (a copied layer's, `builder/replicate.rs`).
+    exchanges: Vec<Pending>,
     compute_sets: Vec<ComputeSet>,
     last_step: u32,
 }
@@ -326,21 +346,18 @@ impl Builder<'_> {
     /// Appends an exchange phase made of `groups` as the next step.
     fn exchange(&mut self, groups: Groups) {
         let id = ExchangeId::from_index(self.exchanges.len());
-        self.exchanges
-            .push((StepId(self.steps.len() as u32), groups));
+        (self.exchanges).push(Pending::Sends(StepId(self.steps.len() as u32), groups));
         self.steps.push(Step::Exchange(id));
     }
 
-    /// Every exchange phase, made from its sends side by side (a transfer reads only what its
-    /// source buffer was made with: its tile, value and element type).
+    /// Every exchange phase, those not made yet made from their sends side by side (a transfer
+    /// reads only what its source buffer was made with: its tile, value and element type).
     fn exchange_phases(&mut self) -> Vec<ExchangePhase> {
         let (buffers, target) = (&self.buffers, self.target);
         (std::mem::take(&mut self.exchanges)
             .into_par_iter()
             .enumerate())
-        .map(|(i, (step, groups))| {
-            exchange_phase(ExchangeId::from_index(i), step, groups, buffers, target)
-        })
+        .map(|(i, pending)| pending.made(i, buffers, target))
         .collect()
     }
 

@@ -4,23 +4,27 @@
 //! Contract: [`Builder::replicated_layers`] is called with layers 0 to 2 built (their marks taken
 //! where each began and ended) and the homes of every operator laid; it appends layers 3 to
 //! `count - 2` as copies of layer 2, each exactly what building its operators would append: every
-//! buffer, host stream entry, superstep, exchange send and compute set of layer 2, renamed. Layer
+//! buffer, host stream entry, superstep, exchange phase and compute set of layer 2, renamed. Layer
 //! `2 + n`'s own buffers and those of the layer before it are layer 2's and layer 1's moved by `n`
 //! layers' worth of ids, its weights' home pieces the same pieces of its own operators' homes, any
 //! other buffer (an input's home pieces every layer reads) itself; steps move by `n` layers of steps
 //! but step 0 (written by the host) and the last step (live throughout); values and operators are
-//! those of the operator in the same place in its layer. Each copied send extends its source's
-//! lifetime to its step, as a gather does, and each value a copied layer produces is held by the
+//! those of the operator in the same place in its layer. Layer 2's exchange phases are made when it
+//! is copied, and each copy is made from them, not from its sends: a transfer renamed (its
+//! destinations and the phase's transfers sorted again, as making a phase sorts them), the lower
+//! bound kept (it counts tiles and bytes, which a copy keeps). Each copied transfer extends its
+//! source's lifetime to its step, as a gather does, and each value a copied layer produces is held by the
 //! copies of layer 2's holders, so the last layer, built as usual, reads it. It returns false, having
 //! changed nothing, when the layers are not copies in ids: a layer 1 or 2 of another size, homes of
 //! another size, or operators whose values do not correspond one to one.
 
-use super::{Builder, Groups, Holders};
+use super::{Builder, Groups, Holders, Pending};
 use crate::ids::{BufferId, ExchangeId, StepId, ValueId};
 use crate::ir::{
-    Buffer, ComputeSet, Destination, HostTransfer, Layers, Operand, Operator, Rect, Step, Vertex,
-    reads,
+    Buffer, ComputeSet, Destination, ExchangePhase, HostTransfer, Layers, Operand, Operator, Rect,
+    Step, Transfer, Vertex, reads,
 };
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::ops::Range;
 
@@ -85,21 +89,41 @@ impl Builder<'_> {
                 values,
             });
         }
-        let layer = self.template(&operators[ops(0)], two, end);
+        let made = self.made_phases(two.exchanges..end.exchanges);
+        let layer = self.template(&operators[ops(0)], made, two, end);
         for r in &renames {
             self.copy_layer(&layer, r, &operators[ops(0)], &operators[ops(r.n)]);
         }
         true
     }
 
-    /// What layer 2 appended, from mark `two` to mark `end`, and the holders of what it produces.
-    fn template(&self, operators: &[Operator], two: Mark, end: Mark) -> Template {
+    /// The exchange phases in `range` made now (side by side), and a copy of each.
+    fn made_phases(&mut self, range: Range<usize>) -> Vec<ExchangePhase> {
+        let (buffers, target) = (&self.buffers, self.target);
+        (self.exchanges[range.clone()].par_iter_mut().zip(range))
+            .map(|(pending, i)| {
+                let phase =
+                    std::mem::replace(pending, Pending::Sends(StepId(0), Groups::default()))
+                        .made(i, buffers, target);
+                *pending = Pending::Made(phase.clone());
+                phase
+            })
+            .collect()
+    }
+
+    /// What layer 2 appended, from mark `two` to mark `end` (its exchange phases `made`), and the
+    /// holders of what it produces.
+    fn template(
+        &self,
+        operators: &[Operator],
+        made: Vec<ExchangePhase>,
+        two: Mark,
+        end: Mark,
+    ) -> Template {
         Template {
             buffers: self.buffers[two.buffers..end.buffers].to_vec(),
             steps: self.steps[two.steps..end.steps].to_vec(),
-            exchanges: (self.exchanges[two.exchanges..end.exchanges].iter())
-                .map(|(step, groups)| (*step, groups.0.clone()))
-                .collect(),
+            exchanges: made,
             compute_sets: self.compute_sets[two.compute_sets..end.compute_sets].to_vec(),
             host: [
                 self.initialize[two.initialize..end.initialize].to_vec(),
@@ -136,18 +160,38 @@ impl Builder<'_> {
         self.initialize.extend(host(initialize));
         self.run_inputs.extend(host(run_inputs));
         self.run_outputs.extend(host(run_outputs));
-        for (step, sends) in &layer.exchanges {
-            let step = r.step(*step);
-            let mut groups = Groups::default();
-            for &(source, rect, d) in sends {
+        for phase in &layer.exchanges {
+            let step = r.step(phase.step);
+            let transfers = (phase.transfers.iter()).map(|t| {
                 // As a gather does: the source lives until it is sent.
-                let source = r.buffer(source);
-                let b = &mut self.buffers[source.index()];
+                let source_buffer = r.buffer(t.source_buffer);
+                let b = &mut self.buffers[source_buffer.index()];
                 b.last_step = b.last_step.max(step);
-                let buffer = r.buffer(d.buffer);
-                groups.send(source, rect, Destination { buffer, ..d });
-            }
-            self.exchanges.push((step, groups));
+                let mut destinations: Vec<Destination> = (t.destinations.iter())
+                    .map(|d| Destination {
+                        buffer: r.buffer(d.buffer),
+                        ..*d
+                    })
+                    .collect();
+                destinations.sort_unstable_by_key(|d| (d.tile, d.buffer));
+                Transfer {
+                    source: t.source,
+                    source_buffer,
+                    value: b.value,
+                    rect: t.rect,
+                    destinations,
+                    bytes: t.bytes,
+                }
+            });
+            let mut transfers: Vec<Transfer> = transfers.collect();
+            transfers.sort_unstable_by_key(|t| (t.source_buffer, t.rect));
+            self.exchanges.push(Pending::Made(ExchangePhase {
+                id: ExchangeId::from_index(self.exchanges.len()),
+                step,
+                transfers,
+                // The bound counts tiles and bytes, which a copy keeps.
+                lower_bound: phase.lower_bound,
+            }));
         }
         for cs in &layer.compute_sets {
             let Some(at) = from.iter().position(|op| op.id() == cs.operator) else {
@@ -199,19 +243,16 @@ impl Mark {
 }
 
 /// What layer 2 appended, to be copied: its buffers (their lifetimes as its own operators left
-/// them), steps, exchange sends by phase, compute sets and host stream entries (`initialize`,
+/// them), steps, exchange phases (made), compute sets and host stream entries (`initialize`,
 /// `run` inputs and outputs), and the holders of each value it produces.
 struct Template {
     buffers: Vec<Buffer>,
     steps: Vec<Step>,
-    exchanges: Vec<(StepId, Vec<Send>)>,
+    exchanges: Vec<ExchangePhase>,
     compute_sets: Vec<ComputeSet>,
     host: [Vec<HostTransfer>; 3],
     produced: Vec<(ValueId, Vec<(Rect, BufferId)>)>,
 }
-
-/// A send of a phase being built: source buffer, rectangle, destination.
-type Send = (BufferId, Rect, Destination);
 
 /// How layer 2's ids become layer `2 + n`'s.
 struct Rename {
