@@ -320,13 +320,17 @@ fn place_tile(
 type Footprint = (u32, u32);
 
 /// The placed buffers of a tile by lifetime, to find those live with a buffer without visiting every
-/// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step; those live through
+/// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step (looked back over
+/// only as far as the longest of their lives, `reach`: one that began earlier has ended before any
+/// later step); those live through
 /// every step of the tile's buffers (resident weights) as the runs of memory they hold, touching
 /// ones joined, so that a tile's many resident panels cost each later buffer a run or two; the
 /// others with their footprints in address order. Joining touching runs moves no buffer of a byte
 /// or more: one placed at the boundary of two would overlap the upper.
 struct LiveIndex {
     short: BTreeMap<u32, Vec<(usize, Footprint)>>,
+    /// The most steps from first to last of a buffer in `short`.
+    reach: u32,
     long: Vec<(Footprint, usize)>,
     /// The steps every buffer of the tile lies within.
     span: (u32, u32),
@@ -342,6 +346,7 @@ impl LiveIndex {
         let last = buffers.iter().map(|b| b.last_step.0).max().unwrap_or(0);
         LiveIndex {
             short: BTreeMap::new(),
+            reach: 0,
             long: Vec::new(),
             span: (first, last),
             always: Vec::new(),
@@ -358,6 +363,7 @@ impl LiveIndex {
                 .fold(footprint, |(s, e), r| (s.min(r.0), e.max(r.1)));
             self.always.splice(from..to, [joined]);
         } else if b.last_step.0 - b.first_step.0 <= Self::SHORT {
+            self.reach = self.reach.max(b.last_step.0 - b.first_step.0);
             (self.short.entry(b.first_step.0).or_default()).push((index, footprint));
         } else {
             let at = self.long.partition_point(|l| *l <= (footprint, index));
@@ -371,7 +377,7 @@ impl LiveIndex {
         b: &'a Buffer,
         placed: &'a [(&Buffer, u32)],
     ) -> impl Iterator<Item = (u32, u32)> + 'a {
-        let from = b.first_step.0.saturating_sub(Self::SHORT);
+        let from = b.first_step.0.saturating_sub(self.reach);
         (self.short.range(from..=b.last_step.0))
             .flat_map(|(_, list)| list.iter().copied())
             .filter(move |&(i, _)| lifetimes_overlap(placed[i].0, b))
