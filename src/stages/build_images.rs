@@ -122,8 +122,9 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
     let covers = |operator: OpId| {
         (sel.operators.iter().find(|o| o.id() == operator)).map_or(&[][..], |o| o.covers())
     };
-    // Per buffer, the compute steps that use it, in step order, with their operators.
-    let mut users: Vec<Vec<(usize, OpId)>> = vec![Vec::new(); sel.buffers.len()];
+    // Per buffer, the compute steps that use it, in step order, with their operators: buffer `b`'s
+    // are `users[starts[b]..starts[b + 1]]` (a counting sort of every use, in step order).
+    let mut uses: Vec<(usize, (usize, OpId))> = Vec::new();
     for (i, step) in sel.steps.iter().enumerate() {
         let Step::Compute(c) = step else { continue };
         let Some(cs) = sel.compute_sets.get(*c as usize) else {
@@ -131,13 +132,25 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
         };
         for v in &cs.vertices {
             for u in v.kind.operands() {
-                if let Some(list) = users.get_mut(u.operand.buffer.index())
-                    && list.last() != Some(&(i, cs.operator))
-                {
-                    list.push((i, cs.operator));
+                let b = u.operand.buffer.index();
+                if b < sel.buffers.len() {
+                    uses.push((b, (i, cs.operator)));
                 }
             }
         }
+    }
+    let mut starts = vec![0usize; sel.buffers.len() + 1];
+    for &(b, _) in &uses {
+        starts[b + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let mut next = starts.clone();
+    let mut users = vec![(0usize, OpId(0)); uses.len()];
+    for (b, used) in uses {
+        users[next[b]] = used;
+        next[b] += 1;
     }
     let names = |mut ops: Vec<OpId>| {
         ops.sort_unstable();
@@ -161,24 +174,31 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
                     .exchanges
                     .get(x.index())
                     .map_or(&[][..], |x| &x.transfers);
-                let mut next_users: Vec<OpId> = Vec::new();
+                // The operators of the steps next using what the phase writes, each once.
+                let mut next_ops: Vec<OpId> = Vec::new();
                 for d in transfers.iter().flat_map(|t| &t.destinations) {
                     let b = d.buffer.index();
-                    let (Some(list), Some(mark)) = (users.get(b), seen.get_mut(b)) else {
+                    let Some(mark) = seen.get_mut(b) else {
                         continue;
                     };
                     if std::mem::replace(mark, i) == i {
                         continue;
                     }
+                    let list = &users[starts[b]..starts[b + 1]];
                     let first = list.partition_point(|&(j, _)| j <= i);
                     let Some(&(next, _)) = list.get(first) else {
                         continue;
                     };
                     let at_next = list[first..].iter().take_while(|&&(j, _)| j == next);
                     for &(_, op) in at_next {
-                        next_users.extend(covers(op).iter().copied());
+                        if !next_ops.contains(&op) {
+                            next_ops.push(op);
+                        }
                     }
                 }
+                let next_users: Vec<OpId> = (next_ops.into_iter())
+                    .flat_map(|op| covers(op).iter().copied())
+                    .collect();
                 if next_users.is_empty() {
                     let moved: Vec<_> = transfers.iter().map(|t| t.value).collect();
                     names(
