@@ -319,14 +319,14 @@ fn place_tile(
 /// The memory a placed buffer claims, from its start to its end ([`footprint`]).
 type Footprint = (u32, u32);
 
-/// The placed buffers of a tile by lifetime, to find those live with a buffer without visiting every
-/// one: buffers living at most [`LiveIndex::SHORT`] steps by their first step (looked back over
-/// only as far as the longest of their lives, `reach`: one that began earlier has ended before any
-/// later step); those live through
-/// every step of the tile's buffers (resident weights) as the runs of memory they hold, touching
-/// ones joined, so that a tile's many resident panels cost each later buffer a run or two; the
-/// others with their footprints in address order. Joining touching runs moves no buffer of a byte
-/// or more: one placed at the boundary of two would overlap the upper.
+/// The placed buffers of a tile by lifetime, to find those live with a buffer without visiting
+/// every one: buffers living at most [`LiveIndex::SHORT`] steps by their first step (looked back
+/// over only as far as the longest of their lives, `reach`: one that began earlier has ended before
+/// any later step); those live through every step of the tile's buffers (resident weights) as the
+/// runs of memory they hold, touching ones joined, so that a tile's many resident panels cost each
+/// later buffer a run or two; the others with their footprints in address order. Joining touching
+/// runs moves no buffer of a byte or more: one placed at the boundary of two would overlap the
+/// upper.
 struct LiveIndex {
     short: BTreeMap<u32, Vec<(usize, Footprint)>>,
     /// The most steps from first to last of a buffer in `short`.

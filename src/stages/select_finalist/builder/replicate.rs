@@ -7,16 +7,16 @@
 //! buffer, host stream entry, superstep, exchange phase and compute set of layer 2, renamed. Layer
 //! `2 + n`'s own buffers and those of the layer before it are layer 2's and layer 1's moved by `n`
 //! layers' worth of ids, its weights' home pieces the same pieces of its own operators' homes, any
-//! other buffer (an input's home pieces every layer reads) itself; steps move by `n` layers of steps
-//! but step 0 (written by the host) and the last step (live throughout); values and operators are
-//! those of the operator in the same place in its layer. Layer 2's exchange phases are made when it
-//! is copied, and each copy is made from them, not from its sends: a transfer renamed (its
+//! other buffer (an input's home pieces every layer reads) itself; steps move by `n` layers of
+//! steps but step 0 (written by the host) and the last step (live throughout); values and operators
+//! are those of the operator in the same place in its layer. Layer 2's exchange phases are made
+//! when it is copied, and each copy is made from them, not from its sends: a transfer renamed (its
 //! destinations and the phase's transfers sorted again, as making a phase sorts them), the lower
 //! bound kept (it counts tiles and bytes, which a copy keeps). Each copied transfer extends its
-//! source's lifetime to its step, as a gather does, and each value a copied layer produces is held by the
-//! copies of layer 2's holders, so the last layer, built as usual, reads it. It returns false, having
-//! changed nothing, when the layers are not copies in ids: a layer 1 or 2 of another size, homes of
-//! another size, or operators whose values do not correspond one to one.
+//! source's lifetime to its step, as a gather does, and each value a copied layer produces is held
+//! by the copies of layer 2's holders, so the last layer, built as usual, reads it. It returns
+//! false, having changed nothing, when the layers are not copies in ids: a layer 1 or 2 of another
+//! size, homes of another size, or operators whose values do not correspond one to one.
 
 use super::{Builder, Groups, Holders, Pending};
 use crate::ids::{BufferId, ExchangeId, StepId, ValueId};
