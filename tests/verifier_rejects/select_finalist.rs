@@ -19,7 +19,7 @@
 use crate::common::pipeline::{Built, small};
 use crate::{assert_rejects, first_of};
 use ipu_codegen::ids::{ExchangeId, StepId, TileId};
-use ipu_codegen::ir::{BufferClass, Selected, Step};
+use ipu_codegen::ir::{BufferClass, Selected, Step, Transfer};
 use ipu_codegen::stages::select_finalist;
 
 fn select_errors(b: &Built, sel: &Selected) -> Vec<String> {
@@ -310,6 +310,45 @@ fn select_finalist_verifier_rejects_two_transfers_filling_the_same_part_of_a_pan
     sel.exchanges[0].transfers.push(twin.clone());
     // Problems are listed by buffer: the destination buffer first in order shows.
     let d = *twin.destinations.iter().min_by_key(|d| d.buffer).unwrap();
+    assert_rejects(
+        &select_errors(b, &sel),
+        &[&format!(
+            "{} on {}: transfers {} and {} overlap",
+            d.buffer, d.tile, twin.rect, twin.rect
+        )],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_a_panel_no_transfer_fills() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let lost = sel.exchanges[0].transfers[0].destinations[0];
+    for t in sel.exchanges.iter_mut().flat_map(|ex| &mut ex.transfers) {
+        t.destinations.retain(|d| d.buffer != lost.buffer);
+    }
+    let elements = sel.buffers[lost.buffer.index()].rect.elements();
+    assert_rejects(
+        &select_errors(b, &sel),
+        &[&format!(
+            "{} on {}: incoming transfers cover 0 of {elements} elements",
+            lost.buffer, lost.tile
+        )],
+    );
+}
+
+#[test]
+fn select_finalist_verifier_rejects_a_panel_filled_again_in_a_later_phase() {
+    let b = small();
+    let mut sel = b.selected.clone();
+    let twin = sel.exchanges[0].transfers[0].clone();
+    let d = twin.destinations[0];
+    let again = Transfer {
+        destinations: vec![d],
+        ..twin.clone()
+    };
+    sel.exchanges[1].transfers.push(again);
+    // The rectangles of both phases are checked together.
     assert_rejects(
         &select_errors(b, &sel),
         &[&format!(
