@@ -14,21 +14,20 @@ mod exchange;
 pub use exchange::{BoundTransfer, Unplaceable, exchange_programs};
 
 use crate::ids::{BufferId, ExchangeId, TileId};
-use crate::ir::{ExchangeStorage, Exchanges, Operand, Selected, Step};
+use crate::ir::{Exchanges, Operand, Selected, Step};
 use crate::isa::encoding::{encode_instr, header_bytes};
 use crate::isa::{EncodedProgram, Instr, PLACEHOLDER_ADDRESS, Placed, Run};
 use crate::target::Target;
 use rayon::prelude::*;
 
-/// Exchange storage and schedules that do not belong to the program they are lowered with.
+/// Schedules that do not belong to the program they are lowered with.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "the exchange storage ({storage} phases) and the schedules ({schedules}) do not belong to a \
-     program of {program} exchange phases: they come from different builds"
+    "the schedules ({schedules} phases) do not belong to a program of {program} exchange phases: \
+     they come from different builds"
 )]
 pub struct Mismatch {
     pub program: usize,
-    pub storage: usize,
     pub schedules: usize,
 }
 
@@ -55,23 +54,11 @@ fn placed(sel: &Selected, operand: &Operand, base: u32) -> Placed {
     }
 }
 
-/// The program's exchange storage and schedules, refused unless they belong to it.
-fn check_belongs(
-    sel: &Selected,
-    storage: &ExchangeStorage,
-    exchanges: &Exchanges,
-) -> Result<(), Mismatch> {
-    let (program, storage_phases, schedules) = (
-        sel.exchanges.len(),
-        storage.phases.len(),
-        exchanges.phases.len(),
-    );
-    if storage_phases != program || schedules != program {
-        return Err(Mismatch {
-            program,
-            storage: storage_phases,
-            schedules,
-        });
+/// The program's schedules, refused unless they belong to it.
+fn check_belongs(sel: &Selected, exchanges: &Exchanges) -> Result<(), Mismatch> {
+    let (program, schedules) = (sel.exchanges.len(), exchanges.phases.len());
+    if schedules != program {
+        return Err(Mismatch { program, schedules });
     }
     Ok(())
 }
@@ -80,7 +67,6 @@ fn check_belongs(
 /// or a vertex per tile of its compute set (the `Sync` after it is the caller's).
 fn step_instrs(
     sel: &Selected,
-    storage: &ExchangeStorage,
     exchanges: &Exchanges,
     target: &Target,
     step: &Step,
@@ -89,7 +75,7 @@ fn step_instrs(
     match step {
         Step::Exchange(id) => {
             let sched = &exchanges.phases[id.index()].schedule;
-            exchange_programs(*id, sched, &bind(sel, storage, *id, address), target)
+            exchange_programs(*id, sched, &bind(sel, *id, address), target)
         }
         Step::Compute(c) => Ok(sel.compute_sets[*c as usize]
             .vertices
@@ -102,33 +88,31 @@ fn step_instrs(
     }
 }
 
-/// Exchange phase `id`'s transfers bound to memory, with buffer addresses from `address`.
+/// Exchange phase `id`'s transfers bound to memory, with buffer addresses from `address`: each
+/// reads and writes its rectangle's run in its buffer (`Buffer::run`).
 fn bind(
     sel: &Selected,
-    storage: &ExchangeStorage,
     id: ExchangeId,
     address: &(dyn Fn(BufferId) -> u32 + Sync),
 ) -> Vec<BoundTransfer> {
     // A placeholder base stays a placeholder, so sized code is never shorter than real code.
-    let place = |run: &Run, base: u32| {
-        if base == PLACEHOLDER_ADDRESS {
-            Run {
-                offset: base,
-                ..*run
-            }
-        } else {
-            run.shifted(base)
+    let place = |buffer: BufferId, t: &crate::ir::Transfer| {
+        let run = sel.buffers[buffer.index()].run(&t.rect);
+        match address(buffer) {
+            PLACEHOLDER_ADDRESS => Run {
+                offset: PLACEHOLDER_ADDRESS,
+                ..run
+            },
+            base => run.shifted(base),
         }
     };
-    let ex = &sel.exchanges[id.index()];
-    let ps = &storage.phases[id.index()];
-    (ex.transfers.iter().zip(&ps.transfers))
-        .map(|(t, ts)| BoundTransfer {
+    (sel.exchanges[id.index()].transfers.iter())
+        .map(|t| BoundTransfer {
             source: t.source,
-            source_run: place(&ts.source, address(t.source_buffer)),
+            source_run: place(t.source_buffer, t),
             bytes: t.bytes,
-            destinations: (t.destinations.iter().zip(&ts.destinations))
-                .map(|(d, run)| (d.tile, place(run, address(d.buffer))))
+            destinations: (t.destinations.iter())
+                .map(|d| (d.tile, place(d.buffer, t)))
                 .collect(),
         })
         .collect()
@@ -139,7 +123,7 @@ fn bind(
 /// their schedules' pieces, their transfers bound to placeholders (tiles, bytes, run shapes) and the
 /// length of their phase label are: their code then encodes to the same number of bytes on every
 /// tile (the same bytes but for the label's phase id).
-pub fn sized_by(sel: &Selected, storage: &ExchangeStorage, exchanges: &Exchanges) -> Vec<usize> {
+pub fn sized_by(sel: &Selected, exchanges: &Exchanges) -> Vec<usize> {
     let placeholder = |_| PLACEHOLDER_ADDRESS;
     let kinds: Vec<Option<blake3::Hash>> = (sel.steps.par_iter())
         .map(|step| match *step {
@@ -157,7 +141,7 @@ pub fn sized_by(sel: &Selected, storage: &ExchangeStorage, exchanges: &Exchanges
                     words.extend([p.start, p.transfer, some, a, b]);
                     words.extend([p.word, p.words, u32::from(p.wide)]);
                 }
-                let bound = bind(sel, storage, id, &placeholder);
+                let bound = bind(sel, id, &placeholder);
                 words.push(bound.len() as u32);
                 for t in bound {
                     words.extend([t.source.0, t.bytes]);
@@ -186,21 +170,20 @@ pub fn sized_by(sel: &Selected, storage: &ExchangeStorage, exchanges: &Exchanges
 /// ([`sized_by`]) counted as that one.
 pub fn code_bytes(
     sel: &Selected,
-    storage: &ExchangeStorage,
     exchanges: &Exchanges,
     target: &Target,
 ) -> Result<Vec<u64>, LoweringError> {
-    check_belongs(sel, storage, exchanges)?;
+    check_belongs(sel, exchanges)?;
     let placeholder = |_| PLACEHOLDER_ADDRESS;
     // Each superstep sized once per kind: one alike with an earlier one is left empty here.
-    let by = sized_by(sel, storage, exchanges);
+    let by = sized_by(sel, exchanges);
     let steps: Vec<Vec<(TileId, u64)>> = (sel.steps.par_iter().enumerate())
         .map(|(s, step)| {
             if by[s] != s {
                 return Ok(Vec::new());
             }
             let mut scratch = Vec::new();
-            let list = step_instrs(sel, storage, exchanges, target, step, &placeholder)?;
+            let list = step_instrs(sel, exchanges, target, step, &placeholder)?;
             Ok(list
                 .into_iter()
                 .map(|(tile, instrs)| {
@@ -235,12 +218,11 @@ const STEPS_AT_ONCE: usize = 16;
 /// Every tile's program, with buffer addresses from `address`, encoded as it is lowered.
 pub fn tile_programs(
     sel: &Selected,
-    storage: &ExchangeStorage,
     exchanges: &Exchanges,
     target: &Target,
     address: &(dyn Fn(BufferId) -> u32 + Sync),
 ) -> Result<Vec<EncodedProgram>, LoweringError> {
-    check_belongs(sel, storage, exchanges)?;
+    check_belongs(sel, exchanges)?;
     // Each superstep's instructions by tile, lowered in parallel a chunk of steps at a time, then
     // encoded onto the programs in step order, the tiles in parallel: only one chunk's instructions
     // are held decoded.
@@ -249,7 +231,7 @@ pub fn tile_programs(
         .collect();
     for chunk in sel.steps.chunks(STEPS_AT_ONCE) {
         let steps: Vec<Vec<(TileId, Vec<Instr>)>> = (chunk.par_iter())
-            .map(|step| step_instrs(sel, storage, exchanges, target, step, address))
+            .map(|step| step_instrs(sel, exchanges, target, step, address))
             .collect::<Vec<Result<_, Unplaceable>>>()
             .into_iter()
             .collect::<Result<_, _>>()?;

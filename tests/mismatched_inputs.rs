@@ -12,19 +12,12 @@ fn emit_refuses_schedules_of_another_program() {
     let mut exchanges = b.exchanges.clone();
     exchanges.phases.pop();
     let c = PhaseConfigs::default();
-    let err = emit::emit(
-        &b.selected,
-        &b.storage,
-        &exchanges,
-        &b.placement,
-        &b.target,
-        &c.emit,
-    )
-    .expect_err("one schedule short");
+    let err = emit::emit(&b.selected, &exchanges, &b.placement, &b.target, &c.emit)
+        .expect_err("one schedule short");
     let n = b.selected.exchanges.len();
     let message = err.to_string();
     assert!(
-        message.contains(&format!("the schedules ({})", n - 1))
+        message.contains(&format!("the schedules ({} phases)", n - 1))
             && message.contains(&format!("a program of {n} exchange phases")),
         "{message}"
     );
@@ -36,15 +29,8 @@ fn emit_refuses_a_placement_of_another_program() {
     let mut placement = b.placement.clone();
     placement.addresses.pop();
     let c = PhaseConfigs::default();
-    let err = emit::emit(
-        &b.selected,
-        &b.storage,
-        &b.exchanges,
-        &placement,
-        &b.target,
-        &c.emit,
-    )
-    .expect_err("one address short");
+    let err = emit::emit(&b.selected, &b.exchanges, &placement, &b.target, &c.emit)
+        .expect_err("one address short");
     let message = err.to_string();
     assert!(
         message.contains(&format!(
@@ -57,19 +43,13 @@ fn emit_refuses_a_placement_of_another_program() {
 }
 
 #[test]
-fn place_storage_refuses_exchange_storage_of_another_program() {
+fn place_storage_refuses_schedules_of_another_program() {
     let b = small();
-    let mut storage = b.storage.clone();
-    storage.phases.pop();
+    let mut exchanges = b.exchanges.clone();
+    exchanges.phases.pop();
     let c = PhaseConfigs::default();
-    let err = place_storage::place_storage(
-        &b.selected,
-        &storage,
-        &b.exchanges,
-        &b.target,
-        &c.place_storage,
-    )
-    .expect_err("one phase short");
+    let err = place_storage::place_storage(&b.selected, &exchanges, &b.target, &c.place_storage)
+        .expect_err("one schedule short");
     let message = err.to_string();
     assert!(message.contains("come from different builds"), "{message}");
 }

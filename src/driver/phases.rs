@@ -182,7 +182,7 @@ pub static PHASES: [PhaseSpec; 7] = [
     },
     PhaseSpec {
         name: "plan_exchange_storage",
-        about: "Lay out what every exchange phase reads and writes",
+        about: "Lay out every exchange phase's receive buffers and their sizes",
         inputs: &[SELECTED],
         output: EXCHANGE_STORAGE,
         schema: ExchangeStorage::SCHEMA,
@@ -229,14 +229,13 @@ pub static PHASES: [PhaseSpec; 7] = [
     PhaseSpec {
         name: "place_storage",
         about: "Give every buffer of every tile an address",
-        inputs: &[SELECTED, EXCHANGE_STORAGE, EXCHANGES],
+        inputs: &[SELECTED, EXCHANGES],
         output: PLACEMENT,
         schema: Placement::SCHEMA,
         config: |c| canonical(&c.place_storage),
         run: |a, t, c| {
-            let (sel, xs) = (a.input::<Selected>()?, a.input::<ExchangeStorage>()?);
-            let ex = a.input::<Exchanges>()?;
-            out(place_storage(&sel, &xs, &ex, t, &c.place_storage))
+            let (sel, ex) = (a.input::<Selected>()?, a.input::<Exchanges>()?);
+            out(place_storage(&sel, &ex, t, &c.place_storage))
         },
         verify: |a, t| {
             let (pl, sel) = (a.output::<Placement>()?, a.input::<Selected>()?);
@@ -257,14 +256,14 @@ pub static PHASES: [PhaseSpec; 7] = [
     PhaseSpec {
         name: "emit",
         about: "Write every tile's program and the host program",
-        inputs: &[SELECTED, EXCHANGE_STORAGE, EXCHANGES, PLACEMENT],
+        inputs: &[SELECTED, EXCHANGES, PLACEMENT],
         output: TILE_CODE,
         schema: TileCode::SCHEMA,
         config: |c| canonical(&c.emit),
         run: |a, t, c| {
-            let (sel, xs) = (a.input::<Selected>()?, a.input::<ExchangeStorage>()?);
-            let (ex, pl) = (a.input::<Exchanges>()?, a.input::<Placement>()?);
-            out(emit(&sel, &xs, &ex, &pl, t, &c.emit))
+            let (sel, ex) = (a.input::<Selected>()?, a.input::<Exchanges>()?);
+            let pl = a.input::<Placement>()?;
+            out(emit(&sel, &ex, &pl, t, &c.emit))
         },
         verify: |a, t| {
             let (code, sel) = (a.output::<TileCode>()?, a.input::<Selected>()?);

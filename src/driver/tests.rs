@@ -778,12 +778,12 @@ fn code_sized_once_per_kind_of_superstep_is_the_placeholder_codes_length() {
     .expect("exchanges");
     assert!(sel.exchanges.len() > 130, "{} phases", sel.exchanges.len());
     // The later layers' exchange supersteps are sized by the first layer's.
-    let by = sized_by(&sel, &storage, &exchanges);
+    let by = sized_by(&sel, &exchanges);
     let shared = (by.iter().enumerate()).filter(|&(s, &b)| b != s).count();
     assert!(shared >= 10, "{shared} supersteps sized by another");
-    let sized = code_bytes(&sel, &storage, &exchanges, &target).expect("sized");
+    let sized = code_bytes(&sel, &exchanges, &target).expect("sized");
     let placeholder = |_| PLACEHOLDER_ADDRESS;
-    let code = tile_programs(&sel, &storage, &exchanges, &target, &placeholder).expect("code");
+    let code = tile_programs(&sel, &exchanges, &target, &placeholder).expect("code");
     let lengths: Vec<u64> = code.iter().map(|p| p.bytes().len() as u64).collect();
     let wrong = (sized.iter().zip(&lengths)).position(|(a, b)| a != b);
     assert_eq!(

@@ -1,18 +1,12 @@
-//! Exchange storage (`exchange_storage`): for every transfer of every exchange phase, the byte run it
-//! reads in its source buffer and the run it writes in each destination, and per tile and phase the
-//! receive buffers ("rows"); offsets within buffers, no addresses. Written by `plan_exchange_storage`.
+//! Exchange storage (`exchange_storage`): per tile and exchange phase, the receive buffers ("rows")
+//! and the bytes and transfers that land in each. Written by `plan_exchange_storage`.
+//!
+//! The byte runs a transfer reads and writes are not stored: each is its rectangle's run in its
+//! buffer (`Buffer::run`), which the lowering works out where it binds transfers to addresses.
 
 use crate::ids::{BufferId, ExchangeId, TileId};
-use crate::isa::Run;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TransferStorage {
-    pub source: Run,
-    /// One run per destination, in the transfer's destination order.
-    pub destinations: Vec<Run>,
-}
 
 /// A receive buffer of one tile in one phase.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,7 +20,7 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhaseStorage {
     pub id: ExchangeId,
-    pub transfers: Vec<TransferStorage>,
+    /// In (tile, buffer) order.
     pub rows: Vec<Row>,
     /// The most bytes any one tile receives in this phase.
     pub max_row_bytes: u32,
@@ -39,7 +33,7 @@ pub struct ExchangeStorage {
 
 impl crate::store::Artifact for ExchangeStorage {
     const KIND: &'static str = "exchange_storage";
-    const SCHEMA: u32 = 1;
+    const SCHEMA: u32 = 2;
 
     fn encode_body(&self, out: &mut crate::store::Encoded) {
         let ExchangeStorage { phases } = self;
@@ -52,15 +46,14 @@ impl ExchangeStorage {
     pub fn dump(&self) -> String {
         let mut s = String::new();
         for p in &self.phases {
-            let strided = p.transfers.iter().filter(|t| t.source.count > 1).count();
+            let landings: u64 = p.rows.iter().map(|r| u64::from(r.transfers)).sum();
             let row_bytes: u64 = p.rows.iter().map(|r| u64::from(r.bytes)).sum();
             let tiles: std::collections::BTreeSet<TileId> = p.rows.iter().map(|r| r.tile).collect();
             let _ = writeln!(
                 s,
-                "{}: transfers={} strided_sources={} rows={} receiving_tiles={} row_bytes={} max_row_bytes={}",
+                "{}: landings={} rows={} receiving_tiles={} row_bytes={} max_row_bytes={}",
                 p.id,
-                p.transfers.len(),
-                strided,
+                landings,
                 p.rows.len(),
                 tiles.len(),
                 row_bytes,

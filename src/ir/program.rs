@@ -501,3 +501,87 @@ impl Selected {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer holding `rect` of a value, stored `transposed` or not, with `pad` elements of padding
+    /// after every stored row.
+    fn buffer(rect: Rect, dtype: DType, transposed: bool, pad: u32) -> Buffer {
+        let cols = if transposed { rect.rows() } else { rect.cols() };
+        Buffer {
+            id: BufferId(0),
+            tile: TileId(0),
+            value: ValueId(0),
+            class: BufferClass::APanel,
+            rect,
+            dtype,
+            transposed,
+            interleaved: false,
+            stride: cols + pad,
+            first_step: StepId(0),
+            last_step: StepId(0),
+        }
+    }
+
+    /// The bytes of a run, piece by piece.
+    fn bytes_of(run: &Run) -> Vec<u32> {
+        run.pieces().flat_map(|(at, n)| at..at + n).collect()
+    }
+
+    #[test]
+    fn a_rectangles_run_is_the_bytes_its_elements_are_stored_at() {
+        let whole = Rect::new(3, 9, 5, 12);
+        for (dtype, transposed, pad) in [
+            (DType::F16, false, 0),
+            (DType::F16, false, 3),
+            (DType::F32, true, 0),
+            (DType::F32, true, 2),
+            (DType::F16, true, 1),
+        ] {
+            let buf = buffer(whole, dtype, transposed, pad);
+            let elem = dtype.bytes();
+            // Pieces that tile the buffer's rectangle, whole rows, whole columns and single cells
+            // among them.
+            let pieces = [
+                Rect::new(3, 4, 5, 12),
+                Rect::new(4, 9, 5, 6),
+                Rect::new(4, 6, 6, 12),
+                Rect::new(6, 9, 6, 11),
+                Rect::new(6, 7, 11, 12),
+                Rect::new(7, 9, 11, 12),
+            ];
+            let mut seen = vec![false; buf.bytes() as usize];
+            for rect in pieces {
+                let run = buf.run(&rect);
+                let mut want: Vec<u32> = (rect.row0..rect.row1)
+                    .flat_map(|r| (rect.col0..rect.col1).map(move |c| (r, c)))
+                    .flat_map(|(r, c)| {
+                        let at = buf.offset(r, c);
+                        at..at + elem
+                    })
+                    .collect();
+                want.sort_unstable();
+                let mut have = bytes_of(&run);
+                have.sort_unstable();
+                assert_eq!(
+                    have, want,
+                    "{rect} in {dtype:?} transposed={transposed} pad={pad}"
+                );
+                assert_eq!(run.total(), Some(rect.elements() as u32 * elem));
+                assert!(run.end().is_some_and(|end| end <= buf.bytes()));
+                for b in have {
+                    assert!(
+                        !std::mem::replace(&mut seen[b as usize], true),
+                        "byte {b} twice"
+                    );
+                }
+            }
+            // Without padding, the pieces fill the buffer.
+            if pad == 0 {
+                assert!(seen.iter().all(|&s| s), "{dtype:?} transposed={transposed}");
+            }
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! `emit`: selected + exchange_storage + exchanges + placement -> `tile_code`.
+//! `emit`: selected + exchanges + placement -> `tile_code`.
 //!
 //! Writes every tile's program with resolved addresses: per superstep, the tile's compute vertices or
 //! its part of the exchange phase (its exchange code, whose instructions issue at the schedule's
@@ -13,7 +13,7 @@
 use crate::exchange::Overheads;
 use crate::exchange::check::check;
 use crate::ids::{BufferId, TileId};
-use crate::ir::{ExchangeStorage, Exchanges, Placement, Selected, Step, TileCode};
+use crate::ir::{Exchanges, Placement, Selected, Step, TileCode};
 use crate::isa::Run;
 use crate::isa::{EncodedProgram, HostProgram, HostTransfer, Instr, Receive, Send};
 use crate::lowering::tile_programs;
@@ -45,7 +45,6 @@ pub enum EmitError {
 
 pub fn emit(
     sel: &Selected,
-    storage: &ExchangeStorage,
     exchanges: &Exchanges,
     placement: &Placement,
     target: &Target,
@@ -77,7 +76,7 @@ pub fn emit(
         });
     }
     let address = |b: BufferId| placement.addresses[b.index()];
-    let tiles = tile_programs(sel, storage, exchanges, target, &address)?;
+    let tiles = tile_programs(sel, exchanges, target, &address)?;
     let host_transfer = |t: &crate::ir::HostTransfer| {
         let buf = &sel.buffers[t.buffer.index()];
         HostTransfer {

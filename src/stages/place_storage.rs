@@ -1,4 +1,4 @@
-//! `place_storage`: selected + exchange_storage + exchanges (for code sizes) + target -> `placement`.
+//! `place_storage`: selected + exchanges (for code sizes) + target -> `placement`.
 //!
 //! Gives every buffer of every tile an address. Each tile's code sits at the base of memory, sized by
 //! encoding its program with placeholder addresses (never shorter than the real code). Buffers are placed
@@ -16,8 +16,7 @@
 
 use crate::ids::{BufferId, TileId, ValueId};
 use crate::ir::{
-    Buffer, ExchangeStorage, Exchanges, Graph, Oversize, Placement, Selected, TileUsage,
-    largest_values,
+    Buffer, Exchanges, Graph, Oversize, Placement, Selected, TileUsage, largest_values,
 };
 use crate::lowering::code_bytes;
 use crate::target::Target;
@@ -118,12 +117,11 @@ impl PlaceStorageError {
 
 pub fn place_storage(
     sel: &Selected,
-    storage: &ExchangeStorage,
     exchanges: &Exchanges,
     target: &Target,
     cfg: &PlaceStorageConfig,
 ) -> Result<Placement, PlaceStorageError> {
-    let code_bytes: Vec<u32> = (code_bytes(sel, storage, exchanges, target)?.into_iter())
+    let code_bytes: Vec<u32> = (code_bytes(sel, exchanges, target)?.into_iter())
         .map(|b| {
             u32::try_from(b)
                 .unwrap_or(u32::MAX - 15)

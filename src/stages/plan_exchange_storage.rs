@@ -1,20 +1,23 @@
 //! `plan_exchange_storage`: selected -> `exchange_storage`.
 //!
-//! Lays out what every exchange phase moves in memory, independent of addresses: for every transfer, the
-//! byte run it reads in its source buffer and the run it writes in each destination buffer (offsets
-//! within the buffer); and per tile and phase, the receive buffers ("rows") with the bytes that land in
-//! them.
+//! Lays out, address-free, the receive buffers ("rows") of every exchange phase: per tile, each
+//! buffer transfers land in, with the bytes and the number of transfers that land in it, and the
+//! most bytes any one tile receives. The byte run each transfer reads and writes is its rectangle's
+//! run in its buffer (`Buffer::run`); the lowering works it out where it binds the transfers, so it
+//! is not stored here.
 //!
-//! Invariants (checked by [`verify`]): every run lies inside its buffer and moves exactly the transfer's
-//! bytes; within a phase no two transfers write the same byte of a row; every (tile, buffer) that
-//! runs land in has its row, and every row receives exactly the bytes of its buffer's rectangle.
+//! Invariants (checked by [`verify`]): one storage per exchange phase, in order; each phase's rows in
+//! strictly increasing (tile, buffer) order, each naming a buffer on its tile and receiving exactly
+//! the bytes of the buffer's rectangle; every landing of the phase in one of its rows, each row
+//! receiving the bytes and the count of the transfers that land in it; the largest receiving tile's
+//! bytes recorded. That the landings of a buffer do not overlap is `select_finalist`'s check (every
+//! gathered buffer covered exactly once).
 //!
 //! A phase's landings (tens of thousands in a large model) are grouped by tile with a counting sort,
 //! then by buffer within each tile.
 
 use crate::ids::{BufferId, TileId};
-use crate::ir::{ExchangePhase, ExchangeStorage, PhaseStorage, Row, Selected, TransferStorage};
-use crate::isa::Run;
+use crate::ir::{ExchangePhase, ExchangeStorage, PhaseStorage, Row, Selected};
 use crate::verify::Verifier;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -36,18 +39,6 @@ pub fn plan_exchange_storage(
         .exchanges
         .par_iter()
         .map(|ex| {
-            let transfers: Vec<TransferStorage> = ex
-                .transfers
-                .iter()
-                .map(|t| TransferStorage {
-                    source: sel.buffers[t.source_buffer.index()].run(&t.rect),
-                    destinations: t
-                        .destinations
-                        .iter()
-                        .map(|d| sel.buffers[d.buffer.index()].run(&t.rect))
-                        .collect(),
-                })
-                .collect();
             // What lands where, by tile (a counting sort) and then by buffer: a row per (tile,
             // buffer), with its bytes and its transfers.
             let mut landing = ByTile::new(
@@ -65,15 +56,10 @@ pub fn plan_exchange_storage(
                     transfers: lands.len() as u32,
                 }));
             }
-            let max_row_bytes = (rows.chunk_by(|a, b| a.tile == b.tile))
-                .map(|tile| tile.iter().map(|row| row.bytes).sum::<u32>())
-                .max()
-                .unwrap_or(0);
             PhaseStorage {
                 id: ex.id,
-                transfers,
+                max_row_bytes: max_row_bytes(&rows),
                 rows,
-                max_row_bytes,
             }
         })
         .collect();
@@ -85,15 +71,27 @@ pub fn plan_exchange_storage(
     Ok(storage)
 }
 
+/// The most bytes one tile receives: its rows' bytes summed (rows in tile order).
+fn max_row_bytes(rows: &[Row]) -> u32 {
+    (rows.chunk_by(|a, b| a.tile == b.tile))
+        .map(|tile| tile.iter().map(|row| u64::from(row.bytes)).sum::<u64>())
+        .max()
+        .map_or(0, |bytes| u32::try_from(bytes).unwrap_or(u32::MAX))
+}
+
 pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
     let mut v = Verifier::default();
     v.check(storage.phases.len() == sel.exchanges.len(), || {
         "phase count differs from the selection".to_string()
     });
-    // Each phase checked on its own, in parallel; the results joined in phase order.
+    // Each phase checked on its own, in parallel, with a scratch row index per buffer; the results
+    // joined in phase order.
     let phases: Vec<Verifier> = (storage.phases.par_iter())
         .zip(&sel.exchanges)
-        .map(|(ps, ex)| phase_errors(ps, ex, sel))
+        .map_init(
+            || vec![NO_ROW; sel.buffers.len()],
+            |row_of, (ps, ex)| phase_errors(ps, ex, sel, row_of),
+        )
         .collect();
     for p in phases {
         v.append(p);
@@ -101,107 +99,96 @@ pub fn verify(storage: &ExchangeStorage, sel: &Selected) -> Vec<String> {
     v.finish()
 }
 
-/// One phase's errors: its runs against its transfers and buffers, its rows against what lands in
-/// them.
-fn phase_errors(ps: &PhaseStorage, ex: &ExchangePhase, sel: &Selected) -> Verifier {
+/// A buffer with no row in the phase being checked.
+const NO_ROW: u32 = u32::MAX;
+
+/// One phase's errors: its rows against its buffers and against what lands in them. `row_of` (one
+/// entry a buffer, all [`NO_ROW`]) indexes the phase's rows by buffer while it is checked and is
+/// left as it was found.
+fn phase_errors(
+    ps: &PhaseStorage,
+    ex: &ExchangePhase,
+    sel: &Selected,
+    row_of: &mut [u32],
+) -> Verifier {
     let mut v = Verifier::default();
-    v.check(ps.transfers.len() == ex.transfers.len(), || {
-        format!("{}: transfer count", ex.id)
+    v.check(ps.id == ex.id, || {
+        format!("the storage of {} stands where {} is", ps.id, ex.id)
     });
-    // Every destination run, with the tile and buffer it writes.
-    let mut written: Vec<(TileId, (BufferId, &Run))> = Vec::new();
-    for (i, (ts, t)) in ps.transfers.iter().zip(&ex.transfers).enumerate() {
-        let src = &sel.buffers[t.source_buffer.index()];
-        v.check(
-            ts.source.total() == Some(t.bytes)
-                && ts.source.end().is_some_and(|end| end <= src.bytes()),
-            || {
-                format!(
-                    "{} transfer {i}: source run {:?} vs {} bytes in {} of {} bytes",
-                    ex.id,
-                    ts.source,
-                    t.bytes,
-                    src.id,
-                    src.bytes()
-                )
-            },
-        );
-        v.check(ts.destinations.len() == t.destinations.len(), || {
-            format!(
-                "{} transfer {i}: {} destination runs for {} destinations",
-                ex.id,
-                ts.destinations.len(),
-                t.destinations.len()
-            )
-        });
-        for (run, d) in ts.destinations.iter().zip(&t.destinations) {
-            let dst = &sel.buffers[d.buffer.index()];
+    for (i, row) in ps.rows.iter().enumerate() {
+        let at = format!("{} {} on {}", ex.id, row.buffer, row.tile);
+        if i > 0 {
+            let before = &ps.rows[i - 1];
             v.check(
-                run.total() == Some(t.bytes) && run.end().is_some_and(|end| end <= dst.bytes()),
-                || {
-                    format!(
-                        "{} transfer {i}: destination run {run:?} outside {} on {} ({} bytes)",
-                        ex.id,
-                        dst.id,
-                        d.tile,
-                        dst.bytes()
-                    )
-                },
+                (before.tile, before.buffer) < (row.tile, row.buffer),
+                || format!("{at}: a row out of (tile, buffer) order"),
             );
-            written.push((d.tile, (d.buffer, run)));
-        }
-    }
-    // The runs by tile and then buffer, (tile, buffer) in order.
-    let mut written = ByTile::new(written);
-    let mut by_buffer: Vec<(TileId, &[(BufferId, &Run)])> = Vec::new();
-    for (tile, runs) in written.tiles() {
-        runs.sort_unstable_by_key(|&(buffer, _)| buffer);
-        by_buffer.extend(runs.chunk_by(|a, b| a.0 == b.0).map(|runs| (tile, runs)));
-    }
-    // Each (tile, buffer)'s runs go to the first row that names it.
-    let mut taken = vec![false; by_buffer.len()];
-    let mut pieces = Vec::new();
-    for row in &ps.rows {
-        pieces.clear();
-        let found = by_buffer
-            .binary_search_by_key(&(row.tile, row.buffer), |(tile, runs)| (*tile, runs[0].0));
-        if let Ok(at) = found
-            && !taken[at]
-        {
-            taken[at] = true;
-            pieces.extend(by_buffer[at].1.iter().flat_map(|(_, run)| run.pieces()));
-            pieces.sort_unstable();
-        }
-        for w in pieces.windows(2) {
-            let (w0, w1) = (w[0], w[1]);
-            v.check(w0.0 + w0.1 <= w1.0, || {
-                format!(
-                    "{} {} on {}: receives overlap at byte {}",
-                    ex.id, row.buffer, row.tile, w1.0
-                )
-            });
         }
         let Some(buf) = sel.buffers.get(row.buffer.index()) else {
-            v.error(format!(
-                "{} {} on {}: no such buffer",
-                ex.id, row.buffer, row.tile
-            ));
+            v.error(format!("{at}: no such buffer"));
             continue;
         };
-        let expected = buf.rect.elements() as u32 * buf.dtype.bytes();
-        v.check(row.bytes == expected, || {
+        v.check(buf.tile == row.tile, || {
+            format!("{at}: the buffer is on {}", buf.tile)
+        });
+        let expected = buf.rect.elements() * u64::from(buf.dtype.bytes());
+        v.check(u64::from(row.bytes) == expected, || {
             format!(
-                "{} {} on {}: receives {} bytes, its rectangle holds {expected}",
-                ex.id, row.buffer, row.tile, row.bytes
+                "{at}: receives {} bytes, its rectangle holds {expected}",
+                row.bytes
             )
         });
+        if row_of[row.buffer.index()] == NO_ROW {
+            row_of[row.buffer.index()] = i as u32;
+        }
     }
-    for ((tile, runs), _) in by_buffer.iter().zip(taken).filter(|&(_, taken)| !taken) {
-        let buffer = runs[0].0;
+    // Every landing in its buffer's row, on the row's tile; per row, the bytes and transfers that
+    // land in it.
+    let mut landed = vec![(0u64, 0u32); ps.rows.len()];
+    let mut missing: Vec<(TileId, BufferId)> = Vec::new();
+    for t in &ex.transfers {
+        for d in &t.destinations {
+            match row_of.get(d.buffer.index()) {
+                Some(&r) if r != NO_ROW && ps.rows[r as usize].tile == d.tile => {
+                    let l = &mut landed[r as usize];
+                    *l = (l.0 + u64::from(t.bytes), l.1 + 1);
+                }
+                _ => missing.push((d.tile, d.buffer)),
+            }
+        }
+    }
+    missing.sort_unstable();
+    missing.dedup();
+    for (tile, buffer) in missing {
         v.error(format!(
             "{} {buffer} on {tile}: receives with no row",
             ex.id
         ));
+    }
+    for (row, &(bytes, transfers)) in ps.rows.iter().zip(&landed) {
+        v.check(
+            u64::from(row.bytes) == bytes && row.transfers == transfers,
+            || {
+                format!(
+                    "{} {} on {}: a row of {} bytes from {} transfers, where {bytes} bytes land \
+                     from {transfers}",
+                    ex.id, row.buffer, row.tile, row.bytes, row.transfers
+                )
+            },
+        );
+    }
+    v.check(ps.max_row_bytes == max_row_bytes(&ps.rows), || {
+        format!(
+            "{}: the largest tile receives {} bytes, not {}",
+            ex.id,
+            max_row_bytes(&ps.rows),
+            ps.max_row_bytes
+        )
+    });
+    for row in &ps.rows {
+        if let Some(slot) = row_of.get_mut(row.buffer.index()) {
+            *slot = NO_ROW;
+        }
     }
     v
 }

@@ -62,13 +62,9 @@ pub fn build_with(workload: &str, c: &PhaseConfigs) -> Built {
         &ipu_codegen::progress::Silent,
     )
     .expect("lower_exchanges");
-    let placement =
-        place_storage::place_storage(&selected, &storage, &exchanges, &target, &c.place_storage)
-            .expect("place_storage");
-    let code = emit::emit(
-        &selected, &storage, &exchanges, &placement, &target, &c.emit,
-    )
-    .expect("emit");
+    let placement = place_storage::place_storage(&selected, &exchanges, &target, &c.place_storage)
+        .expect("place_storage");
+    let code = emit::emit(&selected, &exchanges, &placement, &target, &c.emit).expect("emit");
     let package =
         build_images::build_images(&code, &placement, &selected, &target, &c.build_images)
             .expect("build_images");

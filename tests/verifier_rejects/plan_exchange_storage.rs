@@ -1,15 +1,15 @@
-//! `plan_exchange_storage`'s verifier: a storage plan per exchange phase and per transfer of the
-//! selection, with a destination run per destination; every run inside its buffer and moving exactly
-//! its transfer's bytes; every received buffer with its row, no two transfers of a phase writing the
-//! same byte of a row, and every row receiving exactly the bytes of its buffer's rectangle.
+//! `plan_exchange_storage`'s verifier: the rows of every exchange phase of the selection, in order;
+//! each phase's rows in (tile, buffer) order, each naming a buffer on its tile and receiving exactly
+//! the bytes of its rectangle, and exactly what lands in it; every landing in a row; the largest
+//! receiving tile's bytes.
 //!
-//! The tests damage the exchange storage: a phase, transfer, destination run or row lost; a source run
-//! past its buffer or short of its transfer; a destination run past its buffer; two transfers writing
-//! over each other in a row; a row of the wrong size or on the wrong tile.
+//! The tests damage the exchange storage: a phase or a row lost; phases swapped; rows out of order or
+//! twice; a row of the wrong size, on the wrong tile, naming no buffer or counting a transfer too many;
+//! the largest tile's bytes misstated.
 
 use crate::assert_rejects;
 use crate::common::pipeline::{Built, small, small_attention};
-use ipu_codegen::ids::TileId;
+use ipu_codegen::ids::{BufferId, TileId};
 use ipu_codegen::ir::ExchangeStorage;
 use ipu_codegen::stages::plan_exchange_storage;
 
@@ -29,114 +29,88 @@ fn plan_exchange_storage_verifier_rejects_a_missing_phase() {
 }
 
 #[test]
-fn plan_exchange_storage_verifier_rejects_a_missing_transfer() {
+fn plan_exchange_storage_verifier_rejects_swapped_phases() {
     let b = small();
     let mut storage = b.storage.clone();
-    storage.phases[3].transfers.pop();
-    assert_rejects(&storage_errors(b, &storage), &["ex3: transfer count"]);
-}
-
-#[test]
-fn plan_exchange_storage_verifier_rejects_a_source_run_past_its_buffer() {
-    let b = small();
-    let mut storage = b.storage.clone();
-    let t = &b.selected.exchanges[0].transfers[5];
-    let src = &b.selected.buffers[t.source_buffer.index()];
-    storage.phases[0].transfers[5].source.offset = src.bytes();
+    storage.phases.swap(0, 1);
     assert_rejects(
         &storage_errors(b, &storage),
-        &[
-            "ex0 transfer 5: source run",
-            &format!(
-                "vs {} bytes in {} of {} bytes",
-                t.bytes,
-                src.id,
-                src.bytes()
-            ),
-        ],
+        &["the storage of ex1 stands where ex0 is"],
     );
 }
 
 #[test]
-fn plan_exchange_storage_verifier_rejects_a_source_run_short_of_its_transfer() {
-    let b = small_attention();
-    let mut storage = b.storage.clone();
-    // A strided run: one stored row fewer.
-    let (i, ts) = storage.phases[0]
-        .transfers
-        .iter_mut()
-        .enumerate()
-        .find(|(_, ts)| ts.source.count > 1)
-        .expect("the small attention gathers strided runs");
-    ts.source.count -= 1;
-    let t = &b.selected.exchanges[0].transfers[i];
-    assert_rejects(
-        &storage_errors(b, &storage),
-        &[
-            &format!("ex0 transfer {i}: source run"),
-            &format!("vs {} bytes in {}", t.bytes, t.source_buffer),
-        ],
-    );
-}
-
-#[test]
-fn plan_exchange_storage_verifier_rejects_a_destination_run_past_its_buffer() {
+fn plan_exchange_storage_verifier_rejects_rows_out_of_order() {
     let b = small();
     let mut storage = b.storage.clone();
-    let t = &b.selected.exchanges[1].transfers[2];
-    let d = t.destinations[0];
-    let dst = &b.selected.buffers[d.buffer.index()];
-    storage.phases[1].transfers[2].destinations[0].offset += dst.bytes();
-    assert_rejects(
-        &storage_errors(b, &storage),
-        &[
-            "ex1 transfer 2: destination run",
-            &format!("outside {} on {} ({} bytes)", d.buffer, d.tile, dst.bytes()),
-        ],
-    );
-}
-
-#[test]
-fn plan_exchange_storage_verifier_rejects_two_transfers_writing_the_same_byte_of_a_row() {
-    let b = small();
-    let mut storage = b.storage.clone();
-    // A row that two transfers fill, each its own part.
-    let (e, row) = storage
-        .phases
-        .iter()
-        .enumerate()
-        .find_map(|(e, p)| {
-            p.rows
-                .iter()
-                .find(|r| r.transfers >= 2)
-                .map(|r| (e, r.clone()))
-        })
-        .expect("a row filled by two transfers");
-    let ex = &b.selected.exchanges[e];
-    let writers: Vec<(usize, usize)> = ex
-        .transfers
-        .iter()
-        .enumerate()
-        .flat_map(|(t, tr)| {
-            tr.destinations
-                .iter()
-                .enumerate()
-                .filter(|(_, d)| d.buffer == row.buffer)
-                .map(move |(k, _)| (t, k))
-        })
-        .collect();
-    let [(t1, k1), (t2, k2), ..] = writers[..] else {
-        panic!("{row:?} has fewer than two writers");
-    };
-    let first = storage.phases[e].transfers[t1].destinations[k1];
-    let second = &mut storage.phases[e].transfers[t2].destinations[k2];
-    // The second writes over the first.
-    second.offset = first.offset;
+    let rows = &mut storage.phases[0].rows;
+    rows.swap(0, 1);
+    let (buffer, tile) = (rows[1].buffer, rows[1].tile);
     assert_rejects(
         &storage_errors(b, &storage),
         &[&format!(
-            "{} {} on {}: receives overlap at byte",
-            ex.id, row.buffer, row.tile
+            "ex0 {buffer} on {tile}: a row out of (tile, buffer) order"
+        )],
+    );
+}
+
+#[test]
+fn plan_exchange_storage_verifier_rejects_a_row_listed_twice() {
+    let b = small();
+    let mut storage = b.storage.clone();
+    let rows = &mut storage.phases[1].rows;
+    let row = rows[3].clone();
+    rows.insert(3, row.clone());
+    assert_rejects(
+        &storage_errors(b, &storage),
+        &[&format!(
+            "ex1 {} on {}: a row out of (tile, buffer) order",
+            row.buffer, row.tile
+        )],
+    );
+}
+
+#[test]
+fn plan_exchange_storage_verifier_rejects_a_row_naming_no_buffer() {
+    let b = small();
+    let mut storage = b.storage.clone();
+    let row = storage.phases[0].rows.last_mut().expect("a row");
+    row.buffer = BufferId(b.selected.buffers.len() as u32);
+    let (buffer, tile) = (row.buffer, row.tile);
+    assert_rejects(
+        &storage_errors(b, &storage),
+        &[&format!("ex0 {buffer} on {tile}: no such buffer")],
+    );
+}
+
+#[test]
+fn plan_exchange_storage_verifier_rejects_a_row_counting_a_transfer_too_many() {
+    let b = small();
+    let mut storage = b.storage.clone();
+    let row = &mut storage.phases[2].rows[5];
+    row.transfers += 1;
+    let (buffer, tile, bytes, transfers) = (row.buffer, row.tile, row.bytes, row.transfers);
+    assert_rejects(
+        &storage_errors(b, &storage),
+        &[&format!(
+            "ex2 {buffer} on {tile}: a row of {bytes} bytes from {transfers} transfers, where \
+             {bytes} bytes land from {}",
+            transfers - 1
+        )],
+    );
+}
+
+#[test]
+fn plan_exchange_storage_verifier_rejects_a_misstated_largest_tile() {
+    let b = small_attention();
+    let mut storage = b.storage.clone();
+    let phase = &mut storage.phases[0];
+    let (right, wrong) = (phase.max_row_bytes, phase.max_row_bytes - 2);
+    phase.max_row_bytes = wrong;
+    assert_rejects(
+        &storage_errors(b, &storage),
+        &[&format!(
+            "ex0: the largest tile receives {right} bytes, not {wrong}"
         )],
     );
 }
@@ -178,25 +152,15 @@ fn plan_exchange_storage_verifier_rejects_a_row_on_the_wrong_tile() {
     let row = &mut storage.phases[0].rows[0];
     let (buffer, tile) = (row.buffer, row.tile);
     // The row names its buffer, but on the next tile: what lands on its own tile has no row.
-    row.tile = TileId(tile.0 + 1);
+    let other = TileId(tile.0 + 1);
+    row.tile = other;
+    let errors = storage_errors(b, &storage);
     assert_rejects(
-        &storage_errors(b, &storage),
-        &[&format!("ex0 {buffer} on {tile}: receives with no row")],
+        &errors,
+        &[&format!("ex0 {buffer} on {other}: the buffer is on {tile}")],
     );
-}
-
-#[test]
-fn plan_exchange_storage_verifier_rejects_a_missing_destination_run() {
-    let b = small();
-    let mut storage = b.storage.clone();
-    let runs = &mut storage.phases[0].transfers[0].destinations;
-    runs.pop();
-    let n = runs.len();
     assert_rejects(
-        &storage_errors(b, &storage),
-        &[&format!(
-            "ex0 transfer 0: {n} destination runs for {} destinations",
-            n + 1
-        )],
+        &errors,
+        &[&format!("ex0 {buffer} on {tile}: receives with no row")],
     );
 }
