@@ -12,8 +12,9 @@
 //! its width), with its weights resident or gathered; an attention into batch-and-head groups of
 //! query blocks x key blocks, with the key sub-block its online softmax steps by and its columns
 //! paired where they fit. It costs each analytically with the target model (`estimate`: compute,
-//! exchange, memory by region, resident bytes), shortlists each operator's candidates and searches
-//! the whole program jointly (`search`), keeping the best `finalists` plans.
+//! exchange, memory by region, resident bytes), shortlists each operator's candidates (once for
+//! operators alike but for their names, ids and values: `alike`) and searches the whole program
+//! jointly (`search`), keeping the best `finalists` plans.
 //!
 //! Invariants (checked by [`crate::ir::verify_mid`], which `select_finalist` runs on its input too):
 //! every device operation of the graph is covered by exactly one operator, no host operation by any;
@@ -26,6 +27,7 @@
 //! finalist plans each copy as the layer before it.
 
 use crate::ids::{OpId, ValueId};
+mod alike;
 mod estimate;
 mod layers;
 mod partitions;
@@ -38,6 +40,7 @@ use crate::ir::{
 };
 use crate::isa::{Activation, Spread, VectorFn};
 use crate::target::Target;
+use alike::alike_key;
 use estimate::{
     assemble_estimate, attention_estimate, grid_estimate, layer_norm_estimate, vector_estimate,
 };
@@ -294,59 +297,84 @@ pub fn shortlists(
             largest: named_bytes(graph, &weights),
         });
     }
-    // Each operator's shortlist on its own, side by side; the first in order that fits nothing is
-    // the error.
-    let shortlists: Vec<Result<Vec<Candidate>, LowerMidError>> = (operators.par_iter())
-        .map(|op| {
-            let all: Vec<Candidate> = match op {
-                Operator::MatMul(o) => {
-                    let weights =
-                        (o.parts.iter()).all(|p| graph.value(p.b).role == ValueRole::Weight);
-                    grid_partitions(o, weights, target)
-                        .into_iter()
-                        .filter(|p| cfg.form.allows(p.transposed) && cfg.weights.allows(p.resident))
-                        .map(|p| {
-                            let [estimate, transposing] =
-                                [false, true].map(|t| grid_estimate(o, &p, target, homes, t));
-                            Candidate {
-                                partition: Partition::Grid(p),
-                                estimate,
-                                transposing: Some(transposing),
-                            }
-                        })
-                        .collect()
-                }
-                Operator::Attention(a) => attention_partitions(a, target)
-                    .into_iter()
-                    .map(|p| Candidate {
-                        partition: Partition::Attention(p),
-                        estimate: attention_estimate(a, &p, target),
-                        transposing: None,
-                    })
-                    .collect(),
-                Operator::LayerNorm(o) => {
-                    grids(layer_norm_partitions(o.rows, o.cols, target), |p| {
-                        layer_norm_estimate(o, p, target, homes)
-                    })
-                }
-                Operator::Vector(o) => grids(row_partitions(o.rows, o.out_cols(), target), |p| {
-                    vector_estimate(o, p, target, homes)
-                }),
-                Operator::Assemble(o) => grids(row_partitions(o.rows, o.cols, target), |p| {
-                    assemble_estimate(graph, o, p, target, homes)
-                }),
-            };
-            let (fitting, too_big): (Vec<_>, Vec<_>) = all
-                .into_iter()
-                .partition(|c| c.estimate.fits_beside(&c.estimate.resident, target));
-            if fitting.is_empty() {
-                return Err(does_not_fit(graph, op, too_big, target));
-            }
-            Ok(shortlist(fitting))
+    // Each operator's shortlist on its own, side by side, once for operators alike (a model's
+    // repeated layers: `alike`); the first in order that fits nothing is the error (operators alike
+    // come after the first of them, which is the one costed).
+    let keys: Vec<Option<Vec<u8>>> = (operators.par_iter())
+        .map(|op| alike_key(op, graph))
+        .collect();
+    let mut first_alike = std::collections::HashMap::new();
+    let costed_as: Vec<usize> = (keys.iter().enumerate())
+        .map(|(i, key)| {
+            key.as_ref()
+                .map_or(i, |k| *first_alike.entry(k).or_insert(i))
         })
         .collect();
-    let shortlists = shortlists.into_iter().collect::<Result<_, _>>()?;
+    let costed: Vec<Option<Result<Vec<Candidate>, LowerMidError>>> = (operators.par_iter())
+        .enumerate()
+        .map(|(i, op)| (costed_as[i] == i).then(|| candidates(graph, op, target, cfg, homes)))
+        .collect();
+    let mut shortlists: Vec<Vec<Candidate>> = Vec::with_capacity(operators.len());
+    for (i, result) in costed.into_iter().enumerate() {
+        shortlists.push(match result {
+            Some(result) => result?,
+            None => shortlists[costed_as[i]].clone(),
+        });
+    }
     Ok((operators, shortlists))
+}
+
+/// An operator's shortlist: every candidate partition costed, those that fit a tile (with `homes`
+/// bytes of weight pieces beside them), fastest first.
+fn candidates(
+    graph: &Graph,
+    op: &Operator,
+    target: &Target,
+    cfg: &LowerMidConfig,
+    homes: u64,
+) -> Result<Vec<Candidate>, LowerMidError> {
+    let all: Vec<Candidate> = match op {
+        Operator::MatMul(o) => {
+            let weights = (o.parts.iter()).all(|p| graph.value(p.b).role == ValueRole::Weight);
+            grid_partitions(o, weights, target)
+                .into_iter()
+                .filter(|p| cfg.form.allows(p.transposed) && cfg.weights.allows(p.resident))
+                .map(|p| {
+                    let [estimate, transposing] =
+                        [false, true].map(|t| grid_estimate(o, &p, target, homes, t));
+                    Candidate {
+                        partition: Partition::Grid(p),
+                        estimate,
+                        transposing: Some(transposing),
+                    }
+                })
+                .collect()
+        }
+        Operator::Attention(a) => attention_partitions(a, target)
+            .into_iter()
+            .map(|p| Candidate {
+                partition: Partition::Attention(p),
+                estimate: attention_estimate(a, &p, target),
+                transposing: None,
+            })
+            .collect(),
+        Operator::LayerNorm(o) => grids(layer_norm_partitions(o.rows, o.cols, target), |p| {
+            layer_norm_estimate(o, p, target, homes)
+        }),
+        Operator::Vector(o) => grids(row_partitions(o.rows, o.out_cols(), target), |p| {
+            vector_estimate(o, p, target, homes)
+        }),
+        Operator::Assemble(o) => grids(row_partitions(o.rows, o.cols, target), |p| {
+            assemble_estimate(graph, o, p, target, homes)
+        }),
+    };
+    let (fitting, too_big): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|c| c.estimate.fits_beside(&c.estimate.resident, target));
+    if fitting.is_empty() {
+        return Err(does_not_fit(graph, op, too_big, target));
+    }
+    Ok(shortlist(fitting))
 }
 
 /// The error for an operator none of whose candidates fits a tile, naming its leanest and its values.

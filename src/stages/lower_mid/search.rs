@@ -31,6 +31,7 @@ const LEANEST: usize = 8;
 
 /// One partition of an operator with its estimates: with the output in its partials' order, and
 /// for a matmul with the output in the other order (its epilogue transposing).
+#[derive(Clone)]
 pub struct Candidate {
     pub partition: Partition,
     pub estimate: OperatorEstimate,
