@@ -321,6 +321,17 @@ fn bench_build_times_cold_builds_and_leaves_the_store_alone() {
                 "{phase} missing: {line}"
             );
         }
+        // The run's own CPU time: more than nothing, and no more than its wall time on every
+        // thread the machine has (both rounded to a millisecond).
+        let figure = |key: &str| -> f64 {
+            (line.split(&format!(" {key}=")).nth(1))
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|ms| ms.parse().ok())
+                .unwrap_or_else(|| panic!("no {key}: {line}"))
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let (cpu, wall) = (figure("cpuMs"), figure("wallMs"));
+        assert!(cpu > 0.0 && cpu <= (wall + 1.0) * threads, "{line}");
         // The run's own peak: more than nothing, less than the machine.
         let peak: f64 = line
             .split(" peakRssMiB=")

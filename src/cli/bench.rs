@@ -140,8 +140,10 @@ pub fn synthetic(o: Overheads, tiles: u32, json: bool) -> Result<Vec<Value>> {
 
 /// `runs` cold builds of the workload, each into a fresh store and stages folder in the system's temp
 /// folder (removed afterwards). Prints each run's phase times (from the stage records), its wall
-/// time and the process's peak resident memory during it (where the system reports it), then the
-/// fastest, median and slowest wall times; with `json`, all of it as one object at the end.
+/// time, the CPU time the process spent on it (user and system, every thread: steadier than the
+/// wall time on a busy machine) and the process's peak resident memory during it (each where the
+/// system reports it), then the fastest, median and slowest wall times; with `json`, all of it as
+/// one object at the end.
 pub fn cold_builds(args: &super::BuildArgs, runs: u32, json: bool) -> Result<()> {
     let scratch = std::env::temp_dir().join(format!("ipu-codegen-bench-{}", std::process::id()));
     let result = cold_builds_in(&scratch, args, runs, json);
@@ -171,12 +173,16 @@ fn cold_builds_in(
             &ipu_codegen::progress::Silent,
         )?;
         let peak_from_here = ipu_codegen::host_memory::reset_peak();
-        let started = Instant::now();
+        let (started, cpu_before) = (Instant::now(), process_cpu());
         b.run(PIPELINE[0], PIPELINE[PIPELINE.len() - 1])?;
         let wall_ms = started.elapsed().as_secs_f64() * 1e3;
         let mut line = Fields::new()
             .with("run", run)
             .with("wallMs", format!("{wall_ms:.0}"));
+        if let (Some(before), Some(after)) = (cpu_before, process_cpu()) {
+            let cpu_ms = after.saturating_sub(before).as_secs_f64() * 1e3;
+            line = line.with("cpuMs", format!("{cpu_ms:.0}"));
+        }
         // Only a peak reset before the run is the run's own.
         if let Some(peak) = ipu_codegen::host_memory::peak_bytes().filter(|_| peak_from_here) {
             line = line.with("peakRssMiB", ipu_codegen::host_memory::mebibytes(peak));
@@ -213,4 +219,27 @@ fn cold_builds_in(
         println!("{}", summary.line());
     }
     Ok(())
+}
+
+/// The CPU time this process has spent (user and system, every thread), where the system reports it.
+fn process_cpu() -> Option<std::time::Duration> {
+    #[cfg(unix)]
+    {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `getrusage` fills the struct it is given, a zeroed one of the right type, and
+        // `RUSAGE_SELF` is always a valid target.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+            return None;
+        }
+        // SAFETY: the call succeeded, so it wrote the struct (which started zeroed anyway).
+        let usage = unsafe { usage.assume_init() };
+        let time = |t: libc::timeval| {
+            let micros =
+                u64::try_from(t.tv_sec).ok()? * 1_000_000 + u64::try_from(t.tv_usec).ok()?;
+            Some(std::time::Duration::from_micros(micros))
+        };
+        Some(time(usage.ru_utime)? + time(usage.ru_stime)?)
+    }
+    #[cfg(not(unix))]
+    None
 }
