@@ -10,7 +10,7 @@
 //! Invariants (checked by [`verify`]): every image is its program's encoding; every code image fits the
 //! space `place_storage` reserved for it.
 
-use crate::ids::OpId;
+use crate::ids::{Grouped, OpId};
 use crate::ir::{
     BufferInfo, Package, Placement, Selected, Step, StepEstimate, TileCode, TileImage,
 };
@@ -122,8 +122,8 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
     let covers = |operator: OpId| {
         (sel.operators.iter().find(|o| o.id() == operator)).map_or(&[][..], |o| o.covers())
     };
-    // Per buffer, the compute steps that use it, in step order, with their operators: buffer `b`'s
-    // are `users[starts[b]..starts[b + 1]]` (a counting sort of every use, in step order).
+    // Per buffer, the compute steps that use it, in step order, with their operators (every use
+    // grouped by buffer).
     let mut uses: Vec<(usize, (usize, OpId))> = Vec::new();
     for (i, step) in sel.steps.iter().enumerate() {
         let Step::Compute(c) = step else { continue };
@@ -132,26 +132,11 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
         };
         for v in &cs.vertices {
             for u in v.kind.operands() {
-                let b = u.operand.buffer.index();
-                if b < sel.buffers.len() {
-                    uses.push((b, (i, cs.operator)));
-                }
+                uses.push((u.operand.buffer.index(), (i, cs.operator)));
             }
         }
     }
-    let mut starts = vec![0usize; sel.buffers.len() + 1];
-    for &(b, _) in &uses {
-        starts[b + 1] += 1;
-    }
-    for b in 1..starts.len() {
-        starts[b] += starts[b - 1];
-    }
-    let mut next = starts.clone();
-    let mut users = vec![(0usize, OpId(0)); uses.len()];
-    for (b, used) in uses {
-        users[next[b]] = used;
-        next[b] += 1;
-    }
+    let users = Grouped::new(sel.buffers.len(), || uses.iter().copied());
     let names = |mut ops: Vec<OpId>| {
         ops.sort_unstable();
         ops.dedup();
@@ -184,7 +169,7 @@ pub fn step_operators(sel: &Selected) -> Vec<Vec<String>> {
                     if std::mem::replace(mark, i) == i {
                         continue;
                     }
-                    let list = &users[starts[b]..starts[b + 1]];
+                    let list = users.group(b);
                     let first = list.partition_point(|&(j, _)| j <= i);
                     let Some(&(next, _)) = list.get(first) else {
                         continue;

@@ -16,7 +16,7 @@
 //! A phase's landings (tens of thousands in a large model) are grouped by tile with a counting sort,
 //! then by buffer within each tile.
 
-use crate::ids::{BufferId, TileId};
+use crate::ids::{BufferId, Grouped, TileId};
 use crate::ir::{ExchangePhase, ExchangeStorage, PhaseStorage, Row, Selected};
 use crate::verify::Verifier;
 use rayon::prelude::*;
@@ -35,19 +35,23 @@ pub fn plan_exchange_storage(
     sel: &Selected,
     _cfg: &PlanExchangeStorageConfig,
 ) -> Result<ExchangeStorage, PlanExchangeStorageError> {
+    // Tiles are grouped up to the last any buffer is on (a landing beyond is left without a row,
+    // which the verifier names).
+    let tiles = (sel.buffers.iter().map(|b| b.tile.index() + 1).max()).unwrap_or(0);
     let phases = sel
         .exchanges
         .par_iter()
         .map(|ex| {
             // What lands where, by tile (a counting sort) and then by buffer: a row per (tile,
             // buffer), with its bytes and its transfers.
-            let mut landing = ByTile::new(
-                (ex.transfers.iter())
-                    .flat_map(|t| (t.destinations.iter()).map(|d| (d.tile, (d.buffer, t.bytes))))
-                    .collect(),
-            );
+            let mut landing = Grouped::new(tiles, || {
+                (ex.transfers.iter()).flat_map(|t| {
+                    (t.destinations.iter()).map(|d| (d.tile.index(), (d.buffer, t.bytes)))
+                })
+            });
             let mut rows: Vec<Row> = Vec::new();
-            for (tile, lands) in landing.tiles() {
+            for (tile, lands) in landing.groups_mut() {
+                let tile = TileId::from_index(tile);
                 lands.sort_unstable();
                 rows.extend(lands.chunk_by(|a, b| a.0 == b.0).map(|lands| Row {
                     tile,
@@ -191,53 +195,4 @@ fn phase_errors(
         }
     }
     v
-}
-
-/// Items by tile, in tile order, each tile's in the order given (a counting sort: a phase's
-/// landings are tens of thousands, its tiles a few thousand).
-struct ByTile<T> {
-    /// Tile `t`'s items are `items[starts[t]..starts[t + 1]]`.
-    starts: Vec<usize>,
-    items: Vec<T>,
-}
-
-impl<T: Copy> ByTile<T> {
-    fn new(items: Vec<(TileId, T)>) -> ByTile<T> {
-        let mut starts = vec![0usize];
-        for (tile, _) in &items {
-            let end = tile.index() + 1;
-            if starts.len() <= end {
-                starts.resize(end + 1, 0);
-            }
-            starts[end] += 1;
-        }
-        for t in 1..starts.len() {
-            starts[t] += starts[t - 1];
-        }
-        let mut next = starts.clone();
-        // Every slot is overwritten below.
-        let mut sorted = match items.first() {
-            Some(&(_, first)) => vec![first; items.len()],
-            None => Vec::new(),
-        };
-        for (tile, item) in items {
-            let at = &mut next[tile.index()];
-            sorted[*at] = item;
-            *at += 1;
-        }
-        ByTile {
-            starts,
-            items: sorted,
-        }
-    }
-
-    /// Each tile that has items, with them, in tile order.
-    fn tiles(&mut self) -> impl Iterator<Item = (TileId, &mut [T])> {
-        let mut rest = &mut self.items[..];
-        (self.starts.windows(2).enumerate()).filter_map(move |(t, w)| {
-            let (here, after) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
-            rest = after;
-            (!here.is_empty()).then(|| (TileId::from_index(t), here))
-        })
-    }
 }

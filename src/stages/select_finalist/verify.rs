@@ -15,7 +15,7 @@
 //! later families read no step list, so they run whatever the steps hold. It reads only the selection
 //! and the target.
 
-use crate::ids::{ExchangeId, StepId};
+use crate::ids::{ExchangeId, Grouped, StepId};
 use crate::ir::for_each_pair;
 use crate::ir::{
     Buffer, BufferClass, ExchangePhase, HostTransfer, Rect, Selected, Step, Transfer, ValueRole,
@@ -226,31 +226,15 @@ fn check_transfer(v: &mut Verifier, s: &Selected, ex: &ExchangePhase, t: &Transf
 /// destination order: grouped by buffer with a counting sort, not a list per buffer); the buffers
 /// checked in parallel runs, their problems listed in buffer order.
 fn check_coverage(v: &mut Verifier, s: &Selected) {
-    let landings = || {
+    let incoming = Grouped::new(s.buffers.len(), || {
         (s.exchanges.iter()).flat_map(|ex| {
-            (ex.transfers.iter())
-                .flat_map(|t| t.destinations.iter().map(move |d| (d.buffer, &t.rect)))
+            (ex.transfers.iter()).flat_map(|t| {
+                t.destinations
+                    .iter()
+                    .map(move |d| (d.buffer.index(), &t.rect))
+            })
         })
-    };
-    // Buffer b's incoming rectangles are `incoming[starts[b]..starts[b + 1]]`.
-    let mut starts = vec![0usize; s.buffers.len() + 1];
-    for (buffer, _) in landings() {
-        starts[buffer.index() + 1] += 1;
-    }
-    for b in 1..starts.len() {
-        starts[b] += starts[b - 1];
-    }
-    let mut next = starts.clone();
-    let mut incoming: Vec<&Rect> = Vec::new();
-    if let Some((_, first)) = landings().next() {
-        // Every slot is overwritten below.
-        incoming = vec![first; starts[s.buffers.len()]];
-    }
-    for (buffer, rect) in landings() {
-        let at = &mut next[buffer.index()];
-        incoming[*at] = rect;
-        *at += 1;
-    }
+    });
     let found: Vec<Verifier> = (s.buffers.par_chunks(1 << 12))
         .map(|buffers| {
             let mut v = Verifier::default();
@@ -258,9 +242,7 @@ fn check_coverage(v: &mut Verifier, s: &Selected) {
             for buf in buffers {
                 let b = buf.id.index();
                 rects.clear();
-                if let (Some(&from), Some(&to)) = (starts.get(b), starts.get(b + 1)) {
-                    rects.extend(incoming[from..to].iter().copied().copied());
-                }
+                rects.extend(incoming.group(b).iter().copied().copied());
                 covered_once(&mut v, buf, &rects, &mut cells);
             }
             v
