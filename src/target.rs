@@ -18,7 +18,10 @@
 //! estimates.
 
 mod assemble;
+mod floor;
 mod vector_ops;
+
+pub use floor::MatmulFloor;
 
 use crate::elements::DType;
 use crate::isa::Activation;

@@ -66,3 +66,38 @@ fn the_table_shows_only_the_forms_and_weight_panels_allowed() {
         assert_eq!(row["residentBytes"], 0, "{row}");
     }
 }
+
+#[test]
+fn no_matmul_candidate_costs_less_than_its_floor() {
+    let sb = Sandbox::new();
+    let r = sb.run(&["plans", "minilm-encoder", "--json", "--top", "1000"]);
+    r.assert_ok();
+    let table: Value = serde_json::from_str(&r.stdout).expect("plans --json prints JSON");
+    let mut matmuls = 0;
+    let mut summed = 0;
+    for op in table["operators"].as_array().unwrap() {
+        let Some(floor) = op["floor"]["cycles"].as_u64() else {
+            assert!(op["floor"].is_null(), "{op}");
+            continue;
+        };
+        assert!(op["shape"].as_str().unwrap().starts_with("matmul"), "{op}");
+        matmuls += 1;
+        summed += floor;
+        let candidates = op["candidates"].as_array().unwrap();
+        assert_eq!(candidates.len() as u64, op["shortlisted"].as_u64().unwrap());
+        for c in candidates {
+            let cycles = c["cycles"].as_u64().unwrap();
+            assert!(
+                cycles >= floor,
+                "{} costs {cycles}, under its floor {floor}: {c}",
+                op["name"]
+            );
+        }
+    }
+    assert!(matmuls >= 4, "{table}");
+    assert_eq!(table["matmulFloorCycles"].as_u64(), Some(summed));
+    let r = sb.run(&["plans", "minilm-encoder"]);
+    r.assert_ok();
+    let line = format!("matmul floor: {summed} cycles");
+    assert!(r.stdout.contains(&line), "{}", r.stdout);
+}

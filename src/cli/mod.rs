@@ -435,9 +435,17 @@ fn execute(cli: Cli) -> Result<()> {
             let graph = b.load::<Graph>(&outcome.outputs)?;
             let mid = b.load::<Mid>(&outcome.outputs)?;
             let selected = b.load::<Selected>(&outcome.outputs)?;
-            let (operators, shortlists) =
-                shortlists(&graph, &args.target()?, &args.configs().lower_mid)?;
-            let table = plans::json(&graph, &operators, &shortlists, &mid, &selected, top);
+            let target = args.target()?;
+            let (operators, shortlists) = shortlists(&graph, &target, &args.configs().lower_mid)?;
+            let table = plans::json(
+                &target,
+                &graph,
+                &operators,
+                &shortlists,
+                &mid,
+                &selected,
+                top,
+            );
             if json {
                 json::print("plans", table);
             } else {

@@ -1,11 +1,13 @@
 //! `ipu-codegen plans`: why a plan won. Per operator, the fastest candidates of the shortlist the
 //! joint search chose among (operand form, weights, partition, estimated cycles, compute, its vector
-//! part, exchange, working and resident bytes a tile); then the joint finalists with their
-//! estimates, the one `select_finalist` chose marked with its mapping and modelled cycles. Text, or
-//! the same fields as JSON.
+//! part, exchange, working and resident bytes a tile), and for a matmul the floor no plan of it goes
+//! below (`Target::matmul_floor`); then the joint finalists with their estimates, the one
+//! `select_finalist` chose marked with its mapping and modelled cycles, and the matmuls' floors
+//! summed. Text, or the same fields as JSON.
 
 use ipu_codegen::ir::{Graph, Mid, Operator, OperatorEstimate, Partition, Selected};
 use ipu_codegen::stages::lower_mid::Candidate;
+use ipu_codegen::target::Target;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -59,8 +61,26 @@ fn shape(op: &Operator) -> String {
     }
 }
 
-/// The plan table as JSON: `operators` (each with its `candidates`, fastest first) and `finalists`.
+/// A matmul's floor on `target`'s tiles, as JSON; `null` for any other operator.
+fn floor_json(op: &Operator, target: &Target) -> Value {
+    let Operator::MatMul(m) = op else {
+        return Value::Null;
+    };
+    let f = target.matmul_floor(m.m, m.k, m.n, m.partials, target.tiles);
+    json!({
+        "cycles": f.cycles,
+        "rows": f.rows,
+        "depth": f.depth,
+        "cols": f.cols,
+        "tiles": f.tiles,
+        "form": if f.transposed { "transposed" } else { "normal" },
+    })
+}
+
+/// The plan table as JSON: `operators` (each with its `candidates`, fastest first, and a matmul's
+/// `floor`), `finalists` and `matmulFloorCycles`.
 pub fn json(
+    target: &Target,
     graph: &Graph,
     operators: &[Operator],
     shortlists: &[Vec<Candidate>],
@@ -88,10 +108,14 @@ pub fn json(
                 "name": op.name(),
                 "shape": shape(op),
                 "shortlisted": list.len(),
+                "floor": floor_json(op, target),
                 "candidates": candidates,
             })
         })
         .collect();
+    let matmul_floor: u64 = (ops.iter())
+        .filter_map(|op| op["floor"]["cycles"].as_u64())
+        .sum();
     let finalists: Vec<Value> = (mid.finalists.iter().enumerate())
         .map(|(f, plan)| {
             let chosen = selected.finalist as usize == f;
@@ -131,6 +155,7 @@ pub fn json(
         "operators": ops,
         "layers": layers,
         "finalists": finalists,
+        "matmulFloorCycles": matmul_floor,
     })
 }
 
@@ -169,6 +194,19 @@ pub fn text(table: &Value) -> String {
             op["shape"].as_str().unwrap_or_default(),
             n(&op["shortlisted"])
         );
+        let floor = &op["floor"];
+        if floor.is_object() {
+            let _ = writeln!(
+                s,
+                "  floor {} cycles: {}x{}x{} blocks on {} tiles, {} (the AMP and the depth partials' exchange alone)",
+                n(&floor["cycles"]),
+                n(&floor["rows"]),
+                n(&floor["depth"]),
+                n(&floor["cols"]),
+                n(&floor["tiles"]),
+                floor["form"].as_str().unwrap_or_default(),
+            );
+        }
         let _ = writeln!(s, "  rank {header}");
         for c in op["candidates"].as_array().into_iter().flatten() {
             row(&mut s, c, &format!("  {:<4} ", n(&c["rank"])));
@@ -212,5 +250,10 @@ pub fn text(table: &Value) -> String {
             row(&mut s, o, "    ");
         }
     }
+    let _ = writeln!(
+        s,
+        "matmul floor: {} cycles, every matmul's floor summed (no plan of them costs less)",
+        n(&table["matmulFloorCycles"])
+    );
     s
 }
