@@ -1,9 +1,10 @@
-//! A floor under every plan of one matmul on this target: the least cycles over every tiling of its
-//! `m` x `k` times `k` x `n` product into blocks, one block a tile on at most `tiles` tiles, in
-//! either operand form (tokens or weight rows as the AMP's rows), of the block's AMP vertex
-//! (`Target::amp_cycles`) and, when the depth is split over tiles, the partials' reduction: every
-//! output element's partials but one cross the exchange, at most a word a tile a cycle over the
-//! whole chip (a supertile pair's wide bus carries its two tiles' words), and one more sync.
+//! A floor under every plan of one matmul on this target: the least cycles over every grid of row,
+//! depth and column blocks of its `m` x `k` times `k` x `n` product (a plan's partition), one block
+//! a tile on at most `tiles` tiles, in either operand form (tokens or weight rows as the AMP's
+//! rows), of the block's AMP vertex (`Target::amp_cycles`) and, when the depth is split over tiles,
+//! the partials' reduction: every output element's partials but one cross the exchange, at most a
+//! word a tile a cycle over the whole chip (a supertile pair's wide bus carries its two tiles'
+//! words), and one more sync.
 //! Everything else a plan does (gathering the operands, the reduction's additions, the epilogue,
 //! the first sync) is left out, so no plan of the compiler costs less on the device.
 
