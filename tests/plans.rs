@@ -100,4 +100,14 @@ fn no_matmul_candidate_costs_less_than_its_floor() {
     r.assert_ok();
     let line = format!("matmul floor: {summed} cycles");
     assert!(r.stdout.contains(&line), "{}", r.stdout);
+    // Its operators run in supersteps of their own, so the program the device runs costs more.
+    let out = assert_pass(&sb, &["run", "minilm-encoder"]);
+    let cycles: u64 = (out.split_whitespace())
+        .find_map(|w| w.strip_prefix("cycles="))
+        .and_then(|c| c.parse().ok())
+        .expect("the run's cycles");
+    assert!(
+        cycles > summed,
+        "the device ran {cycles} cycles, under the floor {summed}"
+    );
 }

@@ -252,7 +252,7 @@ pub fn text(table: &Value) -> String {
     }
     let _ = writeln!(
         s,
-        "matmul floor: {} cycles, every matmul's floor summed (no plan of them costs less)",
+        "matmul floor: {} cycles, every matmul's floor summed (each runs in supersteps of its own: no program costs less)",
         n(&table["matmulFloorCycles"])
     );
     s
