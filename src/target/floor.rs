@@ -60,10 +60,10 @@ impl Target {
             transposed,
         };
         for depth_groups in 1..=k.div_ceil(bd).max(1) {
-            let depth_blocks = k.div_ceil(bd * depth_groups).max(1);
+            let depth_blocks = k.div_ceil(bd.saturating_mul(depth_groups)).max(1);
             let depth = k.div_ceil(depth_blocks);
             for col_groups in 1..=cols.div_ceil(bw).max(1) {
-                let col_blocks = cols.div_ceil(bw * col_groups).max(1);
+                let col_blocks = cols.div_ceil(bw.saturating_mul(col_groups)).max(1);
                 let width = cols.div_ceil(col_blocks);
                 let shared = u64::from(depth_blocks) * u64::from(col_blocks);
                 let row_blocks = (u64::from(tiles) / shared).min(u64::from(rows.max(1))) as u32;
