@@ -2,7 +2,7 @@
 //! plan the device runs.
 
 mod common;
-use common::{SMALL, Sandbox, assert_pass};
+use common::{SMALL, SMALL_ATTENTION, Sandbox, assert_pass};
 use serde_json::Value;
 
 fn plans_json(sb: &Sandbox, extra: &[&str]) -> Value {
@@ -110,4 +110,8 @@ fn no_matmul_candidate_costs_less_than_its_floor() {
         cycles > summed,
         "the device ran {cycles} cycles, under the floor {summed}"
     );
+    // A workload without matmuls has no floor line.
+    let r = sb.run(&["plans", SMALL_ATTENTION]);
+    r.assert_ok();
+    assert!(!r.stdout.contains("floor"), "{}", r.stdout);
 }

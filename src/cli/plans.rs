@@ -3,7 +3,7 @@
 //! part, exchange, working and resident bytes a tile), and for a matmul the floor no plan of it goes
 //! below (`Target::matmul_floor`); then the joint finalists with their estimates, the one
 //! `select_finalist` chose marked with its mapping and modelled cycles, and the matmuls' floors
-//! summed. Text, or the same fields as JSON.
+//! summed (in the text, only when there are matmuls). Text, or the same fields as JSON.
 
 use ipu_codegen::ir::{Graph, Mid, Operator, OperatorEstimate, Partition, Selected};
 use ipu_codegen::stages::lower_mid::Candidate;
@@ -250,10 +250,14 @@ pub fn text(table: &Value) -> String {
             row(&mut s, o, "    ");
         }
     }
-    let _ = writeln!(
-        s,
-        "matmul floor: {} cycles, every matmul's floor summed (each runs in supersteps of its own: no program costs less)",
-        n(&table["matmulFloorCycles"])
-    );
+    let has_matmuls =
+        (table["operators"].as_array().into_iter().flatten()).any(|op| op["floor"].is_object());
+    if has_matmuls {
+        let _ = writeln!(
+            s,
+            "matmul floor: {} cycles, every matmul's floor summed (each runs in supersteps of its own: no program costs less)",
+            n(&table["matmulFloorCycles"])
+        );
+    }
     s
 }
