@@ -14,7 +14,7 @@
 //! it writes, then `fsync`, then a rename over the final name. A link planted at the final name is
 //! replaced, never written through; a failed write (a full disk) removes its temp file and leaves the
 //! final name as it was. [`remove_dead_temps`] removes the temp files whose writer died (their lock
-//! is free) and never one a live writer holds.
+//! is free) and never one a live writer holds: it holds each one's lock until the file is unlinked.
 
 use std::fs::File;
 use std::io::{Read as _, Write as _};
@@ -409,24 +409,32 @@ fn remove_dead_temps_of(dir: &Path, prefix: Option<&str>) -> usize {
         let ours = name.starts_with('.')
             && name.ends_with(TEMP_SUFFIX)
             && prefix.is_none_or(|p| name.starts_with(p) && name.len() > p.len() + 4);
-        if ours && dead(&entry.path()) && std::fs::remove_file(entry.path()).is_ok() {
+        if ours && remove_if_dead(&entry.path()) {
             removed += 1;
         }
     }
     removed
 }
 
-/// Whether the temp file at `path` is a regular file no writer holds a lock on. The lock taken here
-/// is held until the file is unlinked, so no writer can take it up meanwhile.
-fn dead(path: &Path) -> bool {
-    let Ok(file) = File::options()
+/// Removes the temp file at `path` if no writer holds its lock, holding the lock until the file is
+/// unlinked: a writer that takes the lock up afterwards finds its file has no link and starts again
+/// ([`prepare_via`]). Let go before the unlink, the lock would let a writer that had just made the
+/// file go on and lose it to the unlink before its rename.
+fn remove_if_dead(path: &Path) -> bool {
+    let Some(_held) = lock_if_dead(path) else {
+        return false;
+    };
+    std::fs::remove_file(path).is_ok()
+}
+
+/// The temp file at `path`, its lock held, when it is a regular file no writer holds a lock on.
+fn lock_if_dead(path: &Path) -> Option<File> {
+    let file = File::options()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
         .open(path)
-    else {
-        return false;
-    };
-    file.metadata().is_ok_and(|m| m.is_file()) && file.try_lock().is_ok()
+        .ok()?;
+    (file.metadata().is_ok_and(|m| m.is_file()) && file.try_lock().is_ok()).then_some(file)
 }
 
 #[cfg(test)]
@@ -530,5 +538,25 @@ mod tests {
         drop(live);
         assert_eq!(remove_dead_temps(dir.path()), 1);
         assert!(!live_temp.exists());
+    }
+
+    #[test]
+    fn a_writer_cannot_lock_a_temp_file_the_sweeper_holds_until_it_is_unlinked() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let temp = dir.path().join(".y.npy.abc123.tmp");
+        // A writer's temp file, made and not yet locked: the sweeper may take it.
+        let writer = File::create(&temp).unwrap();
+        let held = lock_if_dead(&temp).expect("no writer holds its lock yet");
+        assert!(
+            writer.try_lock().is_err(),
+            "the writer took the lock of a file about to be unlinked"
+        );
+        std::fs::remove_file(&temp).unwrap();
+        drop(held);
+        // Its lock free again, the writer finds the file gone and starts again with another.
+        writer.try_lock().unwrap();
+        assert_eq!(writer.metadata().unwrap().nlink(), 0);
+        assert!(lock_if_dead(&temp).is_none(), "no file, nothing to take");
     }
 }
