@@ -386,7 +386,8 @@ fn a_missing_file_is_named_with_its_reason_once() {
 #[test]
 fn writes_beside_a_sweep_of_dead_temps_all_land() {
     // A sweep that let go of a new temp file's lock before unlinking it lost a writer's file now and
-    // then (about 2 writes in 20,000 here): its rename failed with "No such file or directory".
+    // then (2 of 20,000 such writes in one trial, made without the fsync): its rename failed with
+    // "No such file or directory".
     let dir = tempfile::tempdir().unwrap();
     let tmp = dir.path().join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
